@@ -1,0 +1,118 @@
+"""The GGUF byte layout: value types, KV encoding, tensor-info records, alignment.
+
+This module knows nothing of model families. It encodes exactly what gguf-py's GGUFWriter writes
+(little-endian, version 3, 32-byte alignment), so a virtual file built here is byte-identical to one
+the converter writes.
+"""
+from __future__ import annotations
+
+import struct
+from dataclasses import dataclass
+from enum import IntEnum
+from typing import Any, Sequence
+
+GGUF_MAGIC = b"GGUF"
+GGUF_VERSION = 3
+ALIGNMENT = 32
+
+
+class ValueType(IntEnum):
+    UINT8 = 0
+    INT8 = 1
+    UINT16 = 2
+    INT16 = 3
+    UINT32 = 4
+    INT32 = 5
+    FLOAT32 = 6
+    BOOL = 7
+    STRING = 8
+    ARRAY = 9
+    UINT64 = 10
+    INT64 = 11
+    FLOAT64 = 12
+
+
+class GGMLType(IntEnum):
+    F32 = 0
+    F16 = 1
+    BF16 = 30
+    I8 = 24
+    I16 = 25
+    I32 = 26
+    I64 = 27
+    F64 = 28
+
+
+# bytes per element of the unquantized ggml types
+GGML_ITEM_SIZE = {GGMLType.F32: 4, GGMLType.F16: 2, GGMLType.BF16: 2, GGMLType.I8: 1,
+                  GGMLType.I16: 2, GGMLType.I32: 4, GGMLType.I64: 8, GGMLType.F64: 8}
+
+
+@dataclass(frozen=True)
+class KV:
+    """One metadata entry. For arrays, `value` is a list and `item_type` names its element type."""
+    key: str
+    type: ValueType
+    value: Any
+    item_type: ValueType | None = None
+
+
+_SIMPLE = {
+    ValueType.UINT8: "<B", ValueType.INT8: "<b", ValueType.UINT16: "<H", ValueType.INT16: "<h",
+    ValueType.UINT32: "<I", ValueType.INT32: "<i", ValueType.FLOAT32: "<f", ValueType.UINT64: "<Q",
+    ValueType.INT64: "<q", ValueType.FLOAT64: "<d", ValueType.BOOL: "?",
+}
+
+
+def inferred_type(value: Any) -> ValueType:
+    """The type gguf-py's GGUFValueType.get_type gives a Python value (bool before int, int -> INT32)."""
+    if isinstance(value, (str, bytes, bytearray)):
+        return ValueType.STRING
+    if isinstance(value, list):
+        return ValueType.ARRAY
+    if isinstance(value, float):
+        return ValueType.FLOAT32
+    if isinstance(value, bool):
+        return ValueType.BOOL
+    if isinstance(value, int):
+        return ValueType.INT32
+    raise TypeError(f"no GGUF type for {type(value).__name__} value {value!r}")
+
+
+def _encode_value(value: Any, vtype: ValueType, item_type: ValueType | None) -> bytes:
+    fmt = _SIMPLE.get(vtype)
+    if fmt is not None:
+        return struct.pack(fmt, value)
+    if vtype == ValueType.STRING:
+        raw = value.encode("utf-8") if isinstance(value, str) else bytes(value)
+        return struct.pack("<Q", len(raw)) + raw
+    if vtype == ValueType.ARRAY:
+        if not value:
+            raise ValueError("a GGUF array cannot be empty")
+        if item_type is None:
+            item_type = inferred_type(value[0])
+        if item_type in _SIMPLE and item_type != ValueType.BOOL:
+            body = struct.pack(f"<{len(value)}{_SIMPLE[item_type][1]}", *value)
+        else:
+            body = b"".join(_encode_value(v, item_type, None) for v in value)
+        return struct.pack("<IQ", item_type, len(value)) + body
+    raise ValueError(f"unknown GGUF value type {vtype!r}")
+
+
+def encode_kv(kv: KV) -> bytes:
+    return _encode_value(kv.key, ValueType.STRING, None) + struct.pack("<I", kv.type) + \
+        _encode_value(kv.value, kv.type, kv.item_type)
+
+
+def encode_tensor_info(name: str, ggml_dims: Sequence[int], ggml_type: int, offset: int) -> bytes:
+    """`ggml_dims` are already in ggml order (innermost first)."""
+    return (_encode_value(name, ValueType.STRING, None) + struct.pack("<I", len(ggml_dims))
+            + struct.pack(f"<{len(ggml_dims)}Q", *ggml_dims) + struct.pack("<IQ", ggml_type, offset))
+
+
+def encode_header(n_tensors: int, n_kv: int) -> bytes:
+    return GGUF_MAGIC + struct.pack("<IQQ", GGUF_VERSION, n_tensors, n_kv)
+
+
+def pad_to(n: int, align: int = ALIGNMENT) -> int:
+    return (n + align - 1) // align * align

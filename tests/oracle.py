@@ -1,0 +1,107 @@
+"""The converter oracle: llama.cpp's own convert_hf_to_gguf.py from the pinned llama-cpp-python sdist.
+
+The sdist is fetched once with pip and unpacked into a cache outside the repository
+($HFVIEW_CACHE, default ~/.cache/hfview). Nothing of the converter is copied into the project.
+"""
+from __future__ import annotations
+
+import hashlib
+import os
+import subprocess
+import sys
+import tarfile
+from pathlib import Path
+
+LLAMA_CPP_PYTHON = "0.3.36"
+CACHE = Path(os.environ.get("HFVIEW_CACHE", Path.home() / ".cache" / "hfview"))
+_WANTED = ("convert_hf_to_gguf.py", "conversion/", "gguf-py/", "models/ggml-vocab-")
+
+
+def converter_root() -> Path:
+    """vendor/llama.cpp of the pinned sdist, fetched and unpacked on first use."""
+    root = CACHE / f"llama-cpp-python-{LLAMA_CPP_PYTHON}" / "llama.cpp"
+    if (root / "convert_hf_to_gguf.py").is_file():
+        return root
+    sdist_dir = CACHE / "sdist"
+    sdist_dir.mkdir(parents=True, exist_ok=True)
+    sdists = sorted(sdist_dir.glob(f"llama_cpp_python-{LLAMA_CPP_PYTHON}.tar.gz"))
+    if not sdists:
+        subprocess.run([sys.executable, "-m", "pip", "download", "--quiet", "--no-deps", "--no-binary", ":all:",
+                        f"llama-cpp-python=={LLAMA_CPP_PYTHON}", "-d", str(sdist_dir)], check=True)
+        sdists = sorted(sdist_dir.glob(f"llama_cpp_python-{LLAMA_CPP_PYTHON}.tar.gz"))
+    prefix = f"llama_cpp_python-{LLAMA_CPP_PYTHON}/vendor/llama.cpp/"
+    tmp = root.with_name("llama.cpp.partial")
+    with tarfile.open(sdists[0]) as tar:
+        for member in tar.getmembers():
+            if not member.name.startswith(prefix):
+                continue
+            rel = member.name[len(prefix):]
+            if member.isfile() and rel.startswith(_WANTED):
+                member.name = rel
+                tar.extract(member, tmp, filter="data")
+    tmp.rename(root)
+    return root
+
+
+def convert(model_dir: Path, outfile: Path, outtype: str = "auto", *extra: str) -> Path:
+    """Run the pinned converter; raise with its log on failure."""
+    root = converter_root()
+    env = dict(os.environ, PYTHONPATH=str(root), NO_LOCAL_GGUF="", PYTHONHASHSEED="0")
+    env.pop("NO_LOCAL_GGUF")
+    proc = subprocess.run([sys.executable, str(root / "convert_hf_to_gguf.py"), str(model_dir),
+                           "--outfile", str(outfile), "--outtype", outtype, *extra],
+                          cwd=root, env=env, capture_output=True, text=True)
+    if proc.returncode != 0:
+        raise ConverterFailed(proc.stderr[-4000:])
+    return outfile
+
+
+class ConverterFailed(RuntimeError):
+    pass
+
+
+def sha256(path: Path) -> str:
+    h = hashlib.sha256()
+    with open(path, "rb") as f:
+        for block in iter(lambda: f.read(1 << 20), b""):
+            h.update(block)
+    return h.hexdigest()
+
+
+def first_difference(ours: Path, theirs: Path) -> str:
+    """A human description of where two GGUF files first differ: a KV key, a tensor, or the layout."""
+    from gguf import GGUFReader
+
+    a, b = GGUFReader(ours), GGUFReader(theirs)
+    a_keys, b_keys = list(a.fields), list(b.fields)
+    for i, (ka, kb) in enumerate(zip(a_keys, b_keys)):
+        if ka != kb:
+            return f"KV #{i}: ours {ka!r}, converter {kb!r}"
+        fa, fb = a.fields[ka], b.fields[kb]
+        if fa.types != fb.types or [bytes(p) for p in fa.parts] != [bytes(p) for p in fb.parts]:
+            return f"KV {ka!r}: ours {_show(fa)} ({fa.types}), converter {_show(fb)} ({fb.types})"
+    if len(a_keys) != len(b_keys):
+        return f"KV count: ours {len(a_keys)} ({a_keys[len(b_keys):]}), converter {len(b_keys)} ({b_keys[len(a_keys):]})"
+    for i, (ta, tb) in enumerate(zip(a.tensors, b.tensors)):
+        if ta.name != tb.name:
+            return f"tensor #{i}: ours {ta.name!r}, converter {tb.name!r}"
+        if list(ta.shape) != list(tb.shape) or ta.tensor_type != tb.tensor_type:
+            return (f"tensor {ta.name!r}: ours {list(ta.shape)} {ta.tensor_type.name}, "
+                    f"converter {list(tb.shape)} {tb.tensor_type.name}")
+        if bytes(ta.data.tobytes()) != bytes(tb.data.tobytes()):
+            import numpy as np
+            da, db = ta.data.reshape(-1), tb.data.reshape(-1)
+            j = int(np.flatnonzero(da.view(np.uint8) != db.view(np.uint8))[0]) if da.nbytes == db.nbytes else -1
+            return f"tensor {ta.name!r}: data differ (first differing byte {j})"
+    if len(a.tensors) != len(b.tensors):
+        return f"tensor count: ours {len(a.tensors)}, converter {len(b.tensors)}"
+    return "no KV or tensor differs (layout/padding bytes differ)"
+
+
+def _show(field) -> str:
+    try:
+        v = field.contents()
+    except Exception:  # noqa: BLE001 - only for a message
+        v = [bytes(p) for p in field.parts]
+    s = repr(v)
+    return s if len(s) < 200 else s[:200] + "…"
