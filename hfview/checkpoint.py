@@ -1,0 +1,205 @@
+"""HfCheckpoint: a Hugging Face checkpoint directory presented as the GGUF the converter writes from it."""
+from __future__ import annotations
+
+import bisect
+from pathlib import Path
+from typing import Iterator
+
+import numpy as np
+
+from . import families
+from .config import check_keys, read_config, refuse_quantized, with_defaults
+from .errors import CheckpointError, ConfigError
+from .family import Family, converter_name, plan_tensors
+from .gguf_layout import (ALIGNMENT, KV, GGMLType, ValueType, encode_header, encode_kv, encode_tensor_info,
+                          pad_to)
+from .params import first
+from .shards import StoredTensor, index_shards
+from .views import Presented
+
+OUTTYPES = {"f32": (GGMLType.F32, 0), "f16": (GGMLType.F16, 1), "bf16": (GGMLType.BF16, 32)}
+
+# Tensors the converter keeps in F32 whatever the outtype (its prepare_tensors list), by GGUF base name.
+_ALWAYS_F32 = frozenset({
+    "ffn_gate_inp", "ffn_gate_inp_shexp", "position_embd", "token_types", "ssm_conv1d", "shortconv.conv",
+    "time_mix_first", "time_mix_w1", "time_mix_w2", "time_mix_decay_w1", "time_mix_decay_w2",
+    "time_mix_lerp_fused", "posnet.norm1", "posnet.norm2", "ssm_conv1d_q", "ssm_conv1d_k", "ssm_conv1d_v",
+    "indexer.proj", "altup_correct_coef", "altup_predict_coef",
+})
+
+_CHUNK_BYTES = 32 << 20  # a transformed tensor is produced at most this much at a time
+
+
+def _base_name(gguf_name: str) -> str:
+    parts = gguf_name.split(".")
+    if parts[0] == "blk" and len(parts) > 2 and parts[1].isdecimal():
+        parts = parts[2:]
+    return ".".join(parts[:-1])
+
+
+class HfCheckpoint:
+    """A checkpoint directory read in place as its converted GGUF.
+
+    Opening reads config.json, the tokenizer files and each shard's header; tensor bytes are read only when
+    asked for (`read_tensor`, `read`, `readinto`). `outtype` is the converter's --outtype: f32, f16, bf16 or
+    auto (the first matrix's dtype when bf16 or f16, else f16).
+    """
+
+    def __init__(self, path: str | Path, outtype: str = "auto", *, model_name: str | None = None):
+        self.path = Path(path)
+        if not self.path.is_dir():
+            raise CheckpointError(f"{self.path}: not a checkpoint directory")
+        config, config_path = read_config(self.path)
+        refuse_quantized(config, config_path)
+        family = families.family_for(config.get("model_type"))
+        if family is None:
+            raise ConfigError(f"model architecture {config.get('model_type')!r} ({config_path}) is unsupported by "
+                              f"hfview's view; model_type must be one of "
+                              f"{', '.join(families.supported_model_types())}")
+        check_keys(config, config_path, family.name, family.reads, family.harmless)
+        self.family: Family = family
+        self.config = config
+        self.hparams = family.normalise(with_defaults(config, family.defaults[config["model_type"]]))
+        family.check(self.hparams, config_path)
+        self.block_count = first(self.hparams, ["n_layers", "num_hidden_layers", "n_layer", "num_layers"])
+
+        self._stored: dict[str, StoredTensor] = index_shards(self.path)
+        self.outtype = self._resolve_outtype(outtype)
+        out_type, self.file_type = OUTTYPES[self.outtype]
+        self._out_type = out_type
+        self.tensors: list[Presented] = plan_tensors(family, self._stored, self.hparams, self.block_count,
+                                                     self._type_for)
+        self._by_name = {t.name: t for t in self.tensors}
+        self.kv: list[KV] = self._build_kv(model_name)
+        self._layout()
+
+    # ------------------------------------------------------------ what the converter decides
+    def _resolve_outtype(self, outtype: str) -> str:
+        if outtype in OUTTYPES:
+            return outtype
+        if outtype != "auto":
+            raise ValueError(f"outtype {outtype!r}: use one of f32, f16, bf16, auto")
+        for name, t in self._stored.items():
+            if len(t.shape) >= 2:
+                return {"BF16": "bf16", "F16": "f16"}.get(t.dtype, "f16")
+        return "f16"
+
+    def _type_for(self, gguf_name: str, n_dims: int) -> GGMLType:
+        if n_dims <= 1 or gguf_name.endswith("_norm.weight"):
+            return GGMLType.F32
+        if _base_name(gguf_name) in _ALWAYS_F32 or gguf_name[-7:] not in (".weight", ".lora_a", ".lora_b"):
+            return GGMLType.F32
+        return self._out_type
+
+    def _build_kv(self, model_name: str | None) -> list[KV]:
+        from .metadata import general_kv, parameter_counts
+        from .gguf_layout import KV as _KV
+
+        h = self.hparams
+        counts = parameter_counts((t.name, t.shape) for t in self.tensors)
+        merged: dict[str, KV] = {}
+        for entry in (
+            [_KV("general.architecture", ValueType.STRING, self.family.gguf_arch),
+             _KV("general.type", ValueType.STRING, "model")],
+            general_kv(self.path, total_params=counts[0], shared_params=counts[1], expert_params=counts[2],
+                       expert_count=counts[3], model_name=model_name),
+            self.family.parameters(h, self.block_count, self.file_type),
+            [_KV("general.quantization_version", ValueType.UINT32, 2)],
+            self.family.vocab(self.path, h),
+        ):
+            for kv in entry:
+                merged[kv.key] = kv  # a key set twice keeps its first place and its last value
+        return list(merged.values())
+
+    # ------------------------------------------------------------ the virtual file
+    def _layout(self) -> None:
+        parts = [encode_header(len(self.tensors), len(self.kv))]
+        parts += [encode_kv(kv) for kv in self.kv]
+        offset = 0
+        self._data_offsets: list[int] = []
+        for t in self.tensors:
+            parts.append(encode_tensor_info(t.name, t.ggml_dims, t.ggml_type, offset))
+            self._data_offsets.append(offset)
+            offset += pad_to(t.nbytes)
+        prefix = b"".join(parts)
+        self._prefix = prefix + b"\0" * (pad_to(len(prefix)) - len(prefix))
+        self.data_start = len(self._prefix)
+        self.size = self.data_start + offset
+        self._cache: tuple[int, int, int, bytes] | None = None  # (tensor index, first row, last row, bytes)
+
+    @property
+    def arch(self) -> str:
+        return self.family.gguf_arch
+
+    def tensor(self, name: str) -> Presented:
+        try:
+            return self._by_name[name]
+        except KeyError:
+            raise KeyError(f"no tensor {name!r} in the view of {self.path}") from None
+
+    def read_tensor(self, name: str) -> np.ndarray:
+        """A presented tensor's values in its GGUF type, numpy dim order (BF16 as its uint16 bits)."""
+        return self.tensor(name).read()
+
+    def data_offset(self, name: str) -> int:
+        """Absolute file offset of a tensor's data."""
+        i = self.tensors.index(self.tensor(name))
+        return self.data_start + self._data_offsets[i]
+
+    def read(self, offset: int, n: int) -> bytes:
+        buf = bytearray(max(0, min(n, self.size - offset)))
+        self.readinto(offset, memoryview(buf))
+        return bytes(buf)
+
+    def readinto(self, offset: int, out: memoryview) -> int:
+        """Fill `out` with the file's bytes from `offset`; returns how many (short only at the end)."""
+        n = min(len(out), max(0, self.size - offset))
+        done = 0
+        while done < n:
+            pos = offset + done
+            if pos < self.data_start:
+                take = min(n - done, self.data_start - pos)
+                out[done:done + take] = self._prefix[pos:pos + take]
+            else:
+                take = self._read_data(pos - self.data_start, out[done:n])
+            done += take
+        return n
+
+    def _read_data(self, rel: int, out: memoryview) -> int:
+        i = bisect.bisect_right(self._data_offsets, rel) - 1
+        t = self.tensors[i]
+        within = rel - self._data_offsets[i]
+        if within >= t.nbytes:  # alignment padding after the tensor
+            take = min(len(out), pad_to(t.nbytes) - within)
+            out[:take] = b"\0" * take
+            return take
+        row_bytes = t.row_bytes
+        first_row = within // row_bytes
+        rows_per_chunk = max(1, _CHUNK_BYTES // row_bytes)
+        want_end = min(t.nbytes, within + len(out))
+        last_row = min(t.view.n_rows, -(-want_end // row_bytes), first_row + rows_per_chunk)
+        cached = self._cache
+        if cached and cached[0] == i and cached[1] <= first_row and last_row <= cached[2]:
+            data, base = cached[3], cached[1]
+        else:
+            data, base = t.rows(first_row, last_row).tobytes(), first_row
+            self._cache = (i, first_row, last_row, data)
+        start = within - base * row_bytes
+        take = min(len(out), last_row * row_bytes - within, want_end - within)
+        out[:take] = data[start:start + take]
+        return take
+
+    def iter_file(self) -> Iterator[tuple[bytes, str | None]]:
+        """The whole file in pieces: (bytes, tensor name or None for the header and padding)."""
+        yield self._prefix, None
+        for t in self.tensors:
+            row_bytes = t.row_bytes
+            step = max(1, _CHUNK_BYTES // row_bytes)
+            for r in range(0, t.view.n_rows, step):
+                yield t.rows(r, min(t.view.n_rows, r + step)).tobytes(), t.name
+            if pad := pad_to(t.nbytes) - t.nbytes:
+                yield b"\0" * pad, None
+
+    def __repr__(self) -> str:
+        return (f"HfCheckpoint({str(self.path)!r}, arch={self.arch!r}, outtype={self.outtype!r}, "
+                f"{len(self.tensors)} tensors, {len(self.kv)} keys, {self.size} bytes)")

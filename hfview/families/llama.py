@@ -1,0 +1,121 @@
+"""Llama, Mistral, Mixtral -> llama.cpp `llama` (the converter's LlamaModel)."""
+from __future__ import annotations
+
+from pathlib import Path
+
+from ..errors import ConfigError
+from ..family import Experts, Family, Skip, Tensor, rope_pairs
+from ..params import text_model_parameters, u32
+from .rope import llama3_rope_factors
+
+# transformers 5.24's config classes, as data: what the converter sees where config.json is silent.
+_COMMON = dict(vocab_size=32000, hidden_size=4096, num_hidden_layers=32, num_attention_heads=32,
+               hidden_act="silu", initializer_range=0.02, rms_norm_eps=1e-06, use_cache=True, bos_token_id=1,
+               eos_token_id=2, tie_word_embeddings=False, attention_dropout=0.0)
+DEFAULTS = {
+    "llama": dict(_COMMON, intermediate_size=11008, num_key_value_heads=None, max_position_embeddings=2048,
+                  pretraining_tp=1, attention_bias=False, mlp_bias=False, head_dim=None,
+                  rope_parameters={"rope_theta": 10000.0, "rope_type": "default"}),
+    "mistral": dict(_COMMON, intermediate_size=14336, num_key_value_heads=8, head_dim=None,
+                    max_position_embeddings=131072, sliding_window=4096,
+                    rope_parameters={"rope_theta": 10000.0, "rope_type": "default"}),
+    "mixtral": dict(_COMMON, intermediate_size=14336, num_key_value_heads=8, head_dim=None, rms_norm_eps=1e-05,
+                    max_position_embeddings=131072, sliding_window=None, num_experts_per_tok=2,
+                    num_local_experts=8, rope_parameters={"rope_theta": 1000000.0, "rope_type": "default"}),
+}
+
+READS = frozenset({
+    "vocab_size", "hidden_size", "intermediate_size", "num_hidden_layers", "num_attention_heads",
+    "num_key_value_heads", "head_dim", "max_position_embeddings", "rms_norm_eps", "rope_parameters",
+    "rope_scaling", "rope_theta", "hidden_act", "num_local_experts", "num_experts_per_tok",
+    "tie_word_embeddings", "sliding_window", "attention_bias", "mlp_bias",
+})
+# pretraining_tp > 1 splits Llama's matmuls into slices in transformers: the same sums.
+HARMLESS = frozenset({"pretraining_tp", "max_window_layers", "use_sliding_window"})
+
+_is_dense = lambda h: "num_local_experts" not in h  # noqa: E731
+_is_mixture = lambda h: "num_local_experts" in h  # noqa: E731
+
+TENSORS = (
+    Tensor("model.embed_tokens.weight", "token_embd.weight"),
+    Tensor("model.norm.weight", "output_norm.weight"),
+    Tensor("lm_head.weight", "output.weight", required=False),  # absent when tied to the embeddings
+    Tensor("model.layers.{bid}.input_layernorm.weight", "blk.{bid}.attn_norm.weight"),
+    Tensor("model.layers.{bid}.self_attn.q_proj.{wb}", "blk.{bid}.attn_q.{wb}", rope_pairs("num_attention_heads")),
+    Tensor("model.layers.{bid}.self_attn.k_proj.{wb}", "blk.{bid}.attn_k.{wb}", rope_pairs("num_key_value_heads")),
+    Tensor("model.layers.{bid}.self_attn.v_proj.{wb}", "blk.{bid}.attn_v.{wb}"),
+    Tensor("model.layers.{bid}.self_attn.o_proj.{wb}", "blk.{bid}.attn_output.{wb}"),
+    Tensor("model.layers.{bid}.post_attention_layernorm.weight", "blk.{bid}.ffn_norm.weight"),
+    Tensor("model.layers.{bid}.mlp.gate_proj.{wb}", "blk.{bid}.ffn_gate.{wb}", required=_is_dense),
+    Tensor("model.layers.{bid}.mlp.up_proj.{wb}", "blk.{bid}.ffn_up.{wb}", required=_is_dense),
+    Tensor("model.layers.{bid}.mlp.down_proj.{wb}", "blk.{bid}.ffn_down.{wb}", required=_is_dense),
+    Tensor("model.layers.{bid}.block_sparse_moe.gate.weight", "blk.{bid}.ffn_gate_inp.weight", required=_is_mixture),
+    Experts("model.layers.{bid}.block_sparse_moe.experts.{x}.w1.weight", "blk.{bid}.ffn_gate_exps.weight",
+            "num_local_experts", required=_is_mixture),
+    Experts("model.layers.{bid}.block_sparse_moe.experts.{x}.w2.weight", "blk.{bid}.ffn_down_exps.weight",
+            "num_local_experts", required=_is_mixture),
+    Experts("model.layers.{bid}.block_sparse_moe.experts.{x}.w3.weight", "blk.{bid}.ffn_up_exps.weight",
+            "num_local_experts", required=_is_mixture),
+    Skip("model.layers.{bid}.self_attn.rotary_emb.inv_freq"),
+)
+
+_ROPE_TYPES = {"default", "linear", "yarn", "llama3"}
+
+
+def head_dim(h: dict) -> int:
+    return h.get("head_dim") or h["hidden_size"] // h["num_attention_heads"]
+
+
+def normalise(h: dict) -> dict:
+    """What the config classes compute in their constructors."""
+    if h.get("num_key_value_heads") is None:
+        h["num_key_value_heads"] = h["num_attention_heads"]
+    if h.get("head_dim") is None and h["model_type"] in ("llama", "mistral"):
+        h["head_dim"] = h["hidden_size"] // h["num_attention_heads"]
+    return h
+
+
+def check(h: dict, path: Path) -> None:
+    if h.get("hidden_act", "silu") != "silu":
+        raise ConfigError(f"{path}: hidden_act {h['hidden_act']!r}: llama.cpp's llama architecture computes "
+                          f"SiLU only; this checkpoint would run wrong")
+    rope_type = h["rope_parameters"].get("rope_type", "default")
+    if rope_type not in _ROPE_TYPES:
+        raise ConfigError(f"{path}: rope_parameters.rope_type {rope_type!r} is not one llama.cpp's llama "
+                          f"architecture computes ({', '.join(sorted(_ROPE_TYPES))})")
+
+
+def parameters(h: dict, block_count: int, file_type: int) -> list:
+    return [*text_model_parameters(h, "llama", block_count, file_type),
+            u32("llama.vocab_size", h["vocab_size"]),
+            u32("llama.rope.dimension_count", head_dim(h))]
+
+
+def generated(h: dict) -> list:
+    rope = h["rope_parameters"].get("full_attention", h["rope_parameters"])
+    if rope.get("rope_type", "").lower() == "llama3":
+        return [("rope_freqs.weight", llama3_rope_factors(rope, head_dim(h)))]
+    return []
+
+
+def vocab(model_dir: Path, h: dict) -> list:
+    from tokenizer.vocab import llama_vocab
+    return llama_vocab(model_dir, h)
+
+
+FAMILY = Family(
+    name="llama",
+    gguf_arch="llama",
+    architectures=("LlamaForCausalLM", "MistralForCausalLM", "MixtralForCausalLM"),
+    defaults=DEFAULTS,
+    reads=READS,
+    harmless=HARMLESS,
+    tensors=TENSORS,
+    parameters=parameters,
+    vocab=vocab,
+    generated=generated,
+    check=check,
+    normalise=normalise,
+    notes={"sliding_window": "llama.cpp's llama architecture attends to the whole context: the runner "
+                             "caps the context at sliding_window so the computation stays the same"},
+)

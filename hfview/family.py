@@ -1,0 +1,185 @@
+"""What a family module declares, and the one routine that turns a checkpoint's tensors into the
+converter's tensor list from those declarations.
+
+A family is data: its config keys (read / harmless, with the config class's defaults), its tensor
+table (HF name pattern -> GGUF name + a named view), its hyperparameter KV function and its vocab
+routine. Nothing here knows any particular family.
+"""
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Callable, Iterable
+
+import numpy as np
+
+from .errors import CheckpointError
+from .gguf_layout import KV, GGMLType
+from .shards import StoredTensor
+from .views import Generated, Presented, RowPermutation, Stack, Stored, ValueStep, View, rotation_pairs
+
+# ---------------------------------------------------------------- tensor rules
+# A view maker gets the matched sources and the hyperparameters and returns the View.
+ViewMaker = Callable[[list[StoredTensor], dict], View]
+
+
+def stored(sources: list[StoredTensor], h: dict) -> View:
+    return Stored(sources[0])
+
+
+def rope_pairs(head_count_key: str) -> ViewMaker:
+    """Q/K rows regrouped from rotate-half halves into interleaved rotation pairs, per head."""
+    def make(sources: list[StoredTensor], h: dict) -> View:
+        src = sources[0]
+        n_head = h[head_count_key]
+        if src.shape[0] % (2 * n_head):
+            raise CheckpointError(f"tensor {src.name!r} has {src.shape[0]} rows, which do not split into "
+                                  f"{n_head} heads of rotation pairs ({head_count_key} = {n_head})")
+        return RowPermutation(src, rotation_pairs(src.shape[0], n_head), f"rotation pairs over {n_head} heads")
+    return make
+
+
+def stack(sources: list[StoredTensor], h: dict) -> View:
+    return Stack(tuple(sources))
+
+
+@dataclass(frozen=True)
+class Tensor:
+    """HF name pattern -> GGUF name. Patterns use {bid} (block index) and {wb} (weight|bias)."""
+    hf: str
+    gguf: str
+    view: ViewMaker = stored
+    steps: tuple[ValueStep, ...] = ()
+    required: bool | Callable[[dict], bool] = True   # may depend on the config (e.g. dense vs mixture)
+
+
+@dataclass(frozen=True)
+class Experts:
+    """One tensor per expert ({x}), stacked into one `*_exps` tensor of the block. All Experts rules of a
+    family are emitted together, in declaration order, once a block's last expert tensor is read."""
+    hf: str
+    gguf: str
+    count_key: str
+    required: bool | Callable[[dict], bool] = True
+
+
+@dataclass(frozen=True)
+class Skip:
+    """Stored tensors the converter drops (buffers such as rotary inv_freq)."""
+    hf: str
+
+
+Rule = Tensor | Experts | Skip
+
+
+def _regex(pattern: str) -> re.Pattern:
+    rx = re.escape(pattern)
+    for name, sub in (("bid", r"(?P<bid>\d+)"), ("x", r"(?P<x>\d+)"), ("wb", r"(?P<wb>weight|bias)")):
+        rx = rx.replace(re.escape("{" + name + "}"), sub)
+    return re.compile(rx + "$")
+
+
+# ---------------------------------------------------------------- the family declaration
+@dataclass(frozen=True)
+class Family:
+    name: str                       # module name, e.g. "llama"
+    gguf_arch: str                  # llama.cpp architecture, e.g. "llama"
+    architectures: tuple[str, ...]  # HF `architectures` entries this family reads
+    defaults: dict[str, dict]       # model_type -> its transformers config class's defaults
+    reads: frozenset[str]
+    harmless: frozenset[str]
+    tensors: tuple[Rule, ...]
+    parameters: Callable[[dict, int, int], list[KV]]   # (hparams, block_count, file_type) -> KV
+    vocab: Callable[[Path, dict], list[KV]]
+    generated: Callable[[dict], list[tuple[str, np.ndarray]]] = lambda h: []
+    check: Callable[[dict, Path], None] = lambda h, path: None     # refuse values it cannot honour
+    normalise: Callable[[dict], dict] = lambda h: h                 # what the config class's __init__ computes
+    notes: dict[str, str] = field(default_factory=dict)
+
+    @property
+    def model_types(self) -> tuple[str, ...]:
+        return tuple(self.defaults)
+
+
+# The converter's own drops and renames, before any family sees a name.
+_DROPPED_SUFFIXES = (".attention.masked_bias", ".attention.bias", ".rotary_emb.inv_freq")
+
+
+def converter_name(name: str) -> str:
+    return name.replace("language_model.", "") if "language_model." in name else name
+
+
+# ---------------------------------------------------------------- the tensor list
+def plan_tensors(family: Family, stored_tensors: dict[str, StoredTensor], h: dict, block_count: int,
+                 type_for: Callable[[str, int], GGMLType]) -> list[Presented]:
+    """The converter's tensor list: generated tensors first, then each stored tensor in order, mapped by
+    the family's rules; experts are stacked and emitted when a block's last expert arrives."""
+    compiled = [(rule, _regex(rule.hf)) for rule in family.tensors]
+    out: list[Presented] = []
+
+    def present(name: str, view: View, steps=()) -> None:
+        out.append(Presented(name, view, type_for(name, len(view.shape)), tuple(steps)))
+
+    for name, values in family.generated(h):
+        present(name, Generated(values, "computed from config"))
+
+    pending: dict[int, dict[tuple[int, int], StoredTensor]] = {}
+    expert_rules = [r for r in family.tensors if isinstance(r, Experts)]
+    seen: set[str] = set()
+    for hf_name, tensor in stored_tensors.items():
+        name = converter_name(hf_name)
+        if name.endswith(_DROPPED_SUFFIXES):
+            continue
+        for rule, rx in compiled:
+            m = rx.match(name)
+            if m:
+                break
+        else:
+            raise CheckpointError(f"{tensor.path.name}: tensor {hf_name!r} is not one the {family.name} family "
+                                  f"knows; the checkpoint may be of another architecture than its config says")
+        if isinstance(rule, Skip):
+            continue
+        groups = m.groupdict()
+        bid = int(groups["bid"]) if groups.get("bid") is not None else None
+        if bid is not None and bid >= block_count:
+            raise CheckpointError(f"{tensor.path.name}: tensor {hf_name!r} belongs to block {bid}, but the config "
+                                  f"has {block_count} blocks (num_hidden_layers)")
+        gguf_name = rule.gguf.format(bid=bid, wb=groups.get("wb"))
+        seen.add(rule.hf.format(bid=bid, wb=groups.get("wb"), x="{x}"))
+        if isinstance(rule, Tensor):
+            present(gguf_name, rule.view([tensor], h), rule.steps)
+            continue
+        n = h[rule.count_key]
+        x = int(groups["x"])
+        if x >= n:
+            raise CheckpointError(f"tensor {hf_name!r}: expert {x}, but {rule.count_key} = {n}")
+        block = pending.setdefault(bid, {})
+        block[(expert_rules.index(rule), x)] = tensor
+        if len(block) == n * len(expert_rules):
+            for i, r in enumerate(expert_rules):
+                parts = [block[(i, e)] for e in range(n)]
+                present(r.gguf.format(bid=bid), stack(parts, h))
+            del pending[bid]
+    if pending:
+        bid, block = next(iter(pending.items()))
+        raise CheckpointError(f"block {bid} has {len(block)} expert tensors; a complete block has "
+                              f"{len(expert_rules) * h[expert_rules[0].count_key]}: a shard may be missing")
+    _check_required(family, seen, block_count, h)
+    return out
+
+
+def _check_required(family: Family, seen: set[str], block_count: int, h: dict) -> None:
+    for rule in family.tensors:
+        if isinstance(rule, Skip):
+            continue
+        if not (rule.required(h) if callable(rule.required) else rule.required):
+            continue
+        wbs = ["weight"] if "{wb}" in rule.hf else [None]
+        bids = range(block_count) if "{bid}" in rule.hf else [None]
+        for bid in bids:
+            for wb in wbs:
+                key = rule.hf.format(bid=bid, wb=wb, x="{x}")
+                if key not in seen:
+                    raise CheckpointError(f"tensor {key.replace('{x}', '0')!r} is missing: the {family.name} family "
+                                          f"needs it; a shard may be missing or incomplete")

@@ -1,0 +1,90 @@
+"""The hyperparameter KV entries every text model writes (the converter's TextModel.set_gguf_parameters),
+as one function families call and extend."""
+from __future__ import annotations
+
+from typing import Any, Iterable
+
+from .errors import ConfigError
+from .gguf_layout import KV, ValueType as T
+
+
+def first(h: dict, keys: Iterable[str]) -> Any:
+    """The value of the first key present (None when none is), as the converter's find_hparam reads."""
+    for k in keys:
+        if k in h:
+            return h[k]
+    return None
+
+
+def u32(key: str, value: int) -> KV:
+    return KV(key, T.UINT32, int(value))
+
+
+def f32(key: str, value: float) -> KV:
+    return KV(key, T.FLOAT32, float(value))
+
+
+def string(key: str, value: str) -> KV:
+    return KV(key, T.STRING, value)
+
+
+def boolean(key: str, value: bool) -> KV:
+    return KV(key, T.BOOL, bool(value))
+
+
+ROPE_SCALING_GGUF = {"linear": "linear", "yarn": "yarn", "su": "longrope", "longrope": "longrope"}
+
+
+def text_model_parameters(h: dict, arch: str, block_count: int, file_type: int) -> list[KV]:
+    kv = [u32(f"{arch}.block_count", block_count)]
+    if (n_ctx := first(h, ["max_position_embeddings", "n_ctx", "n_positions", "max_length",
+                            "max_sequence_length", "model_max_length"])) is not None:
+        kv.append(u32(f"{arch}.context_length", n_ctx))
+    if (n_embd := first(h, ["hidden_size", "n_embd", "dim"])) is not None:
+        kv.append(u32(f"{arch}.embedding_length", n_embd))
+    if (n_ff := first(h, ["prefix_dense_intermediate_size", "dense_intermediate_size", "intermediate_size",
+                          "n_inner", "hidden_dim"])) is not None:
+        kv.append(u32(f"{arch}.feed_forward_length", n_ff))
+    if (n_head := first(h, ["num_attention_heads", "n_head", "n_heads"])) is not None:
+        kv.append(u32(f"{arch}.attention.head_count", n_head))
+    if (n_kv := first(h, ["num_key_value_heads", "n_kv_heads"])) is not None:
+        kv.append(u32(f"{arch}.attention.head_count_kv", n_kv))
+    if h.get("is_causal") is False:
+        kv.append(boolean(f"{arch}.attention.causal", False))
+
+    rope_all = h.get("rope_parameters") or {}
+    rope = rope_all.get("full_attention", rope_all)
+    if (rope_type := rope.get("rope_type")) is not None:
+        factor = rope.get("factor")
+        if rope_type in ("linear", "yarn") and factor is not None:
+            kv.append(string(f"{arch}.rope.scaling.type", rope_type))
+            kv.append(f32(f"{arch}.rope.scaling.factor", factor))
+            if rope_type == "yarn":
+                if "original_max_position_embeddings" not in rope:
+                    raise ConfigError("yarn rope scaling needs rope_parameters.original_max_position_embeddings")
+                kv.append(u32(f"{arch}.rope.scaling.original_context_length", rope["original_max_position_embeddings"]))
+                for key, gguf_key in (("extrapolation_factor", "yarn_ext_factor"),
+                                      ("attention_factor", "yarn_attn_factor"),
+                                      ("beta_fast", "yarn_beta_fast"), ("beta_slow", "yarn_beta_slow")):
+                    value = rope.get(key, rope.get("attn_factor")) if key == "attention_factor" else rope.get(key)
+                    if value is not None:
+                        kv.append(f32(f"{arch}.rope.scaling.{gguf_key}", value))
+        elif rope_type in ("su", "longrope"):
+            kv.append(string(f"{arch}.rope.scaling.type", "longrope"))
+    if (theta := rope.get("rope_theta")) is not None:
+        kv.append(f32(f"{arch}.rope.freq_base", theta))
+    if (swa_theta := rope_all.get("sliding_attention", {}).get("rope_theta")) is not None:
+        kv.append(f32(f"{arch}.rope.freq_base_swa", swa_theta))
+    if (eps := first(h, ["rms_norm_eps", "norm_eps"])) is not None:
+        kv.append(f32(f"{arch}.attention.layer_norm_rms_epsilon", eps))
+    if (eps := first(h, ["layer_norm_eps", "layer_norm_epsilon", "norm_epsilon"])) is not None:
+        kv.append(f32(f"{arch}.attention.layer_norm_epsilon", eps))
+    if (n := first(h, ["num_local_experts", "num_experts", "n_routed_experts"])) is not None:
+        kv.append(u32(f"{arch}.expert_count", n))
+    if (n := first(h, ["num_experts_per_tok", "num_experts_per_token", "top_k_experts"])) is not None:
+        kv.append(u32(f"{arch}.expert_used_count", n))
+    if (head_dim := h.get("head_dim")) is not None:
+        kv.append(u32(f"{arch}.attention.key_length", head_dim))
+        kv.append(u32(f"{arch}.attention.value_length", head_dim))
+    kv.append(u32("general.file_type", file_type))
+    return kv

@@ -1,0 +1,142 @@
+"""Safetensors shards, read by header only.
+
+Opening a checkpoint reads each shard's 8-byte length and JSON header and checks them; tensor bytes
+are read later, a row range at a time, with positioned reads (no mmap, no whole-file reads).
+"""
+from __future__ import annotations
+
+import json
+import os
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+
+from .errors import CheckpointError
+
+MAX_HEADER = 100_000_000  # safetensors' own limit
+
+# safetensors dtype -> numpy dtype as stored (bf16 and the 8-bit floats are read as raw integers)
+DTYPES: dict[str, np.dtype] = {
+    "F64": np.dtype("<f8"), "F32": np.dtype("<f4"), "F16": np.dtype("<f2"), "BF16": np.dtype("<u2"),
+    "I64": np.dtype("<i8"), "I32": np.dtype("<i4"), "I16": np.dtype("<i2"), "I8": np.dtype("i1"),
+    "U64": np.dtype("<u8"), "U32": np.dtype("<u4"), "U16": np.dtype("<u2"), "U8": np.dtype("u1"),
+    "BOOL": np.dtype("?"), "F8_E4M3": np.dtype("u1"), "F8_E5M2": np.dtype("u1"),
+}
+
+
+@dataclass(frozen=True)
+class StoredTensor:
+    """One tensor as a shard stores it: where its bytes are, and how to read them."""
+    name: str
+    path: Path
+    dtype: str          # safetensors dtype name, e.g. "BF16"
+    shape: tuple[int, ...]
+    offset: int         # absolute byte offset of the first element in `path`
+    nbytes: int
+
+    @property
+    def numpy_dtype(self) -> np.dtype:
+        return DTYPES[self.dtype]
+
+    @property
+    def row_bytes(self) -> int:
+        """Bytes of one slice along the first axis."""
+        return self.nbytes // self.shape[0] if self.shape and self.shape[0] else self.nbytes
+
+    def read_rows(self, start: int, stop: int) -> np.ndarray:
+        """Rows [start, stop) along the first axis, in the stored dtype (bf16 as uint16 bits)."""
+        if not self.shape:
+            raw = _pread(self.path, self.offset, self.nbytes, self.name)
+            return np.frombuffer(raw, self.numpy_dtype).reshape(())
+        n = stop - start
+        raw = _pread(self.path, self.offset + start * self.row_bytes, n * self.row_bytes, self.name)
+        return np.frombuffer(raw, self.numpy_dtype).reshape((n, *self.shape[1:]))
+
+    def read(self) -> np.ndarray:
+        return self.read_rows(0, self.shape[0] if self.shape else 0)
+
+
+def _pread(path: Path, offset: int, n: int, tensor: str) -> bytes:
+    try:
+        fd = os.open(path, os.O_RDONLY)
+    except OSError as e:
+        raise CheckpointError(f"{path}: cannot open shard to read tensor {tensor!r}: {e.strerror}") from e
+    try:
+        data = os.pread(fd, n, offset)
+    finally:
+        os.close(fd)
+    if len(data) != n:
+        raise CheckpointError(f"{path}: shard is truncated: tensor {tensor!r} needs bytes "
+                              f"{offset}..{offset + n}, the file ends first; re-download it")
+    return data
+
+
+def read_header(path: Path) -> list[StoredTensor]:
+    """The tensors a shard holds, in header order, after checking the header against the file."""
+    try:
+        size = path.stat().st_size
+        with open(path, "rb") as f:
+            head = f.read(8)
+            if len(head) < 8:
+                raise CheckpointError(f"{path}: not a safetensors file (shorter than its 8-byte header length)")
+            n = int.from_bytes(head, "little")
+            if n > MAX_HEADER or 8 + n > size:
+                raise CheckpointError(f"{path}: corrupt safetensors header: it claims {n} bytes, "
+                                      f"the file has {size}; re-download the shard")
+            text = f.read(n)
+    except OSError as e:
+        raise CheckpointError(f"{path}: cannot read shard: {e.strerror}") from e
+    try:
+        header = json.loads(text)
+    except (UnicodeDecodeError, json.JSONDecodeError) as e:
+        raise CheckpointError(f"{path}: corrupt safetensors header: not JSON ({e})") from e
+    if not isinstance(header, dict):
+        raise CheckpointError(f"{path}: corrupt safetensors header: not a JSON object")
+    data_start = 8 + n
+    tensors = []
+    for name, meta in header.items():
+        if name == "__metadata__":
+            continue
+        try:
+            dtype, shape, (begin, end) = meta["dtype"], tuple(int(d) for d in meta["shape"]), meta["data_offsets"]
+        except (KeyError, TypeError, ValueError) as e:
+            raise CheckpointError(f"{path}: tensor {name!r} has a malformed header entry: {meta!r}") from e
+        if dtype not in DTYPES:
+            raise CheckpointError(f"{path}: tensor {name!r} has dtype {dtype!r}, which hfview does not read")
+        count = int(np.prod(shape, dtype=np.int64)) if shape else 1
+        if any(d < 0 for d in shape) or end - begin != count * DTYPES[dtype].itemsize or begin < 0:
+            raise CheckpointError(f"{path}: tensor {name!r}: shape {list(shape)} of {dtype} needs "
+                                  f"{count * DTYPES[dtype].itemsize} bytes, the header gives {end - begin}")
+        if data_start + end > size:
+            raise CheckpointError(f"{path}: tensor {name!r} lies past the end of the file "
+                                  f"(needs {data_start + end} bytes, has {size}); the shard is truncated")
+        tensors.append(StoredTensor(name, path, dtype, shape, data_start + begin, end - begin))
+    spans = sorted((t.offset, t.offset + t.nbytes, t.name) for t in tensors if t.nbytes)
+    for (_, end_a, a), (begin_b, _, b) in zip(spans, spans[1:]):
+        if begin_b < end_a:
+            raise CheckpointError(f"{path}: tensors {a!r} and {b!r} overlap in the file; the shard is corrupt")
+    return tensors
+
+
+def weight_files(model_dir: Path) -> list[Path]:
+    """Top-level safetensors shards, sorted by name (optimizer and training-args files excluded)."""
+    return sorted(p for p in model_dir.iterdir()
+                  if p.suffix == ".safetensors" and p.is_file()
+                  and "optimizer" not in p.name and "training_args" not in p.name)
+
+
+def index_shards(model_dir: Path) -> dict[str, StoredTensor]:
+    """Every tensor of the checkpoint by name, in the converter's order: shards sorted by file name,
+    names sorted within a shard. A name stored twice is an error."""
+    files = weight_files(model_dir)
+    if not files:
+        raise CheckpointError(f"{model_dir}: model directory contains no safetensors weights")
+    tensors: dict[str, StoredTensor] = {}
+    for path in files:
+        for t in sorted(read_header(path), key=lambda t: t.name):
+            if t.name in tensors:
+                raise CheckpointError(f"tensor {t.name!r} is stored twice: in {tensors[t.name].path.name} "
+                                      f"and {path.name}; remove the stale shard")
+            tensors[t.name] = t
+    return tensors

@@ -1,0 +1,224 @@
+"""How a presented tensor's elements are found in the stored ones, and how its values are written.
+
+Each rearrangement the converter applies is written here once, as a view over stored rows:
+`Stored` (as stored), `RowPermutation` (e.g. Llama's rotation pairs), `Stack` (a mixture's experts).
+Reads are by "rows": the tensor flattened to (-1, last_dim) in the converter's (numpy) dim order, so a
+byte range of the presented tensor maps to a row range of its sources.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Callable, Sequence
+
+import numpy as np
+
+from .gguf_layout import GGML_ITEM_SIZE, GGMLType
+from .shards import StoredTensor
+
+
+# ---------------------------------------------------------------- element conversion
+def to_working(stored: np.ndarray, dtype: str) -> np.ndarray:
+    """Values in the dtype the converter computes in: f16 and f32 as stored, everything else widened to f32."""
+    if dtype == "BF16":
+        return (stored.astype(np.uint32) << 16).view(np.float32)
+    if dtype in ("F16", "F32"):
+        return stored
+    if dtype.startswith("F8_"):
+        raise NotImplementedError(f"8-bit float tensors ({dtype}) are not read yet")
+    return stored.astype(np.float32)
+
+
+def bf16_bits(values: np.ndarray) -> np.ndarray:
+    """f32 -> bf16 as ggml rounds (nearest even, NaN made quiet), as uint16 bits."""
+    n = values.astype(np.float32, copy=False).view(np.uint32)
+    n = np.where((n & 0x7FFFFFFF) > 0x7F800000, (n & np.uint32(0xFFFF0000)) | np.uint32(64 << 16), n)
+    return ((n.astype(np.uint64) + (0x7FFF + ((n >> 16) & 1))) >> 16).astype(np.uint16)
+
+
+def to_output(values: np.ndarray, ggml_type: GGMLType) -> np.ndarray:
+    if ggml_type == GGMLType.F32:
+        return values.astype(np.float32, copy=False)
+    if ggml_type == GGMLType.F16:
+        return values.astype(np.float16, copy=False)
+    if ggml_type == GGMLType.BF16:
+        return bf16_bits(values)
+    raise ValueError(f"cannot write {ggml_type.name}")
+
+
+# ---------------------------------------------------------------- value steps
+@dataclass(frozen=True)
+class ValueStep:
+    """An elementwise step the converter computes on a tensor's values (in its working dtype)."""
+    name: str
+    fn: Callable[[np.ndarray], np.ndarray]
+
+    def __call__(self, x: np.ndarray) -> np.ndarray:
+        return self.fn(x)
+
+
+OFFSET_ONE = ValueStep("1 + w", lambda x: x + x.dtype.type(1))
+NEG_EXP = ValueStep("-exp(w)", lambda x: -np.exp(x))
+
+
+# ---------------------------------------------------------------- views
+def _rows(shape: Sequence[int]) -> int:
+    return int(np.prod(shape[:-1], dtype=np.int64)) if len(shape) > 1 else 1
+
+
+def _flat_rows(t: StoredTensor, start: int, stop: int) -> np.ndarray:
+    """Rows of a stored tensor flattened to (-1, last_dim)."""
+    last = t.shape[-1] if t.shape else 1
+    if len(t.shape) <= 1:
+        return t.read().reshape(1, last)[start:stop]
+    per_first = _rows(t.shape) // t.shape[0] if t.shape[0] else 1
+    if per_first == 1:
+        return t.read_rows(start, stop).reshape(-1, last)
+    first, last_first = start // per_first, -(-stop // per_first)
+    block = t.read_rows(first, last_first).reshape(-1, last)
+    return block[start - first * per_first: stop - first * per_first]
+
+
+class View:
+    """Base: a presented tensor (numpy-order `shape`) made from `sources`."""
+    name = "stored"
+    sources: tuple[StoredTensor, ...]
+    shape: tuple[int, ...]
+
+    @property
+    def n_rows(self) -> int:
+        return _rows(self.shape)
+
+    def rows(self, start: int, stop: int) -> np.ndarray:
+        """Flattened rows [start, stop) in the stored dtype."""
+        raise NotImplementedError
+
+    def describe(self) -> str:
+        return self.name
+
+
+@dataclass
+class Stored(View):
+    source: StoredTensor
+
+    def __post_init__(self):
+        self.sources = (self.source,)
+        self.shape = self.source.shape
+
+    def rows(self, start, stop):
+        return _flat_rows(self.source, start, stop)
+
+
+@dataclass
+class RowPermutation(View):
+    """Rows of a 2-D weight (or elements of a 1-D bias) taken in another order: out[i] = in[order[i]]."""
+    source: StoredTensor
+    order: np.ndarray
+    label: str
+
+    def __post_init__(self):
+        self.sources = (self.source,)
+        self.shape = self.source.shape
+        self.name = self.label
+
+    def rows(self, start, stop):
+        if len(self.shape) == 1:
+            return self.source.read()[self.order].reshape(1, -1)
+        picked = self.order[start:stop]
+        lo, hi = int(picked.min()), int(picked.max()) + 1
+        return self.source.read_rows(lo, hi)[picked - lo]
+
+
+def rotation_pairs(n_rows: int, n_head: int) -> np.ndarray:
+    """The converter's Q/K permutation (HF's rotate-half halves -> ggml's interleaved pairs):
+    within each head, row 2*i + p comes from row p*half + i."""
+    half = n_rows // n_head // 2
+    return np.arange(n_rows).reshape(n_head, 2, half).swapaxes(1, 2).reshape(-1)
+
+
+@dataclass
+class Stack(View):
+    """Several same-shaped tensors stacked along a new first axis (a mixture's experts)."""
+    parts: tuple[StoredTensor, ...]
+
+    def __post_init__(self):
+        self.sources = self.parts
+        first = self.parts[0]
+        for p in self.parts[1:]:
+            if p.shape != first.shape or p.dtype != first.dtype:
+                raise ValueError(f"cannot stack {p.name!r} ({p.dtype} {list(p.shape)}) with "
+                                 f"{first.name!r} ({first.dtype} {list(first.shape)})")
+        self.shape = (len(self.parts), *first.shape)
+        self.name = f"stack of {len(self.parts)}"
+
+    def rows(self, start, stop):
+        per = _rows(self.parts[0].shape) if len(self.parts[0].shape) > 1 else 1
+        out = []
+        while start < stop:
+            i, r = divmod(start, per)
+            take = min(stop - start, per - r)
+            out.append(_flat_rows(self.parts[i], r, r + take))
+            start += take
+        return np.concatenate(out) if len(out) > 1 else out[0]
+
+
+@dataclass
+class Generated(View):
+    """A tensor the converter computes from the config (e.g. Llama 3's rope_freqs)."""
+    values: np.ndarray
+    label: str
+
+    def __post_init__(self):
+        self.sources = ()
+        self.shape = self.values.shape
+        self.name = self.label
+
+    def rows(self, start, stop):
+        return self.values.reshape(-1, self.shape[-1])[start:stop]
+
+
+# ---------------------------------------------------------------- a presented tensor
+@dataclass
+class Presented:
+    """One tensor of the virtual GGUF: its name, type, and the recipe for its bytes."""
+    name: str
+    view: View
+    ggml_type: GGMLType
+    steps: tuple[ValueStep, ...] = ()
+
+    @property
+    def shape(self) -> tuple[int, ...]:
+        return self.view.shape
+
+    @property
+    def ggml_dims(self) -> tuple[int, ...]:
+        return tuple(reversed(self.shape))
+
+    @property
+    def row_bytes(self) -> int:
+        return (self.shape[-1] if self.shape else 1) * GGML_ITEM_SIZE[self.ggml_type]
+
+    @property
+    def nbytes(self) -> int:
+        return self.view.n_rows * self.row_bytes
+
+    @property
+    def stored_dtype(self) -> str:
+        return self.view.sources[0].dtype if self.view.sources else "F32"
+
+    def rows(self, start: int, stop: int) -> np.ndarray:
+        """Rows [start, stop) as written to the file."""
+        raw = self.view.rows(start, stop)
+        values = to_working(raw, self.stored_dtype) if self.view.sources else raw
+        for step in self.steps:
+            values = step(values)
+        return to_output(values, self.ggml_type)
+
+    def read(self) -> np.ndarray:
+        out = self.rows(0, self.view.n_rows)
+        if self.ggml_type == GGMLType.BF16:
+            return out.reshape(self.shape)  # uint16 bits
+        return out.reshape(self.shape)
+
+    def describe(self) -> str:
+        parts = [self.view.describe()] + [s.name for s in self.steps]
+        return ", ".join(parts)
