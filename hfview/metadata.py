@@ -419,7 +419,8 @@ def _number_kv(key: str, vtype: ValueType, value: Any, origin: str) -> KV:
     except (struct.error, TypeError, OverflowError) as e:
         raise MetadataError(f"{origin} is {value!r}: cannot be written as {vtype.name} {key} ({e}); "
                             "llama.cpp's converter fails on it too") from e
-    return KV(key, vtype, value)
+    # bools pass as ints, ints as floats, exactly as struct packs them: store the packed value's type
+    return KV(key, vtype, int(value) if vtype == ValueType.INT32 else float(value))
 
 
 def _array_kv(key: str, items: list, origin: str) -> KV | None:

@@ -1,0 +1,63 @@
+"""The `hfview` command line."""
+from __future__ import annotations
+
+import json
+import sys
+from pathlib import Path
+
+import click
+
+from .errors import HfviewError
+
+OUTTYPES = click.Choice(["auto", "f32", "f16", "bf16"])
+
+
+class _Group(click.Group):
+    """Refusals print as one line on stderr (no traceback unless --debug) and exit 1."""
+
+    def invoke(self, ctx):
+        try:
+            return super().invoke(ctx)
+        except HfviewError as e:
+            if ctx.params.get("debug") or "--debug" in sys.argv:
+                raise
+            click.echo(f"hfview: {e}", err=True)
+            ctx.exit(1)
+
+
+@click.group(cls=_Group)
+@click.option("--debug", is_flag=True, help="Show tracebacks.")
+def main(debug: bool) -> None:
+    """Run Hugging Face checkpoints with llama.cpp, read in place as the GGUF the converter would write."""
+
+
+@main.command()
+@click.argument("model", type=click.Path(exists=True, file_okay=False, path_type=Path))
+@click.option("--outtype", type=OUTTYPES, default="auto", show_default=True)
+@click.option("--json", "as_json", is_flag=True, help="Machine-readable output.")
+def inspect(model: Path, outtype: str, as_json: bool) -> None:
+    """Architecture, KV and tensor table of MODEL's view (reads headers only)."""
+    from .checkpoint import HfCheckpoint
+    from .inspect import describe, render
+
+    info = describe(HfCheckpoint(model, outtype))
+    click.echo(json.dumps(info, indent=1, default=str) if as_json else render(info))
+
+
+@main.command()
+@click.argument("model", type=click.Path(exists=True, file_okay=False, path_type=Path))
+@click.argument("out", type=click.Path(dir_okay=False, path_type=Path))
+@click.option("--outtype", type=OUTTYPES, default="auto", show_default=True)
+@click.option("--progress/--no-progress", default=True)
+def export(model: Path, out: Path, outtype: str, progress: bool) -> None:
+    """Write MODEL's view to OUT as a GGUF file (byte-identical to convert_hf_to_gguf.py's)."""
+    from .checkpoint import HfCheckpoint
+    from .export import export as write
+
+    ckpt = HfCheckpoint(model, outtype)
+    write(ckpt, out, progress=progress)
+    click.echo(f"wrote {out} ({ckpt.size:,} bytes, {ckpt.arch}, {ckpt.outtype})", err=True)
+
+
+if __name__ == "__main__":
+    main()

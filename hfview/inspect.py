@@ -1,0 +1,53 @@
+"""`hfview inspect`: the view's architecture, KV and tensor table, from headers only."""
+from __future__ import annotations
+
+from typing import Any
+
+from .checkpoint import HfCheckpoint
+from .gguf_layout import ValueType
+
+_LONG = 8  # arrays longer than this are abbreviated
+
+
+def _value(kv) -> Any:
+    if kv.type == ValueType.ARRAY and len(kv.value) > _LONG:
+        return {"array": (kv.item_type or "").name if kv.item_type else "inferred", "length": len(kv.value),
+                "head": list(kv.value[:4])}
+    return kv.value
+
+
+def describe(ckpt: HfCheckpoint) -> dict:
+    return {
+        "path": str(ckpt.path),
+        "architecture": ckpt.arch,
+        "family": ckpt.family.name,
+        "outtype": ckpt.outtype,
+        "gguf_bytes": ckpt.size,
+        "kv": [{"key": kv.key, "type": kv.type.name, "value": _value(kv)} for kv in ckpt.kv],
+        "tensors": [{
+            "name": t.name, "shape": list(t.ggml_dims), "type": t.ggml_type.name,
+            "sources": [s.name for s in t.view.sources] if len(t.view.sources) <= 2
+            else [t.view.sources[0].name, "…", t.view.sources[-1].name],
+            "source_dtype": t.stored_dtype if t.view.sources else None,
+            "view": t.describe(),
+        } for t in ckpt.tensors],
+    }
+
+
+def render(info: dict) -> str:
+    lines = [f"{info['path']}: {info['architecture']} (family {info['family']}), outtype {info['outtype']}, "
+             f"{info['gguf_bytes']:,} bytes as GGUF", "", "KV:"]
+    for kv in info["kv"]:
+        v = kv["value"]
+        if isinstance(v, dict):
+            v = f"[{v['length']} × {v['array']}: {', '.join(map(repr, v['head']))}, …]"
+        elif isinstance(v, str) and len(v) > 80:
+            v = repr(v[:77] + "…")
+        lines.append(f"  {kv['key']:<44} {kv['type']:<8} {v}")
+    lines += ["", f"Tensors ({len(info['tensors'])}):"]
+    width = max((len(t["name"]) for t in info["tensors"]), default=10)
+    for t in info["tensors"]:
+        src = ", ".join(t["sources"]) or "-"
+        lines.append(f"  {t['name']:<{width}} {str(t['shape']):<22} {t['type']:<5} "
+                     f"<- {src} [{t['source_dtype'] or 'computed'}; {t['view']}]")
+    return "\n".join(lines)
