@@ -1,0 +1,165 @@
+"""Benchmark: a >= 1 GB checkpoint, side by side in one run.
+
+  converter     convert_hf_to_gguf.py (pinned) writing the GGUF
+  export        `hfview export` writing the same file
+  view          llama.cpp's first logits fed straight from the view (no file)
+  file+mmap     llama.cpp loading the converter's file with mmap, first logits
+  file no-mmap  the same without mmap
+
+Each step runs in its own process; wall time, peak RSS (wait4) and bytes written are measured.
+Page cache is warm for every step (the checkpoint is read once before timing).
+Usage: python bench/load.py [--layers 8] [--hidden 2048] [--keep]
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import shutil
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import numpy as np
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT / "tests"))
+import oracle  # noqa: E402
+
+WORK = oracle.CACHE / "bench"
+
+
+def make_checkpoint(out: Path, layers: int, hidden: int, vocab: int = 32000) -> Path:
+    """Random bf16 Llama weights written with numpy + safetensors (no torch), with a real tokenizer."""
+    from safetensors.numpy import save_file
+
+    if (out / "config.json").is_file():
+        return out
+    tmp = out.with_name(out.name + ".partial")
+    shutil.rmtree(tmp, ignore_errors=True)
+    tmp.mkdir(parents=True)
+    heads, kv_heads, ff = hidden // 64, max(1, hidden // 256), int(hidden * 2.75) // 64 * 64
+    rng = np.random.default_rng(0)
+
+    def bf16(*shape):
+        x = rng.standard_normal(shape, dtype=np.float32) * 0.02
+        return (x.view(np.uint32) >> 16).astype(np.uint16)
+
+    def save(name, tensors):
+        # safetensors.numpy has no bfloat16: write uint16 then patch the dtype tag in the header
+        save_file(tensors, tmp / name)
+        raw = (tmp / name).read_bytes()
+        n = int.from_bytes(raw[:8], "little")
+        head = raw[8:8 + n].replace(b'"U16"', b'"BF16"')
+        head += b" " * (n - len(head))
+        with open(tmp / name, "r+b") as f:
+            f.seek(8)
+            f.write(head)
+
+    kvd = kv_heads * 64
+    shard = {"model.embed_tokens.weight": bf16(vocab, hidden), "lm_head.weight": bf16(vocab, hidden),
+             "model.norm.weight": bf16(hidden)}
+    save("model-00000.safetensors", shard)
+    for i in range(layers):
+        p = f"model.layers.{i}."
+        save(f"model-{i + 1:05d}.safetensors", {
+            p + "input_layernorm.weight": bf16(hidden), p + "post_attention_layernorm.weight": bf16(hidden),
+            p + "self_attn.q_proj.weight": bf16(hidden, hidden), p + "self_attn.k_proj.weight": bf16(kvd, hidden),
+            p + "self_attn.v_proj.weight": bf16(kvd, hidden), p + "self_attn.o_proj.weight": bf16(hidden, hidden),
+            p + "mlp.gate_proj.weight": bf16(ff, hidden), p + "mlp.up_proj.weight": bf16(ff, hidden),
+            p + "mlp.down_proj.weight": bf16(hidden, ff)})
+    config = {"architectures": ["LlamaForCausalLM"], "model_type": "llama", "vocab_size": vocab,
+              "hidden_size": hidden, "intermediate_size": ff, "num_hidden_layers": layers,
+              "num_attention_heads": heads, "num_key_value_heads": kv_heads, "rms_norm_eps": 1e-5,
+              "max_position_embeddings": 4096, "rope_theta": 10000.0, "torch_dtype": "bfloat16",
+              "bos_token_id": 1, "eos_token_id": 2, "tie_word_embeddings": False}
+    (tmp / "config.json").write_text(json.dumps(config, indent=2))
+    shutil.copy(ROOT / "fixtures" / "tokenizers" / "llama-spm" / "tokenizer.model", tmp)
+    tmp.rename(out)
+    return out
+
+
+def run(cmd: list[str], env=None) -> tuple[float, int, str]:
+    """Wall seconds, peak RSS bytes (this child alone, from wait4) and stdout of one child process."""
+    import tempfile
+
+    with tempfile.TemporaryFile("w+") as out, tempfile.TemporaryFile("w+") as err:
+        t0 = time.perf_counter()
+        proc = subprocess.Popen(cmd, stdout=out, stderr=err, env=env, text=True)
+        _, status, usage = os.wait4(proc.pid, 0)
+        wall = time.perf_counter() - t0
+        proc.returncode = os.waitstatus_to_exitcode(status)
+        out.seek(0)
+        err.seek(0)
+        if proc.returncode:
+            raise RuntimeError(f"{cmd[:3]} failed:\n{err.read()[-3000:]}")
+        return wall, usage.ru_maxrss * 1024, out.read()
+
+
+FIRST_LOGITS = r"""
+import sys, time, json
+t0 = time.perf_counter()
+mode, path = sys.argv[1], sys.argv[2]
+from runner.stream import StreamModel, load_model_from_path
+if mode == "view":
+    from hfview import HfCheckpoint
+    src = HfCheckpoint(path)
+else:
+    src = load_model_from_path(path, use_mmap=(mode == "mmap"))
+with StreamModel(src, n_ctx=32) as m:
+    logits = m.logits([1, 450, 4996])
+print(json.dumps({"seconds": time.perf_counter() - t0, "finite": bool(abs(logits).max() < 1e30)}))
+"""
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--layers", type=int, default=8)
+    ap.add_argument("--hidden", type=int, default=2048)
+    ap.add_argument("--keep", action="store_true", help="keep the converted files")
+    args = ap.parse_args()
+    ckpt = make_checkpoint(WORK / f"llama-{args.layers}x{args.hidden}", args.layers, args.hidden)
+    size = sum(f.stat().st_size for f in ckpt.glob("*.safetensors"))
+    for f in ckpt.glob("*.safetensors"):  # warm the page cache for every contender alike
+        with open(f, "rb") as fh:
+            while fh.read(64 << 20):
+                pass
+    env = dict(os.environ, PYTHONPATH=str(ROOT))
+    conv_out, ours_out = WORK / "converter.gguf", WORK / "hfview.gguf"
+    rows = []
+
+    root = oracle.converter_root()
+    cenv = dict(env, PYTHONPATH=str(root))
+    wall, rss, _ = run([sys.executable, str(root / "convert_hf_to_gguf.py"), str(ckpt), "--outfile", str(conv_out),
+                        "--outtype", "bf16"], cenv)
+    rows.append(("converter (write GGUF)", wall, rss, conv_out.stat().st_size))
+    wall, rss, _ = run([sys.executable, "-m", "hfview.cli", "export", str(ckpt), str(ours_out), "--outtype", "bf16",
+                        "--no-progress"], env)
+    rows.append(("hfview export (write GGUF)", wall, rss, ours_out.stat().st_size))
+    identical = oracle.sha256(conv_out) == oracle.sha256(ours_out)
+    ours_out.unlink()
+
+    logits = {}
+    for mode, path, written in (("view", ckpt, 0), ("mmap", conv_out, 0), ("nommap", conv_out, 0)):
+        wall, rss, out = run([sys.executable, "-c", FIRST_LOGITS, mode, str(path)], env)
+        logits[mode] = wall
+        label = {"view": "view -> first logits (no file)", "mmap": "converted file, mmap -> first logits",
+                 "nommap": "converted file, no mmap -> first logits"}[mode]
+        rows.append((label, wall, rss, written))
+    if not args.keep:
+        conv_out.unlink()
+
+    print(f"\ncheckpoint: {ckpt} ({size / 1e9:.2f} GB bf16 safetensors, {args.layers} layers, hidden {args.hidden})")
+    print(f"{'step':<42} {'wall s':>8} {'peak RSS MB':>12} {'bytes written':>15}")
+    for label, wall, rss, written in rows:
+        print(f"{label:<42} {wall:>8.2f} {rss / 1e6:>12.0f} {written:>15,}")
+    conv, exp = rows[0][1], rows[1][1]
+    print(f"\nexport vs converter: {conv / exp:.2f}x faster (target >= 3x); byte-identical: {identical}")
+    print(f"view first logits vs no-mmap load of converted file: {logits['nommap'] / logits['view']:.2f}x "
+          f"(target >= 1x); vs convert + mmap load: {(conv + logits['mmap']) / logits['view']:.2f}x")
+    print("bytes written by the view run: 0")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,75 @@
+"""Shared fixtures: tiny checkpoints built by fixtures/build.py and the converter's output for them,
+both cached by content so reruns cost nothing."""
+from __future__ import annotations
+
+import hashlib
+import importlib.util
+import os
+import sys
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+import oracle  # noqa: E402
+
+CACHE = oracle.CACHE
+
+
+def _load_builder():
+    spec = importlib.util.spec_from_file_location("hfview_fixture_build", ROOT / "fixtures" / "build.py")
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    return mod
+
+
+def _digest_dir(path: Path) -> str:
+    h = hashlib.sha256()
+    for f in sorted(path.iterdir()):
+        if f.is_file():
+            h.update(f.name.encode())
+            h.update(oracle.sha256(f).encode())
+    return h.hexdigest()[:16]
+
+
+@pytest.fixture(scope="session")
+def builder():
+    return _load_builder()
+
+
+@pytest.fixture(scope="session")
+def checkpoint(builder):
+    """checkpoint(name) -> directory of the fixture `name`, built once per content of fixtures/build.py."""
+    key = hashlib.sha256((ROOT / "fixtures" / "build.py").read_bytes()).hexdigest()[:12]
+    made: dict[str, Path] = {}
+
+    def get(name: str) -> Path:
+        if name not in made:
+            out = CACHE / "fixtures" / f"{name}-{key}"
+            if not (out / "config.json").is_file():
+                tmp = out.with_name(out.name + ".partial")
+                if tmp.exists():
+                    import shutil
+                    shutil.rmtree(tmp)
+                builder.build(name, tmp)
+                tmp.rename(out)
+            made[name] = out
+        return made[name]
+    return get
+
+
+@pytest.fixture(scope="session")
+def converted(checkpoint):
+    """converted(name, outtype) -> the pinned converter's GGUF for fixture `name`, cached by content."""
+    def get(name: str, outtype: str) -> Path:
+        ckpt = checkpoint(name)
+        out = CACHE / "converted" / f"{name}-{_digest_dir(ckpt)}-{outtype}.gguf"
+        if not out.is_file():
+            out.parent.mkdir(parents=True, exist_ok=True)
+            tmp = out.with_name(out.name + f".{os.getpid()}.partial")
+            oracle.convert(ckpt, tmp, outtype)
+            tmp.rename(out)
+        return out
+    return get
