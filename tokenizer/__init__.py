@@ -1,0 +1,12 @@
+"""tokenizer.* GGUF metadata exactly as the pinned llama.cpp converter writes it.
+
+Every vocab function takes (model_dir: Path, hparams: dict) — hparams being the config as the converter sees
+it (AutoConfig defaults applied, text_config merged) — and returns list[hfview.gguf_layout.KV] in the
+converter's insertion order.
+"""
+from .errors import TokenizerError, UnknownPreTokenizer
+from .vocab import (get_vocab_base_pre, gpt2_vocab, llama_hf_vocab, llama_vocab, sentencepiece_vocab,
+                    special_vocab)
+
+__all__ = ["TokenizerError", "UnknownPreTokenizer", "get_vocab_base_pre", "gpt2_vocab", "llama_hf_vocab",
+           "llama_vocab", "sentencepiece_vocab", "special_vocab"]

@@ -1,0 +1,333 @@
+"""Special tokens, merges, chat template and normalizer flags, read as the converter's OWN gguf-py
+`SpecialVocab` reads them (not PyPI gguf's, which differs).
+
+Sources, in the order the converter consults them:
+  1. tokenizer.json: BPE merges (when asked for), the normalizer (lowercase / strip-accents flags), and the
+     post-processor, which decides add_bos/add_eos/add_sep and may name the BOS/EOS/CLS/SEP tokens;
+  2. tokenizer_config.json: chat template (else chat_template.jinja / chat_template.json), add_<type>_token
+     flags, and <type>_token contents, resolved to ids through tokenizer.json's `added_tokens` only;
+  3. config.json (raw, not AutoConfig): <type>_token_id, at the root or in text_config;
+  4. merges.txt, when merges were asked for and tokenizer.json had none.
+For each token type the first id found wins.
+"""
+from __future__ import annotations
+
+import json
+import logging
+from pathlib import Path
+from string import ascii_letters, digits
+from typing import Any
+
+from .errors import TokenizerError
+from .writer import KVWriter
+
+log = logging.getLogger(__name__)
+
+DEFAULT_TYPES = ("bos", "eos", "unk", "sep", "pad", "cls", "mask")
+
+# GGUFWriter has an add_<type>_token_id method only for these; other types are skipped with a warning.
+_ID_KEYS = {
+    "bos": "tokenizer.ggml.bos_token_id", "eos": "tokenizer.ggml.eos_token_id",
+    "unk": "tokenizer.ggml.unknown_token_id", "sep": "tokenizer.ggml.seperator_token_id",
+    "pad": "tokenizer.ggml.padding_token_id", "mask": "tokenizer.ggml.mask_token_id",
+    "eot": "tokenizer.ggml.eot_token_id", "eom": "tokenizer.ggml.eom_token_id",
+}
+# ... and add_add_<type>_token only for these.
+_ADD_KEYS = {"bos": "tokenizer.ggml.add_bos_token", "eos": "tokenizer.ggml.add_eos_token",
+             "sep": "tokenizer.ggml.add_sep_token"}
+
+CHAT_TEMPLATE = "tokenizer.chat_template"
+
+
+def read_json(path: Path) -> Any:
+    try:
+        with open(path, encoding="utf-8") as f:
+            return json.load(f)
+    except (UnicodeDecodeError, json.JSONDecodeError) as e:
+        raise TokenizerError(f"invalid JSON in {path}: {e}; the converter cannot read it either") from e
+
+
+class SpecialVocab:
+    """What gguf-py's SpecialVocab collects from a model directory; `write` emits it as GGUF keys."""
+
+    def __init__(self, model_dir: Path, load_merges: bool = False, special_token_types=None,
+                 n_vocab: int | None = None):
+        self.model_dir = Path(model_dir)
+        self.load_merges = load_merges
+        self.n_vocab = n_vocab
+        self.types: tuple[str, ...] = tuple(special_token_types) if special_token_types is not None \
+            else DEFAULT_TYPES
+        self.merges: list[str] = []
+        self.special_token_ids: dict[str, int] = {}
+        self.add_special_token: dict[str, bool] = {}
+        self.chat_template: str | list | None = None
+        self.normalizer_lowercase: bool | None = None
+        self.normalizer_strip_accents: bool | None = None
+        self._from_tokenizer_files()
+        self._from_config_json()
+        if self.load_merges and not self.merges:
+            self._merges_from_txt()
+
+    # -- ids ---------------------------------------------------------------------------------------------
+
+    def set_special_token(self, typ: str, tid: Any) -> None:
+        """First id wins; non-integers are ignored; ids past n_vocab are skipped (as the converter does)."""
+        if not isinstance(tid, int):  # bool passes too, as in the converter
+            return
+        if tid < 0:
+            raise TokenizerError(f"invalid value for special token type {typ}: {tid} (in {self.model_dir})")
+        if self.n_vocab is not None and tid >= self.n_vocab:
+            log.warning("special token %s id %d is out of range (vocab %d), skipped", typ, tid, self.n_vocab)
+            return
+        self.special_token_ids.setdefault(typ, tid)
+
+    # -- tokenizer.json + tokenizer_config.json ----------------------------------------------------------
+
+    def _from_tokenizer_files(self) -> None:
+        tok_path = self.model_dir / "tokenizer.json"
+        tokenizer = read_json(tok_path) if tok_path.is_file() else None
+        added_tokens: Any = {}
+        if tok_path.is_file():
+            if self.load_merges:
+                self._merges_from_tokenizer_json(tokenizer, tok_path)
+            if normalizer := tokenizer.get("normalizer"):
+                self._read_normalizer(normalizer)
+            added_tokens = tokenizer.get("added_tokens", {})
+        cfg_path = self.model_dir / "tokenizer_config.json"
+        config = read_json(cfg_path) if cfg_path.is_file() else None
+        if tokenizer:
+            self._read_post_processor(tokenizer, config)
+        if not config:
+            return
+        self._read_chat_template(config, cfg_path)
+        for typ in self.types:
+            flag = config.get(f"add_{typ}_token")
+            if isinstance(flag, bool):
+                # the post-processor's verdict, when it gave one, wins over the config flag
+                self.add_special_token.setdefault(typ, flag)
+            entry = config.get(f"{typ}_token")
+            content = entry.get("content") if isinstance(entry, dict) else entry
+            if not isinstance(content, str):
+                continue
+            # only tokenizer.json's added_tokens are searched (the first with that content)
+            tid = next((t.get("id") for t in added_tokens if t.get("content") == content), None)
+            self.set_special_token(typ, tid)
+
+    def _merges_from_tokenizer_json(self, tokenizer: dict, path: Path) -> None:
+        merges = tokenizer.get("model", {}).get("merges")
+        if not isinstance(merges, list) or not merges:
+            return
+        first = merges[0]
+        if isinstance(first, str):
+            self.merges = merges
+        elif isinstance(first, list) and len(first) == 2 and isinstance(first[0], str):
+            # pair format (transformers >= 4.45); a space inside a part is written as U+0120 ('Ġ')
+            self.merges = [" ".join("".join(chr(ord(c) + 256) if c == " " else c for c in part)
+                                    for part in pair) for pair in merges]
+        else:
+            raise TokenizerError(f"{path}: unknown format of model.merges (first entry {first!r})")
+
+    def _read_normalizer(self, normalizer: dict) -> None:
+        kind = normalizer.get("type")
+        if kind == "Lowercase":
+            self.normalizer_lowercase = True
+        elif kind == "StripAccents":
+            self.normalizer_strip_accents = True
+        elif kind == "BertNormalizer":
+            if "lowercase" in normalizer:
+                self.normalizer_lowercase = normalizer["lowercase"]
+            if "strip_accents" in normalizer:
+                self.normalizer_strip_accents = normalizer["strip_accents"]
+        elif kind == "Sequence":
+            for inner in normalizer.get("normalizers", []):
+                self._read_normalizer(inner)
+
+    def _read_post_processor(self, tokenizer: dict, config: dict | None) -> None:
+        """add_bos/add_eos/add_sep from tokenizer.json's post-processor. Like the converter, this fills in
+        missing bos/eos/cls/sep/eot/eom token names in (our copy of) the tokenizer config as it goes."""
+        cfg = config or {}
+        bos, cls, eos, sep = (cfg.get(k) for k in ("bos_token", "cls_token", "eos_token", "sep_token"))
+        if not bos and cls and config:
+            config["bos_token"] = bos = cls
+        if not eos and sep and config:
+            config["eos_token"] = eos = sep
+        post = tokenizer.get("post_processor")
+        if not post:
+            return
+        for proc in post.get("processors", [post]):
+            kind = proc.get("type")
+            if kind == "ByteLevel":
+                self.add_special_token.setdefault("bos", False)
+                self.add_special_token.setdefault("eos", False)
+            elif kind == "RobertaProcessing":
+                self.add_special_token.update(bos=True, eos=True, sep=True)
+                if not cls and config:
+                    cls = proc.get("cls", [bos])[0]
+                    config["cls_token"] = cls
+                if not sep and config:
+                    sep = proc.get("sep", [eos])[0]
+                    config["sep_token"] = sep
+            elif kind == "TemplateProcessing":
+                bos, cls, eos, sep = self._read_template(proc, config, bos, cls, eos, sep)
+
+    def _read_template(self, proc: dict, config: dict | None, bos, cls, eos, sep):
+        """A crude reading of TemplateProcessing (single and pair), faithful to the converter's."""
+        single = proc.get("single", [])
+        pair = proc.get("pair", [])
+        first = last = None
+        if len(single) > 1:
+            if first := single[0].get("SpecialToken", {}).get("id"):
+                if not config:
+                    bos = first
+                elif first not in (bos, cls):
+                    if not bos:
+                        config["bos_token"] = bos = first
+                    if not cls:
+                        config["cls_token"] = cls = first
+                self.add_special_token["bos"] = first in (bos, cls)
+                if first not in (bos, cls):
+                    log.warning("unknown leading special token %r in TemplateProcessing<single>", first)
+            if last := single[-1].get("SpecialToken", {}).get("id"):
+                if not config:
+                    eos = last
+                elif last != eos:
+                    # the config's EOS is kept as EOT (else EOM) and the template's last token becomes EOS
+                    if "eot" not in self.types:
+                        self.types += ("eot",)
+                        config["eot_token"] = eos
+                    elif "eom" not in self.types:
+                        self.types += ("eom",)
+                        config["eom_token"] = eos
+                    else:
+                        log.warning("overriding EOS %r with %r without EOT/EOM fallback", eos, last)
+                    config["eos_token"] = eos = last
+                self.add_special_token["eos"] = last == eos
+        if pair:
+            start = 1 if first and pair[0].get("SpecialToken", {}).get("id") == first else 0
+            stop = -1 if last and pair[-1].get("SpecialToken", {}).get("id") == last else None
+            middle = pair[slice(start, stop)]
+            if middle:
+                seq_a = middle[0].get("Sequence", {}).get("id")
+                seq_b = middle[-1].get("Sequence", {}).get("id")
+                # "A [sep] [eos] B": separators between the two sequences
+                if seq_a == "A" and seq_b == "B" and (between := middle[1:-1]):
+                    add_sep = False
+                    if entry := between[0].get("SpecialToken", {}).get("id"):
+                        if entry in (sep, eos) and not last:
+                            add_sep = True
+                    if len(between) == 2:
+                        if entry := between[1].get("SpecialToken", {}).get("id"):
+                            if entry in (sep, eos):
+                                add_sep = True
+                    self.add_special_token["sep"] = add_sep
+                    if add_sep and not sep and config:
+                        config["sep_token"] = eos
+        return bos, cls, eos, sep
+
+    def _read_chat_template(self, config: dict, cfg_path: Path) -> None:
+        fallback: str | list | None = None
+        jinja = self.model_dir / "chat_template.jinja"
+        as_json = self.model_dir / "chat_template.json"
+        if jinja.is_file():
+            fallback = jinja.read_text(encoding="utf-8")
+            extra = list((self.model_dir / "additional_chat_templates").glob("*.jinja"))
+            if extra:
+                fallback = [{"name": "default", "template": fallback}] + [
+                    {"name": p.stem, "template": p.read_text(encoding="utf-8")} for p in extra]
+        elif as_json.is_file():
+            fallback = read_json(as_json).get("chat_template")
+        # tokenizer_config's own chat_template wins over the files
+        template = config.get("chat_template", fallback)
+        if template is None or isinstance(template, (str, list)):
+            self.chat_template = template
+        else:
+            log.warning("%s: chat_template is neither a string nor a list; ignored", cfg_path)
+
+    # -- config.json / merges.txt ------------------------------------------------------------------------
+
+    def _from_config_json(self) -> None:
+        path = self.model_dir / "config.json"
+        if not path.is_file():
+            return
+        config = read_json(path)
+        for typ in self.types:
+            tid = config.get(f"{typ}_token_id")
+            if tid is None and "text_config" in config:
+                tid = config["text_config"].get(f"{typ}_token_id")
+            self.set_special_token(typ, tid)
+
+    def _merges_from_txt(self) -> None:
+        path = self.model_dir / "merges.txt"
+        if not path.is_file():
+            return
+        with open(path, encoding="utf-8") as f:  # universal newlines, split on "\n" only, like file iteration
+            lines = f.read().split("\n")
+        if lines and lines[0].strip().startswith("#"):
+            lines = lines[1:]  # a "#version" header
+        merges = []
+        for line in lines:
+            parts = line.strip().split(None, 3)
+            if not parts:
+                continue
+            if len(parts) == 2:
+                merges.append(f"{parts[0]} {parts[1]}")
+            else:
+                log.warning("%s: malformed merge line %r ignored", path, line)
+        self.merges = merges
+
+    # -- output ------------------------------------------------------------------------------------------
+
+    def write(self, w: KVWriter) -> None:
+        """SpecialVocab.add_to_gguf: merges, ids, add-flags, chat template, normalizer flags."""
+        if self.merges:
+            w.add_array("tokenizer.ggml.merges", self.merges)
+        elif self.load_merges:
+            log.warning("merges were requested but none found; the vocab may not work")
+        for typ, tid in self.special_token_ids.items():
+            if typ in _ID_KEYS:
+                w.add_uint32(_ID_KEYS[typ], tid)
+        for typ, flag in self.add_special_token.items():
+            if typ in _ADD_KEYS:
+                w.add_bool(_ADD_KEYS[typ], flag)
+        if self.chat_template is not None:
+            write_chat_template(w, self.chat_template)
+        if self.normalizer_lowercase is not None:
+            w.add_bool("tokenizer.ggml.normalizer.lowercase", self.normalizer_lowercase)
+        if self.normalizer_strip_accents is not None:
+            w.add_bool("tokenizer.ggml.normalizer.strip_accents", self.normalizer_strip_accents)
+
+    def kvs(self) -> list:
+        w = KVWriter()
+        self.write(w)
+        return w.kvs()
+
+
+def write_chat_template(w: KVWriter, template: str | list | None) -> None:
+    """GGUFWriter.add_chat_template: a string, or a list of {name, template} (named templates as
+    tokenizer.chat_template.<name>, their names in tokenizer.chat_templates, 'default' as the template).
+
+    The converter collects the names in a set, so its tokenizer.chat_templates order follows Python's
+    string hashing (PYTHONHASHSEED) and can differ between two runs of the converter itself; we keep the
+    first-seen order, which is one of the orders the converter can write."""
+    if template is None:
+        w.remove(CHAT_TEMPLATE)
+        return
+    if not isinstance(template, str):
+        default = None
+        names: list[str] = []
+        for choice in template:
+            name = "".join(c if c in ascii_letters + digits else "_" for c in choice.get("name", ""))
+            body = choice.get("template")
+            if name and body is not None:
+                if name == "default":
+                    default = body
+                else:
+                    if name not in names:
+                        names.append(name)
+                    w.add_string(f"{CHAT_TEMPLATE}.{name}", body)
+        if names:
+            w.add_array("tokenizer.chat_templates", names)
+        if default is None:
+            return
+        template = default
+    w.add_string(CHAT_TEMPLATE, template)

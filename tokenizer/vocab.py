@@ -1,0 +1,300 @@
+"""The converter's vocabulary routines (conversion/base.py, conversion/llama.py), as lists of GGUF KVs.
+
+Each function takes the checkpoint directory and `hparams`, the config dict as the converter sees it
+(AutoConfig defaults applied, text_config merged over the root), and returns the tokenizer.* KVs in the
+order the converter's GGUFWriter inserts them.
+"""
+from __future__ import annotations
+
+import hashlib
+import logging
+import re
+from pathlib import Path
+
+from hfview.gguf_layout import KV
+
+from .digests import PRE_TOKENIZER_PROBE, pre_tokenizer_named
+from .errors import TokenizerError
+from .hf_auto import AutoTokenizerView
+from .special import SpecialVocab, read_json
+from .writer import KVWriter
+
+log = logging.getLogger(__name__)
+
+# gguf TokenType / the converter's SentencePieceTokenTypes (same numbers)
+NORMAL, UNKNOWN, CONTROL, USER_DEFINED, UNUSED, BYTE = 1, 2, 3, 4, 5, 6
+
+MODEL = "tokenizer.ggml.model"
+PRE = "tokenizer.ggml.pre"
+TOKENS = "tokenizer.ggml.tokens"
+SCORES = "tokenizer.ggml.scores"
+TOKEN_TYPE = "tokenizer.ggml.token_type"
+ADD_SPACE_PREFIX = "tokenizer.ggml.add_space_prefix"
+ADD_BOS = "tokenizer.ggml.add_bos_token"
+
+_SPIECE_SPACE = "\u2581"  # '▁', SentencePiece's visible space
+
+
+def looks_special(token: str) -> bool:
+    """TextModel.does_token_look_special: added tokens some models forget to mark special."""
+    return (token in ("<pad>", "<mask>", "<2mass>", "[@BOS@]")
+            or (token.startswith("<|") and token.endswith("|>"))
+            or (token.startswith("<｜") and token.endswith("｜>"))
+            or (token.startswith("<unused") and token.endswith(">")))
+
+
+# -- SentencePiece (tokenizer.model) ------------------------------------------------------------------------
+
+def sentencepiece_tokens(model_dir: Path, hparams: dict) -> tuple[list[str], list[float], list[int]]:
+    """_create_vocab_sentencepiece: pieces, scores and types from tokenizer.model, overridden by
+    added_tokens.json and tokenizer_config.json's added_tokens_decoder, sized to the model's vocab."""
+    from sentencepiece import SentencePieceProcessor
+
+    path = model_dir / "tokenizer.model"
+    if not path.is_file():
+        raise FileNotFoundError(f"File not found: {path}")
+    sp = SentencePieceProcessor()
+    try:
+        sp.LoadFromFile(str(path))
+    except (OSError, RuntimeError) as e:
+        raise TokenizerError(f"{path} is not a SentencePiece model ({e}); the converter fails on it too") from e
+
+    vocab_size = _first_hparam(hparams, ("vocab_size_per_layer_input", "vocab_size")) or sp.vocab_size()
+    tokens = [f"[PAD{i}]" for i in range(vocab_size)]
+    scores = [-10000.0] * vocab_size
+    types = [UNUSED] * vocab_size
+    for tid in range(sp.vocab_size()):
+        if tid >= vocab_size:
+            log.warning("%s: pieces from id %d on are past the model's vocab_size %d, ignored", path, tid, vocab_size)
+            break
+        tokens[tid] = sp.IdToPiece(tid)
+        scores[tid] = sp.GetScore(tid)
+        if sp.IsUnknown(tid):
+            types[tid] = UNKNOWN
+        elif sp.IsControl(tid):
+            types[tid] = CONTROL
+        elif sp.IsUnused(tid):
+            types[tid] = UNUSED
+        elif sp.IsByte(tid):
+            types[tid] = BYTE
+        else:
+            types[tid] = NORMAL
+
+    added_path = model_dir / "added_tokens.json"
+    if added_path.is_file():
+        for content, tid in read_json(added_path).items():
+            if tid >= vocab_size:
+                log.warning("%s: token id %d is past vocab_size %d, ignored", added_path, tid, vocab_size)
+                continue
+            tokens[tid], scores[tid], types[tid] = content, -1000.0, USER_DEFINED
+
+    cfg_path = model_dir / "tokenizer_config.json"
+    if cfg_path.is_file():
+        for key, data in read_json(cfg_path).get("added_tokens_decoder", {}).items():
+            tid = int(key)
+            content: str = data["content"]
+            if tid >= vocab_size:
+                log.warning("%s: token id %d is past vocab_size %d, ignored", cfg_path, tid, vocab_size)
+                continue
+            if data.get("special") or looks_special(content):
+                types[tid] = CONTROL
+            else:
+                content = content.replace(_SPIECE_SPACE, " ")  # user-defined tokens are stored pre-normalized
+                types[tid] = USER_DEFINED
+            tokens[tid], scores[tid] = content, -1000.0
+    # (the converter's padding past len(tokens) never triggers: the lists already have vocab_size entries)
+    return tokens, scores, types
+
+
+def sentencepiece_vocab(model_dir: Path, hparams: dict) -> list[KV]:
+    """_set_vocab_sentencepiece. FileNotFoundError (as the converter) when there is no tokenizer.model."""
+    model_dir = Path(model_dir)
+    tokens, scores, types = sentencepiece_tokens(model_dir, hparams)
+    w = KVWriter()
+    _write_scored_vocab(w, tokens, scores, types)
+    SpecialVocab(model_dir, n_vocab=len(tokens)).write(w)
+    return w.kvs()
+
+
+# -- SentencePiece-style BPE from tokenizer.json (gguf-py LlamaHfVocab) ----------------------------------------
+
+class NotLlamaHfTokenizer(TokenizerError):
+    """tokenizer.json is not a SentencePiece-style (byte-fallback) BPE; `is_llama3` tells which refusal."""
+
+    def __init__(self, message: str, is_llama3: bool):
+        super().__init__(message)
+        self.is_llama3 = is_llama3
+
+
+def llama_hf_tokens(model_dir: Path) -> tuple[list[str], list[float], list[int]]:
+    """LlamaHfVocab.all_tokens: the base vocabulary in id order, then the added tokens past it."""
+    path = model_dir / "tokenizer.json"
+    if not path.is_file():
+        raise FileNotFoundError(f"File not found: {path}")
+    tj = read_json(path)
+    model = tj["model"]
+    if model["type"] == "BPE" and model.get("ignore_merges", False) and not model.get("byte_fallback", True):
+        raise NotLlamaHfTokenizer(f"{path}: a Llama-3 style BPE (ignore_merges, no byte fallback)", True)
+    if model["type"] != "BPE" or not model.get("byte_fallback", False) or tj["decoder"]["type"] != "Sequence":
+        raise NotLlamaHfTokenizer(f"{path}: not a byte-fallback BPE with a Sequence decoder", False)
+
+    tok = AutoTokenizerView(model_dir)
+    base = tok.vocab_size
+    added = [(content, tid) for content, tid in sorted(tok.get_added_vocab().items(), key=lambda x: x[1])
+             if tid >= base]
+    vocab = tok.get_vocab()
+    specials = {t: vocab[t] for t in tok.all_special_tokens}  # KeyError is impossible: specials are added
+    special_ids = set(tok.all_special_ids)
+    reverse = {tid: t for t, tid in vocab.items()}
+    added_ids = {tid for _, tid in added}
+
+    tokens: list[str] = []
+    types: list[int] = []
+    for tid in range(base):
+        if tid in added_ids:
+            continue
+        if tid not in reverse:
+            raise TokenizerError(f"{path}: the vocabulary has no token with id {tid}; the converter fails on it")
+        text = reverse[tid]
+        tokens.append(text)
+        types.append(_llama_hf_type(tid, text, special_ids))
+    for text, _ in added:
+        tokens.append(text)
+        types.append(_llama_hf_type(specials[text], "", special_ids) if text in specials else USER_DEFINED)
+    return tokens, [-1000.0] * len(tokens), types
+
+
+def _llama_hf_type(tid: int, text: str, special_ids: set[int]) -> int:
+    if re.fullmatch(r"<0x[0-9A-Fa-f]{2}>", text):
+        return BYTE
+    return CONTROL if tid in special_ids else NORMAL
+
+
+def llama_hf_vocab(model_dir: Path, hparams: dict) -> list[KV]:
+    """_set_vocab_llama_hf. FileNotFoundError without tokenizer.json; NotLlamaHfTokenizer (the converter's
+    TypeError / FileNotFoundError) when tokenizer.json is another kind of tokenizer."""
+    model_dir = Path(model_dir)
+    tokens, scores, types = llama_hf_tokens(model_dir)
+    w = KVWriter()
+    _write_scored_vocab(w, tokens, scores, types)
+    SpecialVocab(model_dir, n_vocab=len(tokens)).write(w)
+    return w.kvs()
+
+
+def _write_scored_vocab(w: KVWriter, tokens, scores, types) -> None:
+    w.add_string(MODEL, "llama")
+    w.add_string(PRE, "default")
+    w.add_array(TOKENS, tokens)
+    w.add_array(SCORES, [float(s) for s in scores])
+    w.add_array(TOKEN_TYPE, types)
+
+
+# -- byte-level BPE (gpt2) -------------------------------------------------------------------------------------
+
+def probe_digest(tok: AutoTokenizerView) -> str:
+    """sha256 of str(ids) for the converter's probe text, special tokens added as the tokenizer adds them."""
+    return hashlib.sha256(str(tok.encode(PRE_TOKENIZER_PROBE)).encode()).hexdigest()
+
+
+def get_vocab_base_pre(model_dir: Path) -> str:
+    """tokenizer.ggml.pre for a BPE tokenizer; UnknownPreTokenizer when the converter does not know it."""
+    model_dir = Path(model_dir)
+    return pre_tokenizer_named(probe_digest(AutoTokenizerView(model_dir)), str(model_dir / "tokenizer.json"))
+
+
+def bpe_tokens(model_dir: Path, hparams: dict) -> tuple[list[str], list[int], str]:
+    """get_vocab_base: (tokens, token types, pre-tokenizer name) for GPT-2 BPE and WordPiece vocabs."""
+    tok = AutoTokenizerView(model_dir, hparams)
+    vocab = tok.get_vocab()
+    vocab_size = hparams.get("vocab_size", len(vocab))
+    if vocab and max(vocab.values()) >= vocab_size:
+        raise TokenizerError(f"{model_dir / 'tokenizer.json'}: token id {max(vocab.values())} does not fit the "
+                             f"model's vocab_size {vocab_size} (config.json); the converter refuses this too")
+    pre = pre_tokenizer_named(probe_digest(tok), str(model_dir / "tokenizer.json"))
+    reverse = {tid: t for t, tid in vocab.items()}
+    added = tok.get_added_vocab()
+    decoder = tok.added_tokens_decoder
+    tokens: list[str] = []
+    types: list[int] = []
+    for tid in range(vocab_size):
+        if tid not in reverse:
+            tokens.append(f"[PAD{tid}]")
+            types.append(UNUSED)
+            continue
+        token = reverse[tid]
+        if token in added:
+            # llama.cpp takes CONTROL and USER_DEFINED tokens as already normalized: normalize them here
+            if not decoder[tid].normalized:
+                token = tok.decode(tok.encode(token, add_special_tokens=False))
+            if decoder[tid].special or looks_special(token):
+                types.append(CONTROL)
+            else:
+                token = token.replace(_SPIECE_SPACE, " ")
+                types.append(USER_DEFINED)
+        else:
+            types.append(NORMAL)
+        tokens.append(token)
+    return tokens, types, pre
+
+
+def gpt2_vocab(model_dir: Path, hparams: dict) -> list[KV]:
+    """_set_vocab_gpt2: model gpt2, the pre-tokenizer name, tokens, types, then merges and special tokens."""
+    model_dir = Path(model_dir)
+    tokens, types, pre = bpe_tokens(model_dir, hparams)
+    w = KVWriter()
+    w.add_string(MODEL, "gpt2")
+    w.add_string(PRE, pre)
+    w.add_array(TOKENS, tokens)
+    w.add_array(TOKEN_TYPE, types)
+    SpecialVocab(model_dir, load_merges=True).write(w)
+    return w.kvs()
+
+
+def special_vocab(model_dir: Path, *, load_merges: bool = False, n_vocab: int | None = None,
+                  special_token_types=None) -> list[KV]:
+    """gguf.SpecialVocab(model_dir, ...).add_to_gguf alone (merges, special ids, add flags, chat template)."""
+    return SpecialVocab(Path(model_dir), load_merges=load_merges, special_token_types=special_token_types,
+                        n_vocab=n_vocab).kvs()
+
+
+# -- LlamaModel.set_vocab ----------------------------------------------------------------------------------------
+
+def llama_vocab(model_dir: Path, hparams: dict) -> list[KV]:
+    """LlamaModel.set_vocab (conversion/llama.py): tokenizer.model, else a SentencePiece-style
+    tokenizer.json, else byte-level BPE; add_space_prefix from tokenizer_config.json first; CodeLlama's
+    EOT (vocab 32016) and small Granite's add_bos = false (vocab 49152) after."""
+    model_dir = Path(model_dir)
+    if (model_dir / "tekken.json").is_file() and not (model_dir / "tokenizer.json").is_file():
+        raise TokenizerError(f"{model_dir}: a Mistral tekken.json tokenizer; the converter needs mistral_common "
+                             "for it, which hfview does not emulate")
+    w = KVWriter()
+    cfg_path = model_dir / "tokenizer_config.json"
+    if cfg_path.is_file():
+        cfg = read_json(cfg_path)
+        if (prefix := cfg.get("add_prefix_space")) is not None:
+            if not isinstance(prefix, bool):
+                raise TokenizerError(f"{cfg_path}: add_prefix_space must be true or false, not {prefix!r}")
+            w.add_bool(ADD_SPACE_PREFIX, prefix)
+        if cfg.get("tokenizer_class") == "HybridDNATokenizer":
+            raise TokenizerError(f"{cfg_path}: HybridDNATokenizer needs remote code; hfview does not emulate it")
+    try:
+        w.extend(sentencepiece_vocab(model_dir, hparams))
+    except FileNotFoundError:
+        try:
+            w.extend(llama_hf_vocab(model_dir, hparams))
+        except (FileNotFoundError, NotLlamaHfTokenizer):
+            w.extend(gpt2_vocab(model_dir, hparams))  # Llama 3
+
+    vocab_size = hparams.get("vocab_size", 32000)
+    if vocab_size == 32016:  # CodeLlama: infill tokens; only EOT has a GGUF key
+        sv = SpecialVocab(model_dir, load_merges=False, special_token_types=("prefix", "suffix", "middle", "eot"))
+        for typ, tid in (("prefix", 32007), ("suffix", 32008), ("middle", 32009), ("eot", 32010)):
+            sv.set_special_token(typ, tid)
+        sv.write(w)
+    if vocab_size == 49152:  # small Granite models
+        w.add_bool(ADD_BOS, False)
+    return w.kvs()
+
+
+def _first_hparam(hparams: dict, keys) -> object:
+    return next((hparams[k] for k in keys if k in hparams), None)
