@@ -59,5 +59,18 @@ def export(model: Path, out: Path, outtype: str, progress: bool) -> None:
     click.echo(f"wrote {out} ({ckpt.size:,} bytes, {ckpt.arch}, {ckpt.outtype})", err=True)
 
 
+def _register_runner_commands() -> None:
+    """generate / parity / tokenize live in runner/ (they need llama.cpp); registered here if present."""
+    import importlib.util
+
+    if importlib.util.find_spec("runner.commands") is None:
+        return
+    from runner.commands import COMMANDS
+    for command in COMMANDS:
+        main.add_command(command)
+
+
+_register_runner_commands()
+
 if __name__ == "__main__":
     main()

@@ -21,12 +21,13 @@ import struct
 from pathlib import Path
 from typing import Any, Iterable, NamedTuple
 
+from .errors import CheckpointError
 from .gguf_layout import KV, ValueType, inferred_type
 
 logger = logging.getLogger(__name__)
 
 
-class MetadataError(ValueError):
+class MetadataError(CheckpointError, ValueError):
     """A model card, config.json or generation_config.json value the converter cannot write either."""
 
 

@@ -21,6 +21,7 @@ CACHE = oracle.CACHE
 def _load_builder():
     spec = importlib.util.spec_from_file_location("hfview_fixture_build", ROOT / "fixtures" / "build.py")
     mod = importlib.util.module_from_spec(spec)
+    sys.modules[spec.name] = mod  # dataclasses look their module up here
     spec.loader.exec_module(mod)
     return mod
 
