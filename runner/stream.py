@@ -1,0 +1,601 @@
+"""Feed llama.cpp a GGUF that exists only as a byte source: no file is written.
+
+A *byte source* is any object with ``size: int`` and ``read(offset, n) -> bytes``; when it also has
+``readinto(offset, memoryview) -> int | None`` that is used instead, so bytes land straight in
+llama.cpp's buffer. ``open_stream`` wraps a source in a C ``FILE*`` whose read/seek/close are Python
+functions (glibc ``fopencookie``, macOS ``funopen``); ``load_model`` hands that ``FILE*`` to
+``llama_model_load_from_file_ptr``; ``StreamModel`` owns model + context and computes logits.
+
+ctypes rules that matter here (see NOTES.md): every callback object and every array llama.cpp may
+touch must stay referenced from Python for as long as C can use it, and an exception must never
+escape a callback into C. A failing callback records its exception, returns an error to C, and the
+exception is re-raised once llama.cpp has returned.
+"""
+from __future__ import annotations
+
+import ctypes
+import os
+import sys
+import threading
+from collections import deque
+from typing import Any, Callable, Protocol
+
+import numpy as np
+
+__all__ = [
+    "ByteSource", "StreamFile", "open_stream", "load_model", "Model", "StreamModel",
+    "StreamError", "ModelLoadError",
+]
+
+
+class ByteSource(Protocol):
+    size: int
+
+    def read(self, offset: int, n: int) -> bytes: ...
+
+
+class StreamError(RuntimeError):
+    """The byte source misbehaved (e.g. returned nothing before its declared end)."""
+
+
+class ModelLoadError(RuntimeError):
+    """llama.cpp refused the GGUF; the message carries llama.cpp's own error lines."""
+
+
+def _describe(source: Any) -> str:
+    name = getattr(source, "name", None) or getattr(source, "path", None)
+    return f"{type(source).__name__}({name})" if name else repr(source)
+
+
+def _check_source(source: Any) -> int:
+    size = getattr(source, "size", None)
+    if not isinstance(size, int) or isinstance(size, bool) or size < 0:
+        raise TypeError(f"byte source {_describe(source)} needs an int attribute 'size' >= 0, got {size!r}")
+    if not callable(getattr(source, "read", None)):
+        raise TypeError(f"byte source {_describe(source)} needs a method read(offset, n) -> bytes")
+    return size
+
+
+# --------------------------------------------------------------------------------------------------
+# FILE* over a byte source
+# --------------------------------------------------------------------------------------------------
+
+_libc = ctypes.CDLL(None, use_errno=True)
+_libc.fclose.argtypes = [ctypes.c_void_p]
+_libc.fclose.restype = ctypes.c_int
+_libc.setvbuf.argtypes = [ctypes.c_void_p, ctypes.c_void_p, ctypes.c_int, ctypes.c_size_t]
+_libc.setvbuf.restype = ctypes.c_int
+_IOFBF = 0  # glibc and macOS agree
+
+if sys.platform == "darwin":
+    # int (*readfn)(void *, char *, int); fpos_t (*seekfn)(void *, fpos_t, int); int (*closefn)(void *)
+    _READ = ctypes.CFUNCTYPE(ctypes.c_int, ctypes.c_void_p, ctypes.c_void_p, ctypes.c_int)
+    _WRITE = ctypes.CFUNCTYPE(ctypes.c_int, ctypes.c_void_p, ctypes.c_void_p, ctypes.c_int)
+    _SEEK = ctypes.CFUNCTYPE(ctypes.c_int64, ctypes.c_void_p, ctypes.c_int64, ctypes.c_int)
+    _CLOSE = ctypes.CFUNCTYPE(ctypes.c_int, ctypes.c_void_p)
+    _libc.funopen.argtypes = [ctypes.c_void_p, _READ, _WRITE, _SEEK, _CLOSE]
+    _libc.funopen.restype = ctypes.c_void_p
+elif hasattr(_libc, "fopencookie"):
+    # glibc: ssize_t read(void *, char *, size_t); int seek(void *, off64_t *, int); int close(void *)
+    _READ = ctypes.CFUNCTYPE(ctypes.c_ssize_t, ctypes.c_void_p, ctypes.c_void_p, ctypes.c_size_t)
+    _WRITE = ctypes.CFUNCTYPE(ctypes.c_ssize_t, ctypes.c_void_p, ctypes.c_void_p, ctypes.c_size_t)
+    _SEEK = ctypes.CFUNCTYPE(ctypes.c_int, ctypes.c_void_p, ctypes.POINTER(ctypes.c_int64), ctypes.c_int)
+    _CLOSE = ctypes.CFUNCTYPE(ctypes.c_int, ctypes.c_void_p)
+
+    class _CookieIO(ctypes.Structure):
+        _fields_ = [("read", _READ), ("write", _WRITE), ("seek", _SEEK), ("close", _CLOSE)]
+
+    _libc.fopencookie.argtypes = [ctypes.c_void_p, ctypes.c_char_p, _CookieIO]
+    _libc.fopencookie.restype = ctypes.c_void_p
+else:  # pragma: no cover - e.g. musl or Windows
+    _READ = None
+
+_SEEK_SET, _SEEK_CUR, _SEEK_END = 0, 1, 2
+_EINVAL = 22
+
+
+class StreamFile:
+    """A read-only C ``FILE*`` over a byte source. Owns the callbacks; pass it where C wants ``FILE*``.
+
+    ``fp`` is the raw pointer (an int); the object itself also converts to ``c_void_p`` in ctypes
+    calls. After C has used it, call ``raise_if_failed()``: an exception raised by the source inside
+    a callback is re-raised there, with a note saying which read failed.
+    """
+
+    def __init__(self, source: Any, buffer_size: int = 1 << 18):
+        if _READ is None:
+            raise OSError(f"no fopencookie/funopen in this C library ({sys.platform}): cannot stream a GGUF")
+        self.source = source
+        self.size = _check_source(source)
+        self.pos = 0
+        self.error: BaseException | None = None
+        self.bytes_read = 0
+        self._readinto = getattr(source, "readinto", None)
+        # The callbacks must outlive the FILE*: they are attributes of self, and self.close() is
+        # the only place the FILE* is released.
+        self._cb_read = _READ(self._on_read)
+        self._cb_write = _WRITE()  # NULL: the stream is read-only
+        self._cb_seek = _SEEK(self._on_seek_darwin if sys.platform == "darwin" else self._on_seek)
+        self._cb_close = _CLOSE(self._on_close)
+        if sys.platform == "darwin":
+            fp = _libc.funopen(None, self._cb_read, self._cb_write, self._cb_seek, self._cb_close)
+        else:
+            self._io = _CookieIO(self._cb_read, self._cb_write, self._cb_seek, self._cb_close)
+            fp = _libc.fopencookie(None, b"rb", self._io)
+        if not fp:
+            err = ctypes.get_errno()
+            raise OSError(err, f"could not open a C stream over {_describe(source)}: {os.strerror(err)}")
+        self.fp: int | None = fp
+        # stdio moves cookie-stream data through its own buffer (glibc never hands a large fread's
+        # destination to the read callback), so the buffer size sets how many Python calls a load
+        # costs: libc's 8 KiB means ~130k calls per GiB. Bigger is not free: a seek outside the
+        # buffer refills it from a buffer-aligned offset, so each tensor may pull up to one buffer
+        # of bytes it does not need (measured on a 332 MiB GGUF: 256 KiB reads 1.04x the file in
+        # 1386 calls; 1 MiB 1.17x; 4 MiB 1.67x). Ours is owned by self, like the callbacks.
+        if buffer_size:
+            self._buf = ctypes.create_string_buffer(buffer_size)
+            if _libc.setvbuf(fp, self._buf, _IOFBF, buffer_size) != 0:
+                self.close()
+                raise OSError(f"setvbuf({buffer_size}) failed on the stream over {_describe(source)}")
+
+    @property
+    def _as_parameter_(self) -> ctypes.c_void_p:
+        if self.fp is None:
+            raise ValueError("the stream is closed")
+        return ctypes.c_void_p(self.fp)
+
+    # -- callbacks: never let an exception reach C ------------------------------------------------
+
+    def _fail(self, exc: BaseException, what: str) -> None:
+        if self.error is None:  # keep the first failure: later ones are consequences
+            if hasattr(exc, "add_note"):
+                exc.add_note(f"while llama.cpp read the GGUF stream over {_describe(self.source)}: {what}")
+            self.error = exc
+
+    def _on_read(self, _cookie, buf, n):
+        offset = self.pos
+        try:
+            want = max(0, min(int(n), self.size - offset))
+            if want == 0:
+                return 0  # at or past the end: EOF
+            if self._readinto is not None:
+                view = memoryview((ctypes.c_ubyte * want).from_address(buf)).cast("B")
+                try:
+                    got = self._readinto(offset, view)
+                finally:
+                    view.release()
+                got = want if got is None else int(got)
+                if not 0 <= got <= want:
+                    raise StreamError(f"readinto({offset}, <{want} bytes>) returned {got}")
+            else:
+                data = self.source.read(offset, want)
+                got = len(data)
+                if got > want:
+                    raise StreamError(f"read({offset}, {want}) returned {got} bytes, more than asked")
+                ctypes.memmove(buf, data, got)
+            if got == 0:
+                raise StreamError(f"byte source returned no data at offset {offset}, "
+                                  f"before its declared size {self.size}: the source is truncated")
+            self.pos = offset + got
+            self.bytes_read += got
+            return got
+        except BaseException as exc:  # noqa: BLE001 - must not unwind into C
+            self._fail(exc, f"read of {n} bytes at offset {offset}")
+            return -1
+
+    def _seek_to(self, offset: int, whence: int) -> int:
+        base = {_SEEK_SET: 0, _SEEK_CUR: self.pos, _SEEK_END: self.size}.get(whence)
+        if base is None or base + offset < 0:
+            ctypes.set_errno(_EINVAL)
+            return -1
+        self.pos = base + offset
+        return self.pos
+
+    def _on_seek(self, _cookie, offset_p, whence):
+        try:
+            new = self._seek_to(offset_p[0], whence)
+            if new < 0:
+                return -1
+            offset_p[0] = new
+            return 0
+        except BaseException as exc:  # noqa: BLE001
+            self._fail(exc, f"seek (whence {whence})")
+            return -1
+
+    def _on_seek_darwin(self, _cookie, offset, whence):
+        try:
+            return self._seek_to(offset, whence)
+        except BaseException as exc:  # noqa: BLE001
+            self._fail(exc, f"seek (whence {whence})")
+            return -1
+
+    def _on_close(self, _cookie):
+        return 0
+
+    # -- Python side -------------------------------------------------------------------------------
+
+    def raise_if_failed(self) -> None:
+        if self.error is not None:
+            exc, self.error = self.error, None
+            raise exc
+
+    def close(self) -> None:
+        if self.fp is not None:
+            fp, self.fp = self.fp, None
+            _libc.fclose(fp)
+
+    def __enter__(self) -> "StreamFile":
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.close()
+
+    def __del__(self):
+        try:
+            self.close()
+        except Exception:  # noqa: BLE001 - interpreter teardown
+            pass
+
+
+def open_stream(source: Any, buffer_size: int = 1 << 18) -> StreamFile:
+    """A C ``FILE*`` (as a ``StreamFile`` that owns its callbacks) reading ``source`` from offset 0.
+
+    buffer_size: the stdio buffer (0 keeps libc's default); reads reach the source in chunks of it.
+    """
+    return StreamFile(source, buffer_size)
+
+
+# --------------------------------------------------------------------------------------------------
+# llama.cpp
+# --------------------------------------------------------------------------------------------------
+
+def _llama():
+    try:
+        import llama_cpp.llama_cpp as ll
+    except ImportError as exc:  # pragma: no cover
+        raise ImportError("llama-cpp-python is not installed: pip install llama-cpp-python==0.3.36") from exc
+    return ll
+
+
+_backend_lock = threading.Lock()
+_backend_ready = False
+
+
+def backend_init() -> None:
+    """``llama_backend_init()``, once per process."""
+    global _backend_ready
+    with _backend_lock:
+        if not _backend_ready:
+            _llama().llama_backend_init()
+            _backend_ready = True
+
+
+class _LlamaLog:
+    """Route llama.cpp's log into Python while a call runs, so its error lines can name a failure.
+
+    The log hook is global in llama.cpp; the previous hook is put back on exit.
+    """
+    _LEVEL_ERROR, _LEVEL_CONT = 4, 5  # enum ggml_log_level in ggml.h (NONE, DEBUG, INFO, WARN, ERROR, CONT)
+
+    def __init__(self, verbose: bool = False):
+        self.verbose = verbose
+        self.lines: deque[tuple[int, str]] = deque(maxlen=400)
+
+    def _on_log(self, level, text, _ud):
+        try:
+            s = (text or b"").decode("utf-8", "replace")
+            if level == self._LEVEL_CONT and self.lines:
+                lvl, prev = self.lines[-1]
+                self.lines[-1] = (lvl, prev + s)
+            else:
+                self.lines.append((level, s))
+            if self.verbose:
+                sys.stderr.write(s)
+        except BaseException:  # noqa: BLE001 - never unwind into C
+            pass
+
+    def errors(self, tail: int = 6) -> str:
+        errs = [s.strip() for lvl, s in self.lines if lvl == self._LEVEL_ERROR and s.strip()]
+        return "; ".join(errs[-tail:])
+
+    def __enter__(self) -> "_LlamaLog":
+        ll = _llama()
+        self._prev_cb, self._prev_ud = ll.llama_log_callback(), ctypes.c_void_p()
+        ll.llama_log_get(ctypes.byref(self._prev_cb), ctypes.byref(self._prev_ud))
+        self._cb = ll.llama_log_callback(self._on_log)
+        ll.llama_log_set(self._cb, None)
+        return self
+
+    def __exit__(self, *exc) -> None:
+        _llama().llama_log_set(self._prev_cb, self._prev_ud)
+
+
+class _Progress:
+    """``params.progress_callback``: drives a tqdm bar (progress=True) or calls progress(fraction).
+
+    A callable that returns exactly ``False`` cancels the load; an exception it raises cancels the
+    load and is re-raised after llama.cpp returns.
+    """
+
+    def __init__(self, progress: bool | Callable[[float], Any], desc: str):
+        self.error: BaseException | None = None
+        self.cancelled = False
+        self._bar = None
+        if progress is True:
+            from tqdm.auto import tqdm
+            self._bar = tqdm(total=100, desc=desc, unit="%", leave=False,
+                             bar_format="{l_bar}{bar}| {n:.0f}/{total:.0f}%")
+            self._fn = None
+        else:
+            self._fn = progress
+        self.c_callback = _llama().llama_progress_callback(self._on_progress)
+
+    def _on_progress(self, fraction, _ud):
+        try:
+            if self._bar is not None:
+                self._bar.update(max(0.0, 100.0 * fraction - self._bar.n))
+                return True
+            if self._fn(float(fraction)) is False:
+                self.cancelled = True
+                return False
+            return True
+        except BaseException as exc:  # noqa: BLE001
+            if self.error is None:
+                self.error = exc
+            return False
+
+    def close(self) -> None:
+        if self._bar is not None:
+            self._bar.close()
+
+
+def _no_offload_devices():
+    # params.devices is a NULL-terminated list of devices to offload to; a list holding only the
+    # terminator keeps everything on the CPU even when the build has GPU backends.
+    return (ctypes.c_void_p * 1)(None)
+
+
+class Model:
+    """A loaded ``llama_model*`` with its vocabulary. Free it with ``close()`` (or ``with``)."""
+
+    def __init__(self, ptr, description: str, vocab_only: bool):
+        ll = _llama()
+        self.ptr = ptr
+        self.description = description
+        self.vocab_only = vocab_only
+        self.vocab = ll.llama_model_get_vocab(ptr)
+        self.n_vocab: int = ll.llama_vocab_n_tokens(self.vocab)
+
+    def tokenize(self, text: str | bytes, add_special: bool = True, parse_special: bool = False) -> list[int]:
+        """Token ids from llama.cpp's tokenizer for this GGUF (``llama_tokenize``)."""
+        ll = _llama()
+        self._check_open()
+        data = text.encode("utf-8") if isinstance(text, str) else bytes(text)
+        cap = len(data) + 8
+        while True:
+            buf = (ll.llama_token * cap)()  # a named local: stays alive through the call
+            n = ll.llama_tokenize(self.vocab, data, len(data), buf, cap, add_special, parse_special)
+            if n >= 0:
+                return list(buf[:n])
+            if -n <= cap:  # pragma: no cover - llama.cpp reports the size it needs
+                raise RuntimeError(f"llama_tokenize failed ({n}) on {len(data)} bytes")
+            cap = -n
+
+    def token_to_piece(self, token: int, special: bool = True) -> bytes:
+        ll = _llama()
+        self._check_open()
+        buf = ctypes.create_string_buffer(64)
+        n = ll.llama_token_to_piece(self.vocab, token, buf, len(buf), 0, special)
+        if n < 0:
+            buf = ctypes.create_string_buffer(-n)
+            n = ll.llama_token_to_piece(self.vocab, token, buf, len(buf), 0, special)
+        return buf.raw[:n]
+
+    def _check_open(self) -> None:
+        if self.ptr is None:
+            raise ValueError(f"model {self.description} is closed")
+
+    def close(self) -> None:
+        if self.ptr is not None:
+            ptr, self.ptr = self.ptr, None
+            with _LlamaLog():
+                _llama().llama_model_free(ptr)
+
+    def __enter__(self) -> "Model":
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.close()
+
+    def __del__(self):
+        try:
+            self.close()
+        except Exception:  # noqa: BLE001
+            pass
+
+
+def load_model(source: Any, *, n_gpu_layers: int = 0, progress: bool | Callable[[float], Any] | None = None,
+               vocab_only: bool = False, offload: bool | None = None, verbose: bool = False,
+               buffer_size: int = 1 << 18) -> Model:
+    """Load a GGUF served by ``source`` into llama.cpp, reading it through a ``FILE*`` (no mmap).
+
+    n_gpu_layers: layers to offload (-1: all). offload=False pins everything to the CPU even on a
+    GPU build (default: offload only when n_gpu_layers != 0). progress: True for a tqdm bar, or a
+    callable taking the loaded fraction. verbose: echo llama.cpp's log to stderr. buffer_size: the
+    stdio buffer of the stream, i.e. the size of the reads the source sees (see StreamFile).
+    Raises the source's own exception if a read failed, ModelLoadError if llama.cpp refused the data.
+    """
+    ll = _llama()
+    backend_init()
+    desc = _describe(source)
+    params = ll.llama_model_default_params()
+    params.load_mode = ll.LLAMA_LOAD_MODE_NONE  # mmap needs a real file descriptor
+    params.lazy_mode = ll.LLAMA_LAZY_MODE_OFF  # lazy reads need mmap and would outlive the stream
+    params.n_gpu_layers = n_gpu_layers
+    params.vocab_only = vocab_only
+    keep_alive = []
+    if offload is None:
+        offload = n_gpu_layers != 0
+    if not offload:
+        devs = _no_offload_devices()
+        keep_alive.append(devs)
+        params.devices = ctypes.cast(devs, ctypes.c_void_p)
+    prog = _Progress(progress, f"loading {desc}") if progress else None
+    if prog is not None:
+        params.progress_callback = prog.c_callback
+    ptr = None
+    try:
+        with open_stream(source, buffer_size) as stream, _LlamaLog(verbose) as log:
+            ptr = ll.llama_model_load_from_file_ptr(stream, params)
+            stream.raise_if_failed()  # our exception first: it is the cause of anything llama.cpp says
+            if prog is not None and prog.error is not None:
+                raise prog.error
+            if not ptr:
+                ptr = None
+                if prog is not None and prog.cancelled:
+                    raise ModelLoadError(f"loading {desc} was cancelled by the progress callback")
+                why = log.errors() or "no error message from llama.cpp"
+                raise ModelLoadError(f"llama.cpp could not load the GGUF from {desc} "
+                                     f"({stream.size} bytes): {why}")
+    except BaseException:
+        if ptr:  # loaded, but a callback failed late: do not leak the model
+            ll.llama_model_free(ptr)
+        raise
+    finally:
+        if prog is not None:
+            prog.close()
+        del keep_alive
+    return Model(ptr, desc, vocab_only)
+
+
+def load_model_from_path(path: str | os.PathLike, *, n_gpu_layers: int = 0, use_mmap: bool = False,
+                         verbose: bool = False) -> Model:
+    """llama.cpp's own file loader (for comparisons and timing)."""
+    ll = _llama()
+    backend_init()
+    params = ll.llama_model_default_params()
+    params.load_mode = ll.LLAMA_LOAD_MODE_MMAP if use_mmap else ll.LLAMA_LOAD_MODE_NONE
+    params.lazy_mode = ll.LLAMA_LAZY_MODE_OFF
+    params.n_gpu_layers = n_gpu_layers
+    with _LlamaLog(verbose) as log:
+        ptr = ll.llama_model_load_from_file(os.fsencode(path), params)
+    if not ptr:
+        raise ModelLoadError(f"llama.cpp could not load {path}: {log.errors() or 'no error message'}")
+    return Model(ptr, str(path), False)
+
+
+class StreamModel:
+    """Model + context over a byte source: ``logits(ids)`` for every position, ``tokenize(text)``.
+
+    ``source`` is a byte source or an already loaded ``Model`` (then this object takes ownership).
+    device: "cpu" | "cuda" | "metal" (checked against the build, see runner.devices).
+    """
+
+    def __init__(self, source: Any, *, device: str = "cpu", n_ctx: int = 512, n_batch: int | None = None,
+                 n_threads: int | None = None, progress: bool | Callable[[float], Any] | None = None,
+                 verbose: bool = False):
+        from runner.devices import check_device, n_gpu_layers as layers_for
+
+        ll = _llama()
+        self.ctx = None
+        self.model = None
+        device = check_device(device)
+        self.device = device
+        self.verbose = verbose
+        self.model = source if isinstance(source, Model) else load_model(
+            source, n_gpu_layers=layers_for(device), progress=progress, verbose=verbose)
+        if self.model.vocab_only:
+            raise ValueError(f"{self.model.description} was loaded vocab_only: no weights to run")
+        self.n_ctx = int(n_ctx)
+        self.n_batch = int(n_batch or n_ctx)
+        cp = ll.llama_context_default_params()
+        cp.n_ctx = self.n_ctx
+        cp.n_batch = cp.n_ubatch = self.n_batch
+        cp.n_seq_max = 1
+        cp.no_perf = True
+        if n_threads:
+            cp.n_threads = cp.n_threads_batch = int(n_threads)
+        if device == "cpu":
+            cp.offload_kqv = False
+            cp.op_offload = False
+        try:
+            with _LlamaLog(verbose) as log:
+                self.ctx = ll.llama_init_from_model(self.model.ptr, cp)
+            if not self.ctx:
+                self.ctx = None
+                raise ModelLoadError(f"llama.cpp could not create a context (n_ctx={self.n_ctx}) for "
+                                     f"{self.model.description}: {log.errors() or 'no error message'}")
+        except BaseException:
+            self.model.close()
+            raise
+
+    @property
+    def n_vocab(self) -> int:
+        return self.model.n_vocab
+
+    def tokenize(self, text: str | bytes, add_special: bool = True, parse_special: bool = False) -> list[int]:
+        return self.model.tokenize(text, add_special=add_special, parse_special=parse_special)
+
+    def logits(self, ids: list[int]) -> np.ndarray:
+        """float32 [len(ids), n_vocab]: the logits at every position, from an empty KV cache."""
+        ll = _llama()
+        if self.ctx is None:
+            raise ValueError("StreamModel is closed")
+        ids = [int(t) for t in ids]
+        n, n_vocab = len(ids), self.n_vocab
+        if n == 0:
+            raise ValueError("logits() needs at least one token id")
+        if n > self.n_ctx:
+            raise ValueError(f"{n} tokens do not fit the context (n_ctx={self.n_ctx}); pass a larger n_ctx")
+        bad = [t for t in ids if not 0 <= t < n_vocab]
+        if bad:
+            raise ValueError(f"token ids out of range [0, {n_vocab}): {bad[:8]}")
+        ll.llama_memory_clear(ll.llama_get_memory(self.ctx), True)
+        out = np.empty((n, n_vocab), dtype=np.float32)
+        step = min(self.n_batch, n)
+        # llama_batch_init allocates the arrays in C (freed below), so nothing can be collected
+        # under llama.cpp's feet.
+        batch = ll.llama_batch_init(step, 0, 1)
+        try:
+            for start in range(0, n, step):
+                chunk = ids[start:start + step]
+                for i, tok in enumerate(chunk):
+                    batch.token[i] = tok
+                    batch.pos[i] = start + i
+                    batch.n_seq_id[i] = 1
+                    batch.seq_id[i][0] = 0
+                    batch.logits[i] = 1  # an output row for every position
+                batch.n_tokens = len(chunk)
+                with _LlamaLog(self.verbose) as log:
+                    rc = ll.llama_decode(self.ctx, batch)
+                if rc != 0:
+                    raise RuntimeError(f"llama_decode returned {rc} at tokens {start}..{start + len(chunk)} "
+                                       f"of {self.model.description}: {log.errors() or 'no error message'}")
+                for i in range(len(chunk)):
+                    row = ll.llama_get_logits_ith(self.ctx, i)
+                    if not row:
+                        raise RuntimeError(f"llama.cpp returned no logits for position {start + i}")
+                    out[start + i] = np.ctypeslib.as_array(row, shape=(n_vocab,))
+        finally:
+            ll.llama_batch_free(batch)
+        return out
+
+    def close(self) -> None:
+        if self.ctx is not None:
+            ctx, self.ctx = self.ctx, None
+            with _LlamaLog(self.verbose):
+                _llama().llama_free(ctx)
+        if getattr(self, "model", None) is not None:
+            self.model.close()
+
+    def __enter__(self) -> "StreamModel":
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.close()
+
+    def __del__(self):
+        try:
+            self.close()
+        except Exception:  # noqa: BLE001
+            pass

@@ -1,0 +1,376 @@
+"""runner.stream / runner.devices: llama.cpp runs a GGUF served from a byte source, never from its path.
+
+The GGUF under test is written by the pinned converter (the oracle) from a tiny random Llama; the
+tests then serve its bytes through a pread-backed source object and compare llama.cpp's logits with
+transformers'. Failure paths that could take the interpreter down run in a subprocess.
+"""
+from __future__ import annotations
+
+import ctypes
+import os
+import shutil
+import subprocess
+import sys
+import textwrap
+import time
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from runner.stream import ModelLoadError, StreamModel, load_model, load_model_from_path, open_stream
+from runner import devices
+
+REPO = Path(__file__).resolve().parents[1]
+SPM = REPO / "fixtures" / "tokenizers" / "llama-spm" / "tokenizer.model"
+PROMPT = "The quick brown fox jumps over the lazy dog while the old cat sleeps in the warm sun"
+
+
+class FileSource:
+    """A byte source over an open file (pread), with or without the readinto fast path."""
+
+    def __init__(self, path: Path, readinto: bool = True):
+        self.name = str(path)
+        self.fd = os.open(path, os.O_RDONLY)
+        self.size = os.fstat(self.fd).st_size
+        self.reads = 0
+        if not readinto:
+            self.readinto = None  # the stream then falls back to read()
+
+    def read(self, offset: int, n: int) -> bytes:
+        self.reads += 1
+        return os.pread(self.fd, n, offset)
+
+    def readinto(self, offset: int, view: memoryview) -> int:
+        self.reads += 1
+        return os.preadv(self.fd, [view], offset)
+
+    def close(self) -> None:
+        os.close(self.fd)
+
+
+def nmse(a: np.ndarray, b: np.ndarray) -> float:
+    return float(np.mean((a.astype(np.float64) - b) ** 2) / np.mean(b.astype(np.float64) ** 2))
+
+
+@pytest.fixture(scope="module")
+def tiny_llama(tmp_path_factory):
+    """(checkpoint dir, converter's f32 GGUF, 16 prompt ids, transformers' logits [16, vocab])."""
+    torch = pytest.importorskip("torch")
+    from transformers import LlamaConfig, LlamaForCausalLM
+
+    import oracle
+
+    root = tmp_path_factory.mktemp("stream")
+    ckpt = root / "tiny-llama"
+    torch.manual_seed(1234)
+    cfg = LlamaConfig(vocab_size=32000, hidden_size=64, intermediate_size=128, num_hidden_layers=2,
+                      num_attention_heads=4, num_key_value_heads=2, max_position_embeddings=128,
+                      rms_norm_eps=1e-5, rope_theta=10000.0, tie_word_embeddings=False,
+                      bos_token_id=1, eos_token_id=2)
+    model = LlamaForCausalLM(cfg).float().eval()
+    with torch.no_grad():  # move every weight, norms included, off its initial value
+        for name, p in model.named_parameters():
+            if name.endswith("norm.weight"):
+                p.copy_(1.0 + 0.2 * torch.randn_like(p))
+            else:
+                p.add_(0.05 * torch.randn_like(p))
+    model.save_pretrained(ckpt)
+    shutil.copy(SPM, ckpt / "tokenizer.model")
+    gguf = oracle.convert(ckpt, root / "tiny-llama-f32.gguf", "f32")
+
+    import sentencepiece as spm
+    ids = [1] + spm.SentencePieceProcessor(model_file=str(SPM)).encode(PROMPT)
+    assert len(ids) >= 16
+    ids = ids[:16]
+    with torch.no_grad():
+        ref = model(torch.tensor([ids])).logits[0].float().numpy()
+    return ckpt, gguf, ids, ref
+
+
+# ---------------------------------------------------------------- the FILE* itself, no llama.cpp
+
+
+class BytesSource:
+    def __init__(self, data: bytes, readinto: bool):
+        self.data, self.size, self.calls = data, len(data), []
+        if not readinto:
+            self.readinto = None
+
+    def read(self, offset, n):
+        self.calls.append(("read", offset, n))
+        return self.data[offset:offset + n]
+
+    def readinto(self, offset, view):
+        self.calls.append(("readinto", offset, len(view)))
+        chunk = self.data[offset:offset + len(view)]
+        view[:len(chunk)] = chunk
+        return len(chunk)
+
+
+@pytest.mark.parametrize("readinto", [True, False])
+@pytest.mark.parametrize("buffer_size", [0, 64])
+def test_file_semantics(readinto, buffer_size):
+    libc = ctypes.CDLL(None)
+    libc.fread.argtypes = [ctypes.c_void_p, ctypes.c_size_t, ctypes.c_size_t, ctypes.c_void_p]
+    libc.fread.restype = ctypes.c_size_t
+    libc.fseeko.argtypes = [ctypes.c_void_p, ctypes.c_int64, ctypes.c_int]
+    libc.fseeko.restype = ctypes.c_int
+    libc.ftello.argtypes = [ctypes.c_void_p]
+    libc.ftello.restype = ctypes.c_int64
+    data = bytes(range(256)) * 40 + b"tail"  # 10244 bytes: more than one stdio buffer
+    src = BytesSource(data, readinto)
+
+    def read(fp, n):
+        buf = ctypes.create_string_buffer(n)
+        got = libc.fread(buf, 1, n, fp)
+        return buf.raw[:got]
+
+    with open_stream(src, buffer_size=buffer_size) as f:
+        assert read(f, 10) == data[:10]
+        assert libc.ftello(f) == 10
+        assert libc.fseeko(f, 1000, 0) == 0 and read(f, 5000) == data[1000:6000]  # SEEK_SET
+        assert libc.fseeko(f, -100, 1) == 0 and libc.ftello(f) == 5900  # SEEK_CUR
+        assert read(f, 3) == data[5900:5903]
+        assert libc.fseeko(f, -4, 2) == 0 and read(f, 100) == b"tail"  # SEEK_END; short read at the end
+        assert read(f, 10) == b""
+        assert libc.fseeko(f, 5, 2) == 0 and read(f, 10) == b""  # past the end: nothing, no error
+        assert libc.fseeko(f, -20000, 2) != 0  # before the start: refused
+        assert libc.fseeko(f, 0, 0) == 0 and read(f, len(data) + 50) == data
+        f.raise_if_failed()
+    used = {kind for kind, *_ in src.calls}
+    assert used == ({"readinto"} if readinto else {"read"})
+
+
+def test_source_errors_are_recorded_not_thrown_into_c():
+    class Broken(BytesSource):
+        def read(self, offset, n):
+            raise KeyError("shard-3.safetensors")
+
+    libc = ctypes.CDLL(None)
+    libc.fread.argtypes = [ctypes.c_void_p, ctypes.c_size_t, ctypes.c_size_t, ctypes.c_void_p]
+    libc.fread.restype = ctypes.c_size_t
+    with open_stream(Broken(b"x" * 100, readinto=False)) as f:
+        buf = ctypes.create_string_buffer(10)
+        assert libc.fread(buf, 1, 10, f) == 0
+        with pytest.raises(KeyError, match="shard-3") as info:
+            f.raise_if_failed()
+    assert any("read of" in note and "offset 0" in note for note in getattr(info.value, "__notes__", []))
+
+
+def test_bad_source_objects():
+    class NoSize:
+        def read(self, offset, n):
+            return b""
+
+    with pytest.raises(TypeError, match="size"):
+        open_stream(NoSize())
+    with pytest.raises(TypeError, match="read"):
+        open_stream(type("NoRead", (), {"size": 3})())
+
+
+# ---------------------------------------------------------------- llama.cpp over the stream
+
+
+def test_logits_match_transformers(tiny_llama):
+    _, gguf, ids, ref = tiny_llama
+    src = FileSource(gguf)
+    try:
+        with StreamModel(src, n_ctx=64) as m:
+            assert m.n_vocab == ref.shape[1] == 32000
+            assert m.tokenize(PROMPT)[:16] == ids  # llama.cpp's SPM tokenizer agrees with sentencepiece
+            got = m.logits(ids)
+    finally:
+        src.close()
+    assert got.shape == ref.shape == (16, 32000) and got.dtype == np.float32
+    err = nmse(got, ref)
+    per_pos = [nmse(got[i], ref[i]) for i in range(len(ids))]
+    print(f"\nstream vs transformers: NMSE {err:.3e} over [16, 32000]; worst position {max(per_pos):.3e}")
+    assert err < 1e-4
+    assert max(per_pos) < 1e-3  # every position, not just an average carried by a few
+    assert src.reads > 0
+
+
+def test_same_bytes_twice_identical_and_both_read_paths(tiny_llama):
+    _, gguf, ids, _ = tiny_llama
+    runs = []
+    for readinto in (True, True, False):
+        src = FileSource(gguf, readinto=readinto)
+        with StreamModel(src, n_ctx=64) as m:
+            runs.append(m.logits(ids))
+            runs.append(m.logits(ids))  # a second call starts from an empty cache again
+        src.close()
+    for other in runs[1:]:
+        assert np.array_equal(runs[0], other)
+
+
+def test_stream_matches_llama_cpp_file_loader_and_timing(tiny_llama):
+    _, gguf, ids, _ = tiny_llama
+
+    def timed(load):
+        best = float("inf")
+        for _ in range(3):
+            t0 = time.perf_counter()
+            model = load()
+            best = min(best, time.perf_counter() - t0)
+            model.close()
+        return best
+
+    def stream_load():
+        src = FileSource(gguf)
+        try:
+            return load_model(src)
+        finally:
+            src.close()
+
+    t_stream = timed(stream_load)
+    t_disk = timed(lambda: load_model_from_path(gguf, use_mmap=False))
+    print(f"\nload {gguf.stat().st_size / 2**20:.1f} MiB: stream {t_stream * 1e3:.1f} ms, "
+          f"llama.cpp file loader (no mmap) {t_disk * 1e3:.1f} ms")
+    src = FileSource(gguf)
+    with StreamModel(src, n_ctx=64) as a, StreamModel(load_model_from_path(gguf), n_ctx=64) as b:
+        assert np.array_equal(a.logits(ids), b.logits(ids))
+    src.close()
+
+
+def test_vocab_only_and_progress(tiny_llama):
+    _, gguf, ids, _ = tiny_llama
+    seen: list[float] = []
+    src = FileSource(gguf)
+    with load_model(src, vocab_only=True) as vocab:
+        assert vocab.tokenize(PROMPT)[:16] == ids
+        assert vocab.tokenize("hi", add_special=False)[0] != 1
+        with pytest.raises(ValueError, match="vocab_only"):
+            StreamModel(vocab)
+    with load_model(src, progress=seen.append):
+        pass
+    assert seen and seen == sorted(seen) and seen[-1] == pytest.approx(1.0)
+    with load_model(src, progress=True) as m:  # the tqdm bar
+        assert m.n_vocab == 32000
+    with pytest.raises(ModelLoadError, match="cancelled"):
+        load_model(src, progress=lambda f: False)
+
+    class Stop(Exception):
+        pass
+
+    def explode(fraction):
+        raise Stop(f"progress at {fraction}")
+
+    with pytest.raises(Stop):
+        load_model(src, progress=explode)
+    src.close()
+
+
+def test_logits_input_checks(tiny_llama):
+    _, gguf, ids, _ = tiny_llama
+    src = FileSource(gguf)
+    with StreamModel(src, n_ctx=32, n_batch=8) as m:
+        with pytest.raises(ValueError, match="out of range"):
+            m.logits([1, 32000])
+        with pytest.raises(ValueError, match="n_ctx=32"):
+            m.logits([1] * 33)
+        with pytest.raises(ValueError, match="at least one"):
+            m.logits([])
+        chunked = m.logits(ids)  # 16 tokens in batches of 8
+    with StreamModel(src, n_ctx=32) as whole:
+        assert np.allclose(chunked, whole.logits(ids), atol=1e-4)
+    src.close()
+
+
+# ---------------------------------------------------------------- failures, each in its own process
+
+_FAILING = textwrap.dedent("""
+    import os, sys
+    sys.path.insert(0, {repo!r})
+    from runner.stream import StreamModel, load_model
+
+    class Vanished(OSError):
+        pass
+
+    class Source:
+        def __init__(self, path, size=None, fail_after=None, eof_after=None):
+            self.fd = os.open(path, os.O_RDONLY)
+            self.size = os.fstat(self.fd).st_size if size is None else size
+            self.fail_after, self.eof_after, self.served = fail_after, eof_after, 0
+        def read(self, offset, n):
+            if self.fail_after is not None and self.served + n > self.fail_after:
+                raise Vanished(f"shard vanished at offset {{offset}}")
+            if self.eof_after is not None:
+                n = max(0, min(n, self.eof_after - offset))
+            self.served += n
+            return os.pread(self.fd, n, offset)
+
+    path = sys.argv[1]
+    kind = sys.argv[2]
+    full = os.path.getsize(path)
+    src = {{"raise-header": lambda: Source(path, fail_after=100),
+            "raise-mid": lambda: Source(path, fail_after=full // 2),
+            "cut": lambda: Source(path, size=full // 2),
+            "short": lambda: Source(path, eof_after=full // 2)}}[kind]()
+    try:
+        load_model(src)
+    except BaseException as exc:
+        print("RAISED", type(exc).__name__, "|", exc, "|", " ".join(getattr(exc, "__notes__", [])))
+    else:
+        print("LOADED")
+    # the process is still sound: the intact bytes load and run afterwards
+    with StreamModel(Source(path), n_ctx=16) as m:
+        print("AFTER", m.logits([1, 2, 3]).shape)
+""")
+
+
+@pytest.mark.parametrize("kind, expect", [
+    ("raise-header", ["RAISED Vanished", "shard vanished at offset 0", "read of"]),
+    ("raise-mid", ["RAISED Vanished", "shard vanished at offset", "read of"]),
+    ("cut", ["RAISED ModelLoadError", "could not load the GGUF", "not within the file bounds"]),
+    ("short", ["RAISED StreamError", "truncated", "read of"]),
+])
+def test_failing_source_raises_python_error_without_crashing(tiny_llama, kind, expect):
+    _, gguf, _, _ = tiny_llama
+    proc = subprocess.run([sys.executable, "-c", _FAILING.format(repo=str(REPO)), str(gguf), kind],
+                          capture_output=True, text=True, timeout=120)
+    print(proc.stdout)
+    assert proc.returncode == 0, f"process died ({proc.returncode}): {proc.stderr[-2000:]}"
+    for text in expect:
+        assert text in proc.stdout, f"{text!r} not in {proc.stdout!r}"
+    assert "AFTER (3, 32000)" in proc.stdout
+
+
+def test_cut_source_names_llama_cpp_reason(tiny_llama):
+    # in-process too (the subprocess run proved it safe): the message carries llama.cpp's reason
+    _, gguf, _, _ = tiny_llama
+    src = FileSource(gguf)
+    src.size //= 2
+    with pytest.raises(ModelLoadError) as info:
+        load_model(src)
+    msg = str(info.value)
+    assert src.name in msg and f"({src.size} bytes)" in msg
+    assert "not within the file bounds" in msg  # llama.cpp's own error line, carried over
+    src.close()
+
+
+# ---------------------------------------------------------------- devices
+
+
+def test_devices_from_the_ggml_registry():
+    built = devices.backends()
+    assert "CPU" in built
+    assert any(d.type == "cpu" for d in devices.devices())
+    assert devices.check_device("cpu") == "cpu" and devices.check_device(" CPU ") == "cpu"
+    assert devices.n_gpu_layers("cpu") == 0
+    with pytest.raises(devices.DeviceUnavailable, match="unknown device"):
+        devices.check_device("tpu")
+    for name, reg, flag in (("cuda", "CUDA", "-DGGML_CUDA=on"), ("metal", "MTL", "-DGGML_METAL=on")):
+        if reg in built:  # a GPU build: it passes when a device is present, else says none was found
+            if any(d.backend == reg for d in devices.devices()):
+                assert devices.check_device(name) == name and devices.n_gpu_layers(name) == -1
+            else:
+                with pytest.raises(devices.DeviceUnavailable, match="found no"):
+                    devices.check_device(name)
+        else:
+            with pytest.raises(devices.DeviceUnavailable) as info:
+                devices.check_device(name)
+            msg = str(info.value)
+            assert f'CMAKE_ARGS="{flag}" pip install --force-reinstall --no-binary llama-cpp-python ' \
+                   f"llama-cpp-python==0.3.36" in msg
+            assert str(built) in msg
