@@ -1,0 +1,13 @@
+"""runner: run a checkpoint through llama.cpp straight from the view.
+
+``runner.load(model, precision="auto", device="cpu", n_ctx=None) -> Runner`` (see runner.api);
+imported lazily so that ``import runner.resolve`` does not pull llama.cpp in.
+"""
+__all__ = ["load", "Runner"]
+
+
+def __getattr__(name):
+    if name in __all__:
+        from . import api
+        return getattr(api, name)
+    raise AttributeError(f"module 'runner' has no attribute {name!r}")

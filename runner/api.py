@@ -1,0 +1,240 @@
+"""Python API: ``runner.load(model, ...)`` -> ``Runner`` with ``generate``, ``logits``, ``tokenize``.
+
+``load`` resolves the model (a checkpoint directory or a Hub id, through runner.resolve), builds the
+view (``hfview.HfCheckpoint``), streams it into llama.cpp (runner.stream: no file is written) and
+creates one context. Refusals are ``hfview.errors.HfviewError`` subclasses, so the CLI prints them
+on one line.
+"""
+from __future__ import annotations
+
+import os
+from pathlib import Path
+from typing import Any, Callable
+
+import numpy as np
+
+from hfview.errors import HfviewError
+
+from .chat import messages_for, render
+from .generate import Decoder, Generation, decode_loop
+
+__all__ = ["load", "Runner", "DeviceError", "ModelNotFound", "default_model_path", "DEFAULT_N_CTX"]
+
+DEFAULT_N_CTX = 4096
+PRECISIONS = ("auto", "f32", "f16", "bf16")
+
+
+class DeviceError(HfviewError):
+    """The requested device is not available in this build or on this machine."""
+
+
+class ModelNotFound(HfviewError):
+    """No --model was given and no default model is installed, or the model cannot be resolved."""
+
+
+def default_model_path() -> Path:
+    """The embedded default model, beside the installed package sources."""
+    import runner
+    return Path(runner.__file__).resolve().parent.parent / "fixtures" / "default"
+
+
+def _check_device(device: str) -> str:
+    from .devices import DeviceUnavailable, check_device
+    try:
+        return check_device(device)
+    except DeviceUnavailable as exc:  # a RuntimeError in runner.devices: make it a one-line refusal
+        raise DeviceError(str(exc)) from None
+
+
+def _resolve(model: str | os.PathLike | None, revision: str | None, progress: bool):
+    """(path, model_revision, format, weight_files) for --model; the default model when None."""
+    if model is None:
+        path = default_model_path()
+        if not (path / "config.json").is_file():
+            raise ModelNotFound(f"no default model at {path}: pass --model DIR (a checkpoint directory) "
+                                f"or a Hugging Face repository id")
+        model = path
+    try:
+        from runner import resolve as resolve_mod
+        from runner.errors import HfviewError as ResolveRefusal
+    except ImportError:  # model resolution not installed: accept a local directory only
+        path = Path(model).expanduser()
+        if not path.is_dir():
+            raise ModelNotFound(f"{model}: not a checkpoint directory (Hub ids need runner.resolve)") from None
+        return path, revision, "transformers", []
+    try:
+        r = resolve_mod.resolve(str(model), revision=revision, progress=progress)
+    except ResolveRefusal as exc:
+        # runner.errors.HfviewError is a separate class from hfview.errors.HfviewError: re-raise as
+        # ours so the CLI prints it on one line.
+        raise ModelNotFound(str(exc)) from None
+    if r.backend != "view":
+        raise ModelNotFound(f"{model}: family {r.family!r} is not covered by hfview's view (llama.cpp); "
+                            f"transformers could run it, but the torch backend is not available yet")
+    return r.path, r.model_revision, r.format, list(r.weight_files)
+
+
+class Runner:
+    """One model in llama.cpp with one context. Use as a context manager or call ``close()``."""
+
+    def __init__(self, stream_model, *, checkpoint=None, model_path: Path | None = None,
+                 model_revision: str | None = None, chat_template: str | None = None,
+                 notes: list[str] | None = None):
+        self.sm = stream_model
+        self.checkpoint = checkpoint
+        self.model_path = model_path
+        self.model_revision = model_revision
+        self.chat_template = chat_template
+        self.notes = notes or []  # things the user should know (printed on stderr by the CLI)
+        self._decoder = Decoder(stream_model)
+
+    # ----------------------------------------------------------------- basic access
+    @property
+    def n_ctx(self) -> int:
+        return self.sm.n_ctx
+
+    @property
+    def n_vocab(self) -> int:
+        return self.sm.n_vocab
+
+    def tokenize(self, text: str, add_special: bool = True, parse_special: bool = False) -> list[int]:
+        return self.sm.tokenize(text, add_special=add_special, parse_special=parse_special)
+
+    def piece(self, token: int, special: bool = False) -> bytes:
+        return self.sm.model.token_to_piece(int(token), special=special)
+
+    def logits(self, ids: list[int]) -> np.ndarray:
+        """float32 [len(ids), n_vocab]: logits at every position (a fresh cache)."""
+        return self.sm.logits(ids)
+
+    def special_tokens(self) -> dict[str, str]:
+        """bos_token / eos_token as text, the variables a chat template expects."""
+        import llama_cpp.llama_cpp as ll
+        vocab = self.sm.model.vocab
+        out = {}
+        for name, fn in (("bos_token", ll.llama_vocab_bos), ("eos_token", ll.llama_vocab_eos)):
+            tok = fn(vocab)
+            if tok >= 0:
+                out[name] = self.piece(tok, special=True).decode("utf-8", "replace")
+        return out
+
+    # ----------------------------------------------------------------- prompts
+    def render_chat(self, prompt: str, system: str | None = None) -> str:
+        if not self.chat_template:
+            raise HfviewError("this model has no chat template (tokenizer.chat_template): use --no-chat")
+        return render(self.chat_template, messages_for(prompt, system), add_generation_prompt=True,
+                      **self.special_tokens())
+
+    def prompt_ids(self, prompt: str, *, system: str | None = None, chat: bool | None = None) -> list[int]:
+        """Token ids for a prompt: through the chat template when ``chat`` (default: when the model has
+        one), else the text as is. Special-token text is parsed, as llama.cpp's tools do."""
+        if chat is None:
+            chat = self.chat_template is not None
+        if chat:
+            text = self.render_chat(prompt, system)
+            # The template usually writes the BOS itself; adding another would double it.
+            bos = self.special_tokens().get("bos_token")
+            add_special = not (bos and text.startswith(bos))
+            return self.tokenize(text, add_special=add_special, parse_special=True)
+        if system:
+            raise HfviewError("--system needs the chat template (drop --no-chat), or put it in the prompt")
+        return self.tokenize(prompt, add_special=True, parse_special=True)
+
+    # ----------------------------------------------------------------- generation
+    def run(self, prompt: str | None = None, *, ids: list[int] | None = None, system: str | None = None,
+            chat: bool | None = None, max_tokens: int = 256, temperature: float = 0.0, top_p: float = 1.0,
+            seed: int | None = None, on_text: Callable[[str], None] | None = None) -> Generation:
+        """Generate from ``prompt`` (or ready ``ids``); returns text, token ids, timing, stop reason."""
+        if ids is None:
+            if prompt is None:
+                raise ValueError("give a prompt or ids")
+            ids = self.prompt_ids(prompt, system=system, chat=chat)
+        if not 0.0 < top_p <= 1.0:
+            raise HfviewError(f"--top-p must be in (0, 1], got {top_p}")
+        if temperature < 0:
+            raise HfviewError(f"--temperature must be >= 0, got {temperature}")
+        return decode_loop(self._decoder, self.piece, ids, max_tokens=max_tokens, temperature=temperature,
+                           top_p=top_p, seed=seed, on_text=on_text)
+
+    def generate(self, prompt: str, **kwargs: Any) -> str:
+        """The generated text (see ``run`` for the keyword arguments)."""
+        return self.run(prompt, **kwargs).text
+
+    def close(self) -> None:
+        self._decoder.close()
+        self.sm.close()
+
+    def __enter__(self) -> "Runner":
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.close()
+
+
+def _n_threads() -> int:
+    """Half the usable CPUs (about the physical cores): ggml's threads spin while they wait, and one
+    thread per hyper-thread, or on a busy machine, made decoding 6x slower in a measurement here."""
+    try:
+        cpus = len(os.sched_getaffinity(0))
+    except AttributeError:  # macOS
+        cpus = os.cpu_count() or 1
+    return max(1, cpus // 2)
+
+
+def load(model: str | os.PathLike | None = None, *, precision: str = "auto", device: str = "cpu",
+         n_ctx: int | None = None, revision: str | None = None, progress: bool = False,
+         n_threads: int | None = None, verbose: bool = False) -> Runner:
+    """Load MODEL (a checkpoint directory, a Hub id, or None for the embedded default) into llama.cpp.
+
+    precision: the view's outtype (auto | f32 | f16 | bf16). device: cpu | cuda | metal (refused when
+    this build lacks it). n_ctx: context length (default min(4096, the model's training context),
+    capped to a sliding window, see ``Runner.notes``).
+    """
+    import llama_cpp.llama_cpp as ll
+
+    from hfview import HfCheckpoint
+
+    from .stream import StreamModel, load_model, load_model_from_path
+
+    if precision not in PRECISIONS:
+        raise HfviewError(f"precision {precision!r}: choose one of {', '.join(PRECISIONS)}")
+    device = _check_device(device)
+    layers = 0 if device == "cpu" else -1
+    path, model_revision, fmt, weight_files = _resolve(model, revision, progress)
+    notes: list[str] = []
+    ckpt = None
+    if fmt == "gguf":  # a ready GGUF: llama.cpp reads it itself
+        lm = load_model_from_path(weight_files[0], n_gpu_layers=layers, verbose=verbose)
+        template = _gguf_chat_template(lm)
+        window = None
+    else:
+        ckpt = HfCheckpoint(path, precision)
+        template = next((kv.value for kv in ckpt.kv if kv.key == "tokenizer.chat_template"), None) or None
+        window = ckpt.hparams.get("sliding_window")
+        lm = load_model(ckpt, n_gpu_layers=layers, progress=progress, verbose=verbose)
+    try:
+        n_train = int(ll.llama_model_n_ctx_train(lm.ptr))
+        if n_ctx is None:
+            n_ctx = min(DEFAULT_N_CTX, n_train) if n_train > 0 else DEFAULT_N_CTX
+        n_ctx = int(n_ctx)
+        if n_ctx < 1:
+            raise HfviewError(f"n_ctx must be >= 1, got {n_ctx}")
+        if isinstance(window, int) and 0 < window < n_ctx:
+            # llama.cpp's llama architecture attends over the whole context; within the window both
+            # computations are the same, so the context stops at the window.
+            notes.append(f"context limited to the sliding window: {window} tokens (asked {n_ctx}); "
+                         f"llama.cpp runs this family with full attention")
+            n_ctx = window
+        sm = StreamModel(lm, device=device, n_ctx=n_ctx, n_batch=min(n_ctx, 512),
+                         n_threads=n_threads or _n_threads(), verbose=verbose)
+    except BaseException:
+        lm.close()
+        raise
+    return Runner(sm, checkpoint=ckpt, model_path=Path(path), model_revision=model_revision,
+                  chat_template=template, notes=notes)
+
+
+def _gguf_chat_template(lm) -> str | None:
+    import llama_cpp.llama_cpp as ll
+    t = ll.llama_model_chat_template(lm.ptr, None)
+    return t.decode("utf-8") if t else None
