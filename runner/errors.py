@@ -1,31 +1,31 @@
-"""Refusals a user can act on.
+"""Refusals of model resolution, a user can act on.
 
-Every error here carries its whole user-facing message: the CLI prints `str(err)` on stderr and exits
-with `err.exit_code`, without a traceback unless `--debug`. Each message starts with a fixed phrase
-(tests and scripts may match on it) and ends by saying what to do.
+They share hfview's base class (`hfview.errors.HfviewError`), so the CLI's one handler prints
+`str(err)` on stderr and exits non-zero, without a traceback unless `--debug`. Each message starts
+with a fixed phrase (tests and scripts may match on it) and ends by saying what to do.
 """
 from __future__ import annotations
 
+from hfview.errors import CheckpointError, HfviewError
+from hfview.errors import ConfigError as _CheckpointConfigError
 
-class HfviewError(Exception):
-    """Base of every refusal: the message is complete, no traceback needed."""
-
-    exit_code = 1
-
-
-class ModelDirectoryError(HfviewError):
-    """A local directory lacks what a checkpoint needs (`failed to list`, `... is missing`, no weights)."""
+__all__ = ["HfviewError", "ModelDirectoryError", "ConfigError", "TokenizerError", "WeightsError",
+           "UnsupportedArchitecture", "QuantizedCheckpoint", "HubError"]
 
 
-class ConfigError(HfviewError):
+class ModelDirectoryError(CheckpointError):
+    """A checkpoint lacks what it needs (`failed to list`, `model config is missing`, no weights)."""
+
+
+class ConfigError(_CheckpointConfigError):
     """The model config cannot be read or is not a usable JSON object."""
 
 
-class TokenizerError(HfviewError):
+class TokenizerError(CheckpointError):
     """The tokenizer files are absent or cannot be loaded."""
 
 
-class WeightsError(HfviewError):
+class WeightsError(CheckpointError):
     """Weight files exist but cannot be mapped (truncated, not safetensors/GGUF, unreadable)."""
 
 

@@ -413,3 +413,11 @@ def test_local_quantized_checkpoint_is_refused(tmp_path):
     with pytest.raises(QuantizedCheckpoint):
         resolve(str(write_dir(tmp_path / "fp8", tiny_checkpoint(config))))
 
+
+
+def test_refusals_are_caught_by_the_cli_handler_base(tmp_path):
+    """The CLI prints any hfview.errors.HfviewError as one line: resolution's refusals must be ones."""
+    from hfview.errors import HfviewError
+
+    with pytest.raises(HfviewError, match="^model config is missing: "):
+        resolve(str(write_dir(tmp_path / "empty", {})))
