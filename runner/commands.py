@@ -1,0 +1,111 @@
+"""`hfview generate` and `hfview parity` (registered into hfview's CLI through COMMANDS)."""
+from __future__ import annotations
+
+import json
+import sys
+
+import click
+
+from hfview.errors import HfviewError
+
+PRECISION = click.Choice(["auto", "f32", "f16", "bf16"])
+DEVICE = click.Choice(["cpu", "cuda", "metal"], case_sensitive=False)
+
+
+def _note(text: str) -> None:
+    click.echo(f"hfview: {text}", err=True)
+
+
+@click.command()
+@click.option("--model", default=None, help="Checkpoint directory or Hub id (default: the embedded model).")
+@click.option("--prompt", required=True, help="The prompt (the user message in chat mode).")
+@click.option("--system", default=None, help="System message: TEXT, or a FILE holding it (chat mode).")
+@click.option("--max-tokens", type=click.IntRange(min=0), default=256, show_default=True)
+@click.option("--temperature", type=click.FloatRange(min=0.0), default=0.0, show_default=True,
+              help="0 is greedy.")
+@click.option("--top-p", type=click.FloatRange(min=0.0, max=1.0, min_open=True), default=1.0, show_default=True)
+@click.option("--seed", type=int, default=None, help="Sampling seed: the same seed gives the same output.")
+@click.option("--precision", type=PRECISION, default="auto", show_default=True,
+              help="The view's outtype (what convert_hf_to_gguf.py --outtype would write).")
+@click.option("--device", type=DEVICE, default="cpu", show_default=True)
+@click.option("--revision", default=None, help="Hub revision (branch, tag or commit).")
+@click.option("--n-ctx", type=click.IntRange(min=1), default=None,
+              help="Context length (default: min(4096, the model's training context)).")
+@click.option("--chat/--no-chat", default=None,
+              help="Apply the model's chat template (default: on when the model has one).")
+@click.option("--json", "as_json", is_flag=True, help="Print one JSON object instead of streaming text.")
+@click.option("--progress/--no-progress", default=None, help="Loading bar (default: on a terminal).")
+@click.pass_context
+def generate(ctx, model, prompt, system, max_tokens, temperature, top_p, seed, precision, device, revision,
+             n_ctx, chat, as_json, progress):
+    """Generate text from a checkpoint, run by llama.cpp straight from the view."""
+    from .api import load
+    from .chat import read_system
+
+    if progress is None:
+        progress = sys.stderr.isatty()
+    system_text = read_system(system)
+    runner = None
+    try:
+        runner = load(model, precision=precision, device=device.lower(), n_ctx=n_ctx, revision=revision,
+                      progress=progress)
+        for note in runner.notes:
+            _note(note)
+        if chat and not runner.chat_template:
+            raise HfviewError("--chat: this model has no chat template (tokenizer.chat_template); use --no-chat")
+        ids = runner.prompt_ids(prompt, system=system_text, chat=chat)
+
+        def stream(text: str) -> None:
+            sys.stdout.write(text)
+            sys.stdout.flush()
+
+        result = runner.run(ids=ids, max_tokens=max_tokens, temperature=temperature, top_p=top_p, seed=seed,
+                            on_text=None if as_json else stream)
+        if as_json:
+            click.echo(json.dumps({
+                "model": str(model) if model is not None else str(runner.model_path),
+                "model_revision": runner.model_revision,
+                "text": result.text, "tokens": result.tokens, "prompt_tokens": result.prompt_tokens,
+                "stop": result.stop, "seconds": round(result.seconds, 4),
+                "first_token_seconds": round(result.first_token_seconds, 4),
+                "tokens_per_second": None if result.tokens_per_second != result.tokens_per_second
+                else round(result.tokens_per_second, 2),
+                "chat": chat if chat is not None else runner.chat_template is not None,
+                "precision": runner.checkpoint.outtype if runner.checkpoint is not None else None,
+                "device": device.lower(), "n_ctx": runner.n_ctx, "seed": seed,
+            }, ensure_ascii=False))
+        else:
+            sys.stdout.write("\n")
+            sys.stdout.flush()
+            if result.stop == "context":
+                _note(f"stopped: the context ({runner.n_ctx} tokens) is full")
+    except KeyboardInterrupt:
+        # Ctrl-C: end the line, no traceback, the shell's convention for SIGINT.
+        sys.stdout.write("\n")
+        sys.stdout.flush()
+        ctx.exit(130)
+    finally:
+        if runner is not None:
+            runner.close()
+
+
+@click.command()
+@click.option("--model", default=None, help="Checkpoint directory or Hub id (default: the embedded model).")
+@click.option("--prompt", default=None, help="Text to compare on (default: a short mixed sentence).")
+@click.option("--threshold", type=click.FloatRange(min=0.0), default=1e-4, show_default=True,
+              help="Pass when NMSE is below this.")
+@click.option("--precision", type=PRECISION, default="f32", show_default=True)
+@click.option("--revision", default=None)
+@click.option("--json", "as_json", is_flag=True)
+@click.pass_context
+def parity(ctx, model, prompt, threshold, precision, revision, as_json):
+    """Compare llama.cpp (from the view) with transformers' forward pass: exit 0 only under the threshold."""
+    from .parity import DEFAULT_PROMPT, compare
+
+    report = compare(model, prompt=prompt or DEFAULT_PROMPT, threshold=threshold, precision=precision,
+                     revision=revision)
+    click.echo(json.dumps(report.as_dict()) if as_json else report.render())
+    ctx.exit(0 if report.passed else 1)
+
+
+COMMANDS = [generate, parity]

@@ -1,0 +1,120 @@
+"""Parity: llama.cpp running the view vs transformers' forward pass, on the same token ids.
+
+The ids come from llama.cpp's tokenizer (the view's vocabulary) and are fed unchanged to both, so a
+tokenizer difference cannot hide or cause a logits difference. Every position is compared:
+NMSE = mean((a - b)^2) / mean(b^2) over all logits (b: transformers), the largest absolute error,
+the mean and smallest cosine similarity per position, and the fraction of positions whose top-1
+token agrees. transformers runs in float32 and never with trust_remote_code.
+"""
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass
+from pathlib import Path
+
+import numpy as np
+
+from hfview.errors import HfviewError
+
+__all__ = ["DEFAULT_PROMPT", "ParityReport", "metrics", "torch_logits", "compare", "NeedsTorch"]
+
+DEFAULT_PROMPT = ("The quick brown fox jumps over the lazy dog. In 1969, 3 astronauts flew to the Moon; "
+                  "today we ask: what comes next?")
+
+
+class NeedsTorch(HfviewError):
+    """torch / transformers are not installed."""
+
+
+@dataclass
+class ParityReport:
+    model: str
+    model_revision: str | None
+    precision: str
+    n_tokens: int
+    n_vocab: int
+    nmse: float
+    max_abs_error: float
+    mean_cosine: float
+    min_cosine: float
+    top1_agreement: float
+    threshold: float
+    passed: bool
+    seconds_llama_cpp: float
+    seconds_transformers: float
+
+    def as_dict(self) -> dict:
+        return asdict(self)
+
+    def render(self) -> str:
+        verdict = "PASS" if self.passed else "FAIL"
+        return (f"{verdict}  {self.model}  ({self.n_tokens} tokens x {self.n_vocab} logits, {self.precision})\n"
+                f"  nmse            {self.nmse:.3e}   (threshold {self.threshold:g})\n"
+                f"  max abs error   {self.max_abs_error:.3e}\n"
+                f"  cosine          mean {self.mean_cosine:.8f}   min {self.min_cosine:.8f}\n"
+                f"  top-1 agreement {self.top1_agreement:.1%}\n"
+                f"  time            llama.cpp {self.seconds_llama_cpp:.2f} s, "
+                f"transformers {self.seconds_transformers:.2f} s")
+
+
+def metrics(a: np.ndarray, b: np.ndarray) -> dict:
+    """Compare logits ``a`` (llama.cpp) with the reference ``b`` (transformers), both [n, vocab]."""
+    a = np.asarray(a, dtype=np.float64)
+    b = np.asarray(b, dtype=np.float64)
+    if a.shape != b.shape:
+        raise ValueError(f"logits shapes differ: llama.cpp {a.shape}, transformers {b.shape}")
+    diff = a - b
+    denom = float(np.mean(b * b))
+    nmse = float(np.mean(diff * diff)) / denom if denom > 0 else float("inf")
+    na, nb = np.linalg.norm(a, axis=1), np.linalg.norm(b, axis=1)
+    cos = np.sum(a * b, axis=1) / np.maximum(na * nb, 1e-300)
+    return dict(nmse=nmse, max_abs_error=float(np.max(np.abs(diff))), mean_cosine=float(np.mean(cos)),
+                min_cosine=float(np.min(cos)), top1_agreement=float(np.mean(a.argmax(1) == b.argmax(1))))
+
+
+def _import_torch():
+    try:
+        import torch
+        import transformers
+    except ImportError as exc:
+        raise NeedsTorch(f"parity compares with transformers, which is not installed ({exc.name} is missing): "
+                         f"pip install 'hfview[torch]' (torch==2.13.0, transformers==5.24.0)") from None
+    return torch, transformers
+
+
+def torch_logits(path: Path, ids: list[int]) -> np.ndarray:
+    """transformers' float32 logits [len(ids), vocab] for ``ids`` (no remote code)."""
+    torch, transformers = _import_torch()
+    transformers.utils.logging.disable_progress_bar()  # stdout/stderr stay the report's
+    model = transformers.AutoModelForCausalLM.from_pretrained(str(path), dtype=torch.float32,
+                                                              trust_remote_code=False)
+    model.eval()
+    with torch.no_grad():
+        out = model(torch.tensor([ids], dtype=torch.long)).logits[0]
+    return out.float().numpy()
+
+
+def compare(model: str | None = None, *, prompt: str = DEFAULT_PROMPT, threshold: float = 1e-4,
+            precision: str = "f32", revision: str | None = None, device: str = "cpu") -> ParityReport:
+    import time
+
+    from .api import load
+
+    _import_torch()  # refuse before loading anything
+    with load(model, precision=precision, device=device, revision=revision) as runner:
+        ids = runner.tokenize(prompt, add_special=True, parse_special=False)
+        if len(ids) > runner.n_ctx:
+            raise HfviewError(f"the parity prompt is {len(ids)} tokens, more than the context ({runner.n_ctx})")
+        t0 = time.perf_counter()
+        a = runner.logits(ids)
+        t1 = time.perf_counter()
+        path, revision_seen = runner.model_path, runner.model_revision
+    b = torch_logits(path, ids)
+    t2 = time.perf_counter()
+    if b.shape[1] != a.shape[1]:
+        raise HfviewError(f"vocabulary sizes differ: llama.cpp has {a.shape[1]} logits, transformers "
+                          f"{b.shape[1]}: the view's vocabulary does not match the model's output layer")
+    m = metrics(a, b)
+    return ParityReport(model=str(model if model is not None else path), model_revision=revision_seen,
+                        precision=precision, n_tokens=len(ids), n_vocab=a.shape[1], threshold=threshold,
+                        passed=bool(m["nmse"] < threshold), seconds_llama_cpp=t1 - t0,
+                        seconds_transformers=t2 - t1, **m)
