@@ -47,22 +47,36 @@ def _nmse(ours: np.ndarray, ref: np.ndarray) -> float:
     return float(np.mean((ours - ref) ** 2) / np.mean(ref ** 2))
 
 
-@pytest.mark.parametrize("name", FIXTURES)
-def test_llama_cpp_from_view_matches_transformers(name, checkpoint):
+@pytest.fixture(scope="module")
+def reference_logits(checkpoint):
+    """transformers' float32 logits for given ids, computed once per fixture and ids."""
     torch = pytest.importorskip("torch")
     transformers = pytest.importorskip("transformers")
+    models, cache = {}, {}
+
+    def get(name, ids):
+        key = (name, tuple(ids))
+        if key not in cache:
+            if name not in models:
+                models[name] = transformers.AutoModelForCausalLM.from_pretrained(checkpoint(name),
+                                                                                 dtype=torch.float32)
+            with torch.no_grad():
+                cache[key] = models[name](torch.tensor([ids])).logits[0].numpy()
+        return cache[key]
+    return get
+
+
+@pytest.mark.parametrize("outtype", OUTTYPES)
+@pytest.mark.parametrize("name", FIXTURES)
+def test_llama_cpp_from_view_matches_transformers(name, outtype, checkpoint, reference_logits):
     from runner.stream import StreamModel
 
-    path = checkpoint(name)
-    tok = transformers.AutoTokenizer.from_pretrained(path)
-    ids = tok(PROMPT)["input_ids"][:16]
-    assert len(ids) == 16
-    model = transformers.AutoModelForCausalLM.from_pretrained(path, dtype=torch.float32)
-    with torch.no_grad():
-        ref = model(torch.tensor([ids])).logits[0].numpy()
-    with StreamModel(HfCheckpoint(path, "f32"), n_ctx=64) as m:
+    with StreamModel(HfCheckpoint(checkpoint(name), outtype), n_ctx=64) as m:
+        ids = m.tokenize(PROMPT)[:16]  # llama.cpp's tokenizer over the view's vocabulary; both get these ids
+        assert len(ids) == 16
         ours = m.logits(ids)
+    ref = reference_logits(name, ids)
     assert ours.shape == ref.shape
     nmse = _nmse(ours, ref)
-    print(f"{name}: NMSE {nmse:.3e}, top-1 agreement {np.mean(ours.argmax(-1) == ref.argmax(-1)):.3f}")
+    print(f"{name} {outtype}: NMSE {nmse:.3e}, top-1 agreement {np.mean(ours.argmax(-1) == ref.argmax(-1)):.3f}")
     assert nmse < 1e-4
