@@ -132,11 +132,20 @@ def llama_hf_tokens(model_dir: Path) -> tuple[list[str], list[float], list[int]]
     if not path.is_file():
         raise FileNotFoundError(f"File not found: {path}")
     tj = read_json(path)
-    model = tj["model"]
+    model = tj.get("model")
+    if not isinstance(model, dict) or "type" not in model:
+        # gguf-py's LlamaHfVocab dies on this with a KeyError, and so does the converter
+        raise TokenizerError(f"{path}: 'model' has no 'type' (an old tokenizer.json format); the converter fails "
+                             "on it (KeyError in LlamaHfVocab): re-save the tokenizer with a recent `tokenizers`")
     if model["type"] == "BPE" and model.get("ignore_merges", False) and not model.get("byte_fallback", True):
         raise NotLlamaHfTokenizer(f"{path}: a Llama-3 style BPE (ignore_merges, no byte fallback)", True)
-    if model["type"] != "BPE" or not model.get("byte_fallback", False) or tj["decoder"]["type"] != "Sequence":
-        raise NotLlamaHfTokenizer(f"{path}: not a byte-fallback BPE with a Sequence decoder", False)
+    if model["type"] != "BPE" or not model.get("byte_fallback", False):
+        raise NotLlamaHfTokenizer(f"{path}: not a byte-fallback BPE", False)
+    if "decoder" not in tj or (tj["decoder"] is not None and "type" not in tj["decoder"]):
+        raise TokenizerError(f"{path}: no decoder type; the converter fails on it (KeyError in LlamaHfVocab)")
+    if tj["decoder"] is None or tj["decoder"]["type"] != "Sequence":
+        # (a null decoder makes the converter's check raise TypeError, which it also takes as "not Llama BPE")
+        raise NotLlamaHfTokenizer(f"{path}: a byte-fallback BPE without a Sequence decoder", False)
 
     tok = AutoTokenizerView(model_dir)
     base = tok.vocab_size
