@@ -32,8 +32,6 @@ WORK = oracle.CACHE / "bench"
 
 def make_checkpoint(out: Path, layers: int, hidden: int, vocab: int = 32000) -> Path:
     """Random bf16 Llama weights written with numpy + safetensors (no torch), with a real tokenizer."""
-    from safetensors.numpy import save_file
-
     if (out / "config.json").is_file():
         return out
     tmp = out.with_name(out.name + ".partial")
@@ -47,15 +45,17 @@ def make_checkpoint(out: Path, layers: int, hidden: int, vocab: int = 32000) -> 
         return (x.view(np.uint32) >> 16).astype(np.uint16)
 
     def save(name, tensors):
-        # safetensors.numpy has no bfloat16: write uint16 then patch the dtype tag in the header
-        save_file(tensors, tmp / name)
-        raw = (tmp / name).read_bytes()
-        n = int.from_bytes(raw[:8], "little")
-        head = raw[8:8 + n].replace(b'"U16"', b'"BF16"')
-        head += b" " * (n - len(head))
-        with open(tmp / name, "r+b") as f:
-            f.seek(8)
-            f.write(head)
+        """A safetensors file written by hand: numpy has no bfloat16, so the header says BF16 itself."""
+        header, offset = {}, 0
+        for key, arr in tensors.items():
+            header[key] = {"dtype": "BF16", "shape": list(arr.shape), "data_offsets": [offset, offset + arr.nbytes]}
+            offset += arr.nbytes
+        text = json.dumps(header, separators=(",", ":")).encode()
+        text += b" " * (-len(text) % 8)
+        with open(tmp / name, "wb") as f:
+            f.write(len(text).to_bytes(8, "little") + text)
+            for arr in tensors.values():
+                f.write(arr.tobytes())
 
     kvd = kv_heads * 64
     shard = {"model.embed_tokens.weight": bf16(vocab, hidden), "lm_head.weight": bf16(vocab, hidden),

@@ -8,10 +8,10 @@ from typing import Iterator
 import numpy as np
 
 from . import families
-from .config import check_keys, read_config, refuse_quantized, with_defaults
+from .config import check_keys, read_checkpoint_config, refuse_quantized, with_defaults
 from .errors import CheckpointError, ConfigError
-from .family import Family, converter_name, plan_tensors
-from .gguf_layout import (ALIGNMENT, KV, GGMLType, ValueType, encode_header, encode_kv, encode_tensor_info,
+from .family import Family, plan_tensors
+from .gguf_layout import (KV, GGMLType, ValueType, encode_header, encode_kv, encode_tensor_info,
                           pad_to)
 from .params import first
 from .shards import StoredTensor, index_shards
@@ -49,7 +49,7 @@ class HfCheckpoint:
         self.path = Path(path)
         if not self.path.is_dir():
             raise CheckpointError(f"{self.path}: not a checkpoint directory")
-        config, config_path = read_config(self.path)
+        config, config_path = read_checkpoint_config(self.path)
         refuse_quantized(config, config_path)
         family = families.family_for(config.get("model_type"))
         if family is None:

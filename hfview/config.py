@@ -7,11 +7,10 @@ data (each family lists its config class's defaults) without importing transform
 from __future__ import annotations
 
 import json
-import math
 from pathlib import Path
 from typing import Any
 
-from .errors import ConfigError
+from .errors import ConfigError, QuantizedCheckpoint
 
 # Keys every transformers config carries that never change a forward pass.
 COMMON_HARMLESS = frozenset({
@@ -33,41 +32,163 @@ COMMON_HARMLESS = frozenset({
 })
 
 
-def _drop_non_finite(value: Any) -> Any:
-    """Python's Infinity/-Infinity/NaN in a config read as unstated (the key is dropped)."""
+class _NonFinite:
+    """Stands for Python's Infinity, -Infinity and NaN in a config; such a value is read as unstated."""
+
+
+_NON_FINITE = _NonFinite()
+
+
+def _unstate_non_finite(value: Any) -> tuple[Any, bool]:
+    """(value without non-finite numbers, whether it is stated at all). A key whose value is or holds
+    a non-finite number is dropped, so the config class's default applies (e.g. Mamba-2's
+    time_step_limit [0.0, Infinity])."""
+    if value is _NON_FINITE:
+        return None, False
     if isinstance(value, dict):
-        return {k: _drop_non_finite(v) for k, v in value.items()
-                if not (isinstance(v, float) and not math.isfinite(v))}
+        kept = {}
+        for key, item in value.items():
+            clean, stated = _unstate_non_finite(item)
+            if stated:
+                kept[key] = clean
+        return kept, True
     if isinstance(value, list):
-        return [_drop_non_finite(v) for v in value]
-    return value
+        items = [_unstate_non_finite(item) for item in value]
+        if not all(stated for _, stated in items):
+            return None, False
+        return [clean for clean, _ in items], True
+    return value, True
 
 
-def read_config(model_dir: Path) -> tuple[dict, Path]:
-    """config.json parsed, non-finite numbers dropped, a multimodal `text_config` merged over it."""
+def read_config(path: Path) -> dict[str, Any]:
+    """Parse config.json (or params.json) into a dict, refusing unreadable or malformed files."""
+    path = Path(path)
+    try:
+        data = path.read_bytes()
+    except OSError as err:
+        raise ConfigError(f"failed to read {path}: {err.strerror or err}; check that the file is a readable "
+                          "regular file, or re-download it") from err
+    try:
+        text = data.decode("utf-8")
+    except UnicodeDecodeError as err:
+        raise ConfigError(f"invalid model config {path}: not UTF-8 text (bad byte at offset {err.start}); "
+                          "re-download the file") from err
+    try:
+        parsed = json.loads(text, parse_constant=lambda _name: _NON_FINITE)
+    except json.JSONDecodeError as err:
+        raise ConfigError(f"invalid model config {path}: line {err.lineno} column {err.colno}: {err.msg}; "
+                          "fix the JSON or re-download the file") from err
+    if not isinstance(parsed, dict):
+        raise ConfigError(f"invalid model config {path}: expected a JSON object, found "
+                          f"{type(parsed).__name__}; re-download the file")
+    config, _ = _unstate_non_finite(parsed)
+    _check_config_shape(config, path)
+    return config
+
+
+def _check_config_shape(config: dict[str, Any], path: Path) -> None:
+    """The keys resolution relies on must have the JSON types Transformers writes."""
+    for holder, where in ((config, ""), (config.get("text_config"), "text_config.")):
+        if not isinstance(holder, dict):
+            continue
+        model_type = holder.get("model_type")
+        if model_type is not None and not isinstance(model_type, str):
+            raise ConfigError(f"invalid model config {path}: {where}model_type must be a string, found "
+                              f"{json.dumps(model_type)}; fix the config")
+        archs = holder.get("architectures")
+        if archs is not None and not (isinstance(archs, list) and all(isinstance(a, str) for a in archs)):
+            raise ConfigError(f"invalid model config {path}: {where}architectures must be a list of class "
+                              f"names, found {json.dumps(archs)}; fix the config")
+    text_config = config.get("text_config")
+    if text_config is not None and not isinstance(text_config, dict):
+        raise ConfigError(f"invalid model config {path}: text_config must be a JSON object; fix the config")
+    quant = config.get("quantization_config")
+    if quant is not None and not isinstance(quant, dict):
+        raise ConfigError(f"invalid model config {path}: quantization_config must be a JSON object; fix the config")
+
+
+def merge_text_config(config: dict[str, Any]) -> dict[str, Any]:
+    """A multimodal config's text_config merged over its top level (as the converter reads it)."""
+    text_config = config.get("text_config")
+    if isinstance(text_config, dict):
+        return {**config, **text_config}
+    return dict(config)
+
+
+_QUANT_METHODS = {
+    "fp8": "FP8", "fbgemm_fp8": "FP8 (FBGEMM)", "mxfp4": "MXFP4", "gptq": "GPTQ", "awq": "AWQ",
+    "bitsandbytes": "bitsandbytes", "modelopt": "ModelOpt", "compressed-tensors": "compressed-tensors",
+    "hqq": "HQQ", "aqlm": "AQLM", "eetq": "EETQ", "quanto": "Quanto", "torchao": "torchao",
+    "bitnet": "BitNet", "higgs": "HIGGS", "vptq": "VPTQ", "spqr": "SpQR", "fp_quant": "FP-Quant",
+    "auto-round": "AutoRound", "gptqmodel": "GPTQ", "exl2": "EXL2", "exl3": "EXL3",
+}
+
+
+def _quant_scheme(quant: dict[str, Any]) -> str:
+    """A short name for a quantization config: its method, and the number format where stated."""
+    method = str(quant.get("quant_method") or quant.get("quantization_method") or "").lower()
+    label = _QUANT_METHODS.get(method, method)
+    details = " ".join(str(quant.get(k, "")) for k in ("quant_algo", "format", "weight_dtype", "qformat_weight"))
+    details = details.lower()
+    for marker, scheme in (("nvfp4", "NVFP4"), ("mxfp4", "MXFP4"), ("fp8", "FP8"), ("float-quantized", "FP8")):
+        if marker in details and scheme not in label:
+            label = f"{scheme} ({label})" if label else scheme
+            break
+    bits = quant.get("bits") or quant.get("w_bit")
+    if quant.get("load_in_4bit"):
+        bits = 4
+    elif quant.get("load_in_8bit"):
+        bits = 8
+    if isinstance(bits, int) and label:
+        label += f" {bits}-bit"
+    return label or "method not named"
+
+
+def _modelopt_record(path: Path) -> dict[str, Any]:
+    """The `quantization` of NVIDIA ModelOpt's hf_quant_config.json (its config.json may state none)."""
+    try:
+        data = json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        data = None
+    quant = data.get("quantization") if isinstance(data, dict) else None
+    return {"quant_method": "modelopt", **quant} if isinstance(quant, dict) else {"quant_method": "modelopt"}
+
+
+def refuse_quantized(config: dict[str, Any], config_path: Path) -> None:
+    """Refuse any quantized checkpoint: a quantization_config (top level or text_config), Mistral's
+    params.json `quantization`, or a ModelOpt hf_quant_config.json beside the config."""
+    config_path = Path(config_path)
+    merged = merge_text_config(config)
+    quant = merged.get("quantization_config") or config.get("quantization_config")
+    source = "quantization_config"
+    if not quant and merged.get("compression_config"):
+        quant, source = merged["compression_config"], "compression_config"
+    if not quant and isinstance(config.get("quantization"), dict):  # Mistral's params.json
+        quant, source = config["quantization"], "quantization"
+    where = config_path
+    record = config_path.parent / "hf_quant_config.json"
+    if not quant and record.is_file():
+        quant, source, where = _modelopt_record(record), "quantization", record
+    if not quant:
+        return
+    if not isinstance(quant, dict):
+        quant = {}
+    stated = [f'{key} "{quant[key]}"' for key in ("quant_method", "quantization_method", "qformat_weight")
+              if quant.get(key)]
+    method_part = stated[0] if stated else "no quant_method stated"
+    raise QuantizedCheckpoint(
+        f"quantized checkpoints are unsupported: {where} declares {source} ({_quant_scheme(quant)}, "
+        f"{method_part}); hfview reads unquantized weights only. Use a BF16 export of this model "
+        "(the unquantized BF16/F16 upload of the same checkpoint) instead")
+
+
+def read_checkpoint_config(model_dir: Path) -> tuple[dict, Path]:
+    """A checkpoint directory's config.json, read as the converter reads it: a multimodal config's
+    `text_config` merged over the top level."""
     path = model_dir / "config.json"
     if not path.is_file():
         raise ConfigError(f"model config is missing: {path}; a Hugging Face checkpoint needs its config.json")
-    try:
-        raw = json.loads(path.read_text(encoding="utf-8"))
-    except OSError as e:
-        raise ConfigError(f"failed to read {path}: {e.strerror}") from e
-    except (UnicodeDecodeError, json.JSONDecodeError) as e:
-        raise ConfigError(f"invalid model config {path}: {e}") from e
-    if not isinstance(raw, dict):
-        raise ConfigError(f"invalid model config {path}: not a JSON object")
-    config = _drop_non_finite(raw)
-    if isinstance(config.get("text_config"), dict):
-        config = {**config, **config["text_config"]}
-    return config, path
-
-
-def refuse_quantized(config: dict, path: Path) -> None:
-    q = config.get("quantization_config")
-    if q:
-        method = q.get("quant_method") or q.get("quant_algo") or q.get("format") or "unknown method"
-        raise ConfigError(f"{path}: the checkpoint is quantized ({method}); hfview reads unquantized weights "
-                          f"(f32, f16, bf16): use the model's BF16 release, or export one with the method's tool")
+    return merge_text_config(read_config(path)), path
 
 
 def with_defaults(config: dict, defaults: dict) -> dict:

@@ -11,3 +11,7 @@ class CheckpointError(HfviewError):
 
 class ConfigError(CheckpointError):
     """A config key this family cannot honour, or a malformed config."""
+
+
+class QuantizedCheckpoint(ConfigError):
+    """The checkpoint declares a quantization; hfview reads unquantized weights only."""

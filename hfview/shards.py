@@ -119,11 +119,22 @@ def read_header(path: Path) -> list[StoredTensor]:
     return tensors
 
 
+def is_candidate_weight(name: str) -> bool:
+    return (name.endswith(".safetensors") and not name.startswith(".")
+            and "optimizer" not in name and "training_args" not in name)
+
+
+def select_weights(names: list[str] | set[str], fmt: str) -> list[str]:
+    """The weight files of a format among top-level file names: consolidated* for Mistral's own
+    format, every other .safetensors for Transformers'; sorted by name."""
+    chosen = [n for n in names if is_candidate_weight(n) and (n.startswith("consolidated") == (fmt == "mistral"))]
+    return sorted(chosen)
+
+
 def weight_files(model_dir: Path) -> list[Path]:
-    """Top-level safetensors shards, sorted by name (optimizer and training-args files excluded)."""
-    return sorted(p for p in model_dir.iterdir()
-                  if p.suffix == ".safetensors" and p.is_file()
-                  and "optimizer" not in p.name and "training_args" not in p.name)
+    """The Transformers-format shards of a checkpoint directory, sorted by name."""
+    names = [p.name for p in model_dir.iterdir() if p.is_file()]
+    return [model_dir / n for n in select_weights(names, "transformers")]
 
 
 def index_shards(model_dir: Path) -> dict[str, StoredTensor]:

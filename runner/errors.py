@@ -6,8 +6,7 @@ with a fixed phrase (tests and scripts may match on it) and ends by saying what 
 """
 from __future__ import annotations
 
-from hfview.errors import CheckpointError, HfviewError
-from hfview.errors import ConfigError as _CheckpointConfigError
+from hfview.errors import CheckpointError, ConfigError, HfviewError, QuantizedCheckpoint
 
 __all__ = ["HfviewError", "ModelDirectoryError", "ConfigError", "TokenizerError", "WeightsError",
            "UnsupportedArchitecture", "QuantizedCheckpoint", "HubError"]
@@ -15,10 +14,6 @@ __all__ = ["HfviewError", "ModelDirectoryError", "ConfigError", "TokenizerError"
 
 class ModelDirectoryError(CheckpointError):
     """A checkpoint lacks what it needs (`failed to list`, `model config is missing`, no weights)."""
-
-
-class ConfigError(_CheckpointConfigError):
-    """The model config cannot be read or is not a usable JSON object."""
 
 
 class TokenizerError(CheckpointError):
@@ -31,10 +26,6 @@ class WeightsError(CheckpointError):
 
 class UnsupportedArchitecture(HfviewError):
     """The architecture gate: no backend of this build runs the config's family."""
-
-
-class QuantizedCheckpoint(HfviewError):
-    """The checkpoint declares a quantization_config; hfview reads unquantized weights only."""
 
 
 class HubError(HfviewError):

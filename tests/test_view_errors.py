@@ -167,6 +167,6 @@ def test_non_finite_config_values_read_as_unstated(tmp_path):
     path = make(tmp_path)
     text = json.dumps({**CONFIG, "rope_theta": 1.0}).replace("1.0", "Infinity")
     (path / "config.json").write_text(text)
-    from hfview.config import read_config
-    config, _ = read_config(path)
+    from hfview.config import read_checkpoint_config
+    config, _ = read_checkpoint_config(path)
     assert "rope_theta" not in config
