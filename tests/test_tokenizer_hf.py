@@ -133,3 +133,56 @@ def test_view_refuses_remote_code(tmp_path):
         "tokenizer_config.json": {"auto_map": {"AutoTokenizer": ["tokenization_x.XTokenizer", None]}}})
     with pytest.raises(TokenizerError, match="auto_map"):
         AutoTokenizerView(d)
+
+
+CORPUS = [
+    "Hello world", " leading space", "trailing space ", "  two  spaces\t\ttabs\n\nnewlines\r\n",
+    "def f(x):\n    return x ** 2  # comment\n", "if (a && b) { c->d[0] = 'e'; }",
+    "我想在apple工作1314151天～", "日本語のテキストとカタカナ", "한국어 문장입니다.", "нещо на Български",
+    "Ünïcödé àccents ﬁ ligature", "🚀 (normal) 😶\u200d🌫️ ✅ 🦙🦙", "3 33 333 3333 3.3 3..3", "",
+    "I've been 'told he's there, 'RE you sure? We'Ve a'lL", "<s> literal specials </s> <|endoftext|>",
+    "        \n         \n", "x" * 300,
+]
+
+
+@pytest.mark.parametrize("name", ["mistral-v3", "phi-3-mini", "gpt-2", "bert-uncased", "llama3-bpe",
+                                  "mistral-declared-llama-legacy", "gpt-2-new-specials"])
+def test_hf_tokenizer_encodes_and_decodes_like_transformers(name, hf_dir):
+    from transformers import AutoTokenizer
+
+    from tokenizer import HfTokenizer
+
+    d = hf_dir(name)
+    hf = AutoTokenizer.from_pretrained(d)
+    ours = HfTokenizer(d)
+    for text in CORPUS:
+        ids = hf.encode(text)
+        assert ours.encode(text) == ids, text
+        assert ours.encode(text, add_special_tokens=False) == hf.encode(text, add_special_tokens=False), text
+        assert ours.decode(ids) == hf.decode(ids), text
+        assert ours.decode(ids, skip_special_tokens=True) == hf.decode(ids, skip_special_tokens=True), text
+    assert ours.bos_token_id == hf.bos_token_id and ours.eos_token_id == hf.eos_token_id
+    assert ours.vocab_size == len(hf)
+
+
+def test_pre_tokenizer_splits_like_tokenizers():
+    from tokenizers import Tokenizer
+
+    from tokenizer import HfPreTokenizer
+
+    path = TOK / "gpt-2" / "tokenizer.json"
+    pre = HfPreTokenizer(path)
+    ref = Tokenizer.from_file(str(path)).pre_tokenizer
+    for text in CORPUS:
+        assert pre(text) == [p for p, _ in ref.pre_tokenize_str(text)]
+    assert pre("I've 33") == ["I", "'ve", "Ġ33"]
+
+
+def test_unreadable_tokenizer_json_is_named(tmp_path):
+    from tokenizer import HfPreTokenizer, HfTokenizer, TokenizerError
+
+    d = write_checkpoint(tmp_path / "c", 100, {"tokenizer.json": "{not json"})
+    with pytest.raises(TokenizerError, match="tokenizer.json"):
+        HfTokenizer(d)
+    with pytest.raises(TokenizerError, match="tokenizer.json"):
+        HfPreTokenizer(d / "tokenizer.json")

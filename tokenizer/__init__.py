@@ -5,8 +5,9 @@ it (AutoConfig defaults applied, text_config merged) — and returns list[hfview
 converter's insertion order.
 """
 from .errors import TokenizerError, UnknownPreTokenizer
+from .hf import HfPreTokenizer, HfTokenizer
 from .vocab import (get_vocab_base_pre, gpt2_vocab, llama_hf_vocab, llama_vocab, sentencepiece_vocab,
                     special_vocab)
 
-__all__ = ["TokenizerError", "UnknownPreTokenizer", "get_vocab_base_pre", "gpt2_vocab", "llama_hf_vocab",
+__all__ = ["HfPreTokenizer", "HfTokenizer", "TokenizerError", "UnknownPreTokenizer", "get_vocab_base_pre", "gpt2_vocab", "llama_hf_vocab",
            "llama_vocab", "sentencepiece_vocab", "special_vocab"]

@@ -156,9 +156,9 @@ class AutoTokenizerView:
         if "additional_special_tokens" in kw and "extra_special_tokens" not in kw:  # from special_tokens_map
             kw["extra_special_tokens"] = kw.pop("additional_special_tokens")
         kw["added_tokens_decoder"] = decoder
-        kw = _as_added_token(kw)
         if model_specific:
             kw["model_specific_special_tokens"] = model_specific
+        kw = _as_added_token(kw)
         if by_content:
             for key in NAMED_SPECIAL:
                 if kw.get(key) is not None:
@@ -192,17 +192,20 @@ class AutoTokenizerView:
                 decoder[idx] = AddedToken(content, rstrip=False, lstrip=False, normalized=not special,
                                           special=special)
                 by_content[content] = decoder[idx]
-        with open(tok_path, encoding="utf-8") as f:
-            for entry in json.load(f).get("added_tokens", []):
-                entry = dict(entry)
-                idx = entry.pop("id")
-                decoder[idx] = AddedToken(**entry)
-                by_content[str(decoder[idx])] = decoder[idx]
+        for entry in read_json(tok_path).get("added_tokens", []):
+            entry = dict(entry)
+            idx = entry.pop("id")
+            decoder[idx] = AddedToken(**entry)
+            by_content[str(decoder[idx])] = decoder[idx]
 
     # -- the backend --------------------------------------------------------------------------------------
 
     def _build_backend(self, tok_path: Path, kw: dict) -> Tokenizer:
-        full = Tokenizer.from_file(str(tok_path))
+        try:
+            full = Tokenizer.from_file(str(tok_path))
+        except Exception as e:  # noqa: BLE001 - `tokenizers` raises a bare Exception on a bad file
+            raise TokenizerError(f"{tok_path} cannot be loaded by `tokenizers` ({e}); the converter's "
+                                 "AutoTokenizer fails on it too") from e
         if self.class_name != "LlamaTokenizer":
             backend = full
         else:
@@ -299,8 +302,8 @@ class AutoTokenizerView:
     def encode(self, text: str, add_special_tokens: bool = True) -> list[int]:
         return self.backend.encode(text, add_special_tokens=add_special_tokens).ids
 
-    def decode(self, ids: list[int]) -> str:
-        text = self.backend.decode(ids, skip_special_tokens=False)
+    def decode(self, ids: list[int], skip_special_tokens: bool = False) -> str:
+        text = self.backend.decode(ids, skip_special_tokens=skip_special_tokens)
         if self.clean_up_tokenization_spaces and type(self.backend.model).__name__ != "BPE":
             # transformers skips this clean-up for BPE models (it would corrupt them)
             for old, new in ((" .", "."), (" ?", "?"), (" !", "!"), (" ,", ","), (" ' ", "'"), (" n't", "n't"),
