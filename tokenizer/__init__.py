@@ -6,8 +6,8 @@ converter's insertion order.
 """
 from .errors import TokenizerError, UnknownPreTokenizer
 from .hf import HfPreTokenizer, HfTokenizer
-from .vocab import (get_vocab_base_pre, gpt2_vocab, llama_hf_vocab, llama_vocab, sentencepiece_vocab,
-                    special_vocab)
+from .vocab import (get_vocab_base_pre, gpt2_vocab, llama_hf_vocab, llama_vocab, plamo3_vocab, plamo_vocab,
+                    sentencepiece_vocab, special_vocab)
 
 __all__ = ["HfPreTokenizer", "HfTokenizer", "TokenizerError", "UnknownPreTokenizer", "get_vocab_base_pre", "gpt2_vocab", "llama_hf_vocab",
-           "llama_vocab", "sentencepiece_vocab", "special_vocab"]
+           "llama_vocab", "plamo_vocab", "plamo3_vocab", "sentencepiece_vocab", "special_vocab"]

@@ -266,6 +266,90 @@ def special_vocab(model_dir: Path, *, load_merges: bool = False, n_vocab: int | 
                         n_vocab=n_vocab).kvs()
 
 
+# -- PLaMo (tokenizer.jsonl) -------------------------------------------------------------------------------------
+
+_PLAMO_TYPES = {"UNKNOWN": UNKNOWN, "CONTROL": CONTROL, "BYTE": BYTE}
+_PLAMO_IDS = (("bos_token", "tokenizer.ggml.bos_token_id"), ("eos_token", "tokenizer.ggml.eos_token_id"),
+              ("pad_token", "tokenizer.ggml.padding_token_id"), ("sep_token", "tokenizer.ggml.seperator_token_id"),
+              ("unk_token", "tokenizer.ggml.unknown_token_id"))
+
+
+def plamo_vocab(model_dir: Path, hparams: dict) -> list[KV]:
+    """_set_vocab_plamo (PLaMo 2): tokenizer.jsonl lines [token, score, type?, ...], padded to vocab_size;
+    special ids found by content from tokenizer_config.json; EOT fixed at 4 (<|plamo:op|>); no space prefix."""
+    import json
+
+    model_dir = Path(model_dir)
+    path = model_dir / "tokenizer.jsonl"
+    cfg_path = model_dir / "tokenizer_config.json"
+    if not path.is_file():
+        raise FileNotFoundError(f"PLaMo tokenizer file not found: {path}")
+    if not cfg_path.is_file():
+        raise TokenizerError(f"{cfg_path} is missing; the converter needs it beside tokenizer.jsonl")
+    cfg = read_json(cfg_path)
+    tokens: list[str] = []
+    scores: list[float] = []
+    types: list[int] = []
+    with open(path, encoding="utf-8") as f:
+        for n, line in enumerate(f, 1):
+            if not line.strip():
+                continue
+            try:
+                entry = json.loads(line)
+                token, score = entry[0], float(entry[1])
+                kind = entry[2] if len(entry) > 2 else "NORMAL"
+            except (json.JSONDecodeError, IndexError, TypeError, ValueError) as e:
+                raise TokenizerError(f"{path}:{n}: expected [token, score, type, ...], got {line.strip()[:80]!r} "
+                                     f"({e})") from e
+            tokens.append(token)
+            scores.append(score)
+            if kind in _PLAMO_TYPES:
+                types.append(_PLAMO_TYPES[kind])
+            else:
+                types.append(CONTROL if token.startswith("<|plamo:") and token.endswith("|>") else NORMAL)
+    vocab_size = hparams["vocab_size"]
+    for i in range(1, vocab_size - len(tokens) + 1):
+        tokens.append(f"[PAD{i}]")
+        scores.append(-1000.0)
+        types.append(UNUSED)
+
+    w = KVWriter()
+    w.add_string(MODEL, "plamo2")
+    w.add_string(PRE, "default")
+    w.add_array(TOKENS, tokens)
+    w.add_array(SCORES, scores)
+    w.add_array(TOKEN_TYPE, types)
+    position = {}
+    for i, t in enumerate(tokens):
+        position.setdefault(t, i)  # the first occurrence, as list.index finds it
+    for name, key in _PLAMO_IDS:
+        if cfg.get(name) is not None:
+            if not isinstance(cfg[name], str) or cfg[name] not in position:
+                raise TokenizerError(f"{cfg_path}: {name} {cfg[name]!r} is not in {path}; the converter fails on it")
+            w.add_uint32(key, position[cfg[name]])
+    w.add_uint32("tokenizer.ggml.eot_token_id", 4)
+    w.add_bool(ADD_SPACE_PREFIX, False)
+    return w.kvs()
+
+
+def plamo3_vocab(model_dir: Path, hparams: dict) -> list[KV]:
+    """Plamo3Model.set_vocab: plamo_vocab, then tokenizer_config's chat_template, overridden by
+    chat_template.jinja when present."""
+    from .special import write_chat_template
+
+    model_dir = Path(model_dir)
+    w = KVWriter()
+    w.extend(plamo_vocab(model_dir, hparams))
+    cfg = read_json(model_dir / "tokenizer_config.json")
+    template = cfg.get("chat_template")
+    jinja = model_dir / "chat_template.jinja"
+    if jinja.is_file():
+        template = jinja.read_text(encoding="utf-8")
+    if template:
+        write_chat_template(w, template)
+    return w.kvs()
+
+
 # -- LlamaModel.set_vocab ----------------------------------------------------------------------------------------
 
 def llama_vocab(model_dir: Path, hparams: dict) -> list[KV]:
