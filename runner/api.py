@@ -22,6 +22,7 @@ __all__ = ["load", "Runner", "DeviceError", "ModelNotFound", "default_model_path
 
 DEFAULT_N_CTX = 4096
 PRECISIONS = ("auto", "f32", "f16", "bf16")
+BACKENDS = ("auto", "llama.cpp", "torch")
 
 
 class DeviceError(HfviewError):
@@ -47,7 +48,10 @@ def _check_device(device: str) -> str:
 
 
 def _resolve(model: str | os.PathLike | None, revision: str | None, progress: bool):
-    """(path, model_revision, format, weight_files) for --model; the default model when None."""
+    """(path, model_revision, format, weight_files, backend, family) for --model; the default model when None.
+
+    backend is "view" (llama.cpp) or "torch" (a family only transformers runs), as runner.resolve's
+    architecture gate decides."""
     if model is None:
         path = default_model_path()
         if not (path / "config.json").is_file():
@@ -61,21 +65,20 @@ def _resolve(model: str | os.PathLike | None, revision: str | None, progress: bo
         path = Path(model).expanduser()
         if not path.is_dir():
             raise ModelNotFound(f"{model}: not a checkpoint directory (Hub ids need runner.resolve)") from None
-        return path, revision, "transformers", []
+        return path, revision, "transformers", [], "view", None
     try:
         r = resolve_mod.resolve(str(model), revision=revision, progress=progress)
     except ResolveRefusal as exc:
         # runner.errors.HfviewError is a separate class from hfview.errors.HfviewError: re-raise as
         # ours so the CLI prints it on one line.
         raise ModelNotFound(str(exc)) from None
-    if r.backend != "view":
-        raise ModelNotFound(f"{model}: family {r.family!r} is not covered by hfview's view (llama.cpp); "
-                            f"transformers could run it, but the torch backend is not available yet")
-    return r.path, r.model_revision, r.format, list(r.weight_files)
+    return r.path, r.model_revision, r.format, list(r.weight_files), r.backend, r.family
 
 
 class Runner:
     """One model in llama.cpp with one context. Use as a context manager or call ``close()``."""
+
+    backend = "llama.cpp"
 
     def __init__(self, stream_model, *, checkpoint=None, model_path: Path | None = None,
                  model_revision: str | None = None, chat_template: str | None = None,
@@ -183,12 +186,13 @@ def _n_threads() -> int:
 
 def load(model: str | os.PathLike | None = None, *, precision: str = "auto", device: str = "cpu",
          n_ctx: int | None = None, revision: str | None = None, progress: bool = False,
-         n_threads: int | None = None, verbose: bool = False) -> Runner:
+         n_threads: int | None = None, verbose: bool = False, backend: str = "auto") -> Runner:
     """Load MODEL (a checkpoint directory, a Hub id, or None for the embedded default) into llama.cpp.
 
     precision: the view's outtype (auto | f32 | f16 | bf16). device: cpu | cuda | metal (refused when
     this build lacks it). n_ctx: context length (default min(4096, the model's training context),
-    capped to a sliding window, see ``Runner.notes``).
+    capped to a sliding window, see ``Runner.notes``). backend: auto (llama.cpp when the view covers
+    the family, else transformers), llama.cpp, or torch; a torch run returns a ``TorchRunner``.
     """
     import llama_cpp.llama_cpp as ll
 
@@ -198,10 +202,27 @@ def load(model: str | os.PathLike | None = None, *, precision: str = "auto", dev
 
     if precision not in PRECISIONS:
         raise HfviewError(f"precision {precision!r}: choose one of {', '.join(PRECISIONS)}")
+    if backend not in BACKENDS:
+        raise HfviewError(f"backend {backend!r}: choose one of {', '.join(BACKENDS)}")
+    if backend == "torch":
+        from .parity import _import_torch
+        _import_torch()  # refuse before resolving anything
+    elif backend == "llama.cpp":
+        device = _check_device(device)
+    path, model_revision, fmt, weight_files, gated, family = _resolve(model, revision, progress)
+    notes: list[str] = []
+    if gated == "torch" and backend == "llama.cpp":
+        raise HfviewError(f"{model}: family {family!r} is not covered by hfview's view, so llama.cpp cannot "
+                          f"run it; drop --backend llama.cpp (or pass --backend torch) to run it with transformers")
+    if gated == "torch" or backend == "torch":
+        from .torch_backend import TorchRunner
+        if gated == "torch":
+            notes.append(f"backend: transformers (torch), float32: family {family!r} is not covered by the view")
+        else:
+            notes.append("backend: transformers (torch), float32, as asked")
+        return TorchRunner(path, model_revision=model_revision, device=device.lower(), n_ctx=n_ctx, notes=notes)
     device = _check_device(device)
     layers = 0 if device == "cpu" else -1
-    path, model_revision, fmt, weight_files = _resolve(model, revision, progress)
-    notes: list[str] = []
     ckpt = None
     if fmt == "gguf":  # a ready GGUF: llama.cpp reads it itself
         lm = load_model_from_path(weight_files[0], n_gpu_layers=layers, verbose=verbose)

@@ -31,13 +31,15 @@ def _note(text: str) -> None:
 @click.option("--revision", default=None, help="Hub revision (branch, tag or commit).")
 @click.option("--n-ctx", type=click.IntRange(min=1), default=None,
               help="Context length (default: min(4096, the model's training context)).")
+@click.option("--backend", type=click.Choice(["auto", "llama.cpp", "torch"]), default="auto", show_default=True,
+              help="auto: llama.cpp when the view covers the family, else transformers.")
 @click.option("--chat/--no-chat", default=None,
               help="Apply the model's chat template (default: on when the model has one).")
 @click.option("--json", "as_json", is_flag=True, help="Print one JSON object instead of streaming text.")
 @click.option("--progress/--no-progress", default=None, help="Loading bar (default: on a terminal).")
 @click.pass_context
 def generate(ctx, model, prompt, system, max_tokens, temperature, top_p, seed, precision, device, revision,
-             n_ctx, chat, as_json, progress):
+             n_ctx, backend, chat, as_json, progress):
     """Generate text from a checkpoint, run by llama.cpp straight from the view."""
     from .api import load
     from .chat import read_system
@@ -48,7 +50,7 @@ def generate(ctx, model, prompt, system, max_tokens, temperature, top_p, seed, p
     runner = None
     try:
         runner = load(model, precision=precision, device=device.lower(), n_ctx=n_ctx, revision=revision,
-                      progress=progress)
+                      progress=progress, backend=backend)
         for note in runner.notes:
             _note(note)
         if chat and not runner.chat_template:
@@ -72,7 +74,7 @@ def generate(ctx, model, prompt, system, max_tokens, temperature, top_p, seed, p
                 else round(result.tokens_per_second, 2),
                 "chat": chat if chat is not None else runner.chat_template is not None,
                 "precision": runner.checkpoint.outtype if runner.checkpoint is not None else None,
-                "device": device.lower(), "n_ctx": runner.n_ctx, "seed": seed,
+                "device": device.lower(), "n_ctx": runner.n_ctx, "seed": seed, "backend": runner.backend,
             }, ensure_ascii=False))
         else:
             sys.stdout.write("\n")

@@ -193,3 +193,47 @@ def test_sliding_window_caps_context(checkpoint):
     with load(checkpoint("mistral"), n_ctx=8192) as r:
         assert r.n_ctx == 4096
         assert any("sliding window: 4096" in n for n in r.notes)
+
+
+# ---------------------------------------------------------------- torch fallback
+@pytest.fixture(scope="module")
+def gpt2_dir(tmp_path_factory):
+    """A tiny random GPT-2 (a family the view does not cover) with the real GPT-2 tokenizer files."""
+    import shutil
+    from pathlib import Path
+
+    torch = pytest.importorskip("torch")
+    transformers = pytest.importorskip("transformers")
+    out = tmp_path_factory.mktemp("gpt2")
+    torch.manual_seed(0)
+    cfg = transformers.GPT2Config(n_embd=32, n_layer=2, n_head=2, n_positions=128, vocab_size=50257)
+    transformers.GPT2LMHeadModel(cfg).save_pretrained(out)
+    src = Path(__file__).resolve().parent.parent / "fixtures" / "tokenizers" / "gpt-2"
+    for name in ("tokenizer.json", "tokenizer_config.json"):
+        shutil.copyfile(src / name, out / name)
+    return out
+
+
+def test_torch_fallback_runs_a_family_the_view_lacks(gpt2_dir):
+    res = _cli("generate", "--model", str(gpt2_dir), "--prompt", "Hello there", "--max-tokens", "6", "--json")
+    assert res.exit_code == 0, res.output
+    assert "backend: transformers (torch)" in res.stderr and "'gpt2'" in res.stderr
+    out = json.loads(res.stdout)
+    assert out["backend"] == "torch" and len(out["tokens"]) > 0
+    with load(gpt2_dir) as r:
+        assert r.backend == "torch"
+        ids = r.tokenize("Hello there")
+        greedy = r.run(ids=ids, max_tokens=6, temperature=0).tokens
+        assert greedy == out["tokens"]
+        seq = list(ids)  # cached decoding equals recomputing the whole sequence each step
+        for _ in range(len(greedy)):
+            seq.append(int(r.logits(seq)[-1].argmax()))
+        assert seq[len(ids):] == greedy
+        a = r.run(ids=ids, max_tokens=6, temperature=1.0, seed=3).tokens
+        assert a == r.run(ids=ids, max_tokens=6, temperature=1.0, seed=3).tokens
+
+
+def test_backend_llama_cpp_refuses_uncovered_family(gpt2_dir):
+    res = _cli("generate", "--model", str(gpt2_dir), "--prompt", "hi", "--backend", "llama.cpp")
+    assert res.exit_code == 1
+    assert "family 'gpt2' is not covered by hfview's view" in res.stderr
