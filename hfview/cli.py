@@ -31,30 +31,44 @@ def main(debug: bool) -> None:
     """Run Hugging Face checkpoints with llama.cpp, read in place as the GGUF the converter would write."""
 
 
+def _local_dir(model: str, revision: str | None) -> tuple[Path, str | None]:
+    """MODEL as a directory: an existing one as is, anything else resolved as a Hub id (runner.resolve:
+    the architecture gate and quantized refusal run before any weight is downloaded)."""
+    if Path(model).is_dir():
+        return Path(model), revision
+    from runner.resolve import resolve
+
+    resolved = resolve(model, revision=revision)
+    return resolved.path, resolved.model_revision
+
+
 @main.command()
-@click.argument("model", type=click.Path(exists=True, file_okay=False, path_type=Path))
+@click.argument("model")
+@click.option("--revision", default=None, help="Hub revision (branch, tag or commit); default main.")
 @click.option("--outtype", type=OUTTYPES, default="auto", show_default=True)
 @click.option("--json", "as_json", is_flag=True, help="Machine-readable output.")
-def inspect(model: Path, outtype: str, as_json: bool) -> None:
-    """Architecture, KV and tensor table of MODEL's view (reads headers only)."""
+def inspect(model: str, revision: str | None, outtype: str, as_json: bool) -> None:
+    """Architecture, KV and tensor table of MODEL's view (a directory or Hub id; reads headers only)."""
     from .checkpoint import HfCheckpoint
     from .inspect import describe, render
 
-    info = describe(HfCheckpoint(model, outtype))
+    path, model_revision = _local_dir(model, revision)
+    info = {"model_revision": model_revision, **describe(HfCheckpoint(path, outtype))}
     click.echo(json.dumps(info, indent=1, default=str) if as_json else render(info))
 
 
 @main.command()
-@click.argument("model", type=click.Path(exists=True, file_okay=False, path_type=Path))
+@click.argument("model")
 @click.argument("out", type=click.Path(dir_okay=False, path_type=Path))
+@click.option("--revision", default=None, help="Hub revision (branch, tag or commit); default main.")
 @click.option("--outtype", type=OUTTYPES, default="auto", show_default=True)
 @click.option("--progress/--no-progress", default=True)
-def export(model: Path, out: Path, outtype: str, progress: bool) -> None:
+def export(model: str, out: Path, revision: str | None, outtype: str, progress: bool) -> None:
     """Write MODEL's view to OUT as a GGUF file (byte-identical to convert_hf_to_gguf.py's)."""
     from .checkpoint import HfCheckpoint
     from .export import export as write
 
-    ckpt = HfCheckpoint(model, outtype)
+    ckpt = HfCheckpoint(_local_dir(model, revision)[0], outtype)
     write(ckpt, out, progress=progress)
     click.echo(f"wrote {out} ({ckpt.size:,} bytes, {ckpt.arch}, {ckpt.outtype})", err=True)
 

@@ -66,7 +66,8 @@ def converted(checkpoint):
     """converted(name, outtype) -> the pinned converter's GGUF for fixture `name`, cached by content."""
     def get(name: str, outtype: str) -> Path:
         ckpt = checkpoint(name)
-        out = CACHE / "converted" / f"{name}-{_digest_dir(ckpt)}-{outtype}.gguf"
+        # the directory name is part of the output (general.name), so it is part of the key
+        out = CACHE / "converted" / f"{ckpt.name}-{_digest_dir(ckpt)}-{outtype}.gguf"
         if not out.is_file():
             out.parent.mkdir(parents=True, exist_ok=True)
             tmp = out.with_name(out.name + f".{os.getpid()}.partial")

@@ -1,0 +1,54 @@
+"""The core's CLI: inspect and export, and refusals printed as one line without traceback."""
+from __future__ import annotations
+
+import json
+
+from click.testing import CliRunner
+
+import hfview.views as views
+import oracle
+from hfview.cli import main
+
+
+def test_inspect_json(checkpoint):
+    result = CliRunner().invoke(main, ["inspect", str(checkpoint("llama3-bpe")), "--json"])
+    assert result.exit_code == 0, result.output
+    info = json.loads(result.output)
+    assert info["architecture"] == "llama" and info["model_revision"] is None
+    by_name = {t["name"]: t for t in info["tensors"]}
+    assert by_name["rope_freqs.weight"]["view"] == "computed from config"
+    assert by_name["blk.1.attn_k.weight"]["view"] == "rotation pairs over 3 heads"
+    assert by_name["blk.1.attn_k.weight"]["sources"] == ["model.layers.1.self_attn.k_proj.weight"]
+
+
+def test_export_cli_matches_converter(checkpoint, converted, tmp_path):
+    out = tmp_path / "m.gguf"
+    result = CliRunner().invoke(main, ["export", str(checkpoint("mistral")), str(out), "--outtype", "f16",
+                                       "--no-progress"])
+    assert result.exit_code == 0, result.output
+    assert oracle.sha256(out) == oracle.sha256(converted("mistral", "f16"))
+    assert not (tmp_path / "m.gguf.partial").exists()
+
+
+def test_refusal_is_one_line_without_traceback(tmp_path):
+    result = CliRunner().invoke(main, ["export", str(tmp_path), str(tmp_path / "x.gguf")])
+    assert result.exit_code == 1
+    assert result.output.startswith("hfview: model config is missing")
+    assert "Traceback" not in result.output
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_failure_mid_export_leaves_no_file(checkpoint, tmp_path, monkeypatch):
+    calls = {"n": 0}
+    real = views.Presented.rows
+
+    def failing(self, start, stop):
+        calls["n"] += 1
+        if calls["n"] > 5:
+            raise OSError("disk pulled out")
+        return real(self, start, stop)
+    monkeypatch.setattr(views.Presented, "rows", failing)
+    out = tmp_path / "m.gguf"
+    result = CliRunner().invoke(main, ["export", str(checkpoint("llama-spm")), str(out), "--no-progress"])
+    assert result.exit_code != 0 and "disk pulled out" in str(result.exception)
+    assert list(tmp_path.iterdir()) == []
