@@ -118,8 +118,15 @@ def main() -> None:
     ap.add_argument("--layers", type=int, default=9)  # 1.1 GB of bf16 weights
     ap.add_argument("--hidden", type=int, default=2048)
     ap.add_argument("--keep", action="store_true", help="keep the converted files")
+    ap.add_argument("--make-only", action="store_true", help=argparse.SUPPRESS)
     args = ap.parse_args()
-    ckpt = make_checkpoint(WORK / f"llama-{args.layers}x{args.hidden}", args.layers, args.hidden)
+    ckpt = WORK / f"llama-{args.layers}x{args.hidden}"
+    if args.make_only:
+        make_checkpoint(ckpt, args.layers, args.hidden)
+        return
+    # made in a child: a forked child's peak RSS would otherwise include this process's arrays
+    subprocess.run([sys.executable, __file__, "--make-only", "--layers", str(args.layers),
+                    "--hidden", str(args.hidden)], check=True)
     size = sum(f.stat().st_size for f in ckpt.glob("*.safetensors"))
     for f in ckpt.glob("*.safetensors"):  # warm the page cache for every contender alike
         with open(f, "rb") as fh:

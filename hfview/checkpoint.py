@@ -182,8 +182,11 @@ class HfCheckpoint:
         if cached and cached[0] == i and cached[1] <= first_row and last_row <= cached[2]:
             data, base = cached[3], cached[1]
         else:
-            data, base = t.rows(first_row, last_row).tobytes(), first_row
-            self._cache = (i, first_row, last_row, data)
+            # readers go front to back in small pieces (stdio buffers): produce a whole chunk ahead
+            ahead = min(t.view.n_rows, first_row + rows_per_chunk)
+            data, base = t.rows(first_row, ahead).tobytes(), first_row
+            self._cache = (i, first_row, ahead, data)
+            last_row = min(last_row, ahead)
         start = within - base * row_bytes
         take = min(len(out), last_row * row_bytes - within, want_end - within)
         out[:take] = data[start:start + take]
