@@ -4,7 +4,6 @@ their configuration files."""
 from __future__ import annotations
 
 import json
-from pathlib import Path
 
 import pytest
 
@@ -57,6 +56,17 @@ CASES = {
     "mistral-type-declared-llama": (32768, _files(**{
         "tokenizer.json": TOK / "mistral-v3-spm" / "tokenizer.json",
         "tokenizer_config.json": {"tokenizer_class": "LlamaTokenizer"}}), {"model_type": "mistral"}),
+    # model-specific classes that rebuild the pipeline over tokenizer.json's vocabulary and merges
+    "qwen2-type-gpt2-json": (50257, _files(**{"tokenizer.json": TOK / "gpt-2" / "tokenizer.json",
+                                              "tokenizer_config.json": TOK / "gpt-2" / "tokenizer_config.json"}),
+                             {"model_type": "qwen2"}),
+    "qwen2-type-bare": (50257, _files(**{"tokenizer.json": TOK / "gpt-2" / "tokenizer.json"}),
+                        {"model_type": "qwen2"}),
+    "gpt-neox-type": (50257, _files(**{"tokenizer.json": TOK / "gpt-2" / "tokenizer.json",
+                                       "tokenizer_config.json": {"tokenizer_class": "GPTNeoXTokenizer",
+                                                                 "add_bos_token": True}}),
+                      {"model_type": "gpt_neox"}),
+    "llama3-declared-gpt2": (128256, "llama3-gpt2", {}),
     # legacy files: special_tokens_map.json and added_tokens.json, no added_tokens_decoder
     "gpt-2-legacy-files": (50260, _files(**{
         "tokenizer.json": TOK / "gpt-2" / "tokenizer.json",
@@ -87,6 +97,10 @@ def hf_dir(tmp_path_factory):
             if files == "llama3":
                 files = {"tokenizer.json": llama3_tokenizer_json(d / "tokenizer.json.src"),
                          "tokenizer_config.json": TOK / "llama3-tiktoken" / "tokenizer_config.json"}
+            elif files == "llama3-gpt2":
+                cfg = json.loads((TOK / "llama3-tiktoken" / "tokenizer_config.json").read_text(encoding="utf-8"))
+                files = {"tokenizer.json": llama3_tokenizer_json(d / "tokenizer.json.src"),
+                         "tokenizer_config.json": {**cfg, "tokenizer_class": "GPT2Tokenizer"}}
             write_checkpoint(d, vocab_size, files, config)
             for extra in d.glob("*.src"):
                 extra.unlink()

@@ -7,6 +7,7 @@ Converter outputs are cached on disk by the checkpoint's content and the pinned 
 """
 from __future__ import annotations
 
+import functools
 import hashlib
 import json
 import shutil
@@ -175,7 +176,9 @@ def case_dir(tmp_path_factory):
 UNORDERED = {"tokenizer.chat_templates"}
 
 
+@functools.lru_cache(maxsize=4)
 def converter_tokenizer_fields(gguf_path: Path):
+    """(key, field) for the converter's tokenizer.* entries (GGUFReader is slow on 128k tokens: cached)."""
     from gguf import GGUFReader
     reader = GGUFReader(gguf_path)
     return [(k, f) for k, f in reader.fields.items() if k.startswith("tokenizer.")]

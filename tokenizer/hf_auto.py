@@ -5,11 +5,11 @@ vocabulary, the added tokens with their flags, the special tokens, and the ids o
 (5.24, pinned where the converter runs) builds that tokenizer in steps that change all of these:
   * the class: chosen from tokenizer_config.json's `tokenizer_class`, config.json's `model_type` and
     `tokenizer_class`, and tables in transformers (tokenizer/hf_classes.py, generated). The generic
-    TokenizersBackend loads tokenizer.json as it is. LlamaTokenizer rebuilds the pipeline (Metaspace
-    pre-tokenizer, no normalizer), which changes how text is split. Other model-specific classes (GPT2Tokenizer,
-    Qwen2Tokenizer, ...) also rebuild it; for released checkpoints their pipeline equals their
-    tokenizer.json, so we use tokenizer.json as it is for them. That is where a hand-made or mismatched
-    checkpoint can give a different digest than the converter's.
+    TokenizersBackend loads tokenizer.json as it is. A model-specific class rebuilds the pipeline around
+    tokenizer.json's vocabulary and merges, which changes how text is split when tokenizer.json says
+    otherwise: we rebuild as LlamaTokenizer, GPT2Tokenizer, Qwen2Tokenizer and GPTNeoXTokenizer do. Other
+    model-specific classes get tokenizer.json as it is, which is right for released checkpoints (their
+    tokenizer.json is what their class builds) but can differ for a hand-made or mismatched one.
   * add_bos_token/add_eos_token in tokenizer_config.json are ignored when tokenizer.json exists; the
     post-processor comes from tokenizer.json (a missing one becomes a template adding nothing).
   * added tokens: tokenizer_config.json's added_tokens_decoder when present (else the legacy
@@ -22,15 +22,14 @@ flag overwrites) apply unchanged.
 from __future__ import annotations
 
 import fnmatch
-import json
 from pathlib import Path
 from typing import Any
 
-from tokenizers import AddedToken, Tokenizer, decoders, models, pre_tokenizers, processors
+from tokenizers import AddedToken, Regex, Tokenizer, decoders, models, normalizers, pre_tokenizers, processors
 
 from . import hf_classes
 from .errors import TokenizerError
-from .special import read_json
+from .special import read_json, read_tokenizer_json
 
 NAMED_SPECIAL = ("bos_token", "eos_token", "unk_token", "sep_token", "pad_token", "cls_token", "mask_token")
 _GENERIC = ("TokenizersBackend", "PythonBackend", "PreTrainedTokenizerFast")
@@ -120,6 +119,12 @@ class AutoTokenizerView:
         self._set_special_tokens(kwargs)
         self.backend.encode_special_tokens = bool(kwargs.get("split_special_tokens", False))
         self._add_tokens(kwargs)
+        if self.class_name == "Qwen2Tokenizer":
+            # Qwen2Tokenizer re-adds its special tokens as special (normalized=False) after initialising
+            self.backend.add_tokens([AddedToken(t, special=True) for t in self.all_special_tokens])
+        if self.class_name == "GPTNeoXTokenizer":
+            # GPTNeoXTokenizer replaces tokenizer.json's post-processor by its own (add_bos/add_eos off)
+            self.backend.post_processor = None
         # transformers' encode() switches off truncation and padding baked into tokenizer.json
         self.backend.no_truncation()
         self.backend.no_padding()
@@ -192,7 +197,7 @@ class AutoTokenizerView:
                 decoder[idx] = AddedToken(content, rstrip=False, lstrip=False, normalized=not special,
                                           special=special)
                 by_content[content] = decoder[idx]
-        for entry in read_json(tok_path).get("added_tokens", []):
+        for entry in read_tokenizer_json(tok_path).get("added_tokens", []):
             entry = dict(entry)
             idx = entry.pop("id")
             decoder[idx] = AddedToken(**entry)
@@ -206,14 +211,14 @@ class AutoTokenizerView:
         except Exception as e:  # noqa: BLE001 - `tokenizers` raises a bare Exception on a bad file
             raise TokenizerError(f"{tok_path} cannot be loaded by `tokenizers` ({e}); the converter's "
                                  "AutoTokenizer fails on it too") from e
-        if self.class_name != "LlamaTokenizer":
+        rebuild = _REBUILDERS.get(self.class_name)
+        if rebuild is None:
+            # TokenizersBackend, and model-specific classes we do not rebuild (see the module docstring)
             backend = full
         else:
-            backend = _llama_tokenizer_backend(tok_path, full, kw)
-            # LlamaTokenizer's own defaults for the named tokens it does not find in the config
-            kw.setdefault("unk_token", "<unk>")
-            kw.setdefault("bos_token", "<s>")
-            kw.setdefault("eos_token", "</s>")
+            backend, defaults = rebuild(tok_path, full, kw)
+            for key, value in defaults.items():  # the class's defaults for tokens the config does not name
+                kw.setdefault(key, value)
         if backend.padding is not None:
             kw.setdefault("pad_token", backend.padding["pad_token"])
         return backend
@@ -316,31 +321,91 @@ def _sorted_added_contents(backend: Tokenizer) -> list[str]:
     return [t.content for _, t in sorted(backend.get_added_tokens_decoder().items(), key=lambda x: x[0])]
 
 
-def _llama_tokenizer_backend(tok_path: Path, full: Tokenizer, kw: dict) -> Tokenizer:
-    """LlamaTokenizer's own pipeline over tokenizer.json's BPE vocabulary and merges: byte-fallback BPE,
-    no normalizer, a Metaspace pre-tokenizer, and tokenizer.json's post-processor, padding, truncation."""
-    with open(tok_path, encoding="utf-8") as f:
-        model = json.load(f).get("model", {})
+def _json_bpe(tok_path: Path, class_name: str) -> tuple[dict, list]:
+    """vocab and merges of tokenizer.json's model, as transformers hands them to a class that rebuilds."""
+    model = read_tokenizer_json(tok_path).get("model", {})
     if model.get("type") != "BPE":
-        raise TokenizerError(f"{tok_path}: LlamaTokenizer expects a BPE model, found {model.get('type')!r}")
+        raise TokenizerError(f"{tok_path}: {class_name} expects a BPE model, found {model.get('type')!r}")
     vocab = model.get("vocab", {})
     if isinstance(vocab, list):
         vocab = {(t[0] if isinstance(t, list) else t): i for i, t in enumerate(vocab)}
     merges = [tuple(m.split(" ")) if isinstance(m, str) else tuple(m) for m in model.get("merges", [])]
-    add_prefix_space = kw.get("add_prefix_space")
-    add_prefix_space = True if add_prefix_space is None else add_prefix_space
-    legacy = kw.get("legacy", False)
-    backend = Tokenizer(models.BPE(vocab=vocab, merges=merges, fuse_unk=True, byte_fallback=True, dropout=None))
-    backend.normalizer = None
-    scheme = ("first" if not legacy else "always") if add_prefix_space else "never"
-    backend.pre_tokenizer = pre_tokenizers.Metaspace(replacement="▁", prepend_scheme=scheme, split=False)
-    steps = [decoders.Replace("▁", " "), decoders.ByteFallback(), decoders.Fuse()]
-    if add_prefix_space:
-        steps.append(decoders.Strip(content=" ", left=1))
-    backend.decoder = decoders.Sequence(steps)
+    return vocab, merges
+
+
+def _keep_json_settings(backend: Tokenizer, full: Tokenizer) -> Tokenizer:
+    """A rebuilt backend keeps tokenizer.json's post-processor, truncation and padding."""
     backend.post_processor = full.post_processor
     if full.truncation is not None:
         backend.enable_truncation(**full.truncation)
     if full.padding is not None:
         backend.enable_padding(**full.padding)
     return backend
+
+
+def _llama(tok_path: Path, full: Tokenizer, kw: dict):
+    """LlamaTokenizer: byte-fallback BPE, no normalizer, a Metaspace pre-tokenizer."""
+    vocab, merges = _json_bpe(tok_path, "LlamaTokenizer")
+    add_prefix_space = kw.get("add_prefix_space")
+    add_prefix_space = True if add_prefix_space is None else add_prefix_space
+    scheme = ("always" if kw.get("legacy", False) else "first") if add_prefix_space else "never"
+    backend = Tokenizer(models.BPE(vocab=vocab, merges=merges, fuse_unk=True, byte_fallback=True, dropout=None))
+    backend.normalizer = None
+    backend.pre_tokenizer = pre_tokenizers.Metaspace(replacement="▁", prepend_scheme=scheme, split=False)
+    steps = [decoders.Replace("▁", " "), decoders.ByteFallback(), decoders.Fuse()]
+    if add_prefix_space:
+        steps.append(decoders.Strip(content=" ", left=1))
+    backend.decoder = decoders.Sequence(steps)
+    return _keep_json_settings(backend, full), {"unk_token": "<unk>", "bos_token": "<s>", "eos_token": "</s>"}
+
+
+def _byte_level_bpe(vocab: dict, merges: list, **extra) -> Tokenizer:
+    return Tokenizer(models.BPE(vocab=vocab, merges=merges, dropout=None, continuing_subword_prefix="",
+                                end_of_word_suffix="", fuse_unk=False, **extra))
+
+
+def _gpt2(tok_path: Path, full: Tokenizer, kw: dict):
+    """GPT2Tokenizer: plain byte-level BPE, no normalizer, no regex of its own beyond ByteLevel's."""
+    vocab, merges = _json_bpe(tok_path, "GPT2Tokenizer")
+    backend = _byte_level_bpe(vocab, merges)
+    backend.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=kw.get("add_prefix_space", False))
+    backend.decoder = decoders.ByteLevel()
+    eot = "<|endoftext|>"
+    return _keep_json_settings(backend, full), {"unk_token": eot, "bos_token": eot, "eos_token": eot,
+                                                "pad_token": None}
+
+
+def _qwen2(tok_path: Path, full: Tokenizer, kw: dict):
+    """Qwen2Tokenizer: NFC, Qwen's split pattern (single digits), then byte-level without a regex."""
+    vocab, merges = _json_bpe(tok_path, "Qwen2Tokenizer")
+    backend = _byte_level_bpe(vocab, merges, unk_token=None, byte_fallback=False)
+    backend.decoder = decoders.ByteLevel()
+    backend.normalizer = normalizers.NFC()
+    add_prefix_space = kw.get("add_prefix_space")
+    backend.pre_tokenizer = pre_tokenizers.Sequence([
+        pre_tokenizers.Split(Regex(hf_classes.QWEN2_PRETOKENIZE_REGEX), behavior="isolated", invert=False),
+        pre_tokenizers.ByteLevel(add_prefix_space=bool(add_prefix_space), use_regex=False),
+    ])
+    eot = "<|endoftext|>"
+    return _keep_json_settings(backend, full), {"unk_token": eot, "bos_token": None, "eos_token": eot,
+                                                "pad_token": eot}
+
+
+def _gpt_neox(tok_path: Path, full: Tokenizer, kw: dict):
+    """GPTNeoXTokenizer: NFC, then byte-level BPE."""
+    vocab, merges = _json_bpe(tok_path, "GPTNeoXTokenizer")
+    backend = _byte_level_bpe(vocab, merges)
+    backend.normalizer = normalizers.NFC()
+    backend.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=kw.get("add_prefix_space", False),
+                                                     trim_offsets=kw.get("trim_offsets", True))
+    backend.decoder = decoders.ByteLevel()
+    eot = "<|endoftext|>"
+    return _keep_json_settings(backend, full), {"unk_token": eot, "bos_token": eot, "eos_token": eot,
+                                                "pad_token": "<|padding|>"}
+
+
+# Model-specific classes whose own pipeline we rebuild. Other model-specific classes get tokenizer.json as
+# it is (right for released checkpoints, whose tokenizer.json those classes reproduce).
+_REBUILDERS = {"LlamaTokenizer": _llama, "GPT2Tokenizer": _gpt2, "Qwen2Tokenizer": _qwen2,
+               "GPTNeoXTokenizer": _gpt_neox}
+REBUILT_CLASSES = frozenset(_REBUILDERS)

@@ -378,3 +378,6 @@ IDS_TO_TOKENIZERS_BACKEND: tuple[str, ...] = (
     'salesforce/instructblip-flan-t5-*',
     'stepfun-ai/step-3.7-*',
 )
+
+# the split pattern Qwen2Tokenizer builds its pre-tokenizer with
+QWEN2_PRETOKENIZE_REGEX = "(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\\r\\n\\p{L}\\p{N}]?\\p{L}+|\\p{N}| ?[^\\s\\p{L}\\p{N}]+[\\r\\n]*|\\s*[\\r\\n]+|\\s+(?!\\S)|\\s+"

@@ -12,6 +12,7 @@ For each token type the first id found wins.
 """
 from __future__ import annotations
 
+import functools
 import json
 import logging
 from pathlib import Path
@@ -45,6 +46,18 @@ def read_json(path: Path) -> Any:
             return json.load(f)
     except (UnicodeDecodeError, json.JSONDecodeError) as e:
         raise TokenizerError(f"invalid JSON in {path}: {e}; the converter cannot read it either") from e
+
+
+def read_tokenizer_json(path: Path) -> dict:
+    """tokenizer.json parsed once per file version (several routines read it; Llama-3's is 9 MB).
+    The result is shared: treat it as read-only."""
+    st = path.stat()
+    return _parsed_json(str(path), st.st_mtime_ns, st.st_size)
+
+
+@functools.lru_cache(maxsize=2)
+def _parsed_json(path: str, _mtime_ns: int, _size: int) -> Any:
+    return read_json(Path(path))
 
 
 class SpecialVocab:
@@ -85,7 +98,7 @@ class SpecialVocab:
 
     def _from_tokenizer_files(self) -> None:
         tok_path = self.model_dir / "tokenizer.json"
-        tokenizer = read_json(tok_path) if tok_path.is_file() else None
+        tokenizer = read_tokenizer_json(tok_path) if tok_path.is_file() else None
         added_tokens: Any = {}
         if tok_path.is_file():
             if self.load_merges:
@@ -121,9 +134,9 @@ class SpecialVocab:
         if isinstance(first, str):
             self.merges = merges
         elif isinstance(first, list) and len(first) == 2 and isinstance(first[0], str):
-            # pair format (transformers >= 4.45); a space inside a part is written as U+0120 ('Ġ')
-            self.merges = [" ".join("".join(chr(ord(c) + 256) if c == " " else c for c in part)
-                                    for part in pair) for pair in merges]
+            # pair format (transformers >= 4.45); a space inside a part is written as chr(ord(" ") + 256)
+            shifted = chr(ord(" ") + 256)
+            self.merges = [" ".join(part.replace(" ", shifted) for part in pair) for pair in merges]
         else:
             raise TokenizerError(f"{path}: unknown format of model.merges (first entry {first!r})")
 

@@ -16,7 +16,7 @@ from hfview.gguf_layout import KV
 from .digests import PRE_TOKENIZER_PROBE, pre_tokenizer_named
 from .errors import TokenizerError
 from .hf_auto import AutoTokenizerView
-from .special import SpecialVocab, read_json
+from .special import SpecialVocab, read_json, read_tokenizer_json
 from .writer import KVWriter
 
 log = logging.getLogger(__name__)
@@ -131,7 +131,7 @@ def llama_hf_tokens(model_dir: Path) -> tuple[list[str], list[float], list[int]]
     path = model_dir / "tokenizer.json"
     if not path.is_file():
         raise FileNotFoundError(f"File not found: {path}")
-    tj = read_json(path)
+    tj = read_tokenizer_json(path)
     model = tj.get("model")
     if not isinstance(model, dict) or "type" not in model:
         # gguf-py's LlamaHfVocab dies on this with a KeyError, and so does the converter
