@@ -110,6 +110,10 @@ def _llama_spm_configured(d: Path) -> Path:
     }, config={"bos_token_id": 1, "eos_token_id": 2, "pad_token_id": 0})
 
 
+MISTRAL_TC = {"tokenizer_class": "LlamaTokenizer", "add_bos_token": True, "add_eos_token": False, "legacy": False,
+              "bos_token": "<s>", "eos_token": "</s>", "unk_token": "<unk>", "pad_token": None,
+              "chat_template": "{{ bos_token }}{% for m in messages %}[INST] {{ m['content'] }} [/INST]{% endfor %}"}
+
 CASES = {
     # SentencePiece tokenizer.model
     "llama-spm": lambda d: write_checkpoint(d, 32000, {"tokenizer.model": TOK / "llama-spm" / "tokenizer.model"}),
@@ -124,6 +128,14 @@ CASES = {
     "phi-3-mini": lambda d: write_checkpoint(d, 32064, {
         "tokenizer.json": TOK / "phi-3-mini" / "tokenizer.json",
         "tokenizer_config.json": TOK / "phi-3-mini" / "tokenizer_config.json"}),
+    # the same tokenizer.json as Mistral releases it (declared LlamaTokenizer): under model_type mistral
+    # AutoTokenizer takes the generic backend, under llama it rebuilds LlamaTokenizer (default specials)
+    "mistral-type-declared-llama": lambda d: write_checkpoint(d, 32768, {
+        "tokenizer.json": TOK / "mistral-v3-spm" / "tokenizer.json", "tokenizer_config.json": MISTRAL_TC},
+        {"architectures": ["MistralForCausalLM"], "model_type": "mistral"}),
+    "llama-type-declared-llama": lambda d: write_checkpoint(d, 32768, {
+        "tokenizer.json": TOK / "mistral-v3-spm" / "tokenizer.json",
+        "tokenizer_config.json": {"tokenizer_class": "LlamaTokenizer", "legacy": False}}),
     # byte-level BPE
     "llama3-bpe": lambda d: write_checkpoint(d, 128256, {
         "tokenizer.json": llama3_tokenizer_json(d / "tokenizer.json.src"),

@@ -1,13 +1,33 @@
 """tokenizer.* GGUF metadata exactly as the pinned llama.cpp converter writes it.
 
-Every vocab function takes (model_dir: Path, hparams: dict) — hparams being the config as the converter sees
-it (AutoConfig defaults applied, text_config merged) — and returns list[hfview.gguf_layout.KV] in the
-converter's insertion order.
+Vocab functions take (model_dir: Path, hparams: dict) — hparams being the config as the converter sees it
+(AutoConfig defaults applied, text_config merged) — and return list[hfview.gguf_layout.KV] in the
+converter's insertion order (merge them with GGUFWriter's dict semantics: a re-added key keeps its place).
+
+  llama_vocab          LlamaModel.set_vocab (SentencePiece -> llama-hf -> byte-level BPE, CodeLlama, Granite)
+  sentencepiece_vocab  TextModel._set_vocab_sentencepiece   (FileNotFoundError without tokenizer.model)
+  llama_hf_vocab       TextModel._set_vocab_llama_hf        (FileNotFoundError / NotLlamaHfTokenizer)
+  gpt2_vocab           TextModel._set_vocab_gpt2            (the default TextModel.set_vocab)
+  plamo_vocab          TextModel._set_vocab_plamo (PLaMo 2); plamo3_vocab adds Plamo3's chat template
+  special_vocab        gguf.SpecialVocab(...).add_to_gguf alone
+Building blocks for family-specific set_vocab: sentencepiece_tokens, llama_hf_tokens, bpe_tokens (lists of
+tokens/scores/types), SpecialVocab (collect, adjust, .write(KVWriter)), KVWriter, get_vocab_base_pre,
+probe_digest, AutoTokenizerView. HfTokenizer/HfPreTokenizer encode as the checkpoint's HF tokenizer does.
 """
+from .digests import PRE_TOKENIZER_DIGESTS, PRE_TOKENIZER_PROBE, pre_tokenizer_named
 from .errors import TokenizerError, UnknownPreTokenizer
 from .hf import HfPreTokenizer, HfTokenizer
-from .vocab import (get_vocab_base_pre, gpt2_vocab, llama_hf_vocab, llama_vocab, plamo3_vocab, plamo_vocab,
-                    sentencepiece_vocab, special_vocab)
+from .hf_auto import AutoTokenizerView
+from .special import SpecialVocab
+from .vocab import (NotLlamaHfTokenizer, bpe_tokens, get_vocab_base_pre, gpt2_vocab, llama_hf_tokens,
+                    llama_hf_vocab, llama_vocab, looks_special, plamo3_vocab, plamo_vocab, probe_digest,
+                    sentencepiece_tokens, sentencepiece_vocab, special_vocab)
+from .writer import KVWriter
 
-__all__ = ["HfPreTokenizer", "HfTokenizer", "TokenizerError", "UnknownPreTokenizer", "get_vocab_base_pre", "gpt2_vocab", "llama_hf_vocab",
-           "llama_vocab", "plamo_vocab", "plamo3_vocab", "sentencepiece_vocab", "special_vocab"]
+__all__ = [
+    "AutoTokenizerView", "HfPreTokenizer", "HfTokenizer", "KVWriter", "NotLlamaHfTokenizer",
+    "PRE_TOKENIZER_DIGESTS", "PRE_TOKENIZER_PROBE", "SpecialVocab", "TokenizerError", "UnknownPreTokenizer",
+    "bpe_tokens", "get_vocab_base_pre", "gpt2_vocab", "llama_hf_tokens", "llama_hf_vocab", "llama_vocab",
+    "looks_special", "plamo3_vocab", "plamo_vocab", "pre_tokenizer_named", "probe_digest",
+    "sentencepiece_tokens", "sentencepiece_vocab", "special_vocab",
+]
