@@ -192,14 +192,14 @@ class HfCheckpoint:
         out[:take] = data[start:start + take]
         return take
 
-    def iter_file(self) -> Iterator[tuple[bytes, str | None]]:
+    def iter_file(self) -> Iterator[tuple[bytes | memoryview, str | None]]:
         """The whole file in pieces: (bytes, tensor name or None for the header and padding)."""
         yield self._prefix, None
         for t in self.tensors:
             row_bytes = t.row_bytes
             step = max(1, _CHUNK_BYTES // row_bytes)
             for r in range(0, t.view.n_rows, step):
-                yield t.rows(r, min(t.view.n_rows, r + step)).tobytes(), t.name
+                yield memoryview(np.ascontiguousarray(t.rows(r, min(t.view.n_rows, r + step)))).cast("B"), t.name
             if pad := pad_to(t.nbytes) - t.nbytes:
                 yield b"\0" * pad, None
 

@@ -40,8 +40,10 @@ _PASSTHROUGH = {"F32": GGMLType.F32, "F16": GGMLType.F16, "BF16": GGMLType.BF16}
 
 def quiet_bf16_nans(bits: np.ndarray) -> np.ndarray:
     """bf16 bits as ggml's f32 -> bf16 rounding returns them: identical, except a NaN gets its quiet bit."""
-    nan = (bits & 0x7FFF) > 0x7F80
-    if nan.any():
+    # two reductions without temporaries find any NaN: negative ones are the only bits above 0xFF80,
+    # positive ones the only int16 values above 0x7F80
+    if bits.size and (bits.max() > 0xFF80 or bits.view(np.int16).max() > 0x7F80):
+        nan = (bits & 0x7FFF) > 0x7F80
         bits = np.where(nan, bits | np.uint16(0x40), bits)
     return bits
 

@@ -10,6 +10,8 @@ import functools
 import pathlib
 from dataclasses import dataclass
 
+from hfview.errors import HfviewError
+
 __all__ = ["DeviceInfo", "DeviceUnavailable", "DEVICES", "backends", "devices", "check_device", "n_gpu_layers"]
 
 # Our device names -> the ggml registry name of the backend that provides them.
@@ -18,7 +20,7 @@ _BUILD_FLAG = {"cuda": "-DGGML_CUDA=on", "metal": "-DGGML_METAL=on"}
 _DEV_TYPES = {0: "cpu", 1: "gpu", 2: "igpu", 3: "accel", 4: "meta"}
 
 
-class DeviceUnavailable(RuntimeError):
+class DeviceUnavailable(HfviewError, RuntimeError):
     pass
 
 

@@ -42,15 +42,17 @@ def builder():
 
 @pytest.fixture(scope="session")
 def checkpoint(builder):
-    """checkpoint(name) -> directory of the fixture `name`, built once per content of fixtures/build.py."""
-    key = hashlib.sha256((ROOT / "fixtures" / "build.py").read_bytes()).hexdigest()[:12]
+    """checkpoint(name) -> directory of the fixture `name`, built once per content of its spec files."""
     made: dict[str, Path] = {}
 
     def get(name: str) -> Path:
         if name not in made:
-            out = CACHE / "fixtures" / f"{name}-{key}"
+            h = hashlib.sha256()
+            for f in builder.source_files(name):
+                h.update(f.read_bytes())
+            out = CACHE / "fixtures" / f"{name}-{h.hexdigest()[:12]}"
             if not (out / "config.json").is_file():
-                tmp = out.with_name(out.name + ".partial")
+                tmp = out.with_name(out.name + f".{os.getpid()}.partial")
                 if tmp.exists():
                     import shutil
                     shutil.rmtree(tmp)

@@ -1,16 +1,35 @@
 """The family registry: the one place hfview enumerates the model families it reads.
 
-Each family module declares a `FAMILY` (see hfview.family.Family). The architecture gate, the README
-table and `hfview inspect` all read this registry.
+Every module in this package that defines `FAMILY` (a hfview.family.Family) is a family; they are
+found by listing the package, so adding a family is adding one file. The architecture gate, the
+README table and `hfview inspect` all read this registry.
 """
 from __future__ import annotations
 
+import importlib
+import pkgutil
+
 from ..family import Family
-from . import llama
 
-FAMILIES: tuple[Family, ...] = (llama.FAMILY,)
 
-_BY_MODEL_TYPE: dict[str, Family] = {mt: f for f in FAMILIES for mt in f.model_types}
+def _discover() -> tuple[Family, ...]:
+    found = []
+    for info in sorted(pkgutil.iter_modules(__path__), key=lambda m: m.name):
+        module = importlib.import_module(f"{__name__}.{info.name}")
+        if isinstance(getattr(module, "FAMILY", None), Family):
+            found.append(module.FAMILY)
+    return tuple(found)
+
+
+FAMILIES: tuple[Family, ...] = _discover()
+
+_BY_MODEL_TYPE: dict[str, Family] = {}
+for _family in FAMILIES:
+    for _model_type in _family.model_types:
+        if _model_type in _BY_MODEL_TYPE:
+            raise ImportError(f"model_type {_model_type!r} is claimed by families {_BY_MODEL_TYPE[_model_type].name!r} "
+                              f"and {_family.name!r}")
+        _BY_MODEL_TYPE[_model_type] = _family
 
 
 def supported_model_types() -> list[str]:
