@@ -67,6 +67,16 @@ CASES = {
                                                                  "add_bos_token": True}}),
                       {"model_type": "gpt_neox"}),
     "llama3-declared-gpt2": (128256, "llama3-gpt2", {}),
+    # auto_map beside a class transformers has: the local class is used (no remote code is run)
+    "gpt-2-auto-map-local": (50257, _files(**{"tokenizer.json": TOK / "gpt-2" / "tokenizer.json",
+                                              "tokenizer_config.json": {
+                                                  "tokenizer_class": "GPT2Tokenizer",
+                                                  "auto_map": {"AutoTokenizer": ["tokenization_x.X", None]}}}),
+                             {"model_type": "qwen2"}),
+    "gpt-2-auto-map-model-type": (50257, _files(**{"tokenizer.json": TOK / "gpt-2" / "tokenizer.json",
+                                                   "tokenizer_config.json": {
+                                                       "auto_map": {"AutoTokenizer": ["tokenization_x.X", None]}}}),
+                                  {"model_type": "qwen2"}),
     # legacy files: special_tokens_map.json and added_tokens.json, no added_tokens_decoder
     "gpt-2-legacy-files": (50260, _files(**{
         "tokenizer.json": TOK / "gpt-2" / "tokenizer.json",
@@ -138,15 +148,21 @@ def test_view_equals_autotokenizer(name, hf_dir):
         assert ours.decode(ids) == hf.decode(ids)
 
 
-def test_view_refuses_remote_code(tmp_path):
+def test_view_refuses_remote_code_like_transformers(tmp_path):
+    """auto_map without a local class: transformers (no trust_remote_code, no terminal) refuses too."""
+    from transformers import AutoTokenizer
+
     from tokenizer import TokenizerError
     from tokenizer.hf_auto import AutoTokenizerView
 
     d = write_checkpoint(tmp_path / "c", 50257, {
         "tokenizer.json": TOK / "gpt-2" / "tokenizer.json",
-        "tokenizer_config.json": {"auto_map": {"AutoTokenizer": ["tokenization_x.XTokenizer", None]}}})
+        "tokenizer_config.json": {"tokenizer_class": "XTokenizer",
+                                  "auto_map": {"AutoTokenizer": ["tokenization_x.XTokenizer", None]}}})
     with pytest.raises(TokenizerError, match="auto_map"):
         AutoTokenizerView(d)
+    with pytest.raises(Exception):
+        AutoTokenizer.from_pretrained(d)
 
 
 CORPUS = [

@@ -45,13 +45,20 @@ def resolve_class(model_dir: Path, tokenizer_config: dict, config: dict) -> str:
     type of the outer config, not text_config's)."""
     model_type = config.get("model_type")
     declared = tokenizer_config.get("tokenizer_class") or config.get("tokenizer_class")
-    auto_map = tokenizer_config.get("auto_map")
-    if auto_map is not None:
-        # remote code: the converter (no trust_remote_code) cannot load these without asking the user
-        raise TokenizerError(
-            f"{model_dir / 'tokenizer_config.json'}: auto_map names a remote-code tokenizer; the converter "
-            "loads it only with trust_remote_code, which hfview does not emulate")
     registered = hf_classes.REGISTERED_CLASS.get(model_type) if model_type else None
+    config_class = tokenizer_config.get("tokenizer_class")
+    if tokenizer_config.get("auto_map") is not None:
+        # A remote-code tokenizer. The converter does not pass trust_remote_code: transformers then uses a
+        # local class when it has one (the declared class, else the model type's), and otherwise stops.
+        if config_class and _known_class(config_class):
+            chosen = _strip_fast(config_class)
+            return "TokenizersBackend" if chosen in _GENERIC else chosen
+        if registered is None:
+            raise TokenizerError(
+                f"{model_dir / 'tokenizer_config.json'}: auto_map names a remote-code tokenizer "
+                f"({config_class or 'no local class'}); the converter cannot load it without trust_remote_code, "
+                "and hfview does not run remote code")
+        return _resolve_without_declared_class(config, registered)
     name_or_path = str(model_dir).lower()
     if any(fnmatch.fnmatch(name_or_path, p) for p in hf_classes.IDS_TO_TOKENIZERS_BACKEND):
         return "TokenizersBackend"
@@ -68,15 +75,25 @@ def resolve_class(model_dir: Path, tokenizer_config: dict, config: dict) -> str:
         chosen = registered if model_type in hf_classes.INCORRECT_HUB_CLASS else declared
         chosen = _strip_fast(chosen)
         return "TokenizersBackend" if chosen in _GENERIC else chosen
-    if tokenizer_config.get("tokenizer_class"):
-        chosen = _strip_fast(tokenizer_config["tokenizer_class"])
+    if config_class:
+        chosen = _strip_fast(config_class)
         return "TokenizersBackend" if chosen in _GENERIC else chosen
+    return _resolve_without_declared_class(config, registered)
+
+
+def _resolve_without_declared_class(config: dict, registered: str | None) -> str:
     if config.get("tokenizer_class"):
         chosen = _strip_fast(config["tokenizer_class"])
         return "TokenizersBackend" if chosen in _GENERIC else chosen
     if registered and registered not in _GENERIC + ("MistralCommonBackend",):
         return registered.removesuffix("Fast")
     return "TokenizersBackend"
+
+
+def _known_class(name: str) -> bool:
+    """Whether transformers has a tokenizer class of this name (with or without "Fast")."""
+    known = set(hf_classes.REGISTERED_CLASS.values()) | set(_GENERIC)
+    return name in known or name.removesuffix("Fast") in known or f"{name}Fast" in known
 
 
 def _tokenizer_json_is_byte_level(model_dir: Path) -> bool:
