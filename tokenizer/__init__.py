@@ -12,7 +12,9 @@ converter's insertion order (merge them with GGUFWriter's dict semantics: a re-a
   special_vocab        gguf.SpecialVocab(...).add_to_gguf alone
 Building blocks for family-specific set_vocab: sentencepiece_tokens, llama_hf_tokens, bpe_tokens (lists of
 tokens/scores/types), SpecialVocab (collect, adjust, .write(KVWriter)), KVWriter, get_vocab_base_pre,
-probe_digest, AutoTokenizerView. HfTokenizer/HfPreTokenizer encode as the checkpoint's HF tokenizer does.
+probe_digest, AutoTokenizerView; for tiktoken rank files (tokenizer.tiktoken_bpe): load_ranks,
+recover_merges, tiktoken_tokens, tiktoken_split, token_bytes_to_string.
+HfTokenizer/HfPreTokenizer encode as the checkpoint's HF tokenizer does.
 """
 from .digests import PRE_TOKENIZER_DIGESTS, PRE_TOKENIZER_PROBE, pre_tokenizer_named
 from .errors import TokenizerError, UnknownPreTokenizer
@@ -22,6 +24,7 @@ from .special import SpecialVocab
 from .vocab import (NotLlamaHfTokenizer, bpe_tokens, get_vocab_base_pre, gpt2_vocab, llama_hf_tokens,
                     llama_hf_vocab, llama_vocab, looks_special, plamo3_vocab, plamo_vocab, probe_digest,
                     sentencepiece_tokens, sentencepiece_vocab, special_vocab)
+from .tiktoken_bpe import load_ranks, recover_merges, tiktoken_split, tiktoken_tokens, token_bytes_to_string
 from .writer import KVWriter
 
 __all__ = [
@@ -30,4 +33,5 @@ __all__ = [
     "bpe_tokens", "get_vocab_base_pre", "gpt2_vocab", "llama_hf_tokens", "llama_hf_vocab", "llama_vocab",
     "looks_special", "plamo3_vocab", "plamo_vocab", "pre_tokenizer_named", "probe_digest",
     "sentencepiece_tokens", "sentencepiece_vocab", "special_vocab",
+    "load_ranks", "recover_merges", "tiktoken_split", "tiktoken_tokens", "token_bytes_to_string",
 ]
