@@ -77,3 +77,32 @@ def converted(checkpoint):
             tmp.rename(out)
         return out
     return get
+
+
+# ---------------------------------------------------------------- the family table's record
+# Each oracle test records (family, oracle); the outcomes of a run are merged into family-status.json,
+# from which tools/family_table.py writes the README's table.
+_status: dict[str, dict[str, list[str]]] = {}
+
+
+def pytest_runtest_logreport(report):
+    props = dict(report.user_properties)
+    if "family" not in props or report.when != "call" and not (report.when == "setup" and report.failed):
+        return
+    outcome = "xfail" if hasattr(report, "wasxfail") else ("pass" if report.passed else
+                                                          "skip" if report.skipped else "fail")
+    _status.setdefault(props["family"], {}).setdefault(props["oracle"], []).append(outcome)
+
+
+def pytest_sessionfinish(session):
+    if not _status:
+        return
+    import json
+    path = CACHE / "family-status.json"
+    old = json.loads(path.read_text()) if path.is_file() else {}
+    for family, oracles in _status.items():
+        for name, outcomes in oracles.items():
+            old.setdefault(family, {})[name] = ("fail" if "fail" in outcomes else "skip" if "skip" in outcomes
+                                                 else "xfail" if "xfail" in outcomes else "pass")
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(json.dumps(old, indent=1, sort_keys=True))
