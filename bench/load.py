@@ -13,133 +13,27 @@ Usage: python bench/load.py [--layers 8] [--hidden 2048] [--keep]
 from __future__ import annotations
 
 import argparse
-import json
 import os
-import shutil
-import subprocess
 import sys
-import time
 from pathlib import Path
 
-import numpy as np
-
-ROOT = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(ROOT / "tests"))
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from common import FIRST_LOGITS, ROOT, WORK, checkpoint, convert, run  # noqa: E402
 import oracle  # noqa: E402
-
-WORK = oracle.CACHE / "bench"
-
-
-def make_checkpoint(out: Path, layers: int, hidden: int, vocab: int = 32000) -> Path:
-    """Random bf16 Llama weights written with numpy + safetensors (no torch), with a real tokenizer."""
-    if (out / "config.json").is_file():
-        return out
-    tmp = out.with_name(out.name + ".partial")
-    shutil.rmtree(tmp, ignore_errors=True)
-    tmp.mkdir(parents=True)
-    heads, kv_heads, ff = hidden // 64, max(1, hidden // 256), int(hidden * 2.75) // 64 * 64
-    rng = np.random.default_rng(0)
-
-    def bf16(*shape):
-        x = rng.standard_normal(shape, dtype=np.float32) * 0.02
-        return (x.view(np.uint32) >> 16).astype(np.uint16)
-
-    def save(name, tensors):
-        """A safetensors file written by hand: numpy has no bfloat16, so the header says BF16 itself."""
-        header, offset = {}, 0
-        for key, arr in tensors.items():
-            header[key] = {"dtype": "BF16", "shape": list(arr.shape), "data_offsets": [offset, offset + arr.nbytes]}
-            offset += arr.nbytes
-        text = json.dumps(header, separators=(",", ":")).encode()
-        text += b" " * (-len(text) % 8)
-        with open(tmp / name, "wb") as f:
-            f.write(len(text).to_bytes(8, "little") + text)
-            for arr in tensors.values():
-                f.write(arr.tobytes())
-
-    kvd = kv_heads * 64
-    shard = {"model.embed_tokens.weight": bf16(vocab, hidden), "lm_head.weight": bf16(vocab, hidden),
-             "model.norm.weight": bf16(hidden)}
-    save("model-00000.safetensors", shard)
-    for i in range(layers):
-        p = f"model.layers.{i}."
-        save(f"model-{i + 1:05d}.safetensors", {
-            p + "input_layernorm.weight": bf16(hidden), p + "post_attention_layernorm.weight": bf16(hidden),
-            p + "self_attn.q_proj.weight": bf16(hidden, hidden), p + "self_attn.k_proj.weight": bf16(kvd, hidden),
-            p + "self_attn.v_proj.weight": bf16(kvd, hidden), p + "self_attn.o_proj.weight": bf16(hidden, hidden),
-            p + "mlp.gate_proj.weight": bf16(ff, hidden), p + "mlp.up_proj.weight": bf16(ff, hidden),
-            p + "mlp.down_proj.weight": bf16(hidden, ff)})
-    config = {"architectures": ["LlamaForCausalLM"], "model_type": "llama", "vocab_size": vocab,
-              "hidden_size": hidden, "intermediate_size": ff, "num_hidden_layers": layers,
-              "num_attention_heads": heads, "num_key_value_heads": kv_heads, "rms_norm_eps": 1e-5,
-              "max_position_embeddings": 4096, "rope_theta": 10000.0, "torch_dtype": "bfloat16",
-              "bos_token_id": 1, "eos_token_id": 2, "tie_word_embeddings": False}
-    (tmp / "config.json").write_text(json.dumps(config, indent=2))
-    shutil.copy(ROOT / "fixtures" / "tokenizers" / "llama-spm" / "tokenizer.model", tmp)
-    tmp.rename(out)
-    return out
-
-
-def run(cmd: list[str], env=None) -> tuple[float, int, str]:
-    """Wall seconds, peak RSS bytes (this child alone, from wait4) and stdout of one child process."""
-    import tempfile
-
-    with tempfile.TemporaryFile("w+") as out, tempfile.TemporaryFile("w+") as err:
-        t0 = time.perf_counter()
-        proc = subprocess.Popen(cmd, stdout=out, stderr=err, env=env, text=True)
-        _, status, usage = os.wait4(proc.pid, 0)
-        wall = time.perf_counter() - t0
-        proc.returncode = os.waitstatus_to_exitcode(status)
-        out.seek(0)
-        err.seek(0)
-        if proc.returncode:
-            raise RuntimeError(f"{cmd[:3]} failed:\n{err.read()[-3000:]}")
-        return wall, usage.ru_maxrss * 1024, out.read()
-
-
-FIRST_LOGITS = r"""
-import sys, time, json
-t0 = time.perf_counter()
-mode, path = sys.argv[1], sys.argv[2]
-from runner.stream import StreamModel, load_model_from_path
-if mode == "view":
-    from hfview import HfCheckpoint
-    src = HfCheckpoint(path)
-else:
-    src = load_model_from_path(path, use_mmap=(mode == "mmap"))
-with StreamModel(src, n_ctx=32) as m:
-    logits = m.logits([1, 450, 4996])
-print(json.dumps({"seconds": time.perf_counter() - t0, "finite": bool(abs(logits).max() < 1e30)}))
-"""
-
 
 def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--layers", type=int, default=9)  # 1.1 GB of bf16 weights
     ap.add_argument("--hidden", type=int, default=2048)
     ap.add_argument("--keep", action="store_true", help="keep the converted files")
-    ap.add_argument("--make-only", action="store_true", help=argparse.SUPPRESS)
     args = ap.parse_args()
-    ckpt = WORK / f"llama-{args.layers}x{args.hidden}"
-    if args.make_only:
-        make_checkpoint(ckpt, args.layers, args.hidden)
-        return
-    # made in a child: a forked child's peak RSS would otherwise include this process's arrays
-    subprocess.run([sys.executable, __file__, "--make-only", "--layers", str(args.layers),
-                    "--hidden", str(args.hidden)], check=True)
+    ckpt = checkpoint(args.layers, args.hidden)
     size = sum(f.stat().st_size for f in ckpt.glob("*.safetensors"))
-    for f in ckpt.glob("*.safetensors"):  # warm the page cache for every contender alike
-        with open(f, "rb") as fh:
-            while fh.read(64 << 20):
-                pass
     env = dict(os.environ, PYTHONPATH=str(ROOT))
     conv_out, ours_out = WORK / "converter.gguf", WORK / "hfview.gguf"
     rows = []
 
-    root = oracle.converter_root()
-    cenv = dict(env, PYTHONPATH=str(root))
-    wall, rss, _ = run([sys.executable, str(root / "convert_hf_to_gguf.py"), str(ckpt), "--outfile", str(conv_out),
-                        "--outtype", "bf16"], cenv)
+    wall, rss = convert(ckpt, conv_out)
     rows.append(("converter (write GGUF)", wall, rss, conv_out.stat().st_size))
     wall, rss, _ = run([sys.executable, "-m", "hfview.cli", "export", str(ckpt), str(ours_out), "--outtype", "bf16",
                         "--no-progress"], env)
