@@ -30,6 +30,11 @@ _ALWAYS_F32 = frozenset({
 _CHUNK_BYTES = 32 << 20  # a transformed tensor is produced at most this much at a time
 
 
+def _bytes_view(array: np.ndarray) -> memoryview:
+    """An array's bytes without copying them."""
+    return memoryview(np.ascontiguousarray(array)).cast("B")
+
+
 def _base_name(gguf_name: str) -> str:
     parts = gguf_name.split(".")
     if parts[0] == "blk" and len(parts) > 2 and parts[1].isdecimal():
@@ -125,7 +130,7 @@ class HfCheckpoint:
         self._prefix = prefix + b"\0" * (pad_to(len(prefix)) - len(prefix))
         self.data_start = len(self._prefix)
         self.size = self.data_start + offset
-        self._cache: tuple[int, int, int, bytes] | None = None  # (tensor index, first row, last row, bytes)
+        self._cache: tuple[int, int, int, memoryview] | None = None  # (tensor index, first row, last row, bytes)
 
     @property
     def arch(self) -> str:
@@ -184,7 +189,7 @@ class HfCheckpoint:
         else:
             # readers go front to back in small pieces (stdio buffers): produce a whole chunk ahead
             ahead = min(t.view.n_rows, first_row + rows_per_chunk)
-            data, base = t.rows(first_row, ahead).tobytes(), first_row
+            data, base = _bytes_view(t.rows(first_row, ahead)), first_row
             self._cache = (i, first_row, ahead, data)
             last_row = min(last_row, ahead)
         start = within - base * row_bytes
@@ -199,7 +204,7 @@ class HfCheckpoint:
             row_bytes = t.row_bytes
             step = max(1, _CHUNK_BYTES // row_bytes)
             for r in range(0, t.view.n_rows, step):
-                yield memoryview(np.ascontiguousarray(t.rows(r, min(t.view.n_rows, r + step)))).cast("B"), t.name
+                yield _bytes_view(t.rows(r, min(t.view.n_rows, r + step))), t.name
             if pad := pad_to(t.nbytes) - t.nbytes:
                 yield b"\0" * pad, None
 
