@@ -1,7 +1,10 @@
 """Errors the tokenizer package raises on purpose: each names the file or key at fault and what to do."""
 
 
-class TokenizerError(ValueError):
+from hfview.errors import CheckpointError
+
+
+class TokenizerError(CheckpointError, ValueError):
     """The checkpoint's tokenizer files cannot give the tokenizer.* metadata the converter would write."""
 
 
