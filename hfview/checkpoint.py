@@ -104,8 +104,9 @@ class HfCheckpoint:
         counts = parameter_counts((t.name, t.shape) for t in self.tensors)
         merged: dict[str, KV] = {}
         for entry in (
-            [_KV("general.architecture", ValueType.STRING, self.family.gguf_arch),
-             _KV("general.type", ValueType.STRING, "model")],
+            [_KV("general.architecture", ValueType.STRING, self.family.gguf_arch)],
+            self.family.tensor_time_kv(h),
+            [_KV("general.type", ValueType.STRING, "model")],
             general_kv(self.path, total_params=counts[0], shared_params=counts[1], expert_params=counts[2],
                        expert_count=counts[3], model_name=model_name),
             self.family.parameters(h, self.block_count, self.file_type),

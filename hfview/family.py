@@ -96,6 +96,9 @@ class Family:
     check: Callable[[dict, Path], None] = lambda h, path: None     # refuse values it cannot honour
     normalise: Callable[[dict], dict] = lambda h: h                 # what the config class's __init__ computes
     notes: dict[str, str] = field(default_factory=dict)
+    # KVs the converter adds while it prepares tensors (e.g. Phi-3's rope attn_factor from
+    # generate_extra_tensors): they come before general.type, right after general.architecture
+    tensor_time_kv: Callable[[dict], list[KV]] = lambda h: []
 
     @property
     def model_types(self) -> tuple[str, ...]:
