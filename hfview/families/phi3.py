@@ -1,0 +1,156 @@
+"""Phi-3 (Phi3ForCausalLM) -> llama.cpp `phi3` (the converter's Phi3MiniModel).
+
+The converter keeps Phi-3's fused tensors as they are: qkv_proj -> attn_qkv, gate_up_proj -> ffn_up
+(llama.cpp splits them at run time), and writes no Q/K permutation (phi3 uses NeoX rope). It writes its
+own hyperparameter list (not TextModel's) and, for longrope checkpoints, the long/short rope factors as
+tensors plus an attention factor KV that it adds while preparing tensors.
+"""
+from __future__ import annotations
+
+import math
+from pathlib import Path
+
+import numpy as np
+
+from ..errors import ConfigError
+from ..family import Family, Skip, Tensor
+from ..params import f32, first, u32
+
+# transformers 5.24's Phi3Config defaults
+DEFAULTS = {
+    "phi3": dict(vocab_size=32064, hidden_size=3072, intermediate_size=8192, num_hidden_layers=32,
+                 num_attention_heads=32, num_key_value_heads=None, resid_pdrop=0.0, embd_pdrop=0.0,
+                 attention_dropout=0.0, hidden_act="silu", max_position_embeddings=4096,
+                 original_max_position_embeddings=4096, initializer_range=0.02, rms_norm_eps=1e-05,
+                 use_cache=True, tie_word_embeddings=False, bos_token_id=1, eos_token_id=32000,
+                 pad_token_id=32000, sliding_window=None,
+                 rope_parameters={"rope_theta": 10000.0, "rope_type": "default"}),
+}
+
+READS = frozenset({
+    "vocab_size", "hidden_size", "intermediate_size", "num_hidden_layers", "num_attention_heads",
+    "num_key_value_heads", "max_position_embeddings", "original_max_position_embeddings", "rms_norm_eps",
+    "rope_parameters", "rope_scaling", "rope_theta", "partial_rotary_factor", "sliding_window",
+    "tie_word_embeddings", "hidden_act",
+})
+# Dropout is off at inference. Phi3Config has no bias options: transformers ignores these keys, and a
+# checkpoint that had biases would carry tensors this family refuses by name.
+HARMLESS = frozenset({"resid_pdrop", "embd_pdrop", "attention_bias", "mlp_bias", "lm_head_bias"})
+
+TENSORS = (
+    Tensor("model.embed_tokens.weight", "token_embd.weight"),
+    Tensor("model.norm.weight", "output_norm.weight"),
+    Tensor("lm_head.weight", "output.weight", required=False),  # absent when tied to the embeddings
+    Tensor("model.layers.{bid}.input_layernorm.weight", "blk.{bid}.attn_norm.weight"),
+    Tensor("model.layers.{bid}.self_attn.qkv_proj.weight", "blk.{bid}.attn_qkv.weight"),
+    Tensor("model.layers.{bid}.self_attn.o_proj.weight", "blk.{bid}.attn_output.weight"),
+    Tensor("model.layers.{bid}.post_attention_layernorm.weight", "blk.{bid}.ffn_norm.weight"),
+    Tensor("model.layers.{bid}.mlp.gate_up_proj.weight", "blk.{bid}.ffn_up.weight"),
+    Tensor("model.layers.{bid}.mlp.down_proj.weight", "blk.{bid}.ffn_down.weight"),
+    Skip("model.layers.{bid}.self_attn.rotary_emb.inv_freq"),
+)
+
+
+def normalise(h: dict) -> dict:
+    """What Phi3Config's constructor and the converter's TextModel do to the rope parameters."""
+    if h.get("num_key_value_heads") is None:
+        h["num_key_value_heads"] = h["num_attention_heads"]
+    rope = h["rope_parameters"]
+    rope.setdefault("partial_rotary_factor", h.get("partial_rotary_factor", 1.0))
+    if rope.get("rope_type") == "yarn":  # Phi3Config reads an old "yarn" as longrope
+        rope["rope_type"] = "longrope"
+    if rope.get("rope_type") == "longrope":
+        # Phi3Config gives the top-level original_max_position_embeddings priority for scaled rope
+        rope["original_max_position_embeddings"] = h["original_max_position_embeddings"]
+    else:  # the converter mirrors it into the rope parameters when they lack it
+        rope.setdefault("original_max_position_embeddings", h["original_max_position_embeddings"])
+    return h
+
+
+def rope_dims(h: dict) -> int:
+    return int(h["rope_parameters"]["partial_rotary_factor"] * h["hidden_size"]) // h["num_attention_heads"]
+
+
+def check(h: dict, path: Path) -> None:
+    if h.get("hidden_act", "silu") != "silu":
+        raise ConfigError(f"{path}: hidden_act {h['hidden_act']!r}: llama.cpp's phi3 architecture computes "
+                          f"SwiGLU (SiLU) only; this checkpoint would run wrong")
+    rope = h["rope_parameters"]
+    rope_type = rope.get("rope_type")
+    if rope_type == "su":
+        raise ConfigError(f"{path}: rope_scaling type 'su': transformers 5.24 cannot load this config (it renames "
+                          f"'su' to 'longrope' only after checking for original_max_position_embeddings), so the "
+                          f"converter's reading of it is not defined here; write \"type\": \"longrope\" as current "
+                          f"Phi-3 releases do")
+    if rope_type not in ("default", "longrope"):
+        raise ConfigError(f"{path}: rope type {rope_type!r}: Phi-3 computes default or longrope rope only")
+    if rope.get("long_factor"):
+        want = rope_dims(h) // 2
+        for key in ("long_factor", "short_factor"):
+            if not isinstance(rope.get(key), list) or len(rope[key]) != want:
+                raise ConfigError(f"{path}: rope {key} must be a list of {want} numbers (half the rotary "
+                                  f"dimensions); found {rope.get(key)!r}")
+
+
+def _scale(h: dict) -> float:
+    return first(h, ["n_positions", "max_position_embeddings"]) / h["rope_parameters"]["original_max_position_embeddings"]
+
+
+def tensor_time_kv(h: dict) -> list:
+    rope = h["rope_parameters"]
+    if not rope.get("long_factor"):
+        return []
+    scale = _scale(h)
+    orig = rope["original_max_position_embeddings"]
+    attn_factor = math.sqrt(1 + math.log(scale) / math.log(orig)) if scale > 1.0 else 1.0
+    return [f32("phi3.rope.scaling.attn_factor", attn_factor)]
+
+
+def generated(h: dict) -> list:
+    rope = h["rope_parameters"]
+    if not rope.get("long_factor"):
+        return []
+    return [("rope_factors_long.weight", np.asarray(rope["long_factor"], dtype=np.float32)),
+            ("rope_factors_short.weight", np.asarray(rope["short_factor"], dtype=np.float32))]
+
+
+def parameters(h: dict, block_count: int, file_type: int) -> list:
+    rope = h["rope_parameters"]
+    return [
+        u32("phi3.context_length", first(h, ["n_positions", "max_position_embeddings"])),
+        u32("phi3.rope.scaling.original_context_length", rope["original_max_position_embeddings"]),
+        u32("phi3.embedding_length", h["hidden_size"]),
+        u32("phi3.feed_forward_length", h["intermediate_size"]),
+        u32("phi3.block_count", block_count),
+        u32("phi3.attention.head_count", h["num_attention_heads"]),
+        u32("phi3.attention.head_count_kv", h["num_key_value_heads"]),
+        f32("phi3.attention.layer_norm_rms_epsilon", h["rms_norm_eps"]),
+        u32("phi3.rope.dimension_count", rope_dims(h)),
+        f32("phi3.rope.freq_base", rope.get("full_attention", rope)["rope_theta"]),
+        u32("general.file_type", file_type),
+        # 0 (no window) tells llama.cpp's phi3 loader this is not a Phi-4-style full-attention model
+        u32("phi3.attention.sliding_window", h.get("sliding_window") or 0),
+    ]
+
+
+def vocab(model_dir: Path, h: dict) -> list:
+    from tokenizer.phi3 import phi3_vocab
+    return phi3_vocab(model_dir, h)
+
+
+FAMILY = Family(
+    name="phi3",
+    gguf_arch="phi3",
+    architectures=("Phi3ForCausalLM",),
+    defaults=DEFAULTS,
+    reads=READS,
+    harmless=HARMLESS,
+    tensors=TENSORS,
+    parameters=parameters,
+    vocab=vocab,
+    generated=generated,
+    check=check,
+    normalise=normalise,
+    tensor_time_kv=tensor_time_kv,
+    notes={"fused": "qkv_proj and gate_up_proj are presented fused, as the converter writes them"},
+)
