@@ -8,7 +8,7 @@ from typing import Iterator
 import numpy as np
 
 from . import families
-from .config import check_keys, read_checkpoint_config, refuse_quantized, with_defaults
+from .config import check_keys, read_checkpoint_config, read_config, refuse_quantized, with_defaults
 from .errors import CheckpointError, ConfigError
 from .family import Family, plan_tensors
 from .gguf_layout import (KV, GGMLType, ValueType, encode_header, encode_kv, encode_tensor_info,
@@ -42,6 +42,17 @@ def _base_name(gguf_name: str) -> str:
     return ".".join(parts[:-1])
 
 
+def _read_config(path: Path) -> tuple[dict, Path]:
+    """config.json; in a directory without one, the config file a family of its own format reads
+    (Mistral's params.json), tagged with that family's model_type."""
+    if not (path / "config.json").is_file():
+        for family in families.FAMILIES:
+            own = path / family.config_file
+            if family.config_file != "config.json" and own.is_file():
+                return {**read_config(own), "model_type": family.model_types[0]}, own
+    return read_checkpoint_config(path)
+
+
 class HfCheckpoint:
     """A checkpoint directory read in place as its converted GGUF.
 
@@ -54,7 +65,7 @@ class HfCheckpoint:
         self.path = Path(path)
         if not self.path.is_dir():
             raise CheckpointError(f"{self.path}: not a checkpoint directory")
-        config, config_path = read_checkpoint_config(self.path)
+        config, config_path = _read_config(self.path)
         refuse_quantized(config, config_path)
         family = families.family_for(config.get("model_type"))
         if family is None:
@@ -68,7 +79,7 @@ class HfCheckpoint:
         family.check(self.hparams, config_path)
         self.block_count = first(self.hparams, ["n_layers", "num_hidden_layers", "n_layer", "num_layers"])
 
-        self._stored: dict[str, StoredTensor] = index_shards(self.path)
+        self._stored: dict[str, StoredTensor] = (family.index or index_shards)(self.path)
         self.outtype = self._resolve_outtype(outtype)
         out_type, self.file_type = OUTTYPES[self.outtype]
         self._out_type = out_type

@@ -99,6 +99,10 @@ class Family:
     # KVs the converter adds while it prepares tensors (e.g. Phi-3's rope attn_factor from
     # generate_extra_tensors): they come before general.type, right after general.architecture
     tensor_time_kv: Callable[[dict], list[KV]] = lambda h: []
+    # A format of its own (Mistral's params.json + consolidated*.safetensors): the config file read in a
+    # directory without config.json, and the routine listing its tensors (default: Transformers' shards)
+    config_file: str = "config.json"
+    index: Callable[[Path], dict[str, StoredTensor]] | None = None
 
     @property
     def model_types(self) -> tuple[str, ...]:
