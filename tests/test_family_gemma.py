@@ -1,0 +1,58 @@
+"""Gemma (1): both oracles (converter bytes at every outtype, llama.cpp-from-the-view logits against
+transformers), the config-class defaults the view assumes, and its refusals."""
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from family_oracle import oracle_tests
+from hfview import HfCheckpoint
+from hfview.errors import ConfigError
+
+test_export, test_logits = oracle_tests("gemma", ["gemma", "gemma-f16"])
+
+
+def defaults_match_transformers(model_type: str, defaults: dict) -> None:
+    """A family's DEFAULTS are what transformers 5.24's config class fills in (the converter's view)."""
+    transformers = pytest.importorskip("transformers")
+    reference = transformers.AutoConfig.for_model(model_type).to_dict()
+    for key, value in defaults.items():
+        assert key in reference, f"{model_type}: {key!r} is not a {model_type} config attribute"
+        assert reference[key] == value, f"{model_type}: {key} is {reference[key]!r} in transformers, {value!r} here"
+
+
+def test_defaults_are_transformers():
+    from hfview.families.gemma import DEFAULTS
+    defaults_match_transformers("gemma", DEFAULTS["gemma"])
+
+
+def _with_config(src, tmp_path, **changes):
+    import shutil
+    out = tmp_path / "model"
+    shutil.copytree(src, out)
+    cfg = json.loads((out / "config.json").read_text())
+    cfg.update(changes)
+    (out / "config.json").write_text(json.dumps(cfg))
+    return out
+
+
+@pytest.mark.parametrize("changes, words", [
+    (dict(tie_word_embeddings=False), "tie_word_embeddings"),
+    (dict(hidden_act="silu"), "hidden_act"),
+    (dict(rope_theta=500000.0), "rope"),
+    (dict(use_bidirectional_attention=True), "use_bidirectional_attention"),
+])
+def test_refuses_what_llama_cpp_gemma_cannot_run(changes, words, checkpoint, tmp_path):
+    with pytest.raises(ConfigError, match=words):
+        HfCheckpoint(_with_config(checkpoint("gemma"), tmp_path, **changes))
+
+
+def test_norms_are_one_plus_stored(checkpoint):
+    """The +1 is applied in the working dtype: float16 storage gives float16 sums (the converter's bits)."""
+    import numpy as np
+    from safetensors.numpy import load_file
+    path = checkpoint("gemma-f16")
+    stored = load_file(path / "model.safetensors")["model.layers.1.post_attention_layernorm.weight"]
+    presented = HfCheckpoint(path, "f32").read_tensor("blk.1.ffn_norm.weight")
+    assert np.array_equal(presented, (stored + np.float16(1)).astype(np.float32))
