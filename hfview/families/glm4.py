@@ -1,0 +1,104 @@
+"""GLM-4-0414 (Glm4ForCausalLM) -> llama.cpp `glm4` (the converter's Glm4Model).
+
+GLM-4 rotates interleaved pairs over the first `partial_rotary_factor` of each head, which is ggml's own
+rope layout: Q/K are presented as stored. gate_up_proj stays fused (llama.cpp's glm4 splits ffn_up itself).
+"""
+from __future__ import annotations
+
+from pathlib import Path
+
+from ..errors import ConfigError
+from ..family import Family, Skip, Tensor
+from ..params import text_model_parameters, u32
+from .glm_common import glm_special_vocab
+
+# transformers 5.24's Glm4Config defaults, as data (what the converter sees where config.json is silent).
+DEFAULTS = {
+    "glm4": dict(vocab_size=151552, hidden_size=4096, intermediate_size=13696, num_hidden_layers=40,
+                 num_attention_heads=32, num_key_value_heads=2, head_dim=128, hidden_act="silu",
+                 attention_dropout=0.0, max_position_embeddings=131072, initializer_range=0.02,
+                 rms_norm_eps=1.5625e-07, use_cache=True, tie_word_embeddings=False, pad_token_id=151329,
+                 eos_token_id=[151329, 151336, 151338], bos_token_id=None, attention_bias=True,
+                 rope_parameters={"rope_theta": 10000.0, "partial_rotary_factor": 0.5, "rope_type": "default"}),
+}
+
+READS = frozenset({
+    "vocab_size", "hidden_size", "intermediate_size", "num_hidden_layers", "num_attention_heads",
+    "num_key_value_heads", "head_dim", "max_position_embeddings", "rms_norm_eps", "rope_parameters",
+    "rope_scaling", "rope_theta", "partial_rotary_factor", "hidden_act", "attention_bias", "tie_word_embeddings",
+})
+HARMLESS = frozenset()
+
+TENSORS = (
+    Tensor("model.embed_tokens.weight", "token_embd.weight"),
+    Tensor("model.norm.weight", "output_norm.weight"),
+    Tensor("lm_head.weight", "output.weight", required=False),  # absent when tied to the embeddings
+    Tensor("model.layers.{bid}.input_layernorm.weight", "blk.{bid}.attn_norm.weight"),
+    Tensor("model.layers.{bid}.self_attn.q_proj.{wb}", "blk.{bid}.attn_q.{wb}"),
+    Tensor("model.layers.{bid}.self_attn.k_proj.{wb}", "blk.{bid}.attn_k.{wb}"),
+    Tensor("model.layers.{bid}.self_attn.v_proj.{wb}", "blk.{bid}.attn_v.{wb}"),
+    Tensor("model.layers.{bid}.self_attn.o_proj.weight", "blk.{bid}.attn_output.weight"),
+    Tensor("model.layers.{bid}.post_self_attn_layernorm.weight", "blk.{bid}.post_attention_norm.weight"),
+    Tensor("model.layers.{bid}.post_attention_layernorm.weight", "blk.{bid}.ffn_norm.weight"),
+    Tensor("model.layers.{bid}.mlp.gate_up_proj.weight", "blk.{bid}.ffn_up.weight"),
+    Tensor("model.layers.{bid}.mlp.down_proj.weight", "blk.{bid}.ffn_down.weight"),
+    Tensor("model.layers.{bid}.post_mlp_layernorm.weight", "blk.{bid}.post_ffw_norm.weight"),
+    Skip("model.layers.{bid}.self_attn.rotary_emb.inv_freq"),
+)
+
+
+def normalise(h: dict) -> dict:
+    """Glm4Config's constructor: a top-level partial_rotary_factor (the released layout) moves into
+    rope_parameters unless that states its own; 0.5 when neither does."""
+    top = h.pop("partial_rotary_factor", None)
+    rope = dict(h["rope_parameters"])
+    rope.setdefault("partial_rotary_factor", 0.5 if top is None else top)
+    h["rope_parameters"] = rope
+    return h
+
+
+def rope_dimension_count(h: dict) -> int:
+    head_dim = h.get("head_dim") or h["hidden_size"] // h["num_attention_heads"]
+    return int(head_dim * h["rope_parameters"]["partial_rotary_factor"])
+
+
+def check(h: dict, path: Path) -> None:
+    if h.get("hidden_act", "silu") != "silu":
+        raise ConfigError(f"{path}: hidden_act {h['hidden_act']!r}: llama.cpp's glm4 architecture computes SiLU "
+                          f"only; this checkpoint would run wrong")
+    rope = h["rope_parameters"]
+    if "mrope_section" in rope:
+        raise ConfigError(f"{path}: rope_parameters.mrope_section (GLM-4V's multimodal rope) is not read by hfview: "
+                          f"its Q/K rows would need the converter's neox regrouping")
+    if rope.get("rope_type", "default") not in ("default", "linear", "yarn"):
+        raise ConfigError(f"{path}: rope_parameters.rope_type {rope['rope_type']!r} is not one llama.cpp's glm4 "
+                          f"architecture computes (default, linear, yarn)")
+    if rope_dimension_count(h) % 2:
+        raise ConfigError(f"{path}: head_dim x partial_rotary_factor = {rope_dimension_count(h)} rotary dims: "
+                          f"rotation pairs need an even count")
+
+
+def parameters(h: dict, block_count: int, file_type: int) -> list:
+    return [*text_model_parameters(h, "glm4", block_count, file_type),
+            u32("glm4.rope.dimension_count", rope_dimension_count(h))]
+
+
+def vocab(model_dir: Path, h: dict) -> list:
+    # Glm4Model.set_vocab: the BPE vocab, then eos/eot/unk/bos found by content among the added tokens
+    return glm_special_vocab(model_dir, h, (("eos", "<|endoftext|>"), ("eot", "<|user|>"),
+                                            ("unk", "<|endoftext|>"), ("bos", "<|endoftext|>")))
+
+
+FAMILY = Family(
+    name="glm4",
+    gguf_arch="glm4",
+    architectures=("Glm4ForCausalLM",),
+    defaults=DEFAULTS,
+    reads=READS,
+    harmless=HARMLESS,
+    tensors=TENSORS,
+    parameters=parameters,
+    vocab=vocab,
+    check=check,
+    normalise=normalise,
+)

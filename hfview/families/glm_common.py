@@ -1,0 +1,32 @@
+"""What the GLM families share: the GLM-4 BPE vocab with special ids found by token content."""
+from __future__ import annotations
+
+from pathlib import Path
+
+
+def glm_special_vocab(model_dir: Path, h: dict, by_content: tuple[tuple[str, str], ...]) -> list:
+    """get_vocab_base's tokens as a gpt2 vocab, then SpecialVocab (merges, ids from the tokenizer files) with
+    each (type, token content) of `by_content` set where the tokenizer files did not already set that type.
+    The contents must be added tokens of the tokenizer, as in every GLM-4 tokenizer."""
+    from tokenizer.errors import TokenizerError
+    from tokenizer.hf_auto import AutoTokenizerView
+    from tokenizer.special import SpecialVocab
+    from tokenizer.vocab import bpe_tokens
+    from tokenizer.writer import KVWriter
+
+    model_dir = Path(model_dir)
+    tokens, types, pre = bpe_tokens(model_dir, h)
+    added = AutoTokenizerView(model_dir, h).get_added_vocab()
+    w = KVWriter()
+    w.add_string("tokenizer.ggml.model", "gpt2")
+    w.add_string("tokenizer.ggml.pre", pre)
+    w.add_array("tokenizer.ggml.tokens", tokens)
+    w.add_array("tokenizer.ggml.token_type", types)
+    special = SpecialVocab(model_dir, load_merges=True)
+    for typ, content in by_content:
+        if content not in added:
+            raise TokenizerError(f"{model_dir / 'tokenizer.json'}: {content!r} is not an added token; a GLM-4 "
+                                 f"tokenizer has it (the converter takes the {typ} token id from it)")
+        special.set_special_token(typ, added[content])
+    special.write(w)
+    return w.kvs()
