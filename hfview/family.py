@@ -65,12 +65,22 @@ class Experts:
 
 
 @dataclass(frozen=True)
+class Stacked:
+    """One tensor per index {x} (e.g. StableLM's per-head q/k norms), stacked in index order into one
+    tensor of the block, emitted as soon as that rule's last part is read (each rule on its own)."""
+    hf: str
+    gguf: str
+    count_key: str
+    required: bool | Callable[[dict], bool] = True
+
+
+@dataclass(frozen=True)
 class Skip:
     """Stored tensors the converter drops (buffers such as rotary inv_freq)."""
     hf: str
 
 
-Rule = Tensor | Experts | Skip
+Rule = Tensor | Experts | Stacked | Skip
 
 
 def _regex(pattern: str) -> re.Pattern:
@@ -132,6 +142,7 @@ def plan_tensors(family: Family, stored_tensors: dict[str, StoredTensor], h: dic
         present(name, Generated(values, "computed from config"))
 
     pending: dict[int, dict[tuple[int, int], StoredTensor]] = {}
+    stacked: dict[tuple[str, int | None], dict[int, StoredTensor]] = {}
     expert_rules = [r for r in family.tensors if isinstance(r, Experts)]
     seen: set[str] = set()
     for hf_name, tensor in stored_tensors.items():
@@ -157,6 +168,16 @@ def plan_tensors(family: Family, stored_tensors: dict[str, StoredTensor], h: dic
         if isinstance(rule, Tensor):
             present(gguf_name, rule.view([tensor], h), rule.steps)
             continue
+        if isinstance(rule, Stacked):
+            n, x = h[rule.count_key], int(groups["x"])
+            if x >= n:
+                raise CheckpointError(f"tensor {hf_name!r}: index {x}, but {rule.count_key} = {n}")
+            parts = stacked.setdefault((rule.hf, bid), {})
+            parts[x] = tensor
+            if len(parts) == n:
+                present(gguf_name, stack([parts[i] for i in range(n)], h))
+                del stacked[(rule.hf, bid)]
+            continue
         n = h[rule.count_key]
         x = int(groups["x"])
         if x >= n:
@@ -168,6 +189,10 @@ def plan_tensors(family: Family, stored_tensors: dict[str, StoredTensor], h: dic
                 parts = [block[(i, e)] for e in range(n)]
                 present(r.gguf.format(bid=bid), stack(parts, h))
             del pending[bid]
+    if stacked:
+        (hf, bid), parts = next(iter(stacked.items()))
+        raise CheckpointError(f"block {bid} has {len(parts)} of the tensors {hf.format(bid=bid, x='{x}', wb='weight')!r}; "
+                              f"a complete block has more: a shard may be missing")
     if pending:
         bid, block = next(iter(pending.items()))
         raise CheckpointError(f"block {bid} has {len(block)} expert tensors; a complete block has "
