@@ -2,10 +2,9 @@
 transformers), the config-class defaults the view assumes, and its refusals."""
 from __future__ import annotations
 
-import json
-
 import pytest
 
+from config_defaults import defaults_match_transformers, with_config
 from family_oracle import oracle_tests
 from hfview import HfCheckpoint
 from hfview.errors import ConfigError
@@ -13,28 +12,9 @@ from hfview.errors import ConfigError
 test_export, test_logits = oracle_tests("gemma", ["gemma", "gemma-f16"])
 
 
-def defaults_match_transformers(model_type: str, defaults: dict) -> None:
-    """A family's DEFAULTS are what transformers 5.24's config class fills in (the converter's view)."""
-    transformers = pytest.importorskip("transformers")
-    reference = transformers.AutoConfig.for_model(model_type).to_dict()
-    for key, value in defaults.items():
-        assert key in reference, f"{model_type}: {key!r} is not a {model_type} config attribute"
-        assert reference[key] == value, f"{model_type}: {key} is {reference[key]!r} in transformers, {value!r} here"
-
-
 def test_defaults_are_transformers():
     from hfview.families.gemma import DEFAULTS
     defaults_match_transformers("gemma", DEFAULTS["gemma"])
-
-
-def _with_config(src, tmp_path, **changes):
-    import shutil
-    out = tmp_path / "model"
-    shutil.copytree(src, out)
-    cfg = json.loads((out / "config.json").read_text())
-    cfg.update(changes)
-    (out / "config.json").write_text(json.dumps(cfg))
-    return out
 
 
 @pytest.mark.parametrize("changes, words", [
@@ -45,7 +25,7 @@ def _with_config(src, tmp_path, **changes):
 ])
 def test_refuses_what_llama_cpp_gemma_cannot_run(changes, words, checkpoint, tmp_path):
     with pytest.raises(ConfigError, match=words):
-        HfCheckpoint(_with_config(checkpoint("gemma"), tmp_path, **changes))
+        HfCheckpoint(with_config(checkpoint("gemma"), tmp_path, **changes))
 
 
 def test_norms_are_one_plus_stored(checkpoint):
