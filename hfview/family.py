@@ -76,7 +76,8 @@ class Stacked:
 
 @dataclass(frozen=True)
 class Skip:
-    """Stored tensors the converter drops (buffers such as rotary inv_freq)."""
+    """Stored tensors the converter drops (buffers such as rotary inv_freq). A pattern may end in {rest}
+    (any remainder): everything under a module, e.g. a multimodal checkpoint's vision tower."""
     hf: str
 
 
@@ -85,7 +86,8 @@ Rule = Tensor | Experts | Stacked | Skip
 
 def _regex(pattern: str) -> re.Pattern:
     rx = re.escape(pattern)
-    for name, sub in (("bid", r"(?P<bid>\d+)"), ("x", r"(?P<x>\d+)"), ("wb", r"(?P<wb>weight|bias)")):
+    for name, sub in (("bid", r"(?P<bid>\d+)"), ("x", r"(?P<x>\d+)"), ("wb", r"(?P<wb>weight|bias)"),
+                      ("rest", r"(?P<rest>.+)")):
         rx = rx.replace(re.escape("{" + name + "}"), sub)
     return re.compile(rx + "$")
 
