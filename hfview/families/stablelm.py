@@ -1,0 +1,118 @@
+"""StableLM (StableLmForCausalLM) -> llama.cpp `stablelm` (the converter's StableLMModel).
+
+Tensors as stored (NeoX rope: no Q/K regrouping), LayerNorm weights and biases, optional q/k/v biases,
+and StableLM 2's per-head q/k LayerNorms stacked into one [heads, head_dim] tensor per block.
+
+The pinned converter cannot convert a checkpoint with qk_layernorm: its modify_tensors `return`s the
+generator that would stack the per-head norms from inside a generator, so nothing is emitted, and then
+prepare_tensors raises "Unprocessed norms". The view presents what that code means to write: the stacked
+norms as blk.N.attn_q_norm / attn_k_norm at the point the last head's norm is read.
+"""
+from __future__ import annotations
+
+from pathlib import Path
+
+from ..errors import ConfigError
+from ..family import Family, Skip, Stacked, Tensor
+from ..params import boolean, f32, first, u32
+
+# transformers 5.24's StableLmConfig defaults
+DEFAULTS = {
+    "stablelm": dict(vocab_size=50304, intermediate_size=6912, hidden_size=2560, num_hidden_layers=32,
+                     num_attention_heads=32, num_key_value_heads=32, hidden_act="silu", max_position_embeddings=4096,
+                     initializer_range=0.02, layer_norm_eps=1e-05, use_cache=True, tie_word_embeddings=False,
+                     use_qkv_bias=False, qk_layernorm=False, use_parallel_residual=False, hidden_dropout=0.0,
+                     attention_dropout=0.0, bos_token_id=0, eos_token_id=0, pad_token_id=None,
+                     rope_parameters={"rope_theta": 10000.0, "rope_type": "default"}),
+}
+
+READS = frozenset({
+    "vocab_size", "hidden_size", "intermediate_size", "num_hidden_layers", "num_attention_heads",
+    "num_key_value_heads", "max_position_embeddings", "layer_norm_eps", "rope_parameters", "rope_scaling",
+    "rope_theta", "partial_rotary_factor", "hidden_act", "tie_word_embeddings", "use_qkv_bias", "qk_layernorm",
+    "use_parallel_residual",
+})
+HARMLESS = frozenset()
+
+_qk_norm = lambda h: bool(h.get("qk_layernorm"))  # noqa: E731
+_sequential = lambda h: not h.get("use_parallel_residual")  # noqa: E731
+
+TENSORS = (
+    Tensor("model.embed_tokens.weight", "token_embd.weight"),
+    Tensor("model.norm.{wb}", "output_norm.{wb}"),
+    Tensor("lm_head.weight", "output.weight", required=False),  # absent when tied to the embeddings
+    Tensor("model.layers.{bid}.input_layernorm.{wb}", "blk.{bid}.attn_norm.{wb}"),
+    Tensor("model.layers.{bid}.self_attn.q_proj.{wb}", "blk.{bid}.attn_q.{wb}"),
+    Tensor("model.layers.{bid}.self_attn.k_proj.{wb}", "blk.{bid}.attn_k.{wb}"),
+    Tensor("model.layers.{bid}.self_attn.v_proj.{wb}", "blk.{bid}.attn_v.{wb}"),
+    Tensor("model.layers.{bid}.self_attn.o_proj.weight", "blk.{bid}.attn_output.weight"),
+    Stacked("model.layers.{bid}.self_attn.q_layernorm.norms.{x}.weight", "blk.{bid}.attn_q_norm.weight",
+            "num_attention_heads", required=_qk_norm),
+    Stacked("model.layers.{bid}.self_attn.k_layernorm.norms.{x}.weight", "blk.{bid}.attn_k_norm.weight",
+            "num_key_value_heads", required=_qk_norm),
+    # parallel-residual blocks feed the MLP from the attention's input norm: no second norm
+    Tensor("model.layers.{bid}.post_attention_layernorm.{wb}", "blk.{bid}.ffn_norm.{wb}", required=_sequential),
+    Tensor("model.layers.{bid}.mlp.gate_proj.weight", "blk.{bid}.ffn_gate.weight"),
+    Tensor("model.layers.{bid}.mlp.up_proj.weight", "blk.{bid}.ffn_up.weight"),
+    Tensor("model.layers.{bid}.mlp.down_proj.weight", "blk.{bid}.ffn_down.weight"),
+    Skip("model.layers.{bid}.self_attn.rotary_emb.inv_freq"),
+)
+
+
+def normalise(h: dict) -> dict:
+    # StableLmConfig: partial_rotary_factor (default 0.25) lives in rope_parameters
+    h["rope_parameters"].setdefault("partial_rotary_factor", h.get("partial_rotary_factor", 0.25))
+    return h
+
+
+def check(h: dict, path: Path) -> None:
+    if h.get("hidden_act", "silu") != "silu":
+        raise ConfigError(f"{path}: hidden_act {h['hidden_act']!r}: llama.cpp's stablelm architecture computes "
+                          f"SiLU only; this checkpoint would run wrong")
+    rope_type = h["rope_parameters"].get("rope_type", "default")
+    if rope_type != "default":
+        raise ConfigError(f"{path}: rope_parameters.rope_type {rope_type!r}: the converter writes no rope scaling "
+                          f"for StableLM, so llama.cpp would compute unscaled rope; this checkpoint would run wrong")
+
+
+def parameters(h: dict, block_count: int, file_type: int) -> list:
+    head_dim = h["hidden_size"] // h["num_attention_heads"]
+    return [
+        u32("stablelm.context_length", h["max_position_embeddings"]),
+        u32("stablelm.embedding_length", h["hidden_size"]),
+        u32("stablelm.block_count", block_count),
+        u32("stablelm.feed_forward_length", h["intermediate_size"]),
+        u32("stablelm.rope.dimension_count", int(h["rope_parameters"]["partial_rotary_factor"] * head_dim)),
+        u32("stablelm.attention.head_count", h["num_attention_heads"]),
+        u32("stablelm.attention.head_count_kv", h["num_key_value_heads"]),
+        boolean("stablelm.use_parallel_residual", h.get("use_parallel_residual", True)),
+        f32("stablelm.attention.layer_norm_epsilon", first(h, ["layer_norm_eps", "norm_eps"])),
+        u32("general.file_type", file_type),
+    ]
+
+
+def vocab(model_dir: Path, h: dict) -> list:
+    from tokenizer.errors import TokenizerError
+    from tokenizer.vocab import gpt2_vocab
+    if not (model_dir / "tokenizer.json").is_file():
+        raise TokenizerError(f"{model_dir}: no tokenizer.json; the converter then reads StableLM 2's Qwen-style "
+                             f"tiktoken vocabulary, which hfview does not present for StableLM: add the "
+                             f"checkpoint's tokenizer.json")
+    return gpt2_vocab(model_dir, h)
+
+
+FAMILY = Family(
+    name="stablelm",
+    gguf_arch="stablelm",
+    architectures=("StableLmForCausalLM",),
+    defaults=DEFAULTS,
+    reads=READS,
+    harmless=HARMLESS,
+    tensors=TENSORS,
+    parameters=parameters,
+    vocab=vocab,
+    check=check,
+    normalise=normalise,
+    notes={"qk_layernorm": "the pinned converter fails on qk_layernorm checkpoints ('Unprocessed norms'); the "
+                           "view stacks the per-head norms as the converter's code means to"},
+)
