@@ -110,4 +110,6 @@ def parity(ctx, model, prompt, threshold, precision, revision, as_json):
     ctx.exit(0 if report.passed else 1)
 
 
-COMMANDS = [generate, parity]
+from tokenizer.commands import COMMANDS as _TOKENIZER_COMMANDS  # noqa: E402 - tokenize, tokenizer-check
+
+COMMANDS = [generate, parity, *_TOKENIZER_COMMANDS]

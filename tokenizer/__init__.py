@@ -15,6 +15,9 @@ tokens/scores/types), SpecialVocab (collect, adjust, .write(KVWriter)), KVWriter
 probe_digest, AutoTokenizerView; for tiktoken rank files (tokenizer.tiktoken_bpe): load_ranks,
 recover_merges, tiktoken_tokens, tiktoken_split, token_bytes_to_string.
 HfTokenizer/HfPreTokenizer encode as the checkpoint's HF tokenizer does.
+tokenizer.parity compares HfTokenizer with llama.cpp (check_checkpoint: over the view's vocabulary, loaded
+vocab-only; read_corpus / read_vocab_cases: corpora and llama.cpp's ggml-vocab .inp/.out cases);
+tokenizer.commands holds the CLI's `tokenize` and `tokenizer-check`.
 """
 from .digests import PRE_TOKENIZER_DIGESTS, PRE_TOKENIZER_PROBE, pre_tokenizer_named
 from .errors import TokenizerError, UnknownPreTokenizer
