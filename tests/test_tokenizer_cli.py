@@ -88,9 +88,9 @@ def _view_vocab(d: Path):
     return load_model(HfCheckpoint(d), vocab_only=True)
 
 
-def _cli(*args: str):
+def _cli(*args: str, stdin: str | None = None):
     from hfview.cli import main
-    return CliRunner().invoke(main, list(args))
+    return CliRunner().invoke(main, list(args), input=stdin)
 
 
 # -- the fixtures are the tokenizers of those ggml-vocab files --------------------------------------------------
@@ -209,6 +209,8 @@ def test_tokenize_prints_our_ids(case_dir):  # noqa: F811
     out = json.loads(r.output)
     assert out["ids"] == want[1:] and out["text"] == text and out["add_special"] is False
     assert out["tokens"][0] == "Hello" and "".join(out["tokens"]).startswith("HelloĠ")
+    r = _cli("tokenize", "--model", str(d), "-", stdin=text)
+    assert r.exit_code == 0 and r.output == " ".join(map(str, want)) + "\n"
 
 
 def test_tokenize_refuses_in_one_line(tmp_path):
@@ -231,7 +233,8 @@ def test_tokenizer_check_passes_on_byte_level_bpe(name, model_dir):
     d = model_dir(name)
     corpus_lines = len(CORPUS.read_text(encoding="utf-8").splitlines())
     inp = str(vocab_file(GGML_VOCAB[name], ".inp"))
-    for args, cases in [((), corpus_lines), (("--corpus", inp), INP_CASES), (("--corpus", inp, "--no-special"), INP_CASES)]:
+    # the corpus with BOS/EOS as each side adds them; the .inp cases without, as .out was made
+    for args, cases in [((), corpus_lines), (("--corpus", inp, "--no-special"), INP_CASES)]:
         code, report = _check(d, *args)
         assert (code, report["cases"], report["agree"], report["mismatches"]) == (0, cases, cases, []), args
 

@@ -62,7 +62,12 @@ def tokenizer_check(ctx, model, revision, corpus, special, as_json):
     all agree; mismatching cases are printed with both id lists."""
     from .parity import check_checkpoint, read_corpus
 
-    corpus = corpus or DEFAULT_CORPUS
+    if corpus is None:
+        if not DEFAULT_CORPUS.is_file():
+            from .errors import TokenizerError
+            raise TokenizerError(f"the default corpus {DEFAULT_CORPUS} is not here (it ships with the source "
+                                 "tree, not the installed package): pass --corpus FILE")
+        corpus = DEFAULT_CORPUS
     texts = read_corpus(corpus)
     report = check_checkpoint(_model_dir(model, revision), texts, add_special=special, corpus_name=str(corpus))
     report.model = model
