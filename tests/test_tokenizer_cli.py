@@ -4,7 +4,8 @@ Ground truth: the converter's sdist ships `models/ggml-vocab-NAME.gguf` with `.i
 a `__ggml_vocab_test__` line) and `.out` (per case, the ids transformers gave without special tokens, when
 llama.cpp generated them). Our fixtures hold the tokenizers of four of them: llama-spm (Llama 2's
 tokenizer.model), llama-bpe (Llama 3), gpt-2 and phi-3 (test_fixture_is_that_ggml_vocab proves each
-correspondence token for token). Each check runs on a tiny LlamaForCausalLM (zero weights: only the
+correspondence token for token); bert-base-uncased's WordPiece also gives bert-bge's .out (HfTokenizer
+only). Each check runs on a tiny LlamaForCausalLM (zero weights: only the
 vocabulary is read) around the fixture tokenizer, seen through hfview's view.
 
 Known differences (tested as exact sets, with their cause):
@@ -27,6 +28,7 @@ import pytest
 from click.testing import CliRunner
 
 import oracle
+from test_tokenizer_hf import hf_dir  # noqa: F401 - a fixture
 from test_tokenizer_kv import case_dir, converted  # noqa: F401 - case_dir is a fixture
 
 pytest.importorskip("llama_cpp")
@@ -124,6 +126,17 @@ def test_hf_tokenizer_gives_the_out_ids(name, case_dir):  # noqa: F811
 
     hf = HfTokenizer(case_dir(name))
     wrong = [(t, ids) for t, ids in _vocab_cases(GGML_VOCAB[name]) if hf.encode(t, add_special_tokens=False) != ids]
+    assert not wrong, wrong[:3]
+
+
+def test_hf_tokenizer_gives_bert_bge_out_ids(hf_dir):  # noqa: F811
+    """WordPiece: BAAI/bge-small-en-v1.5 (ggml-vocab-bert-bge) uses bert-base-uncased's vocabulary. HfTokenizer
+    only: hfview's view has no BERT family, so llama.cpp's side is not checked here."""
+    from tokenizer import HfTokenizer
+
+    hf = HfTokenizer(hf_dir("bert-uncased"))
+    assert hf.vocab_size == 30522
+    wrong = [(t, ids) for t, ids in _vocab_cases("bert-bge") if hf.encode(t, add_special_tokens=False) != ids]
     assert not wrong, wrong[:3]
 
 
