@@ -1,0 +1,81 @@
+"""StarCoder2 (Starcoder2ForCausalLM) -> llama.cpp `starcoder2` (the converter's StarCoder2Model, a plain
+TextModel): tensors as stored (NeoX rope), LayerNorm with bias, a GELU MLP (c_fc -> c_proj) with biases,
+TextModel's hyperparameters and GPT-2-style BPE vocabulary."""
+from __future__ import annotations
+
+from pathlib import Path
+
+from ..errors import ConfigError
+from ..family import Family, Skip, Tensor
+from ..params import text_model_parameters
+
+# transformers 5.24's Starcoder2Config defaults
+DEFAULTS = {
+    "starcoder2": dict(vocab_size=49152, hidden_size=3072, intermediate_size=12288, num_hidden_layers=30,
+                       num_attention_heads=24, num_key_value_heads=2, hidden_act="gelu_pytorch_tanh",
+                       max_position_embeddings=4096, initializer_range=0.018042, norm_epsilon=1e-05, use_cache=True,
+                       bos_token_id=50256, eos_token_id=50256, pad_token_id=None, sliding_window=None,
+                       attention_dropout=0.0, residual_dropout=0.0, embedding_dropout=0.0, use_bias=True,
+                       tie_word_embeddings=True, rope_parameters={"rope_theta": 10000.0, "rope_type": "default"}),
+}
+
+READS = frozenset({
+    "vocab_size", "hidden_size", "intermediate_size", "num_hidden_layers", "num_attention_heads",
+    "num_key_value_heads", "max_position_embeddings", "norm_epsilon", "rope_parameters", "rope_scaling",
+    "rope_theta", "hidden_act", "tie_word_embeddings", "use_bias", "sliding_window",
+})
+HARMLESS = frozenset({"residual_dropout", "embedding_dropout"})
+
+TENSORS = (
+    Tensor("model.embed_tokens.weight", "token_embd.weight"),
+    Tensor("model.norm.{wb}", "output_norm.{wb}"),
+    Tensor("lm_head.weight", "output.weight", required=False),  # absent when tied to the embeddings
+    Tensor("model.layers.{bid}.input_layernorm.{wb}", "blk.{bid}.attn_norm.{wb}"),
+    Tensor("model.layers.{bid}.self_attn.q_proj.{wb}", "blk.{bid}.attn_q.{wb}"),
+    Tensor("model.layers.{bid}.self_attn.k_proj.{wb}", "blk.{bid}.attn_k.{wb}"),
+    Tensor("model.layers.{bid}.self_attn.v_proj.{wb}", "blk.{bid}.attn_v.{wb}"),
+    Tensor("model.layers.{bid}.self_attn.o_proj.{wb}", "blk.{bid}.attn_output.{wb}"),
+    Tensor("model.layers.{bid}.post_attention_layernorm.{wb}", "blk.{bid}.ffn_norm.{wb}"),
+    Tensor("model.layers.{bid}.mlp.c_fc.{wb}", "blk.{bid}.ffn_up.{wb}"),
+    Tensor("model.layers.{bid}.mlp.c_proj.{wb}", "blk.{bid}.ffn_down.{wb}"),
+    Skip("model.layers.{bid}.self_attn.rotary_emb.inv_freq"),
+)
+
+
+def check(h: dict, path: Path) -> None:
+    if not h.get("use_bias", True):
+        raise ConfigError(f"{path}: use_bias false: llama.cpp's starcoder2 architecture requires the attention and "
+                          f"MLP biases (it refuses to load without blk.N.attn_output.bias); this checkpoint cannot run")
+    # ggml's GELU is the tanh approximation
+    if h.get("hidden_act") != "gelu_pytorch_tanh":
+        raise ConfigError(f"{path}: hidden_act {h.get('hidden_act')!r}: llama.cpp's starcoder2 architecture computes "
+                          f"GELU with the tanh approximation (gelu_pytorch_tanh) only; this checkpoint would run wrong")
+    rope_type = h["rope_parameters"].get("rope_type", "default")
+    if rope_type not in ("default", "linear", "yarn"):
+        raise ConfigError(f"{path}: rope_parameters.rope_type {rope_type!r} is not one llama.cpp computes here "
+                          f"(default, linear, yarn)")
+
+
+def parameters(h: dict, block_count: int, file_type: int) -> list:
+    return text_model_parameters(h, "starcoder2", block_count, file_type)
+
+
+def vocab(model_dir: Path, h: dict) -> list:
+    from tokenizer.vocab import gpt2_vocab
+    return gpt2_vocab(model_dir, h)
+
+
+FAMILY = Family(
+    name="starcoder2",
+    gguf_arch="starcoder2",
+    architectures=("Starcoder2ForCausalLM",),
+    defaults=DEFAULTS,
+    reads=READS,
+    harmless=HARMLESS,
+    tensors=TENSORS,
+    parameters=parameters,
+    vocab=vocab,
+    check=check,
+    notes={"sliding_window": "the converter writes no sliding window for StarCoder2 and llama.cpp's starcoder2 "
+                             "attends to the whole context: prompts longer than sliding_window differ"},
+)
