@@ -51,7 +51,7 @@ def checkpoint(builder):
             for f in builder.source_files(name):
                 h.update(f.read_bytes())
             out = CACHE / "fixtures" / f"{name}-{h.hexdigest()[:12]}"
-            if not (out / "config.json").is_file():
+            if not out.is_dir():  # renamed into place only once complete
                 tmp = out.with_name(out.name + f".{os.getpid()}.partial")
                 if tmp.exists():
                     import shutil
@@ -64,7 +64,7 @@ def checkpoint(builder):
 
 
 @pytest.fixture(scope="session")
-def converted(checkpoint):
+def converted(checkpoint, builder):
     """converted(name, outtype) -> the pinned converter's GGUF for fixture `name`, cached by content."""
     def get(name: str, outtype: str) -> Path:
         ckpt = checkpoint(name)
@@ -73,7 +73,7 @@ def converted(checkpoint):
         if not out.is_file():
             out.parent.mkdir(parents=True, exist_ok=True)
             tmp = out.with_name(out.name + f".{os.getpid()}.partial")
-            oracle.convert(ckpt, tmp, outtype)
+            oracle.convert(ckpt, tmp, outtype, *builder.CONVERTER_ARGS.get(name, ()))
             tmp.rename(out)
         return out
     return get
