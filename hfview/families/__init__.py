@@ -33,8 +33,9 @@ for _family in FAMILIES:
 
 
 def supported_model_types() -> list[str]:
-    """Every HF `model_type` the view reads, sorted."""
-    return sorted(_BY_MODEL_TYPE)
+    """Every HF `model_type` the view reads, sorted. A family of its own format (Mistral's params.json) is
+    reached through its config file, not a model_type, and is not listed."""
+    return sorted(t for t, f in _BY_MODEL_TYPE.items() if f.config_file == "config.json")
 
 
 def family_for(model_type: str | None) -> Family | None:
