@@ -1,0 +1,172 @@
+"""Gemma 3 text, and the Gemma 3 image-text model read as its text model -> llama.cpp `gemma3`
+(the converter's Gemma3Model).
+
+- Gemma3ForConditionalGeneration: text_config is merged over the top level (config.py), the text weights'
+  `language_model.` prefix goes (the converter's rename), the SigLIP tower and the projector are left out
+  as the converter's text conversion leaves them out.
+- norms (the q/k norms included) are stored as 1 + w; the embedding scale sqrt(hidden_size) is not
+  written: llama.cpp's gemma3 graph applies it.
+- rope: two sets, the global layers' (rope_theta, maybe linear scaling) and the sliding layers'
+  (rope_local_base_freq in released configs, rope.freq_base_swa in the GGUF); transformers 5 keeps them
+  as rope_parameters.full_attention / .sliding_attention, and so does the view.
+- llama.cpp makes every 6th layer global and scales attention by 1/sqrt(head_dim) (1/sqrt(hidden/heads) at
+  62 layers, the 27B): configs stating otherwise are refused.
+"""
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+from ..errors import ConfigError
+from ..family import Family, Skip, Tensor
+from ..params import boolean, f32, text_model_parameters, u32
+from .gemma import NORM, TANH_GELU
+from .gemma2 import alternating_layers, check_swa_and_scale
+
+_TEXT_DEFAULTS = dict(
+    vocab_size=262208, hidden_size=2304, intermediate_size=9216, num_hidden_layers=26, num_attention_heads=8,
+    num_key_value_heads=4, head_dim=256, hidden_activation="gelu_pytorch_tanh", max_position_embeddings=131072,
+    initializer_range=0.02, rms_norm_eps=1e-06, use_cache=True, pad_token_id=0, eos_token_id=1, bos_token_id=2,
+    tie_word_embeddings=True, attention_bias=False, attention_dropout=0.0, query_pre_attn_scalar=256,
+    sliding_window=4096, final_logit_softcapping=None, attn_logit_softcapping=None,
+    use_bidirectional_attention=False,
+    rope_parameters={"full_attention": {"rope_theta": 1000000.0, "rope_type": "default"},
+                     "sliding_attention": {"rope_theta": 10000.0, "rope_type": "default"}},
+)
+# transformers 5.24's Gemma3TextConfig defaults, as data (tests/test_family_gemma3.py compares them); a
+# Gemma3Config (image-text) is read through its text_config, whose class is the same.
+DEFAULTS = {"gemma3_text": _TEXT_DEFAULTS, "gemma3": _TEXT_DEFAULTS}
+
+READS = frozenset({
+    "vocab_size", "hidden_size", "intermediate_size", "num_hidden_layers", "num_attention_heads",
+    "num_key_value_heads", "head_dim", "max_position_embeddings", "rms_norm_eps", "hidden_activation",
+    "tie_word_embeddings", "attention_bias", "rope_parameters", "rope_scaling", "rope_theta",
+    "rope_local_base_freq", "use_bidirectional_attention", "query_pre_attn_scalar", "sliding_window",
+    "sliding_window_pattern", "_sliding_window_pattern", "layer_types", "attn_logit_softcapping",
+    "final_logit_softcapping",
+})
+# hidden_act: a leftover beside hidden_activation; cache_implementation: generate()'s cache. The rest are
+# the image-text wrapper's: the vision tower and image tokens, which a text-only forward never touches.
+HARMLESS = frozenset({"hidden_act", "cache_implementation", "vision_config", "mm_tokens_per_image",
+                      "boi_token_index", "eoi_token_index", "image_token_index"})
+
+TENSORS = (
+    Tensor("model.embed_tokens.weight", "token_embd.weight"),
+    Tensor("model.norm.weight", "output_norm.weight", steps=NORM),
+    Tensor("lm_head.weight", "output.weight", required=False),  # absent when tied (as released)
+    Tensor("model.layers.{bid}.input_layernorm.weight", "blk.{bid}.attn_norm.weight", steps=NORM),
+    Tensor("model.layers.{bid}.self_attn.q_proj.weight", "blk.{bid}.attn_q.weight"),
+    Tensor("model.layers.{bid}.self_attn.k_proj.weight", "blk.{bid}.attn_k.weight"),
+    Tensor("model.layers.{bid}.self_attn.v_proj.weight", "blk.{bid}.attn_v.weight"),
+    Tensor("model.layers.{bid}.self_attn.o_proj.weight", "blk.{bid}.attn_output.weight"),
+    Tensor("model.layers.{bid}.self_attn.q_norm.weight", "blk.{bid}.attn_q_norm.weight", steps=NORM),
+    Tensor("model.layers.{bid}.self_attn.k_norm.weight", "blk.{bid}.attn_k_norm.weight", steps=NORM),
+    Tensor("model.layers.{bid}.post_attention_layernorm.weight", "blk.{bid}.post_attention_norm.weight", steps=NORM),
+    Tensor("model.layers.{bid}.pre_feedforward_layernorm.weight", "blk.{bid}.ffn_norm.weight", steps=NORM),
+    Tensor("model.layers.{bid}.post_feedforward_layernorm.weight", "blk.{bid}.post_ffw_norm.weight", steps=NORM),
+    Tensor("model.layers.{bid}.mlp.gate_proj.weight", "blk.{bid}.ffn_gate.weight"),
+    Tensor("model.layers.{bid}.mlp.up_proj.weight", "blk.{bid}.ffn_up.weight"),
+    Tensor("model.layers.{bid}.mlp.down_proj.weight", "blk.{bid}.ffn_down.weight"),
+    # the image-text model's vision side, saved as released (4.50) or as transformers 5 names it
+    Skip("vision_tower.{rest}"), Skip("model.vision_tower.{rest}"),
+    Skip("multi_modal_projector.{rest}"), Skip("model.multi_modal_projector.{rest}"),
+)
+
+
+def _pattern(h: dict) -> int:
+    return h.get("sliding_window_pattern", h.get("_sliding_window_pattern", 6))
+
+
+def normalise(h: dict) -> dict:
+    """rope_parameters as Gemma3TextConfig builds them: one set for the global layers, one for the sliding."""
+    rope = h["rope_parameters"]
+    if "full_attention" in rope or "sliding_attention" in rope:  # transformers 5 layout
+        full = dict(rope.get("full_attention") or {"rope_type": "default"})
+        sliding = dict(rope.get("sliding_attention") or {"rope_type": "default"})
+    else:  # released layout: rope_theta and rope_scaling are the global layers'
+        full, sliding = dict(rope), {"rope_type": "default"}
+    local_theta = h.pop("rope_local_base_freq", 10000.0)  # transformers consumes the key
+    full.setdefault("rope_theta", 1000000.0)
+    sliding.setdefault("rope_theta", local_theta)
+    h["rope_parameters"] = {"sliding_attention": sliding, "full_attention": full}
+    if h.get("layer_types") is None:  # every sliding_window_pattern-th layer global
+        h["layer_types"] = alternating_layers(h["num_hidden_layers"], _pattern(h))
+    return h
+
+
+def check(h: dict, path: Path) -> None:
+    if h.get("hidden_activation") not in TANH_GELU:
+        raise ConfigError(f"{path}: hidden_activation {h.get('hidden_activation')!r}: llama.cpp's gemma3 computes "
+                          f"the tanh GELU only")
+    if h.get("attn_logit_softcapping") is not None:
+        raise ConfigError(f"{path}: attn_logit_softcapping {h['attn_logit_softcapping']}: Gemma 3 has none, and "
+                          f"the converter refuses one")
+    if h.get("attention_bias"):
+        raise ConfigError(f"{path}: attention_bias true: llama.cpp's gemma3 has no attention biases")
+    if h.get("use_bidirectional_attention"):
+        raise ConfigError(f"{path}: use_bidirectional_attention (an embedding model): llama.cpp's gemma3 "
+                          f"attends causally")
+    for kind, rope in h["rope_parameters"].items():
+        rope_type = rope.get("rope_type", "default")
+        if rope_type not in ("default", "linear") or (kind == "sliding_attention" and rope_type != "default"):
+            raise ConfigError(f"{path}: rope_parameters.{kind} {rope}: llama.cpp's gemma3 scales the global "
+                              f"layers' rope linearly at most and the sliding layers' not at all")
+    if _pattern(h) != 1:
+        check_swa_and_scale(h, path, "gemma3", 6, 62)
+    _check_vocab_rows(h, path.parent)
+
+
+def _check_vocab_rows(h: dict, model_dir: Path) -> None:
+    """Without tokenizer.model the converter cuts token_embd to tokenizer.json's token count; the view does
+    not present a cut matrix, so it refuses where the cut would remove rows."""
+    tok = model_dir / "tokenizer.json"
+    if (model_dir / "tokenizer.model").is_file() or not tok.is_file():
+        return
+    data = json.loads(tok.read_text(encoding="utf-8"))
+    n_real = len(data["model"]["vocab"]) + len(data.get("added_tokens", []))
+    if n_real < h["vocab_size"]:
+        raise ConfigError(f"{tok}: {n_real} tokens for vocab_size {h['vocab_size']}: the converter keeps only the "
+                          f"first {n_real} embedding rows, which hfview does not present yet")
+
+
+def parameters(h: dict, block_count: int, file_type: int) -> list:
+    """TextModel's list, then Gemma3Model's own additions and restatements (a restated key keeps its place)."""
+    kv = [*text_model_parameters(h, "gemma3", block_count, file_type),
+          u32("gemma3.context_length", h["max_position_embeddings"]),
+          u32("gemma3.attention.head_count", h["num_attention_heads"]),
+          f32("gemma3.attention.layer_norm_rms_epsilon", h["rms_norm_eps"]),
+          u32("gemma3.attention.key_length", h["head_dim"]),
+          u32("gemma3.attention.value_length", h["head_dim"]),
+          f32("gemma3.rope.freq_base", h["rope_parameters"]["full_attention"]["rope_theta"])]
+    if h.get("final_logit_softcapping"):
+        kv.append(f32("gemma3.final_logit_softcapping", h["final_logit_softcapping"]))
+    if _pattern(h) != 1:  # a pattern of 1 makes every layer global: no window is written
+        kv.append(u32("gemma3.attention.sliding_window", h["sliding_window"]))
+    kv.append(u32("gemma3.attention.head_count_kv", h["num_key_value_heads"]))
+    return kv
+
+
+def vocab(model_dir: Path, h: dict) -> list:
+    if (model_dir / "tokenizer.model").is_file():
+        from tokenizer.vocab import ADD_SPACE_PREFIX, sentencepiece_vocab
+        return [*sentencepiece_vocab(model_dir, h), boolean(ADD_SPACE_PREFIX, False)]
+    from tokenizer.vocab import gpt2_vocab
+    return gpt2_vocab(model_dir, h)
+
+
+FAMILY = Family(
+    name="gemma3",
+    gguf_arch="gemma3",
+    architectures=("Gemma3ForCausalLM", "Gemma3ForConditionalGeneration"),
+    defaults=DEFAULTS,
+    reads=READS,
+    harmless=HARMLESS,
+    tensors=TENSORS,
+    parameters=parameters,
+    vocab=vocab,
+    check=check,
+    normalise=normalise,
+    notes={"embedding scale": "sqrt(hidden_size) is applied by llama.cpp's gemma3 graph; nothing is written",
+           "image-text": "Gemma3ForConditionalGeneration is presented as its text model; the vision tower "
+                         "and projector (the converter's --mmproj file) are not presented"},
+)

@@ -1,0 +1,36 @@
+"""Gemma 3: both oracles on the text model (6 layers: five sliding, one global; a window shorter than the
+prompt; linear rope scaling on the global layers only; released config layout) and on the image-text model
+read as its text model (vision tower and projector left out), plus the defaults and refusals."""
+from __future__ import annotations
+
+import pytest
+
+from config_defaults import defaults_match_transformers, with_config
+from family_oracle import oracle_tests
+from hfview import HfCheckpoint
+from hfview.errors import ConfigError
+
+test_export, test_logits = oracle_tests("gemma3", ["gemma3-text", "gemma3-mm"])
+
+
+def test_defaults_are_transformers():
+    from hfview.families.gemma3 import DEFAULTS
+    defaults_match_transformers("gemma3_text", DEFAULTS["gemma3_text"])
+
+
+def test_image_text_model_presents_no_vision_tensor(checkpoint):
+    view = HfCheckpoint(checkpoint("gemma3-mm"), "f32")
+    assert not [t.name for t in view.tensors if "vision" in t.name or "mm_" in t.name]
+    assert view.read_tensor("token_embd.weight").shape == (32000, 48)
+
+
+@pytest.mark.parametrize("changes, words", [
+    (dict(query_pre_attn_scalar=256), "query_pre_attn_scalar"),
+    (dict(sliding_window_pattern=2), "layer_types"),
+    (dict(attn_logit_softcapping=50.0), "attn_logit_softcapping"),
+    (dict(use_bidirectional_attention=True), "use_bidirectional_attention"),
+    (dict(rope_scaling={"rope_type": "yarn", "factor": 8.0, "original_max_position_embeddings": 8192}), "rope"),
+])
+def test_refuses_what_llama_cpp_gemma3_runs_otherwise(changes, words, checkpoint, tmp_path):
+    with pytest.raises(ConfigError, match=words):
+        HfCheckpoint(with_config(checkpoint("gemma3-text"), tmp_path, **changes))
