@@ -10,9 +10,13 @@ REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
 import oracle  # noqa: E402  (tests/ is on sys.path under pytest)
+from fixtures import build as _build_module  # noqa: E402
 from fixtures.build import SPECS, build  # noqa: E402
 
-ALL = sorted(SPECS)
+# The Llama-family specs defined in build.py itself; other families' specs (fixtures/families/) are
+# tested by their own family tests.
+ALL = sorted(n for n in SPECS if _build_module.SPEC_SOURCES[n] == Path(_build_module.__file__).resolve())
+assert {"llama-spm", "llama3-bpe", "mixtral"} <= set(ALL), ALL  # the filter above found build.py's own specs
 
 
 @pytest.fixture(scope="session")
@@ -154,3 +158,48 @@ def test_unknown_fixture_and_nonempty_target_are_refused(tmp_path):
         build("llama-spm", tmp_path / "full")
     with pytest.raises(ValueError, match="dtype 'int8'"):
         build("llama-spm", tmp_path / "y", dtype="int8")
+
+
+# --- the committed default model -----------------------------------------------------------------
+
+DEFAULT = REPO / "fixtures" / "default"
+DEFAULT_FILES = {"config.json", "generation_config.json", "model.safetensors", "tokenizer.model",
+                 "tokenizer_config.json", "README.md"}
+
+
+def test_default_model_is_complete_and_small():
+    files = {p.name for p in DEFAULT.iterdir()}
+    assert DEFAULT_FILES <= files, f"missing: {DEFAULT_FILES - files}"
+    total = sum(p.stat().st_size for p in DEFAULT.iterdir())
+    assert total <= 4 * 1024 * 1024, f"fixtures/default is {total} bytes, over 4 MiB"
+
+
+def test_default_model_converts(tmp_path):
+    kv = _kv(oracle.convert(DEFAULT, tmp_path / "default.gguf", "f32"))
+    assert kv["general.architecture"] == "llama"
+    assert kv["tokenizer.ggml.model"] == "llama"  # read from tokenizer.model: no digest lookup involved
+    assert "output.weight" not in kv["#tensors"]  # tied embeddings
+
+
+def test_default_model_writes_words_of_its_corpus():
+    """Greedy continuation is made of words the book uses and does not just repeat one word:
+    an untrained or mis-saved model fails this."""
+    import re
+
+    import sentencepiece
+    import torch
+    import transformers
+
+    corpus = (REPO / "fixtures" / "corpus" / "moby_dick.txt").read_text(encoding="utf-8")
+    vocabulary = set(re.findall(r"[a-z]+", corpus.lower()))
+    sp = sentencepiece.SentencePieceProcessor(model_file=str(DEFAULT / "tokenizer.model"))
+    model = transformers.LlamaForCausalLM.from_pretrained(DEFAULT, dtype=torch.float32)
+    ids = torch.tensor([[sp.bos_id(), *sp.encode("The whale")]])
+    with torch.no_grad():  # plain greedy: the checkpoint's own sampling settings switched off
+        out = model.generate(ids, max_new_tokens=40, max_length=None, do_sample=False, repetition_penalty=1.0,
+                             temperature=None, top_k=None, top_p=None)
+    words = re.findall(r"[a-z]+", sp.decode(out[0, ids.shape[1]:].tolist()).lower())
+    assert len(words) >= 15
+    known = sum(w in vocabulary for w in words) / len(words)
+    assert known >= 0.9, f"only {known:.0%} of the generated words occur in the corpus: {words}"
+    assert len(set(words)) >= 8, f"degenerate repetition: {words}"
