@@ -1,0 +1,105 @@
+"""InternLM3 (InternLM3ForCausalLM, remote code) -> llama.cpp `llama` (the converter's InternLM3Model).
+
+transformers 5.24 has no InternLM3 class, so the converter reads config.json as written (no defaults) and
+so does the view. The decoder is Llama's (Q/K regrouped into rotation pairs; optional q/k/v/o biases
+with qkv_bias / bias, which llama.cpp's llama reads when present). SentencePiece vocabulary, whose EOS is
+<|im_end|> when tokenizer_config.json declares it special.
+"""
+from __future__ import annotations
+
+from pathlib import Path
+
+from ..errors import ConfigError
+from ..family import Family, Skip
+from ..params import text_model_parameters, u32
+from .qwen2 import LM_HEAD, check_architecture, check_silu, decoder_tensors
+
+READS = frozenset({
+    "vocab_size", "hidden_size", "intermediate_size", "num_hidden_layers", "num_attention_heads",
+    "num_key_value_heads", "head_dim", "max_position_embeddings", "rms_norm_eps", "rope_parameters",
+    "rope_scaling", "rope_theta", "hidden_act", "tie_word_embeddings", "qkv_bias", "bias",
+})
+ARCHITECTURES = ("InternLM3ForCausalLM",)
+# rope_pairs reads the KV head count under this key: the config's, else the head count (as the converter's
+# permute does when num_key_value_heads is absent), without adding num_key_value_heads to what is written.
+_ROPE_KV = "_rope_kv_heads"
+
+
+def _tensors() -> tuple:
+    from ..family import Tensor, rope_pairs
+    base = decoder_tensors("model.", pairs=True)
+    # the converter's InternLM3 permutes K with the KV head count found by hparams.get, not find_hparam
+    fixed = tuple(Tensor(t.hf, t.gguf, rope_pairs(_ROPE_KV), t.steps, t.required) if ".k_proj." in t.hf else t
+                  for t in base)
+    return (*fixed, LM_HEAD, Skip("model.layers.{bid}.self_attn.rotary_emb.inv_freq"))
+
+
+TENSORS = _tensors()
+_ROPE_TYPES = ("default", "linear", "yarn", "dynamic")
+
+
+def normalise(h: dict) -> dict:
+    h[_ROPE_KV] = h.get("num_key_value_heads") or h["num_attention_heads"]
+    return h
+
+
+def check(h: dict, path: Path) -> None:
+    check_architecture(h, path, "internlm3", ARCHITECTURES)
+    check_silu(h, path, "llama")
+    for key in ("vocab_size", "hidden_size", "num_hidden_layers", "num_attention_heads"):
+        if key not in h:
+            raise ConfigError(f"{path}: {key} is missing; InternLM3's config has no defaults the view could use")
+    # "dynamic" (InternLM3-8B's NTK scaling) changes nothing within max_position_embeddings, and the
+    # converter writes no scaling for it: llama.cpp computes the same there
+    rope_type = h["rope_parameters"].get("rope_type", "default")
+    if rope_type not in _ROPE_TYPES:
+        raise ConfigError(f"{path}: rope_scaling type {rope_type!r} is not one llama.cpp's llama computes")
+
+
+def head_dim(h: dict) -> int:
+    return h.get("head_dim") or h["hidden_size"] // h["num_attention_heads"]
+
+
+def parameters(h: dict, block_count: int, file_type: int) -> list:
+    return [*text_model_parameters(h, "llama", block_count, file_type),
+            u32("llama.vocab_size", h["vocab_size"]),
+            u32("llama.rope.dimension_count", head_dim(h))]
+
+
+def vocab(model_dir: Path, h: dict) -> list:
+    """InternLM3Model.set_vocab: SentencePiece pieces, tokenizer_config's add_prefix_space, then the special
+    ids, EOS taken from a special <|im_end|>."""
+    from tokenizer.special import SpecialVocab, read_json
+    from tokenizer.vocab import _write_scored_vocab, sentencepiece_tokens
+    from tokenizer.writer import KVWriter
+
+    model_dir = Path(model_dir)
+    tokens, scores, types = sentencepiece_tokens(model_dir, h)
+    w = KVWriter()
+    _write_scored_vocab(w, tokens, scores, types)
+    special = SpecialVocab(model_dir, n_vocab=len(tokens))
+    cfg_path = model_dir / "tokenizer_config.json"
+    if cfg_path.is_file():
+        cfg = read_json(cfg_path)
+        if "add_prefix_space" in cfg:
+            w.add_bool("tokenizer.ggml.add_space_prefix", cfg["add_prefix_space"])
+        for tid, data in cfg.get("added_tokens_decoder", {}).items():
+            if data.get("special") and data["content"] == "<|im_end|>" and "eos" in special.special_token_ids:
+                special.special_token_ids["eos"] = int(tid)
+    special.write(w)
+    return w.kvs()
+
+
+FAMILY = Family(
+    name="internlm3",
+    gguf_arch="llama",
+    architectures=ARCHITECTURES,
+    defaults={"internlm3": {}},
+    reads=READS,
+    harmless=frozenset(),
+    tensors=TENSORS,
+    parameters=parameters,
+    vocab=vocab,
+    check=check,
+    normalise=normalise,
+)
