@@ -1,0 +1,109 @@
+"""Nemotron (NemotronForCausalLM: Minitron, Nemotron-4) -> llama.cpp `nemotron` (the converter's NemotronModel).
+
+Tensors as stored (NeoX rope) except the LayerNorm1P weights, which the converter stores as 1 + w so that
+llama.cpp's plain LayerNorm computes Nemotron's (biases unchanged). The MLP is up -> squared ReLU -> down.
+Hyperparameters: TextModel's, then vocab_size, the LayerNorm epsilon, partial-rotary dimensions and a rope
+scaling type (none, or linear with its factor). Vocabulary: SentencePiece, with pad 0 and unk 1 forced.
+"""
+from __future__ import annotations
+
+from pathlib import Path
+
+from ..errors import ConfigError
+from ..family import Family, Skip, Tensor
+from ..params import f32, first, string, text_model_parameters, u32
+from ..views import OFFSET_ONE
+
+# transformers 5.24's NemotronConfig defaults (head_dim and partial_rotary_factor computed in normalise)
+DEFAULTS = {
+    "nemotron": dict(vocab_size=256000, hidden_size=6144, intermediate_size=24576, num_hidden_layers=32,
+                     num_attention_heads=48, head_dim=None, num_key_value_heads=None, hidden_act="relu2",
+                     max_position_embeddings=4096, initializer_range=0.0134, norm_eps=1e-05, use_cache=True,
+                     pad_token_id=None, bos_token_id=2, eos_token_id=3, tie_word_embeddings=False,
+                     attention_bias=False, attention_dropout=0.0, mlp_bias=False,
+                     rope_parameters={"rope_theta": 10000.0, "rope_type": "default"}),
+}
+
+READS = frozenset({
+    "vocab_size", "hidden_size", "intermediate_size", "num_hidden_layers", "num_attention_heads", "head_dim",
+    "num_key_value_heads", "max_position_embeddings", "norm_eps", "rope_parameters", "rope_scaling", "rope_theta",
+    "partial_rotary_factor", "hidden_act", "tie_word_embeddings", "attention_bias", "mlp_bias",
+})
+HARMLESS = frozenset()
+
+
+def _norm(hf: str, gguf: str) -> tuple[Tensor, Tensor]:
+    """LayerNorm1P: weight stored as 1 + w; bias as is."""
+    return (Tensor(f"{hf}.weight", f"{gguf}.weight", steps=(OFFSET_ONE,)), Tensor(f"{hf}.bias", f"{gguf}.bias"))
+
+
+TENSORS = (
+    Tensor("model.embed_tokens.weight", "token_embd.weight"),
+    *_norm("model.norm", "output_norm"),
+    Tensor("lm_head.weight", "output.weight", required=False),  # absent when tied to the embeddings
+    *_norm("model.layers.{bid}.input_layernorm", "blk.{bid}.attn_norm"),
+    Tensor("model.layers.{bid}.self_attn.q_proj.{wb}", "blk.{bid}.attn_q.{wb}"),
+    Tensor("model.layers.{bid}.self_attn.k_proj.{wb}", "blk.{bid}.attn_k.{wb}"),
+    Tensor("model.layers.{bid}.self_attn.v_proj.{wb}", "blk.{bid}.attn_v.{wb}"),
+    Tensor("model.layers.{bid}.self_attn.o_proj.{wb}", "blk.{bid}.attn_output.{wb}"),
+    *_norm("model.layers.{bid}.post_attention_layernorm", "blk.{bid}.ffn_norm"),
+    Tensor("model.layers.{bid}.mlp.up_proj.{wb}", "blk.{bid}.ffn_up.{wb}"),
+    Tensor("model.layers.{bid}.mlp.down_proj.{wb}", "blk.{bid}.ffn_down.{wb}"),
+    Skip("model.layers.{bid}.self_attn.rotary_emb.inv_freq"),
+)
+
+
+def normalise(h: dict) -> dict:
+    """NemotronConfig: head_dim from hidden_size / heads; partial_rotary_factor (default 0.5) into the rope."""
+    if h.get("head_dim") is None:
+        h["head_dim"] = h["hidden_size"] // h["num_attention_heads"]
+    h["rope_parameters"].setdefault("partial_rotary_factor", h.get("partial_rotary_factor", 0.5))
+    return h
+
+
+def check(h: dict, path: Path) -> None:
+    if h.get("hidden_act") != "relu2":
+        raise ConfigError(f"{path}: hidden_act {h.get('hidden_act')!r}: llama.cpp's nemotron architecture computes "
+                          f"squared ReLU (relu2) only; this checkpoint would run wrong")
+    rope_type = h["rope_parameters"].get("rope_type", "default")
+    if rope_type not in ("default", "linear"):
+        raise ConfigError(f"{path}: rope_parameters.rope_type {rope_type!r}: the converter writes Nemotron's rope "
+                          f"as unscaled or linear only; this checkpoint would run wrong")
+
+
+def parameters(h: dict, block_count: int, file_type: int) -> list:
+    rope = h["rope_parameters"]
+    kv = [*text_model_parameters(h, "nemotron", block_count, file_type),
+          u32("nemotron.vocab_size", h["vocab_size"]),
+          f32("nemotron.attention.layer_norm_epsilon",
+              first(h, ["layer_norm_eps", "layer_norm_epsilon", "norm_epsilon", "norm_eps"])),
+          u32("nemotron.rope.dimension_count",
+              int(rope["partial_rotary_factor"] * h["hidden_size"]) // h["num_attention_heads"])]
+    factor = h.get("factor") or rope.get("factor")
+    if factor is None:
+        kv.append(string("nemotron.rope.scaling.type", "none"))
+    else:
+        kv += [string("nemotron.rope.scaling.type", "linear"), f32("nemotron.rope.scaling.factor", factor)]
+    return kv
+
+
+def vocab(model_dir: Path, h: dict) -> list:
+    from tokenizer.vocab import sentencepiece_vocab
+    # the converter sets pad 0 and unk 1 after SentencePiece's own special ids
+    return [*sentencepiece_vocab(model_dir, h), u32("tokenizer.ggml.padding_token_id", 0),
+            u32("tokenizer.ggml.unknown_token_id", 1)]
+
+
+FAMILY = Family(
+    name="nemotron",
+    gguf_arch="nemotron",
+    architectures=("NemotronForCausalLM",),
+    defaults=DEFAULTS,
+    reads=READS,
+    harmless=HARMLESS,
+    tensors=TENSORS,
+    parameters=parameters,
+    vocab=vocab,
+    check=check,
+    normalise=normalise,
+)
