@@ -155,3 +155,64 @@ def test_legacy_tekken_specials_equal_mistral_common():
     theirs = tekken.Tekkenizer.DEPRECATED_SPECIAL_TOKENS
     assert [t["rank"] for t in theirs] == list(range(len(theirs)))
     assert tuple(str(t["token_str"].value) for t in theirs) == LEGACY_TEKKEN_SPECIALS
+
+
+# ---------------------------------------------------------------- real-size tokenizers (vocab only)
+
+# (file in mistral-common's package data, name in the checkpoint directory); the v3 SentencePiece model is
+# the v3 fixture's own tokenizer, checked by test_export. About 70 s for the tekken file, 20 s for the others.
+_MC_FILES = [
+    ("tekken_240718.json", "tekken.json"),                       # Mistral NeMo: 131072 ids, 269443 merges
+    ("mistral_instruct_tokenizer_241114.model.v7m1", "tokenizer.model.v7m1"),  # v7 with a multimodal suffix
+    ("tokenizer.model.v1", "tokenizer.model"),                   # no version suffix: read as v1
+]
+
+
+@pytest.mark.parametrize("source, name", _MC_FILES, ids=[s for s, _ in _MC_FILES])
+def test_mistral_vocab_equals_converter_on_real_tokenizers(source, name, tmp_path):
+    """tokenizer.* (and llama.vocab_size) from tokenizer/mistral.py == the converter's --vocab-only
+    --mistral-format output, KV by KV in order, on the full-size tokenizer files mistral-common ships."""
+    from importlib.resources import files
+
+    from gguf import GGUFReader
+    import oracle
+    from hfview.gguf_layout import encode_kv
+    from tokenizer.mistral import mistral_vocab
+
+    pytest.importorskip("mistral_common")
+    d = tmp_path / "ckpt"
+    d.mkdir()
+    (d / "params.json").write_text(json.dumps({"dim": 64, "n_layers": 1, "head_dim": 16, "hidden_dim": 128,
+                                                "n_heads": 4, "n_kv_heads": 4, "norm_eps": 1e-5}))
+    (d / name).write_bytes(files("mistral_common").joinpath("data", source).read_bytes())
+    theirs = GGUFReader(oracle.convert(d, tmp_path / "vocab.gguf", "f32", "--vocab-only", "--mistral-format"))
+    wanted = [k for k in theirs.fields if k.startswith("tokenizer.") or k == "llama.vocab_size"]
+    ours = mistral_vocab(d, "llama")
+    assert [kv.key for kv in ours] == wanted
+    for kv in ours:
+        raw = b"".join(bytes(p) for p in theirs.fields[kv.key].parts)
+        assert encode_kv(kv) == raw, kv.key
+
+
+def test_v2_tokenizer_is_refused_like_the_converter(tmp_path):
+    """A v2 SentencePiece tokenizer has no chat template in the converter's table: it fails, and so does the
+    view, naming what to add."""
+    from importlib.resources import files
+
+    import oracle
+    from tokenizer.errors import TokenizerError
+    from tokenizer.mistral import mistral_vocab
+
+    pytest.importorskip("mistral_common")
+    d = tmp_path / "ckpt"
+    d.mkdir()
+    (d / "params.json").write_text(json.dumps({"dim": 64, "n_layers": 1, "head_dim": 16, "hidden_dim": 128,
+                                                "n_heads": 4, "n_kv_heads": 4, "norm_eps": 1e-5}))
+    (d / "tokenizer.model.v2").write_bytes(
+        files("mistral_common").joinpath("data", "mistral_instruct_tokenizer_240216.model.v2").read_bytes())
+    with pytest.raises(oracle.ConverterFailed, match="Unknown tokenizer type"):
+        oracle.convert(d, tmp_path / "vocab.gguf", "f32", "--vocab-only", "--mistral-format")
+    with pytest.raises(TokenizerError, match="chat_template.jinja"):
+        mistral_vocab(d, "llama")
+    (d / "chat_template.jinja").write_text("{{ messages }}")
+    assert any(kv.key == "tokenizer.chat_template" and kv.value == "{{ messages }}" for kv in mistral_vocab(d, "llama"))
