@@ -117,6 +117,7 @@ class HfCheckpoint:
         for entry in (
             [_KV("general.architecture", ValueType.STRING, self.family.gguf_arch)],
             self.family.tensor_time_kv(h),
+            self.family.stored_kv(h, self._stored),
             [_KV("general.type", ValueType.STRING, "model")],
             general_kv(self.path, total_params=counts[0], shared_params=counts[1], expert_params=counts[2],
                        expert_count=counts[3], model_name=model_name),

@@ -111,6 +111,9 @@ class Family:
     # KVs the converter adds while it prepares tensors (e.g. Phi-3's rope attn_factor from
     # generate_extra_tensors): they come before general.type, right after general.architecture
     tensor_time_kv: Callable[[dict], list[KV]] = lambda h: []
+    # the same, computed from stored tensors' values (e.g. Apertus' per-layer xIELU scalars, which the
+    # converter reads out of the checkpoint into KV arrays); gets the hparams and the stored tensors
+    stored_kv: Callable[[dict, dict[str, StoredTensor]], list[KV]] = lambda h, stored: []
     # A format of its own (Mistral's params.json + consolidated*.safetensors): the config file read in a
     # directory without config.json, and the routine listing its tensors (default: Transformers' shards)
     config_file: str = "config.json"
