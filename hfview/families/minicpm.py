@@ -1,0 +1,82 @@
+"""MiniCPM (MiniCPMForCausalLM, remote code) -> llama.cpp `minicpm` (the converter's MiniCPMModel).
+
+transformers has no MiniCPM config class, so the converter reads config.json as it is (no defaults).
+Llama's tensors (Q/K regrouped into rotation pairs) and TextModel's hyperparameters, plus MiniCPM's three
+scales: embedding_scale = scale_emb, residual_scale = scale_depth / sqrt(layers), logit_scale =
+hidden_size / dim_model_base. Vocabulary: SentencePiece.
+"""
+from __future__ import annotations
+
+from pathlib import Path
+
+from ..errors import ConfigError
+from ..family import Family, Skip, Tensor, rope_pairs
+from ..params import f32, text_model_parameters
+
+DEFAULTS = {"minicpm": {}}  # no transformers class: nothing is filled in
+
+READS = frozenset({
+    "vocab_size", "hidden_size", "intermediate_size", "num_hidden_layers", "num_attention_heads",
+    "num_key_value_heads", "max_position_embeddings", "rms_norm_eps", "rope_scaling", "rope_theta",
+    "hidden_act", "tie_word_embeddings", "scale_emb", "scale_depth", "dim_model_base",
+})
+HARMLESS = frozenset({"pretraining_tp"})
+
+TENSORS = (
+    Tensor("model.embed_tokens.weight", "token_embd.weight"),
+    Tensor("model.norm.weight", "output_norm.weight"),
+    Tensor("lm_head.weight", "output.weight", required=False),  # absent when tied to the embeddings
+    Tensor("model.layers.{bid}.input_layernorm.weight", "blk.{bid}.attn_norm.weight"),
+    Tensor("model.layers.{bid}.self_attn.q_proj.weight", "blk.{bid}.attn_q.weight", rope_pairs("num_attention_heads")),
+    Tensor("model.layers.{bid}.self_attn.k_proj.weight", "blk.{bid}.attn_k.weight", rope_pairs("num_key_value_heads")),
+    Tensor("model.layers.{bid}.self_attn.v_proj.weight", "blk.{bid}.attn_v.weight"),
+    Tensor("model.layers.{bid}.self_attn.o_proj.weight", "blk.{bid}.attn_output.weight"),
+    Tensor("model.layers.{bid}.post_attention_layernorm.weight", "blk.{bid}.ffn_norm.weight"),
+    Tensor("model.layers.{bid}.mlp.gate_proj.weight", "blk.{bid}.ffn_gate.weight"),
+    Tensor("model.layers.{bid}.mlp.up_proj.weight", "blk.{bid}.ffn_up.weight"),
+    Tensor("model.layers.{bid}.mlp.down_proj.weight", "blk.{bid}.ffn_down.weight"),
+    Skip("model.layers.{bid}.self_attn.rotary_emb.inv_freq"),
+)
+
+_NEEDED = ("num_attention_heads", "num_key_value_heads", "hidden_size", "num_hidden_layers", "vocab_size",
+           "scale_emb", "scale_depth", "dim_model_base")
+
+
+def check(h: dict, path: Path) -> None:
+    for key in _NEEDED:
+        if h.get(key) is None:
+            raise ConfigError(f"{path}: MiniCPM needs {key!r} (read as stated: transformers has no MiniCPM class "
+                              f"to fill it in); add it as the released config.json has it")
+    if h.get("hidden_act", "silu") != "silu":
+        raise ConfigError(f"{path}: hidden_act {h['hidden_act']!r}: llama.cpp's minicpm architecture computes "
+                          f"SiLU only; this checkpoint would run wrong")
+    rope = h["rope_parameters"]
+    if rope.get("rope_type", "default") != "default" or rope.get("long_factor") or rope.get("short_factor"):
+        raise ConfigError(f"{path}: rope_scaling {rope!r}: hfview presents MiniCPM with plain rope only "
+                          f"(MiniCPM 4's longrope factors are not presented yet)")
+
+
+def parameters(h: dict, block_count: int, file_type: int) -> list:
+    return [*text_model_parameters(h, "minicpm", block_count, file_type),
+            f32("minicpm.embedding_scale", float(h["scale_emb"])),
+            f32("minicpm.residual_scale", h["scale_depth"] / h["num_hidden_layers"] ** 0.5),
+            f32("minicpm.logit_scale", h["hidden_size"] / h["dim_model_base"])]
+
+
+def vocab(model_dir: Path, h: dict) -> list:
+    from tokenizer.vocab import sentencepiece_vocab
+    return sentencepiece_vocab(model_dir, h)
+
+
+FAMILY = Family(
+    name="minicpm",
+    gguf_arch="minicpm",
+    architectures=("MiniCPMForCausalLM",),
+    defaults=DEFAULTS,
+    reads=READS,
+    harmless=HARMLESS,
+    tensors=TENSORS,
+    parameters=parameters,
+    vocab=vocab,
+    check=check,
+)

@@ -1,0 +1,55 @@
+"""MiniCPM (remote code; transformers has no class): converter bytes at every outtype; llama.cpp runs the
+view with finite, repeatable logits; and, since MiniCPM's decoder is Granite's with its multipliers set from
+scale_emb / scale_depth / dim_model_base, those logits match transformers' Granite over the same weights."""
+import json
+
+import numpy as np
+import pytest
+
+from family_oracle import OUTTYPES, PROMPT, nmse, oracle_tests
+
+test_export, _ = oracle_tests("minicpm", ["minicpm"])
+
+
+def _view_logits(path, outtype):
+    from hfview import HfCheckpoint
+    from runner.stream import StreamModel
+
+    with StreamModel(HfCheckpoint(path, outtype), n_ctx=64) as m:
+        ids = m.tokenize(PROMPT)[:16]
+        return ids, m.logits(ids), m.logits(ids)
+
+
+@pytest.mark.parametrize("outtype", OUTTYPES)
+def test_minicpm_llama_cpp_runs_finite_and_deterministic(outtype, checkpoint, record_property):
+    record_property("family", "minicpm")
+    record_property("oracle", "logits")
+    ids, first, second = _view_logits(checkpoint("minicpm"), outtype)
+    assert len(ids) == 16 and first.shape == (16, 32000)
+    assert np.isfinite(first).all()
+    assert np.array_equal(first, second)
+    assert first.std() > 0.1  # not a constant: the weights reached the graph
+
+
+@pytest.mark.parametrize("outtype", OUTTYPES)
+def test_minicpm_logits_equal_transformers_granite(outtype, checkpoint):
+    torch = pytest.importorskip("torch")
+    transformers = pytest.importorskip("transformers")
+    path = checkpoint("minicpm")
+    ids, ours, _ = _view_logits(path, outtype)
+    c = json.loads((path / "config.json").read_text())
+    granite = transformers.GraniteConfig(
+        vocab_size=c["vocab_size"], hidden_size=c["hidden_size"], intermediate_size=c["intermediate_size"],
+        num_hidden_layers=c["num_hidden_layers"], num_attention_heads=c["num_attention_heads"],
+        num_key_value_heads=c["num_key_value_heads"], rms_norm_eps=c["rms_norm_eps"],
+        max_position_embeddings=c["max_position_embeddings"], tie_word_embeddings=c["tie_word_embeddings"],
+        embedding_multiplier=float(c["scale_emb"]),
+        residual_multiplier=c["scale_depth"] / c["num_hidden_layers"] ** 0.5,
+        logits_scaling=c["hidden_size"] / c["dim_model_base"],
+        attention_multiplier=(c["hidden_size"] // c["num_attention_heads"]) ** -0.5)
+    model = transformers.GraniteForCausalLM.from_pretrained(path, config=granite, dtype=torch.float32)
+    with torch.no_grad():
+        ref = model(torch.tensor([ids])).logits[0].numpy()
+    value = nmse(ours, ref)
+    print(f"minicpm {outtype} vs transformers Granite: NMSE {value:.3e}")
+    assert value < 1e-4
