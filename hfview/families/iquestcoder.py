@@ -1,0 +1,75 @@
+"""IQuest-Coder (IQuestCoderForCausalLM, remote code) -> llama.cpp `llama` (the converter's LlamaModel).
+
+Its non-looping decoder is Llama's. transformers 5.24 has no IQuestCoder class, so the converter reads
+config.json as written (no defaults), and so does the view. The Loop variant (IQuestLoopCoderForCausalLM)
+runs its layers twice; the converter does not know it, and the view refuses it by architecture.
+"""
+from __future__ import annotations
+
+from pathlib import Path
+
+from ..errors import ConfigError
+from ..family import Family
+from ..params import text_model_parameters, u32
+from .qwen2 import LM_HEAD, check_architecture, check_silu, decoder_tensors
+from .rope import llama3_rope_factors
+
+READS = frozenset({
+    "vocab_size", "hidden_size", "intermediate_size", "num_hidden_layers", "num_attention_heads",
+    "num_key_value_heads", "head_dim", "max_position_embeddings", "rms_norm_eps", "rope_parameters",
+    "rope_scaling", "rope_theta", "hidden_act", "tie_word_embeddings", "attention_bias", "mlp_bias",
+})
+HARMLESS = frozenset({"pretraining_tp"})
+ARCHITECTURES = ("IQuestCoderForCausalLM",)
+TENSORS = (*decoder_tensors("model.", pairs=True), LM_HEAD)
+_ROPE_TYPES = ("default", "linear", "yarn", "llama3")
+
+
+def head_dim(h: dict) -> int:
+    return h.get("head_dim") or h["hidden_size"] // h["num_attention_heads"]
+
+
+def check(h: dict, path: Path) -> None:
+    check_architecture(h, path, "iquestcoder", ARCHITECTURES)
+    check_silu(h, path, "llama")
+    # LlamaModel permutes K by the KV head count it must find; the rest is read by name too
+    for key in ("vocab_size", "hidden_size", "num_hidden_layers", "num_attention_heads", "num_key_value_heads"):
+        if key not in h:
+            raise ConfigError(f"{path}: {key} is missing; IQuest-Coder's config has no defaults the view could use")
+    rope_type = h["rope_parameters"].get("rope_type", "default")
+    if rope_type not in _ROPE_TYPES:
+        raise ConfigError(f"{path}: rope type {rope_type!r} is not one llama.cpp's llama computes")
+
+
+def parameters(h: dict, block_count: int, file_type: int) -> list:
+    """LlamaModel.set_gguf_parameters: the text-model entries, vocab size, rope width."""
+    return [*text_model_parameters(h, "llama", block_count, file_type),
+            u32("llama.vocab_size", h["vocab_size"]),
+            u32("llama.rope.dimension_count", head_dim(h))]
+
+
+def generated(h: dict) -> list:
+    rope = h["rope_parameters"]
+    if rope.get("rope_type", "").lower() == "llama3":
+        return [("rope_freqs.weight", llama3_rope_factors(rope, head_dim(h)))]
+    return []
+
+
+def vocab(model_dir: Path, h: dict) -> list:
+    from tokenizer.vocab import llama_vocab
+    return llama_vocab(model_dir, h)
+
+
+FAMILY = Family(
+    name="iquestcoder",
+    gguf_arch="llama",
+    architectures=ARCHITECTURES,
+    defaults={"iquestcoder": {}},
+    reads=READS,
+    harmless=HARMLESS,
+    tensors=TENSORS,
+    parameters=parameters,
+    vocab=vocab,
+    generated=generated,
+    check=check,
+)
