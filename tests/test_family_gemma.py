@@ -36,3 +36,14 @@ def test_norms_are_one_plus_stored(checkpoint):
     stored = load_file(path / "model.safetensors")["model.layers.1.post_attention_layernorm.weight"]
     presented = HfCheckpoint(path, "f32").read_tensor("blk.1.ffn_norm.weight")
     assert np.array_equal(presented, (stored + np.float16(1)).astype(np.float32))
+
+
+def test_legacy_gelu_config_reads_as_the_converter_reads_it(checkpoint, tmp_path):
+    """Released Gemma configs say hidden_act "gelu" (transformers reads it as the tanh GELU llama.cpp runs):
+    accepted, and the file is still the converter's."""
+    import oracle
+    from hfview.export import export
+    path = with_config(checkpoint("gemma"), tmp_path, hidden_act="gelu", hidden_activation="gelu_pytorch_tanh")
+    theirs = oracle.convert(path, tmp_path / "theirs.gguf", "bf16")
+    ours = export(HfCheckpoint(path, "bf16"), tmp_path / "ours.gguf")
+    assert oracle.sha256(ours) == oracle.sha256(theirs), oracle.first_difference(ours, theirs)

@@ -34,3 +34,29 @@ def test_image_text_model_presents_no_vision_tensor(checkpoint):
 def test_refuses_what_llama_cpp_gemma3_runs_otherwise(changes, words, checkpoint, tmp_path):
     with pytest.raises(ConfigError, match=words):
         HfCheckpoint(with_config(checkpoint("gemma3-text"), tmp_path, **changes))
+
+
+def test_image_text_model_with_released_config_layout(checkpoint, tmp_path):
+    """The image-text config as Gemma 3 was released (transformers 4.50): text_config with rope_theta,
+    rope_local_base_freq, rope_scaling and sliding_window_pattern instead of rope_parameters and layer_types.
+    The view's file is still the converter's."""
+    import json
+    import shutil
+
+    import oracle
+    from hfview.export import export
+    path = tmp_path / "model"
+    shutil.copytree(checkpoint("gemma3-mm"), path)
+    cfg = json.loads((path / "config.json").read_text())
+    text = cfg["text_config"]
+    rope = text.pop("rope_parameters")
+    for key in ("layer_types", "_sliding_window_pattern"):
+        text.pop(key)
+    full = dict(rope["full_attention"])
+    text.update(rope_theta=full.pop("rope_theta"), rope_local_base_freq=rope["sliding_attention"]["rope_theta"],
+                rope_scaling=full, sliding_window_pattern=6)
+    cfg["torch_dtype"] = cfg.pop("dtype")
+    (path / "config.json").write_text(json.dumps(cfg))
+    theirs = oracle.convert(path, tmp_path / "theirs.gguf", "f16")
+    ours = export(HfCheckpoint(path, "f16"), tmp_path / "ours.gguf")
+    assert oracle.sha256(ours) == oracle.sha256(theirs), oracle.first_difference(ours, theirs)
