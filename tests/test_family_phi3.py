@@ -3,6 +3,7 @@
 import json
 from pathlib import Path
 
+from family_defaults import check_defaults
 from family_oracle import oracle_tests
 
 test_export, test_logits = oracle_tests("phi3", ["phi3-longrope", "phi3-gqa"])
@@ -18,3 +19,7 @@ def test_phi3_fixture_sentencepiece_model_is_the_base_of_its_tokenizer_json():
     vocab = json.loads((TOKENIZERS / "phi-3-mini" / "tokenizer.json").read_text(encoding="utf-8"))["model"]["vocab"]
     assert len(vocab) == sp.vocab_size() == 32000
     assert all(vocab[sp.id_to_piece(i)] == i for i in range(sp.vocab_size()))
+
+
+def test_phi3_defaults_are_transformers():
+    check_defaults("phi3")

@@ -4,6 +4,7 @@ import json
 
 import pytest
 
+from family_defaults import check_defaults
 from family_oracle import oracle_tests
 
 test_export, test_logits = oracle_tests("starcoder2", ["starcoder2", "starcoder2-untied"])
@@ -18,3 +19,7 @@ def test_starcoder2_without_biases_is_refused_by_name(checkpoint, tmp_path):
     (tmp_path / "config.json").write_text(json.dumps(config))
     with pytest.raises(ConfigError, match="use_bias false"):
         HfCheckpoint(tmp_path)
+
+
+def test_starcoder2_defaults_are_transformers():
+    check_defaults("starcoder2")

@@ -57,6 +57,7 @@ def normalise(h: dict) -> dict:
     """NemotronConfig: head_dim from hidden_size / heads; partial_rotary_factor (default 0.5) into the rope."""
     if h.get("head_dim") is None:
         h["head_dim"] = h["hidden_size"] // h["num_attention_heads"]
+    h["rope_parameters"] = dict(h["rope_parameters"])
     h["rope_parameters"].setdefault("partial_rotary_factor", h.get("partial_rotary_factor", 0.5))
     return h
 

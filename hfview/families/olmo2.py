@@ -21,7 +21,9 @@ _OLMO3_THETA = 500000.0  # Olmo3Config.default_theta
 # transformers 5.24's Olmo2Config / Olmo3Config defaults (Olmo3's layer_types are computed in normalise)
 DEFAULTS = {
     "olmo2": dict(_COMMON, rope_parameters={"rope_theta": 10000.0, "rope_type": "default"}),
-    "olmo3": dict(_COMMON, sliding_window=4096, layer_types=None, rope_parameters={}),
+    "olmo3": dict(_COMMON, sliding_window=4096, layer_types=None,
+                  rope_parameters={"sliding_attention": {"rope_type": "default", "rope_theta": _OLMO3_THETA},
+                                   "full_attention": {"rope_type": "default", "rope_theta": _OLMO3_THETA}}),
 }
 
 READS = frozenset({
@@ -61,7 +63,7 @@ def normalise(h: dict) -> dict:
         if "full_attention" not in rope:
             # a released (legacy) config: Olmo3Config puts rope_scaling and rope_theta into the full-attention
             # entry; the sliding entry gets the class's default theta (rope_theta is consumed by the first)
-            full = {k: v for k, v in rope.items()}
+            full = {"rope_type": "default", **rope}
             full.setdefault("rope_theta", _OLMO3_THETA)
             h["rope_parameters"] = {"sliding_attention": {"rope_type": "default", "rope_theta": _OLMO3_THETA},
                                     "full_attention": full}

@@ -55,16 +55,20 @@ def normalise(h: dict) -> dict:
     """What Phi3Config's constructor and the converter's TextModel do to the rope parameters."""
     if h.get("num_key_value_heads") is None:
         h["num_key_value_heads"] = h["num_attention_heads"]
-    rope = h["rope_parameters"]
+    rope = h["rope_parameters"] = dict(h["rope_parameters"])
     rope.setdefault("partial_rotary_factor", h.get("partial_rotary_factor", 1.0))
     if rope.get("rope_type") == "yarn":  # Phi3Config reads an old "yarn" as longrope
         rope["rope_type"] = "longrope"
     if rope.get("rope_type") == "longrope":
         # Phi3Config gives the top-level original_max_position_embeddings priority for scaled rope
         rope["original_max_position_embeddings"] = h["original_max_position_embeddings"]
-    else:  # the converter mirrors it into the rope parameters when they lack it
-        rope.setdefault("original_max_position_embeddings", h["original_max_position_embeddings"])
     return h
+
+
+def original_context(h: dict) -> int:
+    """The converter's rope original_max_position_embeddings: mirrored from the top level when the rope
+    parameters lack it."""
+    return h["rope_parameters"].get("original_max_position_embeddings", h["original_max_position_embeddings"])
 
 
 def rope_dims(h: dict) -> int:
@@ -93,7 +97,7 @@ def check(h: dict, path: Path) -> None:
 
 
 def _scale(h: dict) -> float:
-    return first(h, ["n_positions", "max_position_embeddings"]) / h["rope_parameters"]["original_max_position_embeddings"]
+    return first(h, ["n_positions", "max_position_embeddings"]) / original_context(h)
 
 
 def tensor_time_kv(h: dict) -> list:
@@ -101,7 +105,7 @@ def tensor_time_kv(h: dict) -> list:
     if not rope.get("long_factor"):
         return []
     scale = _scale(h)
-    orig = rope["original_max_position_embeddings"]
+    orig = original_context(h)
     attn_factor = math.sqrt(1 + math.log(scale) / math.log(orig)) if scale > 1.0 else 1.0
     return [f32("phi3.rope.scaling.attn_factor", attn_factor)]
 
@@ -118,7 +122,7 @@ def parameters(h: dict, block_count: int, file_type: int) -> list:
     rope = h["rope_parameters"]
     return [
         u32("phi3.context_length", first(h, ["n_positions", "max_position_embeddings"])),
-        u32("phi3.rope.scaling.original_context_length", rope["original_max_position_embeddings"]),
+        u32("phi3.rope.scaling.original_context_length", original_context(h)),
         u32("phi3.embedding_length", h["hidden_size"]),
         u32("phi3.feed_forward_length", h["intermediate_size"]),
         u32("phi3.block_count", block_count),

@@ -61,6 +61,7 @@ TENSORS = (
 
 def normalise(h: dict) -> dict:
     # StableLmConfig: partial_rotary_factor (default 0.25) lives in rope_parameters
+    h["rope_parameters"] = dict(h["rope_parameters"])
     h["rope_parameters"].setdefault("partial_rotary_factor", h.get("partial_rotary_factor", 0.25))
     return h
 
