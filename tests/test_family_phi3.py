@@ -23,3 +23,36 @@ def test_phi3_fixture_sentencepiece_model_is_the_base_of_its_tokenizer_json():
 
 def test_phi3_defaults_are_transformers():
     check_defaults("phi3")
+
+
+def test_phi3_su_rope_is_refused_as_transformers_cannot_load_it(checkpoint, tmp_path):
+    """Early Phi-3-128k configs say rope_scaling type "su": transformers 5.24's Phi3Config rejects them (so the
+    converter would fall back to the raw config.json, without defaults); the view refuses by name."""
+    import pytest
+    import transformers
+
+    from hfview import HfCheckpoint
+    from hfview.errors import ConfigError
+
+    config = json.loads((checkpoint("phi3-longrope") / "config.json").read_text())
+    config["rope_scaling"]["type"] = "su"
+    (tmp_path / "config.json").write_text(json.dumps(config))
+    with pytest.raises(KeyError, match="original_max_position_embeddings"):
+        transformers.AutoConfig.from_pretrained(tmp_path)
+    with pytest.raises(ConfigError, match="'su'"):
+        HfCheckpoint(tmp_path)
+
+
+def test_phi3_without_tokenizer_model_is_refused_by_name(checkpoint, tmp_path):
+    import shutil
+
+    import pytest
+
+    from hfview import HfCheckpoint
+    from tokenizer.errors import TokenizerError
+
+    model = tmp_path / "phi3"
+    shutil.copytree(checkpoint("phi3-gqa"), model)
+    (model / "tokenizer.model").unlink()
+    with pytest.raises(TokenizerError, match="tokenizer.model is missing"):
+        HfCheckpoint(model)

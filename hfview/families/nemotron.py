@@ -89,7 +89,11 @@ def parameters(h: dict, block_count: int, file_type: int) -> list:
 
 
 def vocab(model_dir: Path, h: dict) -> list:
+    from tokenizer.errors import TokenizerError
     from tokenizer.vocab import sentencepiece_vocab
+    if not (model_dir / "tokenizer.model").is_file():
+        raise TokenizerError(f"{model_dir / 'tokenizer.model'} is missing: the converter reads Nemotron's vocabulary "
+                             f"from the SentencePiece model only; copy it from the released checkpoint")
     # the converter sets pad 0 and unk 1 after SentencePiece's own special ids
     return [*sentencepiece_vocab(model_dir, h), u32("tokenizer.ggml.padding_token_id", 0),
             u32("tokenizer.ggml.unknown_token_id", 1)]

@@ -78,7 +78,11 @@ def parameters(h: dict, block_count: int, file_type: int) -> list:
 
 
 def vocab(model_dir: Path, h: dict) -> list:
+    from tokenizer.errors import TokenizerError
     from tokenizer.vocab import sentencepiece_vocab
+    if not (model_dir / "tokenizer.model").is_file():
+        raise TokenizerError(f"{model_dir / 'tokenizer.model'} is missing: the converter reads Orion's vocabulary "
+                             f"from the SentencePiece model only; copy it from the released checkpoint")
     return sentencepiece_vocab(model_dir, h)
 
 
