@@ -141,6 +141,29 @@ class RowPermutation(View):
         return self.source.read_rows(lo, hi)[picked - lo]
 
 
+@dataclass
+class RowSelection(View):
+    """Some rows of a 2-D weight (or elements of a 1-D bias), in a given order: out[i] = in[rows[i]] — one
+    part of a fused tensor, e.g. InternLM2's q, k or v out of its grouped wqkv."""
+    source: StoredTensor
+    order: np.ndarray
+    label: str
+
+    def __post_init__(self):
+        if len(self.source.shape) not in (1, 2):
+            raise ValueError(f"cannot select rows of {self.source.name!r}: {len(self.source.shape)}-D")
+        self.sources = (self.source,)
+        self.shape = (len(self.order), *self.source.shape[1:])
+        self.name = self.label
+
+    def rows(self, start, stop):
+        if len(self.shape) == 1:
+            return self.source.read()[self.order].reshape(1, -1)
+        picked = self.order[start:stop]
+        lo, hi = int(picked.min()), int(picked.max()) + 1
+        return self.source.read_rows(lo, hi)[picked - lo]
+
+
 def rotation_pairs(n_rows: int, n_head: int) -> np.ndarray:
     """The converter's Q/K permutation (HF's rotate-half halves -> ggml's interleaved pairs):
     within each head, row 2*i + p comes from row p*half + i."""
