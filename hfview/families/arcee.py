@@ -1,0 +1,86 @@
+"""Arcee (ArceeForCausalLM, AFM) -> llama.cpp `arcee` (the converter's ArceeModel, a LlamaModel).
+
+Llama's attention (Q/K regrouped into rotation pairs) with an ungated FFN: down(relu(up(x))^2).
+"""
+from __future__ import annotations
+
+from pathlib import Path
+
+from ..errors import ConfigError
+from ..family import Family
+from ..params import text_model_parameters, u32
+from .qwen2 import LM_HEAD, check_architecture, check_no_pooling, check_rope, decoder_tensors
+from .rope import llama3_rope_factors
+
+DEFAULTS = {
+    "arcee": dict(vocab_size=32000, hidden_size=2560, intermediate_size=18432, num_hidden_layers=32,
+                  num_attention_heads=32, num_key_value_heads=None, hidden_act="relu2", max_position_embeddings=4096,
+                  initializer_range=0.02, rms_norm_eps=1e-05, use_cache=True, pad_token_id=None, bos_token_id=128000,
+                  eos_token_id=128001, tie_word_embeddings=False,
+                  rope_parameters={"rope_theta": 10000.0, "rope_type": "default"}, attention_bias=False,
+                  attention_dropout=0.0, mlp_bias=False, head_dim=None),
+}
+
+READS = frozenset({
+    "vocab_size", "hidden_size", "intermediate_size", "num_hidden_layers", "num_attention_heads",
+    "num_key_value_heads", "head_dim", "max_position_embeddings", "rms_norm_eps", "rope_parameters",
+    "rope_scaling", "rope_theta", "hidden_act", "tie_word_embeddings", "attention_bias", "mlp_bias",
+})
+
+ARCHITECTURES = ("ArceeForCausalLM",)
+TENSORS = (*decoder_tensors("model.", pairs=True, gate=False), LM_HEAD)
+
+
+def normalise(h: dict) -> dict:
+    """ArceeConfig: KV heads default to the head count, head_dim to hidden / heads."""
+    if h.get("num_key_value_heads") is None:
+        h["num_key_value_heads"] = h["num_attention_heads"]
+    if h.get("head_dim") is None:
+        h["head_dim"] = h["hidden_size"] // h["num_attention_heads"]
+    return h
+
+
+def check(h: dict, path: Path) -> None:
+    check_architecture(h, path, "arcee", ARCHITECTURES)
+    if h.get("hidden_act") != "relu2":
+        raise ConfigError(f"{path}: hidden_act {h.get('hidden_act')!r}: llama.cpp's arcee computes relu(x)^2 "
+                          f"only; this checkpoint would run wrong")
+    check_rope(h, path, "arcee", ("default", "linear", "yarn", "llama3"))
+    check_no_pooling(path)
+    if h.get("mlp_bias") or h.get("attention_bias"):
+        raise ConfigError(f"{path}: attention_bias / mlp_bias: llama.cpp's arcee has no biases")
+
+
+def parameters(h: dict, block_count: int, file_type: int) -> list:
+    """LlamaModel.set_gguf_parameters: the text-model entries, vocab size, rope width."""
+    return [*text_model_parameters(h, "arcee", block_count, file_type),
+            u32("arcee.vocab_size", h["vocab_size"]),
+            u32("arcee.rope.dimension_count", h["head_dim"])]
+
+
+def generated(h: dict) -> list:
+    rope = h["rope_parameters"]
+    if rope.get("rope_type", "").lower() == "llama3":
+        return [("rope_freqs.weight", llama3_rope_factors(rope, h["head_dim"]))]
+    return []
+
+
+def vocab(model_dir: Path, h: dict) -> list:
+    from tokenizer.vocab import llama_vocab
+    return llama_vocab(model_dir, h)
+
+
+FAMILY = Family(
+    name="arcee",
+    gguf_arch="arcee",
+    architectures=ARCHITECTURES,
+    defaults=DEFAULTS,
+    reads=READS,
+    harmless=frozenset(),
+    tensors=TENSORS,
+    parameters=parameters,
+    vocab=vocab,
+    generated=generated,
+    check=check,
+    normalise=normalise,
+)

@@ -1,0 +1,9 @@
+"""Arcee (relu^2 ungated FFN, rotation-pair Q/K, yarn): converter bytes at every outtype, llama.cpp logits."""
+from family_defaults import check_defaults
+from family_oracle import oracle_tests
+
+test_export, test_logits = oracle_tests("arcee", ["arcee"])
+
+
+def test_defaults_match_transformers():
+    check_defaults("arcee")
