@@ -1,0 +1,145 @@
+"""Apertus (ApertusForCausalLM) -> llama.cpp `apertus` (the converter's ApertusModel, a LlamaModel that
+keeps Q/K as stored).
+
+Rotate-half rope (Llama 3 frequency scaling by default: rope_freqs generated), per-head Q/K norms, its own
+norm names (attention_layernorm, feedforward_layernorm), an ungated FFN through xIELU. xIELU's four
+scalars per layer (alpha_p, alpha_n, beta, eps) are not tensors in the GGUF: the converter reads them out
+of the checkpoint into `xielu.*` arrays, added while it prepares tensors (so right after
+general.architecture), each when its last layer's value is read.
+"""
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+
+from ..errors import CheckpointError, ConfigError
+from ..family import Family, Skip, Tensor
+from ..gguf_layout import KV, ValueType
+from ..params import text_model_parameters, u32
+from .qwen2 import LM_HEAD, check_architecture, check_no_pooling, check_rope
+from .rope import llama3_rope_factors
+
+DEFAULTS = {
+    "apertus": dict(vocab_size=131072, hidden_size=4096, intermediate_size=14336, num_hidden_layers=32,
+                    num_attention_heads=32, num_key_value_heads=None, hidden_act="xielu",
+                    max_position_embeddings=65536, initializer_range=0.02, rms_norm_eps=1e-05, use_cache=True,
+                    pad_token_id=3, bos_token_id=1, eos_token_id=2, tie_word_embeddings=False,
+                    rope_parameters={"rope_type": "llama3", "rope_theta": 12000000.0, "factor": 8.0,
+                                     "original_max_position_embeddings": 8192, "low_freq_factor": 1.0,
+                                     "high_freq_factor": 4.0},
+                    attention_bias=False, attention_dropout=0.0),
+}
+
+READS = frozenset({
+    "vocab_size", "hidden_size", "intermediate_size", "num_hidden_layers", "num_attention_heads",
+    "num_key_value_heads", "head_dim", "max_position_embeddings", "rms_norm_eps", "rope_parameters",
+    "rope_scaling", "rope_theta", "hidden_act", "tie_word_embeddings", "attention_bias",
+})
+
+ARCHITECTURES = ("ApertusForCausalLM",)
+_L = "model.layers.{bid}."
+TENSORS = (
+    Tensor("model.embed_tokens.weight", "token_embd.weight"),
+    Tensor("model.norm.weight", "output_norm.weight"),
+    LM_HEAD,
+    Tensor(_L + "attention_layernorm.weight", "blk.{bid}.attn_norm.weight"),
+    Tensor(_L + "self_attn.q_proj.{wb}", "blk.{bid}.attn_q.{wb}"),
+    Tensor(_L + "self_attn.k_proj.{wb}", "blk.{bid}.attn_k.{wb}"),
+    Tensor(_L + "self_attn.v_proj.{wb}", "blk.{bid}.attn_v.{wb}"),
+    Tensor(_L + "self_attn.o_proj.{wb}", "blk.{bid}.attn_output.{wb}"),
+    Tensor(_L + "self_attn.q_norm.weight", "blk.{bid}.attn_q_norm.weight"),
+    Tensor(_L + "self_attn.k_norm.weight", "blk.{bid}.attn_k_norm.weight"),
+    Tensor(_L + "feedforward_layernorm.weight", "blk.{bid}.ffn_norm.weight"),
+    Tensor(_L + "mlp.up_proj.{wb}", "blk.{bid}.ffn_up.{wb}"),
+    Tensor(_L + "mlp.down_proj.{wb}", "blk.{bid}.ffn_down.{wb}"),
+    *(Skip(_L + f"mlp.act_fn.{p}") for p in ("alpha_p", "alpha_n", "beta", "eps")),  # -> xielu.* KVs
+)
+_XIELU = ("alpha_p", "alpha_n", "beta", "eps")
+
+
+def head_dim(h: dict) -> int:
+    return h.get("head_dim") or h["hidden_size"] // h["num_attention_heads"]
+
+
+def normalise(h: dict) -> dict:
+    if h.get("num_key_value_heads") is None:
+        h["num_key_value_heads"] = h["num_attention_heads"]
+    return h
+
+
+def check(h: dict, path: Path) -> None:
+    check_architecture(h, path, "apertus", ARCHITECTURES)
+    if h.get("hidden_act") != "xielu":
+        raise ConfigError(f"{path}: hidden_act {h.get('hidden_act')!r}: llama.cpp's apertus computes xIELU only")
+    check_rope(h, path, "apertus", ("default", "linear", "yarn", "llama3"))
+    check_no_pooling(path)
+
+
+def _scalar(tensor) -> float:
+    """The stored scalar as the converter's .float().item() gives it."""
+    if tensor.shape not in ((), (1,)):
+        raise CheckpointError(f"{tensor.path.name}: {tensor.name!r} has shape {tensor.shape}; xIELU's parameters "
+                              f"are scalars")
+    raw = tensor.read().reshape(())
+    if tensor.dtype == "BF16":
+        return float((np.uint32(raw) << np.uint32(16)).view(np.float32))
+    return float(raw)
+
+
+def stored_kv(h: dict, stored: dict) -> list:
+    """ApertusModel.modify_tensors: each xIELU scalar kind becomes one array over the layers (in layer
+    order), added when the last layer's value of that kind is read."""
+    n_layers = h["num_hidden_layers"]
+    seen: dict[str, dict[int, float]] = {p: {} for p in _XIELU}
+    out = []
+    for name, tensor in stored.items():
+        parts = name.split(".")
+        if len(parts) == 6 and parts[:2] == ["model", "layers"] and parts[3:5] == ["mlp", "act_fn"] \
+                and parts[5] in _XIELU and parts[2].isdecimal():
+            values = seen[parts[5]]
+            values[int(parts[2])] = _scalar(tensor)
+            if len(values) == n_layers:
+                out.append(KV(f"xielu.{parts[5]}", ValueType.ARRAY, [values[k] for k in sorted(values)],
+                              item_type=ValueType.FLOAT32))
+    missing = [p for p in _XIELU if len(seen[p]) != n_layers]
+    if missing:
+        raise CheckpointError(f"xIELU parameter mlp.act_fn.{missing[0]} is stored for {len(seen[missing[0]])} of "
+                              f"{n_layers} layers; a shard may be missing")
+    return out
+
+
+def parameters(h: dict, block_count: int, file_type: int) -> list:
+    """LlamaModel.set_gguf_parameters: the text-model entries, vocab size, rope width."""
+    return [*text_model_parameters(h, "apertus", block_count, file_type),
+            u32("apertus.vocab_size", h["vocab_size"]),
+            u32("apertus.rope.dimension_count", head_dim(h))]
+
+
+def generated(h: dict) -> list:
+    rope = h["rope_parameters"]
+    if rope.get("rope_type", "").lower() == "llama3":
+        return [("rope_freqs.weight", llama3_rope_factors(rope, head_dim(h)))]
+    return []
+
+
+def vocab(model_dir: Path, h: dict) -> list:
+    from tokenizer.vocab import llama_vocab
+    return llama_vocab(model_dir, h)
+
+
+FAMILY = Family(
+    name="apertus",
+    gguf_arch="apertus",
+    architectures=ARCHITECTURES,
+    defaults=DEFAULTS,
+    reads=READS,
+    harmless=frozenset(),
+    tensors=TENSORS,
+    parameters=parameters,
+    vocab=vocab,
+    generated=generated,
+    check=check,
+    normalise=normalise,
+    stored_kv=stored_kv,
+)
