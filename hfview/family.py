@@ -75,13 +75,22 @@ class Stacked:
 
 
 @dataclass(frozen=True)
+class Split:
+    """One stored tensor presented as several (a fused tensor the converter splits, e.g. InternLM2's wqkv into
+    attn_q, attn_k, attn_v): `parts` are (GGUF name pattern, view maker) pairs, emitted in that order."""
+    hf: str
+    parts: tuple[tuple[str, ViewMaker], ...]
+    required: bool | Callable[[dict], bool] = True
+
+
+@dataclass(frozen=True)
 class Skip:
     """Stored tensors the converter drops (buffers such as rotary inv_freq). A pattern may end in {rest}
     (any remainder): everything under a module, e.g. a multimodal checkpoint's vision tower."""
     hf: str
 
 
-Rule = Tensor | Experts | Stacked | Skip
+Rule = Tensor | Experts | Stacked | Split | Skip
 
 
 def _regex(pattern: str) -> re.Pattern:
@@ -168,6 +177,11 @@ def plan_tensors(family: Family, stored_tensors: dict[str, StoredTensor], h: dic
         if bid is not None and bid >= block_count:
             raise CheckpointError(f"{tensor.path.name}: tensor {hf_name!r} belongs to block {bid}, but the config "
                                   f"has {block_count} blocks (num_hidden_layers)")
+        if isinstance(rule, Split):
+            seen.add(rule.hf.format(bid=bid, wb=groups.get("wb"), x="{x}"))
+            for part_name, make in rule.parts:
+                present(part_name.format(bid=bid, wb=groups.get("wb")), make([tensor], h))
+            continue
         gguf_name = rule.gguf.format(bid=bid, wb=groups.get("wb"))
         seen.add(rule.hf.format(bid=bid, wb=groups.get("wb"), x="{x}"))
         if isinstance(rule, Tensor):
