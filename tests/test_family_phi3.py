@@ -1,12 +1,12 @@
 """Phi-3: both oracles over a longrope (released layout, bf16) and a grouped-KV, partial-rotary, tied
-(transformers 5 layout, f32) fixture."""
+(transformers 5 layout, f32) fixture, and a Phi-4-mini-style one (byte-level BPE, longrope over partial rotary)."""
 import json
 from pathlib import Path
 
 from family_defaults import check_defaults
 from family_oracle import oracle_tests
 
-test_export, test_logits = oracle_tests("phi3", ["phi3-longrope", "phi3-gqa"])
+test_export, test_logits = oracle_tests("phi3", ["phi3-longrope", "phi3-gqa", "phi4-mini"])
 
 TOKENIZERS = Path(__file__).resolve().parent.parent / "fixtures" / "tokenizers"
 
