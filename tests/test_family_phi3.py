@@ -56,3 +56,32 @@ def test_phi3_without_tokenizer_model_is_refused_by_name(checkpoint, tmp_path):
     (model / "tokenizer.model").unlink()
     with pytest.raises(TokenizerError, match="tokenizer.model is missing"):
         HfCheckpoint(model)
+
+
+def test_phi3_long_context_uses_the_long_factors(checkpoint):
+    """With a context past original_max_position_embeddings llama.cpp rotates with rope_factors_long.
+    transformers switches to the long factors only for sequences that long, so the reference is the same
+    model with short_factor set to the long factors, over the same 16 tokens."""
+    import numpy as np
+    import torch
+    import transformers
+
+    from family_oracle import PROMPT, nmse
+    from hfview import HfCheckpoint
+    from runner.stream import StreamModel
+
+    path = checkpoint("phi3-longrope")
+    with StreamModel(HfCheckpoint(path, "f32"), n_ctx=8192) as m:
+        ids = m.tokenize(PROMPT)[:16]
+        ours = m.logits(ids)
+    config = transformers.AutoConfig.from_pretrained(path)
+    rope = config.rope_parameters
+    assert rope["long_factor"] != rope["short_factor"]
+    rope["short_factor"] = list(rope["long_factor"])
+    model = transformers.AutoModelForCausalLM.from_pretrained(path, config=config, dtype=torch.float32)
+    with torch.no_grad():
+        ref = model(torch.tensor([ids])).logits[0].numpy()
+    value = nmse(ours, ref)
+    print(f"phi3-longrope n_ctx 8192 vs transformers with the long factors: NMSE {value:.3e}")
+    assert value < 1e-4
+    assert np.isfinite(ours).all()
