@@ -22,6 +22,8 @@ from typing import Any, Callable, Protocol
 
 import numpy as np
 
+from hfview.errors import HfviewError
+
 __all__ = [
     "ByteSource", "StreamFile", "open_stream", "load_model", "Model", "StreamModel",
     "StreamError", "ModelLoadError",
@@ -34,11 +36,11 @@ class ByteSource(Protocol):
     def read(self, offset: int, n: int) -> bytes: ...
 
 
-class StreamError(RuntimeError):
+class StreamError(HfviewError, RuntimeError):
     """The byte source misbehaved (e.g. returned nothing before its declared end)."""
 
 
-class ModelLoadError(RuntimeError):
+class ModelLoadError(HfviewError, RuntimeError):
     """llama.cpp refused the GGUF; the message carries llama.cpp's own error lines."""
 
 
