@@ -18,3 +18,14 @@ def test_qwen3_refuses_a_reranker_by_name(checkpoint, tmp_path):
 
     with pytest.raises(ConfigError, match="Qwen3 reranker"):
         HfCheckpoint(variant(checkpoint("qwen3"), tmp_path / "Qwen3-Reranker-0.6B"), "f32")
+
+
+def test_qwen3_refuses_a_reranker_by_its_parent_directory(checkpoint, tmp_path):
+    """AutoConfig's _name_or_path is the whole directory path, so the converter's hint matches an ancestor."""
+    import pytest
+    from family_variants import variant
+    from hfview import HfCheckpoint
+    from hfview.errors import ConfigError
+
+    with pytest.raises(ConfigError, match="Qwen3 reranker"):
+        HfCheckpoint(variant(checkpoint("qwen3"), tmp_path / "Qwen3-Reranker-4B" / "snapshot"), "f32")

@@ -53,7 +53,9 @@ def _reranker_hint(h: dict, path: Path) -> str | None:
         text = readme.read_text(encoding="utf-8", errors="replace").lower()
         if any(f"# {hint}" in text for hint in _RERANKER_HINTS):
             return f"{readme} is titled as a Qwen3 reranker"
-    for hint in (path.parent.name, str(h.get("_name_or_path", "")), str(architecture(h) or "")):
+    # the converter's hints: the directory name, AutoConfig's _name_or_path (the directory path as given:
+    # its ancestors count too), the model type and the architecture
+    for hint in (path.parent.name, str(path.parent.resolve()), str(architecture(h) or "")):
         if any(r in hint.lower() for r in _RERANKER_HINTS):
             return f"the name {hint!r} marks a Qwen3 reranker"
     return None
