@@ -27,6 +27,9 @@ READS = frozenset({
     "rope_scaling", "rope_theta", "hidden_act", "tie_word_embeddings", "attention_bias", "mlp_bias",
 })
 
+# Llama's tensor-parallel slicing factor, which Llama-derived configs carry: this model never reads it
+# (in Llama it only splits matmuls into slices with the same sums)
+HARMLESS = frozenset({"pretraining_tp"})
 ARCHITECTURES = ("ArceeForCausalLM",)
 TENSORS = (*decoder_tensors("model.", pairs=True, gate=False), LM_HEAD)
 
@@ -76,7 +79,7 @@ FAMILY = Family(
     architectures=ARCHITECTURES,
     defaults=DEFAULTS,
     reads=READS,
-    harmless=frozenset(),
+    harmless=HARMLESS,
     tensors=TENSORS,
     parameters=parameters,
     vocab=vocab,

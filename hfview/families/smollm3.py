@@ -30,6 +30,9 @@ READS = frozenset({
     "use_sliding_window", "sliding_window", "layer_types", "max_window_layers",  # checked: no sliding layer
 })
 
+# Llama's tensor-parallel slicing factor, which Llama-derived configs carry: this model never reads it
+# (in Llama it only splits matmuls into slices with the same sums)
+HARMLESS = frozenset({"pretraining_tp"})
 ARCHITECTURES = ("SmolLM3ForCausalLM",)
 TENSORS = (*decoder_tensors("model.", pairs=True), LM_HEAD)
 _LLAMA_CPP_NOPE_STEP = 4  # llama.cpp's smollm3: layer il has no rope when (il + 1) % 4 == 0
@@ -88,7 +91,7 @@ FAMILY = Family(
     architectures=ARCHITECTURES,
     defaults=DEFAULTS,
     reads=READS,
-    harmless=frozenset(),
+    harmless=HARMLESS,
     tensors=TENSORS,
     parameters=parameters,
     vocab=vocab,
