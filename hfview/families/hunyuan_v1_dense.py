@@ -1,0 +1,133 @@
+"""Hunyuan dense (HunYuanDenseV1ForCausalLM) -> llama.cpp `hunyuan-dense` (the converter's HunYuanModel).
+
+Hunyuan's rope is labelled "dynamic" but, with `alpha`, is a fixed NTK-scaled base: theta x alpha^(d/(d-2)).
+The converter writes that base, scaling type none (factor 1) and a 256k context for the dynamic label. q/k
+norms; Q/K as stored (llama.cpp's hunyuan-dense rotates halves, as Hunyuan does).
+"""
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+from ..errors import ConfigError
+from ..family import Family, Skip, Tensor
+from ..params import f32, string, text_model_parameters, u32
+
+# transformers 5.24's HunYuanDenseV1Config defaults, as data.
+DEFAULTS = {
+    "hunyuan_v1_dense": dict(vocab_size=290943, hidden_size=4096, intermediate_size=11008, num_hidden_layers=32,
+                             num_attention_heads=32, num_key_value_heads=32, hidden_act="silu",
+                             max_position_embeddings=2048, initializer_range=0.02, rms_norm_eps=1e-05,
+                             use_cache=True, pad_token_id=0, bos_token_id=1, eos_token_id=2, eod_token_id=3,
+                             pretraining_tp=1, tie_word_embeddings=False,
+                             rope_parameters={"rope_theta": 10000.0, "rope_type": "default"},
+                             attention_bias=False, attention_dropout=0.0, head_dim=None),
+}
+
+READS = frozenset({
+    "vocab_size", "hidden_size", "intermediate_size", "num_hidden_layers", "num_attention_heads",
+    "num_key_value_heads", "head_dim", "max_position_embeddings", "rms_norm_eps", "rope_parameters",
+    "rope_scaling", "rope_theta", "hidden_act", "tie_word_embeddings", "attention_bias", "eod_token_id",
+    "use_qk_norm", "use_cla", "use_rotary_pos_emb", "norm_type", "mlp_bias", "attention_head_dim",
+})
+# org_vocab_size: the tokenizer's size before padding; pretraining_tp: slices of the same matmuls
+HARMLESS = frozenset({"org_vocab_size", "pretraining_tp"})
+
+TENSORS = (
+    Tensor("model.embed_tokens.weight", "token_embd.weight"),
+    Tensor("model.norm.weight", "output_norm.weight"),
+    Tensor("lm_head.weight", "output.weight", required=False),  # absent when tied to the embeddings
+    Tensor("model.layers.{bid}.input_layernorm.weight", "blk.{bid}.attn_norm.weight"),
+    Tensor("model.layers.{bid}.self_attn.q_proj.weight", "blk.{bid}.attn_q.weight"),
+    Tensor("model.layers.{bid}.self_attn.k_proj.weight", "blk.{bid}.attn_k.weight"),
+    Tensor("model.layers.{bid}.self_attn.v_proj.weight", "blk.{bid}.attn_v.weight"),
+    Tensor("model.layers.{bid}.self_attn.o_proj.weight", "blk.{bid}.attn_output.weight"),
+    Tensor("model.layers.{bid}.self_attn.query_layernorm.weight", "blk.{bid}.attn_q_norm.weight"),
+    Tensor("model.layers.{bid}.self_attn.key_layernorm.weight", "blk.{bid}.attn_k_norm.weight"),
+    Tensor("model.layers.{bid}.post_attention_layernorm.weight", "blk.{bid}.ffn_norm.weight"),
+    Tensor("model.layers.{bid}.mlp.gate_proj.weight", "blk.{bid}.ffn_gate.weight"),
+    Tensor("model.layers.{bid}.mlp.up_proj.weight", "blk.{bid}.ffn_up.weight"),
+    Tensor("model.layers.{bid}.mlp.down_proj.weight", "blk.{bid}.ffn_down.weight"),
+    Skip("model.layers.{bid}.self_attn.rotary_emb.inv_freq"),
+)
+
+_NTK_TYPES = ("dynamic", "xdrope")
+
+
+def check(h: dict, path: Path) -> None:
+    if h.get("hidden_act", "silu") != "silu":
+        raise ConfigError(f"{path}: hidden_act {h['hidden_act']!r}: llama.cpp's hunyuan-dense computes SiLU only")
+    for key, wanted in (("use_qk_norm", True), ("use_cla", False), ("use_rotary_pos_emb", True),
+                        ("attention_bias", False), ("mlp_bias", False), ("norm_type", "rms")):
+        if key in h and h[key] != wanted:
+            raise ConfigError(f"{path}: {key} {h[key]!r}: llama.cpp's hunyuan-dense computes {key} = {wanted!r} only")
+    rope = h["rope_parameters"]
+    if rope.get("rope_type") in _NTK_TYPES:
+        if h.get("head_dim") is None:
+            raise ConfigError(f"{path}: head_dim is missing: the converter sizes Hunyuan's NTK rope base from it")
+        if rope["rope_type"] == "dynamic" and not (rope.get("rope_theta", 10000.0) == 10000.0 and
+                                                   h["max_position_embeddings"] in (32 * 1024, 256 * 1024)):
+            raise ConfigError(f"{path}: dynamic rope with rope_theta {rope.get('rope_theta')} and "
+                              f"max_position_embeddings {h['max_position_embeddings']}: the converter assumes "
+                              f"theta 10000 and 32k or 256k positions (it refuses this config too)")
+    elif rope.get("rope_type", "default") not in ("default", "linear", "yarn"):
+        raise ConfigError(f"{path}: rope type {rope['rope_type']!r} is not one hfview reads for Hunyuan")
+
+
+def parameters(h: dict, block_count: int, file_type: int) -> list:
+    arch = "hunyuan-dense"
+    kv = text_model_parameters({k: v for k, v in h.items() if k != "num_experts"}, arch, block_count, file_type)
+    rope = h["rope_parameters"]
+    if rope.get("rope_type") in _NTK_TYPES:
+        alpha, dim = rope.get("alpha", 50), h["head_dim"]
+        kv += [f32(f"{arch}.rope.freq_base", rope.get("rope_theta", 10000.0) * (alpha ** (dim / (dim - 2)))),
+               string(f"{arch}.rope.scaling.type", "none"),
+               f32(f"{arch}.rope.scaling.factor", 1)]
+        if rope["rope_type"] == "dynamic":  # the converter's stated usable context for alpha 1000
+            kv += [u32(f"{arch}.rope.scaling.original_context_length", 256 * 1024),
+                   u32(f"{arch}.context_length", 256 * 1024)]
+    return kv
+
+
+def vocab(model_dir: Path, h: dict) -> list:
+    """HunYuanModel.set_vocab (tokenizer.json route): the BPE vocab, eos replaced by eod_token_id, the first of
+    generation_config.json's end-of-sequence ids as end-of-turn."""
+    from tokenizer.special import SpecialVocab
+    from tokenizer.vocab import bpe_tokens
+    from tokenizer.writer import KVWriter
+
+    model_dir = Path(model_dir)
+    if not (model_dir / "tokenizer.json").is_file():
+        raise ConfigError(f"{model_dir / 'tokenizer.json'} is missing: hfview reads Hunyuan's tokenizer.json only "
+                          f"(the converter's tiktoken route needs the model's remote tokenizer code)")
+    tokens, types, pre = bpe_tokens(model_dir, h)
+    w = KVWriter()
+    w.add_string("tokenizer.ggml.model", "gpt2")
+    w.add_string("tokenizer.ggml.pre", pre)
+    w.add_array("tokenizer.ggml.tokens", tokens)
+    w.add_array("tokenizer.ggml.token_type", types)
+    pad = h.get("pad_token_id")
+    types_ = ("bos", "eos", "unk", "sep", "cls", "mask") if (pad or 0) < 0 else None
+    SpecialVocab(model_dir, load_merges=True, special_token_types=types_).write(w)
+    if h.get("eod_token_id") is not None:
+        w.add_uint32("tokenizer.ggml.eos_token_id", h["eod_token_id"])
+    gen = model_dir / "generation_config.json"
+    if gen.is_file():
+        eos = json.loads(gen.read_text(encoding="utf-8")).get("eos_token_id")
+        if isinstance(eos, list) and len(eos) >= 2:
+            w.add_uint32("tokenizer.ggml.eot_token_id", eos[0])
+    return w.kvs()
+
+
+FAMILY = Family(
+    name="hunyuan_v1_dense",
+    gguf_arch="hunyuan-dense",
+    architectures=("HunYuanDenseV1ForCausalLM",),
+    defaults=DEFAULTS,
+    reads=READS,
+    harmless=HARMLESS,
+    tensors=TENSORS,
+    parameters=parameters,
+    vocab=vocab,
+    check=check,
+)
