@@ -44,16 +44,109 @@ def converter_root() -> Path:
 
 
 def convert(model_dir: Path, outfile: Path, outtype: str = "auto", *extra: str) -> Path:
-    """Run the pinned converter; raise with its log on failure."""
-    root = converter_root()
-    env = dict(os.environ, PYTHONPATH=str(root), NO_LOCAL_GGUF="", PYTHONHASHSEED="0")
-    env.pop("NO_LOCAL_GGUF")
-    proc = subprocess.run([sys.executable, str(root / "convert_hf_to_gguf.py"), str(model_dir),
-                           "--outfile", str(outfile), "--outtype", outtype, *extra],
-                          cwd=root, env=env, capture_output=True, text=True)
-    if proc.returncode != 0:
-        raise ConverterFailed(proc.stderr[-4000:])
+    """Run the pinned converter; raise with its log on failure.
+
+    Each run is a fresh process of the converter. Where fork() exists, that process is forked from a
+    server that imported the converter (torch, transformers) once: the same code on a clean copy of a
+    process, without paying ~5 s of imports per run. HFVIEW_ORACLE_FORK=0 runs a new interpreter instead.
+    """
+    args = [str(model_dir), "--outfile", str(outfile), "--outtype", outtype, *extra]
+    if hasattr(os, "fork") and os.environ.get("HFVIEW_ORACLE_FORK", "1") != "0":
+        rc, log = _fork_server().run(args)
+    else:
+        root = converter_root()
+        proc = subprocess.run([sys.executable, str(root / "convert_hf_to_gguf.py"), *args],
+                              cwd=root, env=_converter_env(root), capture_output=True, text=True)
+        rc, log = proc.returncode, proc.stderr
+    if rc != 0:
+        raise ConverterFailed(log[-4000:])
     return outfile
+
+
+def _converter_env(root: Path) -> dict:
+    env = dict(os.environ, PYTHONPATH=str(root), PYTHONHASHSEED="0")
+    env.pop("NO_LOCAL_GGUF", None)  # the converter then puts its own gguf-py first
+    return env
+
+
+_SERVER_CODE = r"""
+import json, os, sys, traceback
+root = sys.argv[1]
+sys.path.insert(0, root)
+os.chdir(root)
+import convert_hf_to_gguf as converter  # imports torch, transformers and the converter's own gguf-py
+print("ready", flush=True)
+for line in sys.stdin:
+    job = json.loads(line)
+    pid = os.fork()
+    if pid == 0:  # the child is one converter run, as `python convert_hf_to_gguf.py ARGS` would be
+        code = 1
+        try:
+            log = os.open(job["log"], os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
+            os.dup2(log, 1)
+            os.dup2(log, 2)
+            sys.argv = ["convert_hf_to_gguf.py", *job["args"]]
+            converter.main()
+            code = 0
+        except SystemExit as e:
+            code = e.code if isinstance(e.code, int) else 1
+        except BaseException:
+            traceback.print_exc()
+        finally:
+            sys.stdout.flush()
+            sys.stderr.flush()
+            os._exit(code)
+    _, status = os.waitpid(pid, 0)
+    print(json.dumps({"rc": os.waitstatus_to_exitcode(status)}), flush=True)
+"""
+
+
+class _ForkServer:
+    def __init__(self):
+        import atexit
+        import tempfile
+        import threading
+
+        root = converter_root()
+        self.lock = threading.Lock()
+        self.tmp = tempfile.mkdtemp(prefix="hfview-oracle-")
+        self.proc = subprocess.Popen([sys.executable, "-c", _SERVER_CODE, str(root)], cwd=root,
+                                     env=_converter_env(root), stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                                     text=True)
+        if self.proc.stdout.readline().strip() != "ready":
+            raise ConverterFailed("the converter could not be imported (see the output above)")
+        atexit.register(self.close)
+
+    def run(self, args: list[str]) -> tuple[int, str]:
+        import json
+
+        with self.lock:
+            log = os.path.join(self.tmp, "log.txt")
+            self.proc.stdin.write(json.dumps({"args": args, "log": log}) + "\n")
+            self.proc.stdin.flush()
+            reply = self.proc.stdout.readline()
+            if not reply:
+                raise ConverterFailed("the converter server died")
+            with open(log, encoding="utf-8", errors="replace") as f:
+                return json.loads(reply)["rc"], f.read()
+
+    def close(self) -> None:
+        import shutil
+
+        if self.proc.poll() is None:
+            self.proc.stdin.close()
+            self.proc.wait(timeout=30)
+        shutil.rmtree(self.tmp, ignore_errors=True)
+
+
+_server: _ForkServer | None = None
+
+
+def _fork_server() -> _ForkServer:
+    global _server
+    if _server is None or _server.proc.poll() is not None:
+        _server = _ForkServer()
+    return _server
 
 
 class ConverterFailed(RuntimeError):
