@@ -1,0 +1,104 @@
+"""Granite SWA (GraniteSWAForCausalLM) -> llama.cpp `granite_swa` (the converter's GraniteSWAModel).
+
+Granite (Llama's tensors, Q/K in rotation pairs, head_dim dropped, four multipliers as scales) plus
+interleaved sliding-window layers (layer_types) and a learned attention sink per head (`self_attn.sinks`).
+"""
+from __future__ import annotations
+
+from pathlib import Path
+
+from ..errors import ConfigError
+from ..family import Family, Tensor
+from ..gguf_layout import KV, ValueType
+from ..params import f32, text_model_parameters, u32
+from .granite import TENSORS as _GRANITE_TENSORS
+from .granite import check as _granite_check
+
+# transformers 5.24's GraniteSWAConfig defaults, as data (layer_types and layer_rope_theta are derived).
+DEFAULTS = {
+    "granite_swa": dict(vocab_size=100352, hidden_size=2560, intermediate_size=8192, num_hidden_layers=24,
+                        num_attention_heads=20, num_key_value_heads=4, hidden_act="silu", max_position_embeddings=8192,
+                        initializer_range=0.02, rms_norm_eps=1e-05, use_cache=True, pad_token_id=None,
+                        bos_token_id=100257, eos_token_id=100257, tie_word_embeddings=True,
+                        rope_parameters={"rope_theta": 10000.0, "rope_type": "default"}, attention_bias=False,
+                        attention_dropout=0.0, mlp_bias=False, embedding_multiplier=1.0, logits_scaling=1.0,
+                        residual_multiplier=1.0, attention_multiplier=1.0, sliding_window=128),
+}
+
+READS = frozenset({
+    "vocab_size", "hidden_size", "intermediate_size", "num_hidden_layers", "num_attention_heads",
+    "num_key_value_heads", "max_position_embeddings", "rms_norm_eps", "rope_parameters", "rope_scaling",
+    "rope_theta", "hidden_act", "tie_word_embeddings", "attention_bias", "mlp_bias", "embedding_multiplier",
+    "logits_scaling", "residual_multiplier", "attention_multiplier", "sliding_window", "layer_types",
+    "layer_rope_theta", "no_rope_layers",
+})
+HARMLESS = frozenset({"head_dim"})  # dropped by the converter, derived from hidden_size by transformers
+
+TENSORS = (*_GRANITE_TENSORS,
+           Tensor("model.layers.{bid}.self_attn.sinks", "blk.{bid}.attn_sinks.weight"))
+
+_ARCH = "granite_swa"
+_MULTIPLIERS = (("attention_multiplier", "attention.scale"), ("embedding_multiplier", "embedding_scale"),
+                ("residual_multiplier", "residual_scale"), ("logits_scaling", "logit_scale"))
+
+
+def normalise(h: dict) -> dict:
+    """GraniteSWAConfig's constructor: layer_types (global every 4th layer from layer 0), KV heads, and one
+    rope base per layer; head_dim is dropped as the converter drops it."""
+    if h.get("layer_types") is None:
+        h["layer_types"] = ["full_attention" if i % 4 == 0 else "sliding_attention"
+                            for i in range(h["num_hidden_layers"])]
+    if h.get("num_key_value_heads") is None:
+        h["num_key_value_heads"] = h["num_attention_heads"]
+    if h.get("layer_rope_theta") is None:
+        h["layer_rope_theta"] = [h["rope_parameters"]["rope_theta"]] * h["num_hidden_layers"]
+    h.pop("head_dim", None)
+    return h
+
+
+def check(h: dict, path: Path) -> None:
+    _granite_check(h, path)
+    if len(h["layer_types"]) != h["num_hidden_layers"]:
+        raise ConfigError(f"{path}: layer_types lists {len(h['layer_types'])} layers, num_hidden_layers is "
+                          f"{h['num_hidden_layers']}")
+    if h.get("no_rope_layers") and not all(h["no_rope_layers"]):
+        raise ConfigError(f"{path}: no_rope_layers marks NoPE layers, which llama.cpp would honour but "
+                          f"transformers' GraniteSWA does not read (it takes layer_rope_theta); refused as ambiguous")
+    theta = h["rope_parameters"]["rope_theta"]
+    if any(t != theta for t in h["layer_rope_theta"]):
+        raise ConfigError(f"{path}: layer_rope_theta {h['layer_rope_theta']} differs from rope_theta {theta}: the "
+                          f"converter writes one rope base (and no NoPE layers), so this checkpoint would run wrong")
+
+
+def parameters(h: dict, block_count: int, file_type: int) -> list:
+    kv = [*text_model_parameters(h, _ARCH, block_count, file_type),
+          u32(f"{_ARCH}.vocab_size", h["vocab_size"]),
+          u32(f"{_ARCH}.rope.dimension_count", h["hidden_size"] // h["num_attention_heads"])]
+    kv += [f32(f"{_ARCH}.{key}", h[name]) for name, key in _MULTIPLIERS if h.get(name)]
+    kv.append(u32(f"{_ARCH}.attention.sliding_window", h.get("sliding_window", 128)))
+    kv.append(KV(f"{_ARCH}.attention.sliding_window_pattern", ValueType.ARRAY,
+                 [t == "sliding_attention" for t in h["layer_types"]], ValueType.BOOL))
+    if h.get("no_rope_layers"):
+        kv.append(KV(f"{_ARCH}.attention.rope_pattern", ValueType.ARRAY, [bool(x) for x in h["no_rope_layers"]],
+                     ValueType.BOOL))
+    return kv
+
+
+def vocab(model_dir: Path, h: dict) -> list:
+    from tokenizer.vocab import llama_vocab
+    return llama_vocab(model_dir, h)
+
+
+FAMILY = Family(
+    name="granite_swa",
+    gguf_arch=_ARCH,
+    architectures=("GraniteSWAForCausalLM",),
+    defaults=DEFAULTS,
+    reads=READS,
+    harmless=HARMLESS,
+    tensors=TENSORS,
+    parameters=parameters,
+    vocab=vocab,
+    check=check,
+    normalise=normalise,
+)
