@@ -32,3 +32,9 @@ def test_exaone_export_equals_converter_past_the_rename(name, outtype, checkpoin
     ours = export(HfCheckpoint(path, outtype), tmp_path / "ours.gguf")
     if oracle.sha256(ours) != oracle.sha256(theirs):
         pytest.fail(f"{name} --outtype {outtype}: {oracle.first_difference(ours, theirs)}")
+
+
+def test_converter_fails_on_the_renamed_key(checkpoint, tmp_path):
+    # the reason recorded by test_export's expected failure, checked by its message
+    with pytest.raises(oracle.ConverterFailed, match="KeyError: 'activation_function'"):
+        oracle.convert(checkpoint("exaone"), tmp_path / "theirs.gguf", "f32")

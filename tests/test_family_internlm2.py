@@ -114,3 +114,10 @@ def test_add_dummy_prefix_read_without_protobuf(tmp_path):
         path = tmp_path / "m.model"
         path.write_bytes(pieces + b"\x1a" + bytes([len(spec)]) + spec)   # field 3: normalizer_spec
         assert add_dummy_prefix(path) is expected, spec
+
+
+@pytest.mark.skipif(HAS_PROTOBUF, reason="protobuf is installed: test_export runs the real oracle instead")
+def test_converter_fails_for_want_of_protobuf(checkpoint, tmp_path):
+    # the reason recorded by test_export's expected failure, checked by its message
+    with pytest.raises(oracle.ConverterFailed, match="No module named 'google'"):
+        oracle.convert(checkpoint("internlm2"), tmp_path / "theirs.gguf", "f32")
