@@ -2,7 +2,7 @@
 from family_defaults import check_defaults
 from family_oracle import oracle_tests
 
-test_export, test_logits = oracle_tests("qwen3", ["qwen3"])
+test_export, test_logits = oracle_tests("qwen3", ["qwen3", "qwen3-base"])
 
 
 def test_defaults_match_transformers():
