@@ -1,17 +1,15 @@
 """Qwen2 (q/k/v biases; untied, tied, bare Qwen2Model): converter bytes at every outtype, llama.cpp logits."""
+import pytest
+
 from family_defaults import check_defaults
 from family_oracle import oracle_tests
+from family_variants import variant
 
 test_export, test_logits = oracle_tests("qwen2", ["qwen2", "qwen2-tied", "qwen2-base"])
 
 
 def test_defaults_match_transformers():
     check_defaults("qwen2")
-
-
-import pytest  # noqa: E402
-
-from family_variants import variant  # noqa: E402
 
 
 @pytest.mark.parametrize("changes, needle", [
