@@ -10,6 +10,7 @@ import pytest
 
 import oracle
 from converter_variant import convert_as_read
+from family_defaults import check_defaults
 from family_oracle import OUTTYPES, oracle_tests
 
 FIXTURES = ["exaone", "exaone-3.0"]
@@ -38,3 +39,7 @@ def test_converter_fails_on_the_renamed_key(checkpoint, tmp_path):
     # the reason recorded by test_export's expected failure, checked by its message
     with pytest.raises(oracle.ConverterFailed, match="KeyError: 'activation_function'"):
         oracle.convert(checkpoint("exaone"), tmp_path / "theirs.gguf", "f32")
+
+
+def test_defaults():
+    check_defaults("exaone")
