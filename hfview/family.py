@@ -86,8 +86,11 @@ class Split:
 @dataclass(frozen=True)
 class Skip:
     """Stored tensors the converter drops (buffers such as rotary inv_freq). A pattern may end in {rest}
-    (any remainder): everything under a module, e.g. a multimodal checkpoint's vision tower."""
+    (any remainder): everything under a module, e.g. a multimodal checkpoint's vision tower. `when`: drop
+    only where it holds for the hyperparameters (e.g. lm_head of a tied model); elsewhere the next matching
+    rule applies."""
     hf: str
+    when: Callable[[dict], bool] | None = None
 
 
 Rule = Tensor | Experts | Stacked | Split | Skip
@@ -165,7 +168,7 @@ def plan_tensors(family: Family, stored_tensors: dict[str, StoredTensor], h: dic
             continue
         for rule, rx in compiled:
             m = rx.match(name)
-            if m:
+            if m and not (isinstance(rule, Skip) and rule.when is not None and not rule.when(h)):
                 break
         else:
             raise CheckpointError(f"{tensor.path.name}: tensor {hf_name!r} is not one the {family.name} family "
