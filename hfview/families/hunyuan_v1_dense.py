@@ -36,6 +36,8 @@ HARMLESS = frozenset({"org_vocab_size", "pretraining_tp"})
 TENSORS = (
     Tensor("model.embed_tokens.weight", "token_embd.weight"),
     Tensor("model.norm.weight", "output_norm.weight"),
+    # a tied model may still store lm_head: the converter drops it then (llama.cpp reuses token_embd)
+    Skip("lm_head.weight", when=lambda h: bool(h.get("tie_word_embeddings"))),
     Tensor("lm_head.weight", "output.weight", required=False),  # absent when tied to the embeddings
     Tensor("model.layers.{bid}.input_layernorm.weight", "blk.{bid}.attn_norm.weight"),
     Tensor("model.layers.{bid}.self_attn.q_proj.weight", "blk.{bid}.attn_q.weight"),
