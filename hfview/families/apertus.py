@@ -16,9 +16,8 @@ import numpy as np
 from ..errors import CheckpointError, ConfigError
 from ..family import Family, Skip, Tensor
 from ..gguf_layout import KV, ValueType
-from ..params import text_model_parameters, u32
 from .qwen2 import LM_HEAD, check_architecture, check_no_pooling, check_rope
-from .rope import llama3_rope_factors
+from .llama import generated, llama_parameters, vocab
 
 DEFAULTS = {
     "apertus": dict(vocab_size=131072, hidden_size=4096, intermediate_size=14336, num_hidden_layers=32,
@@ -56,10 +55,6 @@ TENSORS = (
     *(Skip(_L + f"mlp.act_fn.{p}") for p in ("alpha_p", "alpha_n", "beta", "eps")),  # -> xielu.* KVs
 )
 _XIELU = ("alpha_p", "alpha_n", "beta", "eps")
-
-
-def head_dim(h: dict) -> int:
-    return h.get("head_dim") or h["hidden_size"] // h["num_attention_heads"]
 
 
 def normalise(h: dict) -> dict:
@@ -109,23 +104,7 @@ def stored_kv(h: dict, stored: dict) -> list:
     return out
 
 
-def parameters(h: dict, block_count: int, file_type: int) -> list:
-    """LlamaModel.set_gguf_parameters: the text-model entries, vocab size, rope width."""
-    return [*text_model_parameters(h, "apertus", block_count, file_type),
-            u32("apertus.vocab_size", h["vocab_size"]),
-            u32("apertus.rope.dimension_count", head_dim(h))]
-
-
-def generated(h: dict) -> list:
-    rope = h["rope_parameters"]
-    if rope.get("rope_type", "").lower() == "llama3":
-        return [("rope_freqs.weight", llama3_rope_factors(rope, head_dim(h)))]
-    return []
-
-
-def vocab(model_dir: Path, h: dict) -> list:
-    from tokenizer.vocab import llama_vocab
-    return llama_vocab(model_dir, h)
+parameters = llama_parameters("apertus")
 
 
 FAMILY = Family(

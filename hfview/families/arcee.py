@@ -8,9 +8,8 @@ from pathlib import Path
 
 from ..errors import ConfigError
 from ..family import Family
-from ..params import text_model_parameters, u32
 from .qwen2 import LM_HEAD, check_architecture, check_no_pooling, check_rope, decoder_tensors
-from .rope import llama3_rope_factors
+from .llama import generated, llama_parameters, vocab
 
 DEFAULTS = {
     "arcee": dict(vocab_size=32000, hidden_size=2560, intermediate_size=18432, num_hidden_layers=32,
@@ -54,23 +53,7 @@ def check(h: dict, path: Path) -> None:
         raise ConfigError(f"{path}: attention_bias / mlp_bias: llama.cpp's arcee has no biases")
 
 
-def parameters(h: dict, block_count: int, file_type: int) -> list:
-    """LlamaModel.set_gguf_parameters: the text-model entries, vocab size, rope width."""
-    return [*text_model_parameters(h, "arcee", block_count, file_type),
-            u32("arcee.vocab_size", h["vocab_size"]),
-            u32("arcee.rope.dimension_count", h["head_dim"])]
-
-
-def generated(h: dict) -> list:
-    rope = h["rope_parameters"]
-    if rope.get("rope_type", "").lower() == "llama3":
-        return [("rope_freqs.weight", llama3_rope_factors(rope, h["head_dim"]))]
-    return []
-
-
-def vocab(model_dir: Path, h: dict) -> list:
-    from tokenizer.vocab import llama_vocab
-    return llama_vocab(model_dir, h)
+parameters = llama_parameters("arcee")
 
 
 FAMILY = Family(

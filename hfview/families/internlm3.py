@@ -11,8 +11,8 @@ from pathlib import Path
 
 from ..errors import ConfigError
 from ..family import Family, Skip
-from ..params import text_model_parameters, u32
 from .qwen2 import LM_HEAD, check_architecture, check_silu, decoder_tensors
+from .llama import llama_parameters
 
 READS = frozenset({
     "vocab_size", "hidden_size", "intermediate_size", "num_hidden_layers", "num_attention_heads",
@@ -56,16 +56,6 @@ def check(h: dict, path: Path) -> None:
         raise ConfigError(f"{path}: rope_scaling type {rope_type!r} is not one llama.cpp's llama computes")
 
 
-def head_dim(h: dict) -> int:
-    return h.get("head_dim") or h["hidden_size"] // h["num_attention_heads"]
-
-
-def parameters(h: dict, block_count: int, file_type: int) -> list:
-    return [*text_model_parameters(h, "llama", block_count, file_type),
-            u32("llama.vocab_size", h["vocab_size"]),
-            u32("llama.rope.dimension_count", head_dim(h))]
-
-
 def vocab(model_dir: Path, h: dict) -> list:
     """InternLM3Model.set_vocab: SentencePiece pieces, tokenizer_config's add_prefix_space, then the special
     ids, EOS taken from a special <|im_end|>."""
@@ -88,6 +78,9 @@ def vocab(model_dir: Path, h: dict) -> list:
                 special.special_token_ids["eos"] = int(tid)
     special.write(w)
     return w.kvs()
+
+
+parameters = llama_parameters("llama")
 
 
 FAMILY = Family(

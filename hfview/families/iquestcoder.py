@@ -10,9 +10,8 @@ from pathlib import Path
 
 from ..errors import ConfigError
 from ..family import Family
-from ..params import text_model_parameters, u32
 from .qwen2 import LM_HEAD, check_architecture, check_silu, decoder_tensors
-from .rope import llama3_rope_factors
+from .llama import generated, llama_parameters, vocab
 
 READS = frozenset({
     "vocab_size", "hidden_size", "intermediate_size", "num_hidden_layers", "num_attention_heads",
@@ -23,10 +22,6 @@ HARMLESS = frozenset({"pretraining_tp"})
 ARCHITECTURES = ("IQuestCoderForCausalLM",)
 TENSORS = (*decoder_tensors("model.", pairs=True), LM_HEAD)
 _ROPE_TYPES = ("default", "linear", "yarn", "llama3")
-
-
-def head_dim(h: dict) -> int:
-    return h.get("head_dim") or h["hidden_size"] // h["num_attention_heads"]
 
 
 def check(h: dict, path: Path) -> None:
@@ -41,23 +36,7 @@ def check(h: dict, path: Path) -> None:
         raise ConfigError(f"{path}: rope type {rope_type!r} is not one llama.cpp's llama computes")
 
 
-def parameters(h: dict, block_count: int, file_type: int) -> list:
-    """LlamaModel.set_gguf_parameters: the text-model entries, vocab size, rope width."""
-    return [*text_model_parameters(h, "llama", block_count, file_type),
-            u32("llama.vocab_size", h["vocab_size"]),
-            u32("llama.rope.dimension_count", head_dim(h))]
-
-
-def generated(h: dict) -> list:
-    rope = h["rope_parameters"]
-    if rope.get("rope_type", "").lower() == "llama3":
-        return [("rope_freqs.weight", llama3_rope_factors(rope, head_dim(h)))]
-    return []
-
-
-def vocab(model_dir: Path, h: dict) -> list:
-    from tokenizer.vocab import llama_vocab
-    return llama_vocab(model_dir, h)
+parameters = llama_parameters("llama")
 
 
 FAMILY = Family(

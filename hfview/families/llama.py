@@ -85,10 +85,17 @@ def check(h: dict, path: Path) -> None:
                           f"architecture computes ({', '.join(sorted(_ROPE_TYPES))})")
 
 
-def parameters(h: dict, block_count: int, file_type: int) -> list:
-    return [*text_model_parameters(h, "llama", block_count, file_type),
-            u32("llama.vocab_size", h["vocab_size"]),
-            u32("llama.rope.dimension_count", head_dim(h))]
+def llama_parameters(arch: str):
+    """LlamaModel.set_gguf_parameters under `arch`: the text-model entries, vocab size, rope width. Families
+    whose converter class derives from LlamaModel take it from here."""
+    def parameters(h: dict, block_count: int, file_type: int) -> list:
+        return [*text_model_parameters(h, arch, block_count, file_type),
+                u32(f"{arch}.vocab_size", h["vocab_size"]),
+                u32(f"{arch}.rope.dimension_count", head_dim(h))]
+    return parameters
+
+
+parameters = llama_parameters("llama")
 
 
 def generated(h: dict) -> list:

@@ -9,8 +9,8 @@ from pathlib import Path
 
 from ..errors import ConfigError
 from ..family import Family
-from ..params import text_model_parameters, u32
 from .qwen2 import LM_HEAD, check_architecture, check_no_pooling, check_rope, check_silu, decoder_tensors
+from .llama import llama_parameters, vocab
 
 DEFAULTS = {
     "smollm3": dict(vocab_size=128256, hidden_size=2048, intermediate_size=11008, num_hidden_layers=36,
@@ -69,20 +69,7 @@ def check(h: dict, path: Path) -> None:
                           f"whole context, so they would run wrong")
 
 
-def head_dim(h: dict) -> int:
-    return h.get("head_dim") or h["hidden_size"] // h["num_attention_heads"]
-
-
-def parameters(h: dict, block_count: int, file_type: int) -> list:
-    """LlamaModel.set_gguf_parameters: the text-model entries, vocab size, rope width."""
-    return [*text_model_parameters(h, "smollm3", block_count, file_type),
-            u32("smollm3.vocab_size", h["vocab_size"]),
-            u32("smollm3.rope.dimension_count", head_dim(h))]
-
-
-def vocab(model_dir: Path, h: dict) -> list:
-    from tokenizer.vocab import llama_vocab
-    return llama_vocab(model_dir, h)
+parameters = llama_parameters("smollm3")
 
 
 FAMILY = Family(
