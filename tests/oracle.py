@@ -56,7 +56,8 @@ def convert(model_dir: Path, outfile: Path, outtype: str = "auto", *extra: str) 
     else:
         root = converter_root()
         proc = subprocess.run([sys.executable, str(root / "convert_hf_to_gguf.py"), *args],
-                              cwd=root, env=_converter_env(root), capture_output=True, text=True)
+                              cwd=root, env=_converter_env(root), capture_output=True, text=True,
+                              stdin=subprocess.DEVNULL)
         rc, log = proc.returncode, proc.stderr
     if rc != 0:
         raise ConverterFailed(log[-4000:])
@@ -82,6 +83,9 @@ for line in sys.stdin:
     if pid == 0:  # the child is one converter run, as `python convert_hf_to_gguf.py ARGS` would be
         code = 1
         try:
+            # no standard input, as in CI: transformers' remote-code prompt then ends at once (EOF)
+            # instead of waiting on the job pipe until its 15 s alarm
+            os.dup2(os.open(os.devnull, os.O_RDONLY), 0)
             log = os.open(job["log"], os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
             os.dup2(log, 1)
             os.dup2(log, 2)
