@@ -90,6 +90,10 @@ def test_revision_branch_and_commit(hub):
 
 def test_progress_bars_on_weight_downloads_only(hub, capsys, monkeypatch):
     monkeypatch.setenv("TQDM_POSITION", "-1")  # huggingface_hub's switch to draw bars without a terminal
+    # once, in a full run, no bar was drawn here: make sure no earlier test left hub bars switched off
+    from huggingface_hub.utils import enable_progress_bars
+    monkeypatch.delenv("HF_HUB_DISABLE_PROGRESS_BARS", raising=False)
+    enable_progress_bars()
     hub.add_repo("acme/tiny-llama", tiny_checkpoint())
     resolve("acme/tiny-llama", progress=True)
     bars = capsys.readouterr().err
