@@ -357,7 +357,24 @@ def _no_offload_devices():
     return (ctypes.c_void_p * 1)(None)
 
 
-class Model:
+class _Closing:
+    """Context-manager and finaliser behaviour of objects that own llama.cpp handles: `close()` on exit,
+    and on collection as a last resort."""
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.close()
+
+    def __del__(self):
+        try:
+            self.close()
+        except Exception:  # noqa: BLE001 - never raise from a finaliser
+            pass
+
+
+class Model(_Closing):
     """A loaded ``llama_model*`` with its vocabulary. Free it with ``close()`` (or ``with``)."""
 
     def __init__(self, ptr, description: str, vocab_only: bool):
@@ -403,17 +420,6 @@ class Model:
             with _LlamaLog():
                 _llama().llama_model_free(ptr)
 
-    def __enter__(self) -> "Model":
-        return self
-
-    def __exit__(self, *exc) -> None:
-        self.close()
-
-    def __del__(self):
-        try:
-            self.close()
-        except Exception:  # noqa: BLE001
-            pass
 
 
 def load_model(source: Any, *, n_gpu_layers: int = 0, progress: bool | Callable[[float], Any] | None = None,
@@ -486,7 +492,7 @@ def load_model_from_path(path: str | os.PathLike, *, n_gpu_layers: int = 0, use_
     return Model(ptr, str(path), False)
 
 
-class StreamModel:
+class StreamModel(_Closing):
     """Model + context over a byte source: ``logits(ids)`` for every position, ``tokenize(text)``.
 
     ``source`` is a byte source or an already loaded ``Model`` (then this object takes ownership).
@@ -590,14 +596,3 @@ class StreamModel:
         if getattr(self, "model", None) is not None:
             self.model.close()
 
-    def __enter__(self) -> "StreamModel":
-        return self
-
-    def __exit__(self, *exc) -> None:
-        self.close()
-
-    def __del__(self):
-        try:
-            self.close()
-        except Exception:  # noqa: BLE001
-            pass
