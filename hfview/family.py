@@ -130,6 +130,10 @@ class Family:
     # directory without config.json, and the routine listing its tensors (default: Transformers' shards)
     config_file: str = "config.json"
     index: Callable[[Path], dict[str, StoredTensor]] | None = None
+    # Whether llama.cpp's architecture applies the model's sliding window itself. Where it does not (the
+    # llama architecture serving Mistral v0.1) attention past the window differs from the model's, so the
+    # runner stops the context at the window unless asked for more.
+    llama_cpp_applies_window: bool = False
 
     @property
     def model_types(self) -> tuple[str, ...]:

@@ -106,4 +106,5 @@ FAMILY = Family(
     check=check,
     normalise=normalise,
     notes={"rotary_pct": "read as 1.0 where config.json lacks it (the converter fails there: KeyError)"},
+    llama_cpp_applies_window=True,  # llama.cpp's cohere2 slides on three layers of four, as the model does
 )

@@ -128,4 +128,5 @@ FAMILY = Family(
     generated=generated,
     check=check,
     normalise=normalise,
+    llama_cpp_applies_window=True,  # llama.cpp's exaone4 slides on the layers the pattern names
 )

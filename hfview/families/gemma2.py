@@ -115,4 +115,5 @@ FAMILY = Family(
     vocab=vocab,
     check=check,
     notes={"embedding scale": "sqrt(hidden_size) is applied by llama.cpp's gemma2 graph; nothing is written"},
+    llama_cpp_applies_window=True,  # llama.cpp's gemma2 slides on even layers, as the model does
 )

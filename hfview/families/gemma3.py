@@ -169,4 +169,5 @@ FAMILY = Family(
     notes={"embedding scale": "sqrt(hidden_size) is applied by llama.cpp's gemma3 graph; nothing is written",
            "image-text": "Gemma3ForConditionalGeneration is presented as its text model; the vision tower "
                          "and projector (the converter's --mmproj file) are not presented"},
+    llama_cpp_applies_window=True,  # llama.cpp's gemma3 slides on the layers layer_types names
 )

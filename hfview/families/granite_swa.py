@@ -101,4 +101,5 @@ FAMILY = Family(
     vocab=vocab,
     check=check,
     normalise=normalise,
+    llama_cpp_applies_window=True,  # llama.cpp's granite_swa slides on the layers layer_types names
 )

@@ -110,4 +110,5 @@ FAMILY = Family(
     vocab=vocab,
     check=check,
     normalise=normalise,
+    llama_cpp_applies_window=True,  # llama.cpp's olmo2 slides whenever the converter writes a window (OLMo 3)
 )
