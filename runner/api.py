@@ -17,6 +17,7 @@ from hfview.errors import HfviewError
 
 from .chat import messages_for, render
 from .generate import Decoder, Generation, decode_loop
+from .sampling import Sampling
 
 __all__ = ["load", "Runner", "DeviceError", "ModelNotFound", "default_model_path", "DEFAULT_N_CTX"]
 
@@ -47,7 +48,7 @@ def _check_device(device: str) -> str:
         raise DeviceError(str(exc)) from None
 
 
-def _resolve(model: str | os.PathLike | None, revision: str | None, progress: bool):
+def _resolve(model: str | os.PathLike | None, revision: str | None, progress: bool, require: str | None = None):
     """(path, model_revision, format, weight_files, backend, family) for --model; the default model when None.
 
     backend is "view" (llama.cpp) or "torch" (a family only transformers runs), as runner.resolve's
@@ -67,10 +68,10 @@ def _resolve(model: str | os.PathLike | None, revision: str | None, progress: bo
             raise ModelNotFound(f"{model}: not a checkpoint directory (Hub ids need runner.resolve)") from None
         return path, revision, "transformers", [], "view", None
     try:
-        r = resolve_mod.resolve(str(model), revision=revision, progress=progress)
+        r = resolve_mod.resolve(str(model), revision=revision, progress=progress, require=require)
+    except resolve_mod.NotInView:
+        raise
     except ResolveRefusal as exc:
-        # runner.errors.HfviewError is a separate class from hfview.errors.HfviewError: re-raise as
-        # ours so the CLI prints it on one line.
         raise ModelNotFound(str(exc)) from None
     return r.path, r.model_revision, r.format, list(r.weight_files), r.backend, r.family
 
@@ -82,13 +83,17 @@ class Runner:
 
     def __init__(self, stream_model, *, checkpoint=None, model_path: Path | None = None,
                  model_revision: str | None = None, chat_template: str | None = None,
-                 notes: list[str] | None = None):
+                 notes: list[str] | None = None, sampling: Sampling | None = None,
+                 unapplied_window: int | None = None):
         self.sm = stream_model
         self.checkpoint = checkpoint
         self.model_path = model_path
         self.model_revision = model_revision
         self.chat_template = chat_template
         self.notes = notes or []  # things the user should know (printed on stderr by the CLI)
+        self.sampling = sampling or Sampling()  # the model's defaults over llama.cpp's
+        # The model's sliding window where llama.cpp attends to the whole context instead (see load)
+        self.unapplied_window = unapplied_window
         self._decoder = Decoder(stream_model)
 
     # ----------------------------------------------------------------- basic access
@@ -145,19 +150,17 @@ class Runner:
 
     # ----------------------------------------------------------------- generation
     def run(self, prompt: str | None = None, *, ids: list[int] | None = None, system: str | None = None,
-            chat: bool | None = None, max_tokens: int = 256, temperature: float = 0.0, top_p: float = 1.0,
-            seed: int | None = None, on_text: Callable[[str], None] | None = None) -> Generation:
-        """Generate from ``prompt`` (or ready ``ids``); returns text, token ids, timing, stop reason."""
+            chat: bool | None = None, max_tokens: int = 256, on_text: Callable[[str], None] | None = None,
+            **sampling: Any) -> Generation:
+        """Generate from ``prompt`` (or ready ``ids``); returns text, token ids, timing, stop reason and the
+        sampling settings used. ``sampling``: temperature (0: greedy), top_k, top_p, min_p, repeat_penalty,
+        repeat_last_n, seed; each one left out (or None) is the model's default (``self.sampling``)."""
         if ids is None:
             if prompt is None:
                 raise ValueError("give a prompt or ids")
             ids = self.prompt_ids(prompt, system=system, chat=chat)
-        if not 0.0 < top_p <= 1.0:
-            raise HfviewError(f"--top-p must be in (0, 1], got {top_p}")
-        if temperature < 0:
-            raise HfviewError(f"--temperature must be >= 0, got {temperature}")
-        return decode_loop(self._decoder, self.piece, ids, max_tokens=max_tokens, temperature=temperature,
-                           top_p=top_p, seed=seed, on_text=on_text)
+        return decode_loop(self._decoder, self.piece, ids, max_tokens=max_tokens,
+                           sampling=self.sampling.over(sampling, "asked"), on_text=on_text)
 
     def generate(self, prompt: str, **kwargs: Any) -> str:
         """The generated text (see ``run`` for the keyword arguments)."""
@@ -209,11 +212,9 @@ def load(model: str | os.PathLike | None = None, *, precision: str = "auto", dev
         _import_torch()  # refuse before resolving anything
     elif backend == "llama.cpp":
         device = _check_device(device)
-    path, model_revision, fmt, weight_files, gated, family = _resolve(model, revision, progress)
+    path, model_revision, fmt, weight_files, gated, family = _resolve(
+        model, revision, progress, require="view" if backend == "llama.cpp" else None)
     notes: list[str] = []
-    if gated == "torch" and backend == "llama.cpp":
-        raise HfviewError(f"{model}: family {family!r} is not covered by hfview's view, so llama.cpp cannot "
-                          f"run it; drop --backend llama.cpp (or pass --backend torch) to run it with transformers")
     if gated == "torch" or backend == "torch":
         from .torch_backend import TorchRunner
         if gated == "torch":
@@ -231,28 +232,51 @@ def load(model: str | os.PathLike | None = None, *, precision: str = "auto", dev
     else:
         ckpt = HfCheckpoint(path, precision)
         template = next((kv.value for kv in ckpt.kv if kv.key == "tokenizer.chat_template"), None) or None
-        window = ckpt.hparams.get("sliding_window")
+        window = unapplied_window(ckpt.family, ckpt.hparams)
         lm = load_model(ckpt, n_gpu_layers=layers, progress=progress, verbose=verbose)
     try:
         n_train = int(ll.llama_model_n_ctx_train(lm.ptr))
+        asked = n_ctx
         if n_ctx is None:
             n_ctx = min(DEFAULT_N_CTX, n_train) if n_train > 0 else DEFAULT_N_CTX
         n_ctx = int(n_ctx)
         if n_ctx < 1:
             raise HfviewError(f"n_ctx must be >= 1, got {n_ctx}")
-        if isinstance(window, int) and 0 < window < n_ctx:
-            # llama.cpp's llama architecture attends over the whole context; within the window both
-            # computations are the same, so the context stops at the window.
-            notes.append(f"context limited to the sliding window: {window} tokens (asked {n_ctx}); "
-                         f"llama.cpp runs this family with full attention")
-            n_ctx = window
+        if window is not None and window < n_ctx:
+            if asked is None:  # within the window both computations are the same
+                notes.append(f"context limited to the sliding window: {window} tokens (default {n_ctx}); llama.cpp "
+                             f"runs this family with full attention, so past {window} tokens it would differ "
+                             f"from the model (--n-ctx goes further)")
+                n_ctx = window
+            else:
+                notes.append(f"context {n_ctx} is past the sliding window: beyond {window} tokens llama.cpp "
+                             f"attends to the whole context, unlike the model")
+        sampling, not_applied = _model_sampling(lm)
+        if not_applied:
+            notes.append(f"the model's sampling defaults also state {', '.join(not_applied)}; hfview's sampler "
+                         f"does not apply them")
         sm = StreamModel(lm, device=device, n_ctx=n_ctx, n_batch=min(n_ctx, 512),
                          n_threads=n_threads or _n_threads(), verbose=verbose)
     except BaseException:
         lm.close()
         raise
     return Runner(sm, checkpoint=ckpt, model_path=Path(path), model_revision=model_revision,
-                  chat_template=template, notes=notes)
+                  chat_template=template, notes=notes, sampling=sampling, unapplied_window=window)
+
+
+def unapplied_window(family, h: dict) -> int | None:
+    """The sliding window the model has and llama.cpp's architecture for it does not apply, or None.
+    A window the config states but switches off (use_sliding_window false, as Qwen2 releases do) is none."""
+    window = h.get("sliding_window")
+    if family.llama_cpp_applies_window or h.get("use_sliding_window") is False:
+        return None
+    return window if isinstance(window, int) and not isinstance(window, bool) and window > 0 else None
+
+
+def _model_sampling(lm) -> tuple[Sampling, list[str]]:
+    from .sampling import model_sampling
+    values, not_applied = model_sampling(lm.ptr)
+    return Sampling().over(values, "model"), not_applied
 
 
 def _gguf_chat_template(lm) -> str | None:

@@ -21,10 +21,18 @@ def _note(text: str) -> None:
 @click.option("--prompt", required=True, help="The prompt (the user message in chat mode).")
 @click.option("--system", default=None, help="System message: TEXT, or a FILE holding it (chat mode).")
 @click.option("--max-tokens", type=click.IntRange(min=0), default=256, show_default=True)
-@click.option("--temperature", type=click.FloatRange(min=0.0), default=0.0, show_default=True,
-              help="0 is greedy.")
-@click.option("--top-p", type=click.FloatRange(min=0.0, max=1.0, min_open=True), default=1.0, show_default=True)
-@click.option("--seed", type=int, default=None, help="Sampling seed: the same seed gives the same output.")
+@click.option("--temperature", type=click.FloatRange(min=0.0), default=None,
+              help="0 is greedy. Default, as for each sampling option: the model's (generation_config.json), "
+                   "else llama.cpp's.")
+@click.option("--top-k", type=int, default=None, help="<= 0: the whole vocabulary.")
+@click.option("--top-p", type=click.FloatRange(min=0.0, max=1.0, min_open=True), default=None)
+@click.option("--min-p", type=click.FloatRange(min=0.0, max=1.0), default=None)
+@click.option("--repeat-penalty", type=click.FloatRange(min=0.0, min_open=True), default=None,
+              help="1 is off (transformers' repetition_penalty).")
+@click.option("--repeat-last-n", type=click.IntRange(min=-1), default=None,
+              help="Tokens the repeat penalty looks back over (prompt included).")
+@click.option("--seed", type=click.IntRange(min=0, max=2**32 - 1), default=None,
+              help="Sampling seed: the same seed gives the same output (default: a new one, shown by --json).")
 @click.option("--precision", type=PRECISION, default="auto", show_default=True,
               help="The view's outtype (what convert_hf_to_gguf.py --outtype would write).")
 @click.option("--device", type=DEVICE, default="cpu", show_default=True)
@@ -38,8 +46,8 @@ def _note(text: str) -> None:
 @click.option("--json", "as_json", is_flag=True, help="Print one JSON object instead of streaming text.")
 @click.option("--progress/--no-progress", default=None, help="Loading bar (default: on a terminal).")
 @click.pass_context
-def generate(ctx, model, prompt, system, max_tokens, temperature, top_p, seed, precision, device, revision,
-             n_ctx, backend, chat, as_json, progress):
+def generate(ctx, model, prompt, system, max_tokens, temperature, top_k, top_p, min_p, repeat_penalty,
+             repeat_last_n, seed, precision, device, revision, n_ctx, backend, chat, as_json, progress):
     """Generate text from a checkpoint, run by llama.cpp straight from the view."""
     from .api import load
     from .chat import read_system
@@ -61,8 +69,9 @@ def generate(ctx, model, prompt, system, max_tokens, temperature, top_p, seed, p
             sys.stdout.write(text)
             sys.stdout.flush()
 
-        result = runner.run(ids=ids, max_tokens=max_tokens, temperature=temperature, top_p=top_p, seed=seed,
-                            on_text=None if as_json else stream)
+        result = runner.run(ids=ids, max_tokens=max_tokens, on_text=None if as_json else stream,
+                            temperature=temperature, top_k=top_k, top_p=top_p, min_p=min_p,
+                            repeat_penalty=repeat_penalty, repeat_last_n=repeat_last_n, seed=seed)
         if as_json:
             click.echo(json.dumps({
                 "model": str(model) if model is not None else str(runner.model_path),
@@ -74,7 +83,8 @@ def generate(ctx, model, prompt, system, max_tokens, temperature, top_p, seed, p
                 else round(result.tokens_per_second, 2),
                 "chat": chat if chat is not None else runner.chat_template is not None,
                 "precision": runner.checkpoint.outtype if runner.checkpoint is not None else None,
-                "device": device.lower(), "n_ctx": runner.n_ctx, "seed": seed, "backend": runner.backend,
+                "device": device.lower(), "n_ctx": runner.n_ctx, "seed": result.sampling["seed"],
+                "sampling": result.sampling, "backend": runner.backend,
             }, ensure_ascii=False))
         else:
             sys.stdout.write("\n")

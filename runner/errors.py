@@ -9,7 +9,7 @@ from __future__ import annotations
 from hfview.errors import CheckpointError, ConfigError, HfviewError, QuantizedCheckpoint
 
 __all__ = ["HfviewError", "ModelDirectoryError", "ConfigError", "TokenizerError", "WeightsError",
-           "UnsupportedArchitecture", "QuantizedCheckpoint", "HubError"]
+           "UnsupportedArchitecture", "NotInView", "QuantizedCheckpoint", "HubError"]
 
 
 class ModelDirectoryError(CheckpointError):
@@ -26,6 +26,14 @@ class WeightsError(CheckpointError):
 
 class UnsupportedArchitecture(HfviewError):
     """The architecture gate: no backend of this build runs the config's family."""
+
+
+class NotInView(UnsupportedArchitecture):
+    """llama.cpp was asked for (parity, --backend llama.cpp), but only transformers runs the family."""
+
+    def __init__(self, message: str, *, family: str | None, config_path):
+        super().__init__(message)
+        self.family, self.config_path = family, config_path
 
 
 class HubError(HfviewError):

@@ -1,10 +1,9 @@
-"""Incremental decoding over a llama.cpp context, numpy sampling, UTF-8-safe streaming of pieces.
+"""Incremental decoding over a llama.cpp context, sampling, UTF-8-safe streaming of pieces.
 
 ``Decoder`` wraps a ``runner.stream.StreamModel`` (its ``ctx`` and ``model``) and keeps the KV cache
-between calls: the prompt is decoded once (``prefill``), then one token per ``step``. ``sample`` picks
-the next id from a logits row (greedy at temperature 0, else temperature + top-p with a numpy
-``Generator``, so one seed gives one output). ``decode_loop`` ties them together and is what
-``runner.api.Runner.generate`` and ``hfview generate`` use.
+between calls: the prompt is decoded once (``prefill``), then one token per ``step``. Each next id is
+drawn by llama.cpp's sampler chain (runner.sampling), so one seed gives one output. ``decode_loop`` ties
+them together and is what ``runner.api.Runner.generate`` and ``hfview generate`` use.
 """
 from __future__ import annotations
 
@@ -17,7 +16,9 @@ import numpy as np
 
 from hfview.errors import HfviewError
 
-__all__ = ["PromptTooLong", "Decoder", "sample", "Utf8Pieces", "Generation", "decode_loop"]
+from .sampling import Sampler, Sampling
+
+__all__ = ["PromptTooLong", "Decoder", "Utf8Pieces", "Generation", "decode_loop"]
 
 
 class PromptTooLong(HfviewError):
@@ -108,24 +109,6 @@ class Decoder:
             pass
 
 
-def sample(logits: np.ndarray, temperature: float, top_p: float, rng: np.random.Generator) -> int:
-    """Greedy when temperature <= 0; else softmax(logits / T) restricted to the smallest set of top
-    tokens whose probability reaches top_p, drawn with ``rng`` (one uniform draw per token)."""
-    if temperature <= 0:
-        return int(np.argmax(logits))
-    x = np.asarray(logits, dtype=np.float64) / float(temperature)
-    x -= x.max()
-    p = np.exp(x)
-    p /= p.sum()
-    order = np.argsort(-p, kind="stable")  # stable: ties break by id, the same on every run
-    cum = np.cumsum(p[order])
-    if top_p < 1.0:
-        keep = min(int(np.searchsorted(cum, top_p)) + 1, len(order))
-        order, cum = order[:keep], cum[:keep]
-    u = rng.random() * cum[-1]
-    return int(order[min(int(np.searchsorted(cum, u, side="right")), len(order) - 1)])
-
-
 class Utf8Pieces:
     """Turns token byte pieces into text, holding back a UTF-8 sequence split across tokens."""
 
@@ -147,6 +130,7 @@ class Generation:
     stop: str                    # "eos" | "max_tokens" | "context"
     seconds: float               # prefill + generation
     first_token_seconds: float   # prefill + first sample
+    sampling: dict = field(default_factory=dict)   # the settings used (Sampling.used())
     extra: dict = field(default_factory=dict)
 
     @property
@@ -155,13 +139,13 @@ class Generation:
         return (len(self.tokens) - 1) / gen if len(self.tokens) > 1 and gen > 0 else float("nan")
 
 
-def _tokens(decoder: Decoder, ids: list[int], max_tokens: int, temperature: float, top_p: float,
-            seed: int | None, stats: dict) -> Iterator[int]:
-    rng = np.random.default_rng(seed)
+def _tokens(decoder: Decoder, ids: list[int], max_tokens: int, sampler: Sampler, stats: dict) -> Iterator[int]:
     logits = decoder.prefill(ids)
+    for tok in ids:  # the repetition penalty looks back over the prompt too, as llama.cpp's tools do
+        sampler.accept(tok)
     stats["stop"] = "max_tokens"
     for i in range(max_tokens):
-        tok = sample(logits, temperature, top_p, rng)
+        tok = sampler.sample(logits)
         if decoder.is_eog(tok):
             stats["stop"] = "eos"
             return
@@ -175,8 +159,7 @@ def _tokens(decoder: Decoder, ids: list[int], max_tokens: int, temperature: floa
 
 
 def decode_loop(decoder: Decoder, piece: Callable[[int], bytes], ids: list[int], *, max_tokens: int,
-                temperature: float = 0.0, top_p: float = 1.0, seed: int | None = None,
-                on_text: Callable[[str], None] | None = None) -> Generation:
+                sampling: Sampling, on_text: Callable[[str], None] | None = None) -> Generation:
     """Generate after ``ids`` until an end-of-generation token, ``max_tokens`` or a full context.
 
     ``piece(id)`` gives a token's bytes; ``on_text`` receives text as soon as it decodes as UTF-8.
@@ -197,15 +180,21 @@ def decode_loop(decoder: Decoder, piece: Callable[[int], bytes], ids: list[int],
             if on_text is not None:
                 on_text(s)
 
+    sampling = sampling.seeded()
     if max_tokens == 0:
         decoder.prefill(ids)  # still checks the prompt fits
     else:
-        for tok in _tokens(decoder, ids, max_tokens, temperature, top_p, seed, stats):
-            if first is None:
-                first = time.perf_counter() - t0
-            out.append(tok)
-            emit(utf8.push(piece(tok)))
+        sampler = Sampler(sampling, decoder.n_vocab)
+        try:
+            for tok in _tokens(decoder, ids, max_tokens, sampler, stats):
+                if first is None:
+                    first = time.perf_counter() - t0
+                out.append(tok)
+                emit(utf8.push(piece(tok)))
+        finally:
+            sampler.close()
     emit(utf8.flush())
     seconds = time.perf_counter() - t0
     return Generation(text="".join(text), tokens=out, prompt_tokens=len(ids), stop=stats["stop"],
-                      seconds=seconds, first_token_seconds=first if first is not None else seconds)
+                      seconds=seconds, first_token_seconds=first if first is not None else seconds,
+                      sampling=sampling.used())

@@ -5,6 +5,10 @@ tokenizer difference cannot hide or cause a logits difference. Every position is
 NMSE = mean((a - b)^2) / mean(b^2) over all logits (b: transformers), the largest absolute error,
 the mean and smallest cosine similarity per position, and the fraction of positions whose top-1
 token agrees. transformers runs in float32 and never with trust_remote_code.
+
+The two sides are always two backends: llama.cpp fed from the view, and transformers. A family the view
+does not cover is refused before anything is loaded (the torch fallback would compare transformers with
+itself), and a report whose sides name one backend cannot be made.
 """
 from __future__ import annotations
 
@@ -25,6 +29,10 @@ class NeedsTorch(HfviewError):
     """torch / transformers are not installed."""
 
 
+CANDIDATE = "llama.cpp (hfview view)"
+REFERENCE = "transformers"
+
+
 @dataclass
 class ParityReport:
     model: str
@@ -41,6 +49,13 @@ class ParityReport:
     passed: bool
     seconds_llama_cpp: float
     seconds_transformers: float
+    candidate: str = CANDIDATE   # the backend under test
+    reference: str = REFERENCE   # the backend it is measured against
+    note: str | None = None      # e.g. the prompt was cut to the sliding window llama.cpp does not apply
+
+    def __post_init__(self):
+        if self.candidate.split()[0] == self.reference.split()[0]:
+            raise AssertionError(f"a parity report needs two backends; both sides are {self.reference!r}")
 
     def as_dict(self) -> dict:
         return asdict(self)
@@ -53,7 +68,8 @@ class ParityReport:
                 f"  cosine          mean {self.mean_cosine:.8f}   min {self.min_cosine:.8f}\n"
                 f"  top-1 agreement {self.top1_agreement:.1%}\n"
                 f"  time            llama.cpp {self.seconds_llama_cpp:.2f} s, "
-                f"transformers {self.seconds_transformers:.2f} s")
+                f"transformers {self.seconds_transformers:.2f} s"
+                + (f"\n  note            {self.note}" if self.note else ""))
 
 
 def metrics(a: np.ndarray, b: np.ndarray) -> dict:
@@ -84,9 +100,17 @@ def _import_torch():
 def torch_logits(path: Path, ids: list[int]) -> np.ndarray:
     """transformers' float32 logits [len(ids), vocab] for ``ids`` (no remote code)."""
     torch, transformers = _import_torch()
+    from huggingface_hub.utils import are_progress_bars_disabled, enable_progress_bars
+
+    bars_were_off = are_progress_bars_disabled()
     transformers.utils.logging.disable_progress_bar()  # stdout/stderr stay the report's
-    model = transformers.AutoModelForCausalLM.from_pretrained(str(path), dtype=torch.float32,
-                                                              trust_remote_code=False)
+    try:
+        model = transformers.AutoModelForCausalLM.from_pretrained(str(path), dtype=torch.float32,
+                                                                  trust_remote_code=False)
+    finally:  # the switch is process-wide (huggingface_hub's): leave it as it was
+        if not bars_were_off:
+            transformers.utils.logging.enable_progress_bar()
+            enable_progress_bars()
     model.eval()
     with torch.no_grad():
         out = model(torch.tensor([ids], dtype=torch.long)).logits[0]
@@ -97,11 +121,27 @@ def compare(model: str | None = None, *, prompt: str = DEFAULT_PROMPT, threshold
             precision: str = "f32", revision: str | None = None, device: str = "cpu") -> ParityReport:
     import time
 
+    from runner.errors import NotInView
+
     from .api import load
 
     _import_torch()  # refuse before loading anything
-    with load(model, precision=precision, device=device, revision=revision) as runner:
+    try:
+        runner = load(model, precision=precision, device=device, revision=revision, backend="llama.cpp")
+    except NotInView as exc:
+        raise NotInView(f"parity: {exc.config_path}: family {exc.family!r} is not covered by hfview's view, so "
+                        f"llama.cpp cannot run it through hfview; parity compares llama.cpp with transformers, "
+                        f"so there is nothing to compare (hfview generate runs it with transformers)",
+                        family=exc.family, config_path=exc.config_path) from None
+    with runner:
+        if runner.backend != "llama.cpp":  # load(backend="llama.cpp") never falls back; guard the invariant
+            raise AssertionError(f"parity loaded {runner.backend!r}, not llama.cpp")
         ids = runner.tokenize(prompt, add_special=True, parse_special=False)
+        note = None
+        if len(ids) > runner.n_ctx and runner.unapplied_window == runner.n_ctx:
+            note = (f"compared the first {runner.n_ctx} of {len(ids)} prompt tokens: past the sliding window "
+                    f"({runner.n_ctx}) llama.cpp attends to the whole context, unlike the model")
+            ids = ids[:runner.n_ctx]
         if len(ids) > runner.n_ctx:
             raise HfviewError(f"the parity prompt is {len(ids)} tokens, more than the context ({runner.n_ctx})")
         t0 = time.perf_counter()
@@ -117,4 +157,4 @@ def compare(model: str | None = None, *, prompt: str = DEFAULT_PROMPT, threshold
     return ParityReport(model=str(model if model is not None else path), model_revision=revision_seen,
                         precision=precision, n_tokens=len(ids), n_vocab=a.shape[1], threshold=threshold,
                         passed=bool(m["nmse"] < threshold), seconds_llama_cpp=t1 - t0,
-                        seconds_transformers=t2 - t1, **m)
+                        seconds_transformers=t2 - t1, note=note, **m)

@@ -23,6 +23,7 @@ from hfview.config import merge_text_config, read_config, refuse_quantized  # no
 from hfview.shards import is_candidate_weight, select_weights
 from runner.errors import (
     HubError,
+    NotInView,
     ModelDirectoryError,
     TokenizerError,
     UnsupportedArchitecture,
@@ -67,12 +68,14 @@ class ResolvedModel:
     family: str | None = None           # the model_type (or architectures entry) the gate admitted
 
 
-def resolve(model: str, *, revision: str | None = None, progress: bool = True) -> ResolvedModel:
-    """Resolve `--model` (a directory or a Hub id) at `--revision`; raise an HfviewError to refuse."""
+def resolve(model: str, *, revision: str | None = None, progress: bool = True,
+            require: Backend | None = None) -> ResolvedModel:
+    """Resolve `--model` (a directory or a Hub id) at `--revision`; raise an HfviewError to refuse.
+    `require="view"`: refuse (NotInView) a family only transformers runs, before any weight download."""
     local = Path(model).expanduser()
     if local.is_dir():
-        return _resolve_local(model, local.absolute(), revision)
-    return _resolve_hub(model, revision, progress)
+        return _resolve_local(model, local.absolute(), revision, require)
+    return _resolve_hub(model, revision, progress, require)
 
 
 # ----------------------------------------------------------------------------------------------
@@ -152,6 +155,17 @@ def gate(config: dict[str, Any], config_path: Path) -> Backend:
     if config_path.name != "params.json" and torch_supports(config):
         return "torch"
     raise UnsupportedArchitecture(_unsupported_message(config, config_path, candidates[0], view))
+
+
+def _gate_for(config: dict[str, Any], config_path: Path, require: Backend | None) -> Backend:
+    """The gate, and a refusal where the caller needs llama.cpp and only transformers runs the family."""
+    backend = gate(config, config_path)
+    if require == "view" and backend != "view":
+        family = _admitted_family(config, config_path)
+        raise NotInView(f"{config_path}: family {family!r} is not covered by hfview's view, so llama.cpp cannot "
+                        f"run it through hfview; transformers can (drop --backend llama.cpp, or pass --backend "
+                        f"torch)", family=family, config_path=config_path)
+    return backend
 
 
 def _unsupported_message(config: dict[str, Any], config_path: Path, key: str | None, view: list[str]) -> str:
@@ -311,7 +325,7 @@ def _check_mappable(files: list[Path]) -> None:
 # Local directory
 
 
-def _resolve_local(model: str, directory: Path, revision: str | None) -> ResolvedModel:
+def _resolve_local(model: str, directory: Path, revision: str | None, require: Backend | None) -> ResolvedModel:
     try:
         with os.scandir(directory) as entries:
             names = {entry.name for entry in entries if entry.is_file()}
@@ -355,7 +369,7 @@ def _resolve_local(model: str, directory: Path, revision: str | None) -> Resolve
     if fmt == "gguf":
         backend: Backend = "view"  # llama.cpp runs the .gguf itself; the family gate is its business
     else:
-        backend = gate(raw, config_path)
+        backend = _gate_for(raw, config_path, require)
         refuse_quantized(raw, config_path)
     kind = _check_tokenizer(directory, *found)
     weight_paths = [directory / n for n in weights]
@@ -522,7 +536,7 @@ def _quiet_tqdm():
     return Quiet
 
 
-def _resolve_hub(model: str, revision: str | None, progress: bool) -> ResolvedModel:
+def _resolve_hub(model: str, revision: str | None, progress: bool, require: Backend | None) -> ResolvedModel:
     if Path(model).expanduser().exists():
         raise HubError(f"failed to read model repository {model}: {model} is a file, not a model directory; "
                        "pass the directory that holds config.json, the tokenizer and the weights")
@@ -585,7 +599,7 @@ def _resolve_hub(model: str, revision: str | None, progress: bool) -> ResolvedMo
     if "hf_quant_config.json" in name_set:
         fetch("hf_quant_config.json")
     raw = read_config(config_path)
-    backend = gate(raw, config_path)
+    backend = _gate_for(raw, config_path, require)
     refuse_quantized(raw, config_path)
 
     small = [n for n in names if n in TOKENIZER_FILES or n.startswith("tokenizer.model.v")

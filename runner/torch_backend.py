@@ -2,12 +2,14 @@
 as ``runner.api.Runner`` (tokenize, logits, prompt_ids, run, generate).
 
 Never trust_remote_code: only model classes transformers itself ships (runner.resolve's gate checks
-that). Decoding is incremental (``past_key_values``) and samples with the same ``runner.generate.sample``
-as the llama.cpp backend, so a seed means the same thing on both.
+that). Decoding is incremental (``past_key_values``) and samples through the same llama.cpp sampler chain
+(runner.sampling), with the model's defaults from generation_config.json read as the converter reads them,
+so a seed means the same thing on both backends.
 """
 from __future__ import annotations
 
 import time
+from contextlib import closing as _closing
 from pathlib import Path
 from typing import Any, Callable
 
@@ -16,7 +18,8 @@ import numpy as np
 from hfview.errors import HfviewError
 
 from .chat import messages_for, render
-from .generate import Generation, PromptTooLong, sample
+from .generate import Generation, PromptTooLong
+from .sampling import Sampler, Sampling, from_generation_config
 
 __all__ = ["TorchRunner"]
 
@@ -61,6 +64,12 @@ class TorchRunner:
         eos = self.model.generation_config.eos_token_id
         eos = eos if isinstance(eos, list) else [eos]
         self.eog = {int(t) for t in eos + [self.tok.eos_token_id] if t is not None}
+        values, not_applied = from_generation_config(self.model_path)
+        self.sampling = Sampling().over(values, "model")
+        if not_applied:
+            self.notes.append(f"the model's sampling defaults also state {', '.join(not_applied)}; hfview's "
+                              f"sampler does not apply them")
+        self.unapplied_window = None  # transformers computes the model's own attention
 
     def tokenize(self, text: str, add_special: bool = True, parse_special: bool = False) -> list[int]:
         return list(self.tok(text, add_special_tokens=add_special)["input_ids"])
@@ -89,15 +98,19 @@ class TorchRunner:
         return self.tokenize(prompt)
 
     def run(self, prompt: str | None = None, *, ids: list[int] | None = None, system: str | None = None,
-            chat: bool | None = None, max_tokens: int = 256, temperature: float = 0.0, top_p: float = 1.0,
-            seed: int | None = None, on_text: Callable[[str], None] | None = None) -> Generation:
+            chat: bool | None = None, max_tokens: int = 256, on_text: Callable[[str], None] | None = None,
+            **sampling: Any) -> Generation:
+        """As runner.api.Runner.run."""
         torch = self.torch
         if ids is None:
             ids = self.prompt_ids(prompt, system=system, chat=chat)
         if len(ids) >= self.n_ctx:
             raise PromptTooLong(f"the prompt is {len(ids)} tokens; the context holds {self.n_ctx}, which leaves "
                                 f"no room to generate: shorten the prompt or pass a larger context (n_ctx)")
-        rng = np.random.default_rng(seed)
+        settings = self.sampling.over(sampling, "asked").seeded()
+        sampler = Sampler(settings, self.n_vocab)
+        for tok in ids:
+            sampler.accept(tok)
         t0 = time.perf_counter()
         first = None
         out: list[int] = []
@@ -105,11 +118,11 @@ class TorchRunner:
         stop = "max_tokens"
         past = None
         feed = torch.tensor([ids], device=self.device)
-        with torch.no_grad():
+        with torch.no_grad(), _closing(sampler):
             for i in range(max_tokens):
                 res = self.model(feed, use_cache=True, **{self._cache_arg: past})
                 past = res.get("cache", None) or res.get("past_key_values", None)
-                tok = sample(res.logits[0, -1].float().cpu().numpy(), temperature, top_p, rng)
+                tok = sampler.sample(res.logits[0, -1].float().cpu().numpy())
                 if first is None:
                     first = time.perf_counter() - t0
                 if tok in self.eog:
@@ -131,7 +144,7 @@ class TorchRunner:
             on_text(text[len(shown):])
         seconds = time.perf_counter() - t0
         return Generation(text=text, tokens=out, prompt_tokens=len(ids), stop=stop, seconds=seconds,
-                          first_token_seconds=first if first is not None else seconds)
+                          first_token_seconds=first if first is not None else seconds, sampling=settings.used())
 
     def generate(self, prompt: str, **kwargs: Any) -> str:
         return self.run(prompt, **kwargs).text

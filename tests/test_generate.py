@@ -10,7 +10,8 @@ from click.testing import CliRunner
 from hfview.cli import main
 from runner.api import load
 from runner.chat import ChatTemplateError, render
-from runner.generate import PromptTooLong, Utf8Pieces, sample
+from runner.generate import PromptTooLong, Utf8Pieces
+from runner.sampling import Sampler, Sampling, from_generation_config
 
 
 def _cli(*args):
@@ -140,14 +141,80 @@ def test_utf8_split_across_tokens():
     assert pieces[0] == ""  # the first byte of é alone is held back
 
 
-def test_sampling_top_p_and_seed():
-    logits = np.array([5.0, 4.0, 0.0, -1.0])
-    # top_p small: only the best token remains
-    assert {sample(logits, 1.0, 0.1, np.random.default_rng(s)) for s in range(20)} == {0}
-    draws = [sample(logits, 1.0, 1.0, np.random.default_rng(s)) for s in range(200)]
-    assert set(draws) >= {0, 1}
-    assert draws == [sample(logits, 1.0, 1.0, np.random.default_rng(s)) for s in range(200)]
-    assert sample(logits, 0.0, 0.5, np.random.default_rng(0)) == 0
+def _draws(settings: Sampling, logits, seeds=range(50), accepted=()):
+    out = []
+    for seed in seeds:
+        s = Sampler(settings.over({"seed": seed}, "asked"), len(logits))
+        for t in accepted:
+            s.accept(t)
+        out.append(s.sample(np.asarray(logits, dtype=np.float32)))
+        s.close()
+    return out
+
+
+OFF = Sampling(temperature=1.0, top_k=0, top_p=1.0, min_p=0.0, repeat_penalty=1.0)
+
+
+def test_sampler_is_llama_cpps_chain():
+    logits = [5.0, 4.0, 0.0, -1.0]
+    assert set(_draws(OFF, logits, range(200))) >= {0, 1, 2}
+    assert _draws(OFF, logits) == _draws(OFF, logits)                       # a seed gives one draw
+    assert set(_draws(OFF.over({"top_p": 0.1}, "asked"), logits)) == {0}    # the nucleus holds the best
+    assert set(_draws(OFF.over({"top_k": 2}, "asked"), logits, range(200))) == {0, 1}
+    # min-p 0.2: p(1)/p(0) = e^-1 stays, p(2)/p(0) = e^-5 goes
+    assert set(_draws(OFF.over({"min_p": 0.2}, "asked"), logits, range(200))) == {0, 1}
+    assert set(_draws(OFF.over({"temperature": 0.0}, "asked"), logits)) == {0}
+    # the repetition penalty divides a seen token's positive logit: 5 / 3 < 4, so greedy turns to token 1
+    greedy_penalised = OFF.over({"temperature": 0.0, "repeat_penalty": 3.0}, "asked")
+    assert set(_draws(greedy_penalised, logits, accepted=[0])) == {1}
+
+
+def test_sampling_settings_refuse_out_of_range():
+    from hfview.errors import HfviewError
+    for bad in ({"top_p": 0.0}, {"temperature": -1.0}, {"min_p": 2.0}, {"repeat_penalty": 0.0}):
+        with pytest.raises(HfviewError, match="out of range"):
+            Sampling().over(bad, "asked")
+
+
+def test_model_sampling_defaults_on_both_backends(checkpoint):
+    """The view's general.sampling.* (as the converter writes them) and generation_config.json read for the
+    torch backend give the same settings; what the model leaves out is llama.cpp's default."""
+    path = checkpoint("llama3-bpe")  # generation_config: do_sample, temperature 0.6, top_p 0.9
+    values, _ = from_generation_config(path)
+    assert values == {"temperature": 0.6, "top_p": 0.9}
+    with load(path, n_ctx=64) as r:
+        assert r.sampling == Sampling().over(values, "model")
+        used = r.run(ids=r.tokenize("Hello"), max_tokens=2, seed=5).sampling
+    assert used["temperature"] == pytest.approx(0.6) and used["from"]["temperature"] == "model"
+    assert used["top_k"] == 40 and used["from"]["top_k"] == "llama.cpp default"
+    assert used["seed"] == 5 and used["from"]["seed"] == "asked"
+
+
+def test_cli_samples_with_the_models_settings(checkpoint):
+    """The README's first command: the default model's generation_config (temperature 0.8, top-k 40, top-p
+    0.95, repetition penalty 1.1) is used; each is overridable; --json lists what was used."""
+    res = _cli("generate", "--prompt", "Once upon a time", "--max-tokens", "12", "--json", "--seed", "1",
+               "--no-progress")
+    assert res.exit_code == 0, res.output
+    out = json.loads(res.stdout)
+    s = out["sampling"]
+    assert (s["temperature"], s["top_k"], s["top_p"], s["repeat_penalty"]) == pytest.approx((0.8, 40, 0.95, 1.1))
+    assert {s["from"][k] for k in ("temperature", "top_k", "top_p", "repeat_penalty")} == {"model"}
+    assert out["seed"] == 1
+    again = json.loads(_cli("generate", "--prompt", "Once upon a time", "--max-tokens", "12", "--json",
+                            "--seed", "1", "--no-progress").stdout)
+    assert again["tokens"] == out["tokens"]
+    res = _cli("generate", "--prompt", "Once upon a time", "--max-tokens", "4", "--json", "--temperature", "0",
+               "--top-k", "5", "--min-p", "0.1", "--repeat-penalty", "1.0", "--no-progress")
+    s = json.loads(res.stdout)["sampling"]
+    assert (s["temperature"], s["top_k"], s["min_p"], s["repeat_penalty"]) == pytest.approx((0, 5, 0.1, 1.0))
+    assert s["from"]["temperature"] == "asked" and s["from"]["seed"] == "random"
+
+
+def test_unseeded_runs_report_their_seed(spm):
+    g = spm.run("Once upon a time", max_tokens=6, temperature=1.0)
+    again = spm.run("Once upon a time", max_tokens=6, temperature=1.0, seed=g.sampling["seed"])
+    assert g.tokens == again.tokens
 
 
 def test_chat_template_matches_transformers(checkpoint):
@@ -188,13 +255,6 @@ def test_chat_template_is_sandboxed():
         render("{{ raise_exception('only user') }}", [])
 
 
-def test_sliding_window_caps_context(checkpoint):
-    # mistral: sliding_window 4096 < max_position_embeddings 32768
-    with load(checkpoint("mistral"), n_ctx=8192) as r:
-        assert r.n_ctx == 4096
-        assert any("sliding window: 4096" in n for n in r.notes)
-
-
 # ---------------------------------------------------------------- torch fallback
 @pytest.fixture(scope="module")
 def gpt2_dir(tmp_path_factory):
@@ -215,7 +275,8 @@ def gpt2_dir(tmp_path_factory):
 
 
 def test_torch_fallback_runs_a_family_the_view_lacks(gpt2_dir):
-    res = _cli("generate", "--model", str(gpt2_dir), "--prompt", "Hello there", "--max-tokens", "6", "--json")
+    res = _cli("generate", "--model", str(gpt2_dir), "--prompt", "Hello there", "--max-tokens", "6", "--json",
+               "--temperature", "0")
     assert res.exit_code == 0, res.output
     assert "backend: transformers (torch)" in res.stderr and "'gpt2'" in res.stderr
     out = json.loads(res.stdout)

@@ -52,3 +52,160 @@ def test_refusal_without_torch(checkpoint, monkeypatch):
     res = _parity("--model", str(checkpoint("llama-spm")))
     assert res.exit_code == 1
     assert "pip install 'hfview[torch]'" in res.stderr and "Traceback" not in res.output
+
+
+# ---------------------------------------------------------------- two backends, always
+@pytest.fixture(scope="module")
+def opt_dir(tmp_path_factory):
+    """A tiny random OPT: transformers has it, llama.cpp's converter has no class for it."""
+    import shutil
+    from pathlib import Path
+
+    import torch
+    import transformers
+
+    out = tmp_path_factory.mktemp("opt")
+    torch.manual_seed(0)
+    cfg = transformers.OPTConfig(hidden_size=32, num_hidden_layers=2, ffn_dim=64, num_attention_heads=2,
+                                 word_embed_proj_dim=32, max_position_embeddings=128, vocab_size=50272)
+    transformers.OPTForCausalLM(cfg).save_pretrained(out)
+    src = Path(__file__).resolve().parent.parent / "fixtures" / "tokenizers" / "gpt-2"
+    for name in ("tokenizer.json", "tokenizer_config.json"):
+        shutil.copyfile(src / name, out / name)
+    return out
+
+
+def test_parity_refuses_a_family_the_view_lacks_before_loading(opt_dir, monkeypatch):
+    """OPT runs only through transformers: parity would compare transformers with itself, so it refuses on
+    the config alone — neither transformers' model nor the view is ever built."""
+    import transformers
+
+    import hfview.checkpoint
+
+    def never(*a, **k):
+        raise AssertionError("parity loaded a model for a family it must refuse")
+
+    monkeypatch.setattr(transformers.AutoModelForCausalLM, "from_pretrained", never)
+    monkeypatch.setattr(hfview.checkpoint.HfCheckpoint, "__init__", never)
+    res = _parity("--model", str(opt_dir))
+    assert res.exit_code == 1, res.output
+    lines = res.stderr.strip().splitlines()
+    assert len(lines) == 1 and "Traceback" not in res.output
+    assert "family 'opt'" in lines[0] and "llama.cpp cannot run it through hfview" in lines[0]
+    assert res.stdout == ""  # no report at all
+
+
+def test_a_report_cannot_have_one_backend_on_both_sides():
+    from runner.parity import ParityReport
+
+    fields = dict(model="m", model_revision=None, precision="f32", n_tokens=1, n_vocab=2, nmse=0.0,
+                  max_abs_error=0.0, mean_cosine=1.0, min_cosine=1.0, top1_agreement=1.0, threshold=1e-4,
+                  passed=True, seconds_llama_cpp=0.0, seconds_transformers=0.0)
+    assert ParityReport(**fields).candidate.startswith("llama.cpp")
+    with pytest.raises(AssertionError, match="two backends"):
+        ParityReport(**fields, candidate="transformers (torch fallback)")
+
+
+def test_parity_never_reports_a_torch_runner(checkpoint, monkeypatch):
+    """Whatever load returns, compare refuses to report unless its candidate side is llama.cpp."""
+    import runner.api
+    from runner.parity import compare
+
+    class Torchish:
+        backend = "torch"
+
+        def __enter__(self):
+            return self
+
+        def __exit__(self, *exc):
+            pass
+
+    monkeypatch.setattr(runner.api, "load", lambda *a, **k: Torchish())
+    with pytest.raises(AssertionError, match="not llama.cpp"):
+        compare(str(checkpoint("llama-spm")))
+
+
+# ---------------------------------------------------------------- sliding windows
+def _variant(checkpoint, tmp_path, name, **changes):
+    from family_variants import variant
+    return variant(checkpoint(name), tmp_path / f"{name}-variant", **changes)
+
+
+@pytest.mark.parametrize("name", ["gemma2", "gemma3-text"])
+def test_window_llama_cpp_applies_is_not_capped(checkpoint, name):
+    """Gemma 2 and 3 slide in llama.cpp: the context is not cut at the (6-token) window, and over a prompt
+    many windows long llama.cpp from the view equals transformers."""
+    from family_oracle import nmse, transformers_logits
+
+    from runner.api import load
+
+    path = checkpoint(name)
+    with load(path, precision="f32") as r:
+        window = r.checkpoint.hparams["sliding_window"]
+        assert r.unapplied_window is None and r.n_ctx > 2 * window
+        assert not any("sliding window" in n for n in r.notes)
+        ids = r.tokenize(DEFAULT_PROMPT_TWICE)
+        assert len(ids) >= 2 * window
+        ours = r.logits(ids)
+    assert nmse(ours, transformers_logits(path, ids)) < 1e-4
+
+
+@pytest.mark.parametrize("name", ["gemma2", "gemma3-text"])
+def test_parity_default_prompt_past_an_applied_window(checkpoint, name):
+    res = _parity("--model", str(checkpoint(name)), "--json")
+    assert res.exit_code == 0, res.output
+    rep = json.loads(res.stdout)
+    assert rep["passed"] and rep["note"] is None and rep["n_tokens"] > 2 * 6
+
+
+def test_window_llama_cpp_lacks_caps_and_says_so(checkpoint, tmp_path):
+    """Mistral (llama.cpp's llama architecture attends fully): the default context stops at the window; an
+    explicit larger one is honoured with a note; and past the window the two computations really differ,
+    which is why the cap exists."""
+    from family_oracle import nmse, transformers_logits
+
+    from runner.api import load
+
+    path = _variant(checkpoint, tmp_path, "mistral", sliding_window=8)
+    with load(path, precision="f32") as r:
+        assert r.n_ctx == 8 and r.unapplied_window == 8
+        assert any("context limited to the sliding window: 8 tokens" in n for n in r.notes)
+    with load(path, precision="f32", n_ctx=64) as r:
+        assert r.n_ctx == 64
+        assert any("beyond 8 tokens llama.cpp attends to the whole context, unlike the model" in n for n in r.notes)
+        ids = r.tokenize(DEFAULT_PROMPT_TWICE)[:24]
+        ours = r.logits(ids)
+    ref = transformers_logits(path, ids)
+    assert nmse(ours[:8], ref[:8]) < 1e-4    # within the window: the same function
+    assert nmse(ours[8:], ref[8:]) > 1e-3    # past it: llama.cpp attends fully, the model does not
+
+
+def test_cli_honours_n_ctx_past_the_window_with_a_note(checkpoint, tmp_path):
+    path = _variant(checkpoint, tmp_path, "mistral", sliding_window=8)
+    res = CliRunner().invoke(main, ["generate", "--model", str(path), "--prompt", "Hello", "--n-ctx", "32",
+                                    "--max-tokens", "2", "--temperature", "0", "--json", "--no-progress"])
+    assert res.exit_code == 0, res.output
+    assert json.loads(res.stdout)["n_ctx"] == 32
+    assert "beyond 8 tokens llama.cpp attends to the whole context" in res.stderr
+
+
+def test_parity_default_prompt_longer_than_an_unapplied_window(checkpoint, tmp_path):
+    path = _variant(checkpoint, tmp_path, "mistral", sliding_window=8)
+    res = _parity("--model", str(path), "--json")
+    assert res.exit_code == 0, res.output
+    rep = json.loads(res.stdout)
+    assert rep["passed"] and rep["n_tokens"] == 8
+    assert "compared the first 8 of" in rep["note"] and "sliding window" in rep["note"]
+
+
+def test_a_window_switched_off_is_no_window(checkpoint, tmp_path):
+    """Qwen2 releases state sliding_window with use_sliding_window false: nothing slides, nothing is capped."""
+    from runner.api import load
+
+    path = _variant(checkpoint, tmp_path, "qwen2", sliding_window=8, use_sliding_window=False)
+    with load(path) as r:
+        assert r.unapplied_window is None and r.n_ctx > 8
+
+
+DEFAULT_PROMPT_TWICE = ("The quick brown fox jumps over the lazy dog. In 1969, 3 astronauts flew to the Moon; "
+                        "today we ask: what comes next? ") * 2
