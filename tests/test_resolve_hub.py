@@ -354,3 +354,19 @@ def test_refusal_hub_config_and_tokenizer_missing(hub):
         resolve("acme/no-tokenizer", progress=False)
     assert str(info.value).startswith("tokenizer is missing: acme/no-tokenizer@")
     assert hub.files_requested() == []
+
+
+def test_parity_refuses_a_torch_only_hub_model_on_its_config(hub):
+    """parity needs llama.cpp: for a family only transformers runs (OPT), the refusal comes from the config
+    alone — no tokenizer, no weight is downloaded."""
+    from click.testing import CliRunner
+
+    from hfview.cli import main
+
+    pytest.importorskip("transformers")
+    config = {"model_type": "opt", "architectures": ["OPTForCausalLM"], "hidden_size": 8, "num_hidden_layers": 1}
+    hub.add_repo("facebook/opt-tiny", tiny_checkpoint(config))
+    res = CliRunner().invoke(main, ["parity", "--model", "facebook/opt-tiny"])
+    assert res.exit_code == 1 and "Traceback" not in res.output
+    assert "family 'opt' is not covered by hfview's view, so llama.cpp cannot run it through hfview" in res.stderr
+    assert hub.weight_requests() == [] and hub.files_requested() == ["config.json"]
