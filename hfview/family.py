@@ -134,6 +134,9 @@ class Family:
     # llama architecture serving Mistral v0.1) attention past the window differs from the model's, so the
     # runner stops the context at the window unless asked for more.
     llama_cpp_applies_window: bool = False
+    # A prefix one layout of the family puts before its tensor names and another does not (GPT-2: transformers
+    # writes "transformer.h.0...", OpenAI's release "h.0..."): removed before matching, so rules name it once.
+    optional_prefix: str = ""
 
     @property
     def model_types(self) -> tuple[str, ...]:
@@ -167,7 +170,7 @@ def plan_tensors(family: Family, stored_tensors: dict[str, StoredTensor], h: dic
     expert_rules = [r for r in family.tensors if isinstance(r, Experts)]
     seen: set[str] = set()
     for hf_name, tensor in stored_tensors.items():
-        name = converter_name(hf_name)
+        name = converter_name(hf_name).removeprefix(family.optional_prefix)
         if name.endswith(_DROPPED_SUFFIXES):
             continue
         for rule, rx in compiled:

@@ -7,7 +7,7 @@ byte range of the presented tensor maps to a row range of its sources.
 """
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Callable, Sequence
 
 import numpy as np
@@ -162,6 +162,31 @@ class RowSelection(View):
         picked = self.order[start:stop]
         lo, hi = int(picked.min()), int(picked.max()) + 1
         return self.source.read_rows(lo, hi)[picked - lo]
+
+
+@dataclass
+class Transposed(View):
+    """A 2-D weight stored inputs-first ([in, out]: GPT-2's Conv1D) presented outputs-first ([out, in]).
+    A presented row is a stored column, which no positioned read returns on its own: the tensor is read
+    once and its transpose kept until its last rows are asked for (reads come in order), so memory is
+    one tensor's worth at most per view being read."""
+    source: StoredTensor
+    _whole: np.ndarray | None = field(default=None, init=False, repr=False, compare=False)
+
+    def __post_init__(self):
+        if len(self.source.shape) != 2:
+            raise ValueError(f"cannot transpose {self.source.name!r}: {len(self.source.shape)}-D")
+        self.sources = (self.source,)
+        self.shape = (self.source.shape[1], self.source.shape[0])
+        self.name = "transposed (stored inputs-first)"
+
+    def rows(self, start, stop):
+        if self._whole is None:
+            self._whole = np.ascontiguousarray(self.source.read().T)
+        out = self._whole[start:stop]
+        if stop >= self.shape[0]:
+            self._whole = None
+        return out
 
 
 def rotation_pairs(n_rows: int, n_head: int) -> np.ndarray:

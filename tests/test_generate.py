@@ -257,31 +257,33 @@ def test_chat_template_is_sandboxed():
 
 # ---------------------------------------------------------------- torch fallback
 @pytest.fixture(scope="module")
-def gpt2_dir(tmp_path_factory):
-    """A tiny random GPT-2 (a family the view does not cover) with the real GPT-2 tokenizer files."""
+def opt_dir(tmp_path_factory):
+    """A tiny random OPT (a family the view does not cover: llama.cpp has no OPT) with GPT-2's tokenizer
+    files, which OPT's releases use."""
     import shutil
     from pathlib import Path
 
     torch = pytest.importorskip("torch")
     transformers = pytest.importorskip("transformers")
-    out = tmp_path_factory.mktemp("gpt2")
+    out = tmp_path_factory.mktemp("opt")
     torch.manual_seed(0)
-    cfg = transformers.GPT2Config(n_embd=32, n_layer=2, n_head=2, n_positions=128, vocab_size=50257)
-    transformers.GPT2LMHeadModel(cfg).save_pretrained(out)
+    cfg = transformers.OPTConfig(hidden_size=32, num_hidden_layers=2, ffn_dim=64, num_attention_heads=2,
+                                 word_embed_proj_dim=32, max_position_embeddings=128, vocab_size=50272)
+    transformers.OPTForCausalLM(cfg).save_pretrained(out)
     src = Path(__file__).resolve().parent.parent / "fixtures" / "tokenizers" / "gpt-2"
     for name in ("tokenizer.json", "tokenizer_config.json"):
         shutil.copyfile(src / name, out / name)
     return out
 
 
-def test_torch_fallback_runs_a_family_the_view_lacks(gpt2_dir):
-    res = _cli("generate", "--model", str(gpt2_dir), "--prompt", "Hello there", "--max-tokens", "6", "--json",
+def test_torch_fallback_runs_a_family_the_view_lacks(opt_dir):
+    res = _cli("generate", "--model", str(opt_dir), "--prompt", "Hello there", "--max-tokens", "6", "--json",
                "--temperature", "0")
     assert res.exit_code == 0, res.output
-    assert "backend: transformers (torch)" in res.stderr and "'gpt2'" in res.stderr
+    assert "backend: transformers (torch)" in res.stderr and "'opt'" in res.stderr
     out = json.loads(res.stdout)
     assert out["backend"] == "torch" and len(out["tokens"]) > 0
-    with load(gpt2_dir) as r:
+    with load(opt_dir) as r:
         assert r.backend == "torch"
         ids = r.tokenize("Hello there")
         greedy = r.run(ids=ids, max_tokens=6, temperature=0).tokens
@@ -294,7 +296,7 @@ def test_torch_fallback_runs_a_family_the_view_lacks(gpt2_dir):
         assert a == r.run(ids=ids, max_tokens=6, temperature=1.0, seed=3).tokens
 
 
-def test_backend_llama_cpp_refuses_uncovered_family(gpt2_dir):
-    res = _cli("generate", "--model", str(gpt2_dir), "--prompt", "hi", "--backend", "llama.cpp")
+def test_backend_llama_cpp_refuses_uncovered_family(opt_dir):
+    res = _cli("generate", "--model", str(opt_dir), "--prompt", "hi", "--backend", "llama.cpp")
     assert res.exit_code == 1
-    assert "family 'gpt2' is not covered by hfview's view" in res.stderr
+    assert "family 'opt' is not covered by hfview's view" in res.stderr
