@@ -196,6 +196,13 @@ def rotation_pairs(n_rows: int, n_head: int) -> np.ndarray:
     return np.arange(n_rows).reshape(n_head, 2, half).swapaxes(1, 2).reshape(-1)
 
 
+def head_interleaved_qkv(n_rows: int, n_head: int) -> np.ndarray:
+    """A fused QKV stored head by head ([head][q, k, v][dim]: GPT-NeoX, BLOOM) regrouped as ggml's
+    [q, k, v][head][dim]: row (part, head, d) comes from row (head, part, d)."""
+    head_dim = n_rows // n_head // 3
+    return np.arange(n_rows).reshape(n_head, 3, head_dim).swapaxes(0, 1).reshape(-1)
+
+
 @dataclass
 class Stack(View):
     """Several same-shaped tensors stacked along a new first axis (a mixture's experts)."""
