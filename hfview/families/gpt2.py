@@ -42,21 +42,30 @@ HARMLESS = frozenset({
     "summary_proj_to_labels", "summary_first_dropout", "reorder_and_upcast_attn",
 })
 
-TENSORS = (  # names as OpenAI released them; transformers' "transformer." prefix is optional_prefix
-    Tensor("wte.weight", "token_embd.weight"),
-    Tensor("wpe.weight", "position_embd.weight"),
-    Tensor("ln_f.{wb}", "output_norm.{wb}"),
-    Tensor("lm_head.weight", "output.weight", required=False),  # absent when tied (every released GPT-2)
-    Tensor("h.{bid}.ln_1.{wb}", "blk.{bid}.attn_norm.{wb}"),
-    Tensor("h.{bid}.attn.c_attn.weight", "blk.{bid}.attn_qkv.weight", transposed),
-    Tensor("h.{bid}.attn.c_attn.bias", "blk.{bid}.attn_qkv.bias"),
-    Tensor("h.{bid}.attn.c_proj.weight", "blk.{bid}.attn_output.weight", transposed),
-    Tensor("h.{bid}.attn.c_proj.bias", "blk.{bid}.attn_output.bias"),
-    Tensor("h.{bid}.ln_2.{wb}", "blk.{bid}.ffn_norm.{wb}"),
-    Tensor("h.{bid}.mlp.c_fc.weight", "blk.{bid}.ffn_up.weight", transposed),
-    Tensor("h.{bid}.mlp.c_fc.bias", "blk.{bid}.ffn_up.bias"),
-    Tensor("h.{bid}.mlp.c_proj.weight", "blk.{bid}.ffn_down.weight", transposed),
-    Tensor("h.{bid}.mlp.c_proj.bias", "blk.{bid}.ffn_down.bias"),
+def tensors(weight) -> tuple:
+    """GPT-2's tensor table, names as OpenAI released them (transformers' "transformer." prefix is the
+    family's optional_prefix); `weight` is the view of the projection weights (GPT-2's Conv1D: transposed;
+    GPT-BigCode's Linear: stored)."""
+    return (
+        Tensor("wte.weight", "token_embd.weight"),
+        Tensor("wpe.weight", "position_embd.weight"),
+        Tensor("ln_f.{wb}", "output_norm.{wb}"),
+        Tensor("lm_head.weight", "output.weight", required=False),  # absent when tied (every released GPT-2)
+        Tensor("h.{bid}.ln_1.{wb}", "blk.{bid}.attn_norm.{wb}"),
+        Tensor("h.{bid}.attn.c_attn.weight", "blk.{bid}.attn_qkv.weight", weight),
+        Tensor("h.{bid}.attn.c_attn.bias", "blk.{bid}.attn_qkv.bias"),
+        Tensor("h.{bid}.attn.c_proj.weight", "blk.{bid}.attn_output.weight", weight),
+        Tensor("h.{bid}.attn.c_proj.bias", "blk.{bid}.attn_output.bias"),
+        Tensor("h.{bid}.ln_2.{wb}", "blk.{bid}.ffn_norm.{wb}"),
+        Tensor("h.{bid}.mlp.c_fc.weight", "blk.{bid}.ffn_up.weight", weight),
+        Tensor("h.{bid}.mlp.c_fc.bias", "blk.{bid}.ffn_up.bias"),
+        Tensor("h.{bid}.mlp.c_proj.weight", "blk.{bid}.ffn_down.weight", weight),
+        Tensor("h.{bid}.mlp.c_proj.bias", "blk.{bid}.ffn_down.bias"),
+    )
+
+
+TENSORS = (
+    *tensors(transposed),
     # the causal mask, saved as buffers by transformers 4 before 4.3x: nothing llama.cpp reads. The pinned
     # converter means to drop them too, but maps them instead and fails ("Can not map tensor 'h.0.attn.bias'")
     Skip("h.{bid}.attn.bias"),

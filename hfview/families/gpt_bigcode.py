@@ -1,0 +1,79 @@
+"""StarCoder, SantaCoder, WizardCoder (GPTBigCodeForCausalLM) -> llama.cpp `starcoder` (the converter's
+StarCoderModel).
+
+GPT-2's block with Linear (not Conv1D) projections, so its tensor table with the weights as stored; multi-query
+attention (one KV head: c_attn is n_embd + 2 x head width rows). The converter writes its own short list: the
+context from n_positions, a feed-forward width of 4 x n_embd and one KV head whatever the config says.
+"""
+from __future__ import annotations
+
+from pathlib import Path
+
+from ..errors import ConfigError
+from ..family import Family, stored
+from ..params import f32, u32
+from .gpt2 import tensors
+
+# transformers 5.24's GPTBigCodeConfig defaults
+DEFAULTS = {
+    "gpt_bigcode": dict(vocab_size=50257, n_positions=1024, n_embd=768, n_layer=12, n_head=12, n_inner=None,
+                        activation_function="gelu_pytorch_tanh", resid_pdrop=0.1, embd_pdrop=0.1, attn_pdrop=0.1,
+                        layer_norm_epsilon=1e-05, initializer_range=0.02, scale_attn_weights=True, use_cache=True,
+                        bos_token_id=50256, eos_token_id=50256, pad_token_id=None, attention_softmax_in_fp32=True,
+                        scale_attention_softmax_in_fp32=True, multi_query=True, tie_word_embeddings=True,
+                        num_key_value_heads=1),
+}
+
+READS = frozenset({
+    "vocab_size", "n_positions", "n_embd", "n_layer", "n_head", "n_inner", "activation_function",
+    "layer_norm_epsilon", "scale_attn_weights", "multi_query", "num_key_value_heads", "tie_word_embeddings",
+})
+# Dropouts; the two softmax-in-float32 switches only change the precision transformers computes in under
+# half-precision weights (llama.cpp's softmax is float32 anyway).
+HARMLESS = frozenset({"resid_pdrop", "embd_pdrop", "attn_pdrop", "attention_softmax_in_fp32",
+                      "scale_attention_softmax_in_fp32"})
+
+TENSORS = tensors(stored)
+
+
+def check(h: dict, path: Path) -> None:
+    if not h["multi_query"] or h["num_key_value_heads"] != 1:
+        raise ConfigError(f"{path}: multi_query {h['multi_query']} / num_key_value_heads {h['num_key_value_heads']}: "
+                          f"the converter writes one KV head for GPT-BigCode, so llama.cpp's starcoder could not load "
+                          f"this checkpoint's attention weights")
+    if h["n_inner"] is not None and h["n_inner"] != 4 * h["n_embd"]:
+        raise ConfigError(f"{path}: n_inner {h['n_inner']}: the converter writes a feed-forward width of 4 x n_embd "
+                          f"= {4 * h['n_embd']}, so llama.cpp could not load these MLP weights")
+    if h["activation_function"] not in ("gelu_pytorch_tanh", "gelu_new", "gelu_fast"):
+        raise ConfigError(f"{path}: activation_function {h['activation_function']!r}: llama.cpp's starcoder computes "
+                          f"the tanh GELU only; this checkpoint would run wrong")
+    if not h["scale_attn_weights"]:
+        raise ConfigError(f"{path}: scale_attn_weights false: llama.cpp's starcoder scales attention by "
+                          f"1/sqrt(head width)")
+
+
+def parameters(h: dict, block_count: int, file_type: int) -> list:
+    return [u32("starcoder.context_length", h["n_positions"]), u32("starcoder.embedding_length", h["n_embd"]),
+            u32("starcoder.feed_forward_length", 4 * h["n_embd"]), u32("starcoder.block_count", block_count),
+            u32("starcoder.attention.head_count", h["n_head"]), u32("starcoder.attention.head_count_kv", 1),
+            f32("starcoder.attention.layer_norm_epsilon", h["layer_norm_epsilon"]), u32("general.file_type", file_type)]
+
+
+def vocab(model_dir: Path, h: dict) -> list:
+    from tokenizer.vocab import gpt2_vocab
+    return gpt2_vocab(model_dir, h)
+
+
+FAMILY = Family(
+    name="gpt_bigcode",
+    gguf_arch="starcoder",
+    architectures=("GPTBigCodeForCausalLM",),
+    defaults=DEFAULTS,
+    reads=READS,
+    harmless=HARMLESS,
+    tensors=TENSORS,
+    parameters=parameters,
+    vocab=vocab,
+    check=check,
+    optional_prefix="transformer.",
+)
