@@ -17,7 +17,8 @@ import numpy as np
 from .errors import CheckpointError
 from .gguf_layout import KV, GGMLType
 from .shards import StoredTensor
-from .views import Generated, Presented, RowPermutation, Stack, Stored, ValueStep, View, rotation_pairs
+from .views import (Generated, Presented, RowPermutation, Stack, Stored, ValueStep, View, head_interleaved_qkv,
+                    rotation_pairs)
 
 # ---------------------------------------------------------------- tensor rules
 # A view maker gets the matched sources and the hyperparameters and returns the View.
@@ -37,6 +38,18 @@ def rope_pairs(head_count_key: str) -> ViewMaker:
             raise CheckpointError(f"tensor {src.name!r} has {src.shape[0]} rows, which do not split into "
                                   f"{n_head} heads of rotation pairs ({head_count_key} = {n_head})")
         return RowPermutation(src, rotation_pairs(src.shape[0], n_head), f"rotation pairs over {n_head} heads")
+    return make
+
+
+def qkv_by_part(head_count_key: str) -> ViewMaker:
+    """A fused QKV stored head by head (GPT-NeoX, BLOOM) regrouped as all q rows, then k, then v."""
+    def make(sources: list[StoredTensor], h: dict) -> View:
+        src = sources[0]
+        n_head = h[head_count_key]
+        if src.shape[0] % (3 * n_head):
+            raise CheckpointError(f"tensor {src.name!r} has {src.shape[0]} rows, which do not split into {n_head} "
+                                  f"heads of q, k and v ({head_count_key} = {n_head})")
+        return RowPermutation(src, head_interleaved_qkv(src.shape[0], n_head), f"q, k, v regrouped over {n_head} heads")
     return make
 
 

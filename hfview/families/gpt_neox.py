@@ -9,19 +9,9 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from ..errors import CheckpointError, ConfigError
-from ..family import Family, Tensor
+from ..errors import ConfigError
+from ..family import Family, Tensor, qkv_by_part
 from ..params import boolean, f32, u32
-from ..views import RowPermutation, head_interleaved_qkv
-
-
-def qkv_by_part(sources, h):
-    src = sources[0]
-    n_head = h["num_attention_heads"]
-    if src.shape[0] % (3 * n_head):
-        raise CheckpointError(f"tensor {src.name!r} has {src.shape[0]} rows, which do not split into {n_head} heads "
-                              f"of q, k and v")
-    return RowPermutation(src, head_interleaved_qkv(src.shape[0], n_head), f"q, k, v regrouped over {n_head} heads")
 
 
 # transformers 5.24's GPTNeoXConfig defaults
@@ -48,7 +38,8 @@ TENSORS = (
     Tensor("gpt_neox.final_layer_norm.{wb}", "output_norm.{wb}"),
     Tensor("embed_out.weight", "output.weight"),
     Tensor("gpt_neox.layers.{bid}.input_layernorm.{wb}", "blk.{bid}.attn_norm.{wb}"),
-    Tensor("gpt_neox.layers.{bid}.attention.query_key_value.{wb}", "blk.{bid}.attn_qkv.{wb}", qkv_by_part),
+    Tensor("gpt_neox.layers.{bid}.attention.query_key_value.{wb}", "blk.{bid}.attn_qkv.{wb}",
+           qkv_by_part("num_attention_heads")),
     Tensor("gpt_neox.layers.{bid}.attention.dense.{wb}", "blk.{bid}.attn_output.{wb}"),
     Tensor("gpt_neox.layers.{bid}.post_attention_layernorm.{wb}", "blk.{bid}.ffn_norm.{wb}"),
     Tensor("gpt_neox.layers.{bid}.mlp.dense_h_to_4h.{wb}", "blk.{bid}.ffn_up.{wb}"),

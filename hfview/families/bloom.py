@@ -1,0 +1,88 @@
+"""BLOOM (BloomForCausalLM) -> llama.cpp `bloom` (the converter's BloomModel).
+
+ALiBi positions (llama.cpp computes the slopes; nothing is written), a LayerNorm over the embeddings, the
+fused query_key_value stored head by head and regrouped as q, k, v, biases everywhere, GELU, tied output.
+The converter writes its own short list, with a context length of seq_length or, failing that, the hidden
+width (BLOOM's configs state none).
+"""
+from __future__ import annotations
+
+from pathlib import Path
+
+from ..errors import ConfigError
+from ..family import Family, Tensor, qkv_by_part
+from ..params import f32, u32
+
+# transformers 5.24's BloomConfig defaults
+DEFAULTS = {
+    "bloom": dict(vocab_size=250880, hidden_size=64, n_layer=2, n_head=8, layer_norm_epsilon=1e-05,
+                  initializer_range=0.02, use_cache=True, bos_token_id=1, eos_token_id=2, pad_token_id=None,
+                  apply_residual_connection_post_layernorm=False, hidden_dropout=0.0, attention_dropout=0.0,
+                  pretraining_tp=1, slow_but_exact=False, tie_word_embeddings=True),
+}
+
+READS = frozenset({
+    "vocab_size", "hidden_size", "n_embed", "n_layer", "n_head", "layer_norm_epsilon", "seq_length",
+    "apply_residual_connection_post_layernorm", "tie_word_embeddings",
+})
+# Keys released BLOOM configs carry that transformers' BloomModel never reads (Megatron-DeepSpeed training
+# switches: fusions, bias-add placement, offset_alibi, the unused n_inner, unk_token_id), and two it reads
+# that leave the function unchanged: pretraining_tp and slow_but_exact only split the same products differently.
+HARMLESS = frozenset({"pretraining_tp", "slow_but_exact", "masked_softmax_fusion", "bias_dropout_fusion",
+                      "attention_softmax_in_fp32", "offset_alibi", "skip_bias_add", "skip_bias_add_qkv",
+                      "n_inner", "unk_token_id", "hidden_dropout", "attention_dropout"})
+
+TENSORS = (
+    Tensor("word_embeddings.weight", "token_embd.weight"),
+    Tensor("word_embeddings_layernorm.{wb}", "token_embd_norm.{wb}"),
+    Tensor("ln_f.{wb}", "output_norm.{wb}"),
+    Tensor("lm_head.weight", "output.weight", required=False),  # absent when tied (as released)
+    Tensor("h.{bid}.input_layernorm.{wb}", "blk.{bid}.attn_norm.{wb}"),
+    Tensor("h.{bid}.self_attention.query_key_value.{wb}", "blk.{bid}.attn_qkv.{wb}", qkv_by_part("n_head")),
+    Tensor("h.{bid}.self_attention.dense.{wb}", "blk.{bid}.attn_output.{wb}"),
+    Tensor("h.{bid}.post_attention_layernorm.{wb}", "blk.{bid}.ffn_norm.{wb}"),
+    Tensor("h.{bid}.mlp.dense_h_to_4h.{wb}", "blk.{bid}.ffn_up.{wb}"),
+    Tensor("h.{bid}.mlp.dense_4h_to_h.{wb}", "blk.{bid}.ffn_down.{wb}"),
+)
+
+
+def normalise(h: dict) -> dict:
+    """BloomConfig's constructor takes the released alias n_embed for hidden_size."""
+    if h.get("n_embed") is not None:
+        h["hidden_size"] = h["n_embed"]
+    return h
+
+
+def check(h: dict, path: Path) -> None:
+    if h["apply_residual_connection_post_layernorm"]:
+        raise ConfigError(f"{path}: apply_residual_connection_post_layernorm true: llama.cpp's bloom adds the residual "
+                          f"before the norm only; this checkpoint would run wrong")
+
+
+def parameters(h: dict, block_count: int, file_type: int) -> list:
+    n_embd, n_head = h["hidden_size"], h["n_head"]
+    return [u32("bloom.context_length", h.get("seq_length", n_embd)), u32("bloom.embedding_length", n_embd),
+            u32("bloom.feed_forward_length", 4 * n_embd), u32("bloom.block_count", block_count),
+            u32("bloom.attention.head_count", n_head), u32("bloom.attention.head_count_kv", n_head),
+            f32("bloom.attention.layer_norm_epsilon", h["layer_norm_epsilon"]), u32("general.file_type", file_type)]
+
+
+def vocab(model_dir: Path, h: dict) -> list:
+    from tokenizer.vocab import gpt2_vocab
+    return gpt2_vocab(model_dir, h)
+
+
+FAMILY = Family(
+    name="bloom",
+    gguf_arch="bloom",
+    architectures=("BloomForCausalLM",),
+    defaults=DEFAULTS,
+    reads=READS,
+    harmless=HARMLESS,
+    tensors=TENSORS,
+    parameters=parameters,
+    vocab=vocab,
+    check=check,
+    normalise=normalise,
+    optional_prefix="transformer.",
+)
