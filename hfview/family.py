@@ -17,7 +17,7 @@ import numpy as np
 from .errors import CheckpointError
 from .gguf_layout import KV, GGMLType
 from .shards import StoredTensor
-from .views import (Generated, Presented, RowPermutation, Stack, Stored, ValueStep, View, head_interleaved_qkv,
+from .views import (Generated, Presented, RowPermutation, Stack, Stored, ValueStep, View, grouped_qkv,
                     rotation_pairs)
 
 # ---------------------------------------------------------------- tensor rules
@@ -41,15 +41,19 @@ def rope_pairs(head_count_key: str) -> ViewMaker:
     return make
 
 
-def qkv_by_part(head_count_key: str) -> ViewMaker:
-    """A fused QKV stored head by head (GPT-NeoX, BLOOM) regrouped as all q rows, then k, then v."""
+def qkv_by_part(head_count_key: str, kv_heads: Callable[[dict], int] | None = None) -> ViewMaker:
+    """A fused QKV stored by KV group regrouped as all q rows, then k, then v (views.grouped_qkv); `kv_heads`
+    gives the group count from the hyperparameters (default: one group per head, as GPT-NeoX and BLOOM)."""
     def make(sources: list[StoredTensor], h: dict) -> View:
         src = sources[0]
         n_head = h[head_count_key]
-        if src.shape[0] % (3 * n_head):
-            raise CheckpointError(f"tensor {src.name!r} has {src.shape[0]} rows, which do not split into {n_head} "
-                                  f"heads of q, k and v ({head_count_key} = {n_head})")
-        return RowPermutation(src, head_interleaved_qkv(src.shape[0], n_head), f"q, k, v regrouped over {n_head} heads")
+        n_kv = kv_heads(h) if kv_heads else n_head
+        if n_head % n_kv or src.shape[0] % (n_kv * (n_head // n_kv + 2)):
+            raise CheckpointError(f"tensor {src.name!r} has {src.shape[0]} rows, which do not split into {n_kv} "
+                                  f"groups of {n_head // max(n_kv, 1)} query heads, a key and a value "
+                                  f"({head_count_key} = {n_head})")
+        label = f"q, k, v regrouped over {n_head} heads" + (f" in {n_kv} KV groups" if n_kv != n_head else "")
+        return RowPermutation(src, grouped_qkv(src.shape[0], n_head, n_kv), label)
     return make
 
 

@@ -196,11 +196,14 @@ def rotation_pairs(n_rows: int, n_head: int) -> np.ndarray:
     return np.arange(n_rows).reshape(n_head, 2, half).swapaxes(1, 2).reshape(-1)
 
 
-def head_interleaved_qkv(n_rows: int, n_head: int) -> np.ndarray:
-    """A fused QKV stored head by head ([head][q, k, v][dim]: GPT-NeoX, BLOOM) regrouped as ggml's
-    [q, k, v][head][dim]: row (part, head, d) comes from row (head, part, d)."""
-    head_dim = n_rows // n_head // 3
-    return np.arange(n_rows).reshape(n_head, 3, head_dim).swapaxes(0, 1).reshape(-1)
+def grouped_qkv(n_rows: int, n_head: int, n_head_kv: int) -> np.ndarray:
+    """A fused QKV stored by KV group ([group][its n_head/n_head_kv q heads, k, v][dim]) regrouped as ggml's
+    [all q heads][all k heads][all v heads]. One group per head is GPT-NeoX's and BLOOM's head-by-head
+    [q, k, v] layout; one group for all heads is Falcon-7B's multi-query [q..., k, v], left as it is."""
+    per_group = n_head // n_head_kv + 2
+    head_dim = n_rows // (n_head_kv * per_group)
+    heads = np.arange(n_rows).reshape(n_head_kv, per_group, head_dim)
+    return np.concatenate([heads[:, :-2].reshape(-1), heads[:, -2].reshape(-1), heads[:, -1].reshape(-1)])
 
 
 @dataclass

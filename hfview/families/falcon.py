@@ -1,0 +1,119 @@
+"""Falcon (FalconForCausalLM) -> llama.cpp `falcon` (the converter's FalconModel).
+
+Parallel attention and MLP, rope (NeoX style), no biases; the fused query_key_value is stored by KV group and
+regrouped as all q, then k, then v ("jploski" layout): Falcon-7B's multi-query (one group: left as it is),
+Falcon-40B/180B's new decoder architecture (num_kv_heads groups, and a second LayerNorm before the MLP). The
+converter writes its own short list: a context of 2048, a feed-forward width of 4 x hidden, no rope base.
+
+Under transformers 5 the converter reads Falcon-7B's KV head count from num_kv_heads, which FalconConfig fills
+with the query head count, and fails on its multi-query tensor; the view takes the count transformers' own
+model uses (1 for multi-query outside the new decoder architecture).
+"""
+from __future__ import annotations
+
+from pathlib import Path
+
+from ..errors import ConfigError
+from ..family import Family, Tensor, qkv_by_part
+from ..params import f32, string, u32
+
+# transformers 5.24's FalconConfig defaults
+DEFAULTS = {
+    "falcon": dict(vocab_size=65024, hidden_size=4544, num_hidden_layers=32, num_attention_heads=71,
+                   num_ln_in_parallel_attn=None, layer_norm_epsilon=1e-05, initializer_range=0.02, use_cache=True,
+                   hidden_dropout=0.0, attention_dropout=0.0, num_kv_heads=None, alibi=False,
+                   new_decoder_architecture=False, multi_query=True, parallel_attn=True, bias=False,
+                   max_position_embeddings=2048, rope_parameters={"rope_theta": 10000.0, "rope_type": "default"},
+                   bos_token_id=11, eos_token_id=11, pad_token_id=None, ffn_hidden_size=None, activation="gelu",
+                   tie_word_embeddings=True),
+}
+
+READS = frozenset({
+    "vocab_size", "hidden_size", "n_embed", "num_hidden_layers", "num_attention_heads", "num_ln_in_parallel_attn",
+    "layer_norm_epsilon", "num_kv_heads", "alibi", "new_decoder_architecture", "multi_query", "parallel_attn",
+    "bias", "rope_parameters", "rope_scaling", "rope_theta", "ffn_hidden_size", "activation", "tie_word_embeddings",
+})
+# max_position_embeddings: the converter writes a context of 2048 whatever it says (rope is relative).
+HARMLESS = frozenset({"max_position_embeddings"})
+
+
+def kv_heads(h: dict) -> int:
+    """The KV head count transformers' FalconAttention uses."""
+    return h["num_kv_heads"] if h["new_decoder_architecture"] or not h["multi_query"] else 1
+
+
+TENSORS = (
+    Tensor("word_embeddings.weight", "token_embd.weight"),
+    Tensor("ln_f.{wb}", "output_norm.{wb}"),
+    Tensor("lm_head.weight", "output.weight", required=False),  # absent when tied (as released)
+    Tensor("h.{bid}.input_layernorm.{wb}", "blk.{bid}.attn_norm.{wb}", required=lambda h: _norms(h) == 1),
+    # llama.cpp's falcon feeds the MLP from attn_norm and, where a block has a second norm, attention from attn_norm_2
+    Tensor("h.{bid}.ln_mlp.{wb}", "blk.{bid}.attn_norm.{wb}", required=lambda h: _norms(h) == 2),
+    Tensor("h.{bid}.ln_attn.{wb}", "blk.{bid}.attn_norm_2.{wb}", required=lambda h: _norms(h) == 2),
+    Tensor("h.{bid}.self_attention.query_key_value.weight", "blk.{bid}.attn_qkv.weight",
+           qkv_by_part("num_attention_heads", kv_heads)),
+    Tensor("h.{bid}.self_attention.dense.weight", "blk.{bid}.attn_output.weight"),
+    Tensor("h.{bid}.mlp.dense_h_to_4h.weight", "blk.{bid}.ffn_up.weight"),
+    Tensor("h.{bid}.mlp.dense_4h_to_h.weight", "blk.{bid}.ffn_down.weight"),
+)
+
+
+def _norms(h: dict) -> int:
+    """LayerNorms a block has (FalconDecoderLayer: two in the new decoder architecture unless it says one)."""
+    n = h["num_ln_in_parallel_attn"]
+    return (2 if n is None else n) if h["new_decoder_architecture"] else 1
+
+
+def normalise(h: dict) -> dict:
+    """FalconConfig's constructor: the n_embed alias, KV heads and FFN width filled in."""
+    if h.get("n_embed") is not None:
+        h["hidden_size"] = h["n_embed"]
+    if h["num_kv_heads"] is None:
+        h["num_kv_heads"] = h["num_attention_heads"]
+    if h["ffn_hidden_size"] is None:
+        h["ffn_hidden_size"] = 4 * h["hidden_size"]
+    return h
+
+
+def check(h: dict, path: Path) -> None:
+    wrong = [f"{k} {h[k]}" for k, ok in (("alibi", False), ("bias", False), ("parallel_attn", True)) if h[k] != ok]
+    if wrong:
+        raise ConfigError(f"{path}: {', '.join(wrong)}: llama.cpp's falcon runs rope, without biases, attention and "
+                          f"MLP in parallel only (Falcon-RW's layout is not among them); this checkpoint would run "
+                          f"wrong")
+    rope = h["rope_parameters"]
+    if rope.get("rope_type", "default") != "default" or float(rope.get("rope_theta", 10000.0)) != 10000.0:
+        raise ConfigError(f"{path}: rope {rope}: the converter writes no rope base or scaling for Falcon, so llama.cpp "
+                          f"rotates with base 10000 unscaled; this checkpoint would run wrong")
+    if h["ffn_hidden_size"] != 4 * h["hidden_size"] or h["activation"] != "gelu":
+        raise ConfigError(f"{path}: ffn_hidden_size {h['ffn_hidden_size']} / activation {h['activation']!r}: the "
+                          f"converter writes a feed-forward width of 4 x hidden and llama.cpp's falcon computes GELU")
+
+
+def parameters(h: dict, block_count: int, file_type: int) -> list:
+    return [u32("falcon.context_length", 2048), string("falcon.tensor_data_layout", "jploski"),
+            u32("falcon.embedding_length", h["hidden_size"]), u32("falcon.feed_forward_length", 4 * h["hidden_size"]),
+            u32("falcon.block_count", block_count), u32("falcon.attention.head_count", h["num_attention_heads"]),
+            u32("falcon.attention.head_count_kv", kv_heads(h)),
+            f32("falcon.attention.layer_norm_epsilon", h["layer_norm_epsilon"]), u32("general.file_type", file_type)]
+
+
+def vocab(model_dir: Path, h: dict) -> list:
+    from tokenizer.vocab import gpt2_vocab
+    return gpt2_vocab(model_dir, h)
+
+
+FAMILY = Family(
+    name="falcon",
+    gguf_arch="falcon",
+    architectures=("FalconForCausalLM",),
+    defaults=DEFAULTS,
+    reads=READS,
+    harmless=HARMLESS,
+    tensors=TENSORS,
+    parameters=parameters,
+    vocab=vocab,
+    check=check,
+    normalise=normalise,
+    optional_prefix="transformer.",
+)
