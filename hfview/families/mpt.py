@@ -1,0 +1,103 @@
+"""MPT (MPTForCausalLM, as MosaicML released it) -> llama.cpp `mpt` (the converter's MPTModel).
+
+ALiBi (the converter writes its maximum bias; llama.cpp computes the slopes), one fused Wqkv in q, k, v order,
+LayerNorm with bias, no linear biases, tied output; the optional clamp of q, k, v (clip_qkv). The converter
+registers the release's class name only (transformers' own MptForCausalLM is not one it converts) and writes its
+own short list: a feed-forward width of 4 x d_model and a LayerNorm epsilon of 1e-5.
+"""
+from __future__ import annotations
+
+from pathlib import Path
+
+from ..errors import ConfigError
+from ..family import Family, Tensor
+from ..params import f32, u32
+
+# transformers 5.24's MptAttentionConfig fields that reach the converter (its attn_config dict)
+ATTN_DEFAULTS = dict(attn_type="multihead_attention", attn_pdrop=0, attn_impl="torch", clip_qkv=None,
+                     softmax_scale=None, prefix_lm=False, qk_ln=False, attn_uses_sequence_id=False, alibi=True,
+                     alibi_bias_max=8)
+
+# transformers 5.24's MptConfig defaults
+DEFAULTS = {
+    "mpt": dict(d_model=2048, n_heads=16, n_layers=24, expansion_ratio=4, max_seq_len=2048, vocab_size=50368,
+                resid_pdrop=0.0, layer_norm_epsilon=1e-05, emb_pdrop=0.0, learned_pos_emb=True,
+                attn_config=ATTN_DEFAULTS, init_device="cpu", logit_scale=None, no_bias=True, embedding_fraction=1.0,
+                norm_type="low_precision_layernorm", use_cache=False, initializer_range=0.02,
+                tie_word_embeddings=True, pad_token_id=None, bos_token_id=None, eos_token_id=None),
+}
+
+READS = frozenset({
+    "d_model", "n_heads", "n_layers", "expansion_ratio", "max_seq_len", "vocab_size", "layer_norm_epsilon",
+    "attn_config", "logit_scale", "no_bias", "tie_word_embeddings", "learned_pos_emb", "embedding_fraction",
+})
+# Dropouts; where weights are initialised; norm_type names the same LayerNorm computed in lower precision during
+# training (transformers' MptModel computes a plain LayerNorm).
+HARMLESS = frozenset({"resid_pdrop", "emb_pdrop", "init_device", "norm_type"})
+
+TENSORS = (
+    Tensor("transformer.wte.weight", "token_embd.weight"),
+    Tensor("transformer.norm_f.{wb}", "output_norm.{wb}"),
+    Tensor("lm_head.weight", "output.weight", required=False),  # absent when tied (as released)
+    Tensor("transformer.blocks.{bid}.norm_1.{wb}", "blk.{bid}.attn_norm.{wb}"),
+    Tensor("transformer.blocks.{bid}.attn.Wqkv.weight", "blk.{bid}.attn_qkv.weight"),
+    Tensor("transformer.blocks.{bid}.attn.out_proj.weight", "blk.{bid}.attn_output.weight"),
+    Tensor("transformer.blocks.{bid}.norm_2.{wb}", "blk.{bid}.ffn_norm.{wb}"),
+    Tensor("transformer.blocks.{bid}.ffn.up_proj.weight", "blk.{bid}.ffn_up.weight"),
+    Tensor("transformer.blocks.{bid}.ffn.down_proj.weight", "blk.{bid}.ffn_down.weight"),
+)
+
+
+def normalise(h: dict) -> dict:
+    """MptConfig's constructor turns attn_config into an MptAttentionConfig: absent fields read as defaults."""
+    stated = h.get("attn_config") or {}
+    if not isinstance(stated, dict):
+        raise ConfigError(f"attn_config must be a JSON object, found {stated!r}")
+    h["attn_config"] = {**ATTN_DEFAULTS, **stated}
+    return h
+
+
+def check(h: dict, path: Path) -> None:
+    attn = h["attn_config"]
+    wrong = [f"{k} {v!r}" for k, v, ok in (
+        ("attn_config.alibi", attn["alibi"], True), ("attn_config.qk_ln", attn["qk_ln"], False),
+        ("attn_config.softmax_scale", attn["softmax_scale"], None), ("attn_config.prefix_lm", attn["prefix_lm"], False),
+        ("attn_config.kv_n_heads", attn.get("kv_n_heads"), None), ("logit_scale", h["logit_scale"], None),
+        ("no_bias", h["no_bias"], True), ("expansion_ratio", h["expansion_ratio"], 4),
+        ("layer_norm_epsilon", h["layer_norm_epsilon"], 1e-5), ("embedding_fraction", h["embedding_fraction"], 1.0),
+    ) if v != ok]
+    if wrong:
+        raise ConfigError(f"{path}: {', '.join(wrong)}: transformers' MPT and llama.cpp's mpt, fed what the converter "
+                          f"writes (ALiBi, 1/sqrt(head) scaling, no biases, FFN 4 x d_model, LayerNorm eps 1e-5), "
+                          f"agree only without these; this checkpoint would run wrong")
+
+
+def parameters(h: dict, block_count: int, file_type: int) -> list:
+    attn = h["attn_config"]
+    kv = [u32("mpt.context_length", h["max_seq_len"]), u32("mpt.embedding_length", h["d_model"]),
+          u32("mpt.block_count", block_count), u32("mpt.feed_forward_length", 4 * h["d_model"]),
+          u32("mpt.attention.head_count", h["n_heads"]), f32("mpt.attention.layer_norm_epsilon", 1e-5)]
+    if attn["clip_qkv"] is not None:
+        kv.append(f32("mpt.attention.clamp_kqv", attn["clip_qkv"]))
+    kv.append(f32("mpt.attention.max_alibi_bias", attn["alibi_bias_max"] if attn["alibi"] else 0.0))
+    return kv  # no general.file_type: MPTModel's list leaves it out
+
+
+def vocab(model_dir: Path, h: dict) -> list:
+    from tokenizer.vocab import gpt2_vocab
+    return gpt2_vocab(model_dir, h)
+
+
+FAMILY = Family(
+    name="mpt",
+    gguf_arch="mpt",
+    architectures=("MPTForCausalLM",),
+    defaults=DEFAULTS,
+    reads=READS,
+    harmless=HARMLESS,
+    tensors=TENSORS,
+    parameters=parameters,
+    vocab=vocab,
+    check=check,
+    normalise=normalise,
+)
