@@ -1,0 +1,117 @@
+"""Mamba (MambaForCausalLM) -> llama.cpp `mamba` (the converter's MambaModel).
+
+A selective state-space block per layer (in_proj, a causal depthwise conv1d, x_proj, dt_proj, A, D, out_proj)
+after an RMSNorm; no attention, no positions. The converter reads config.json as written (not through
+MambaConfig), falls back to Mamba's own defaults where a key is absent, pads the vocabulary to a multiple of
+pad_vocab_size_multiple (refused where that changes it: the embedding keeps vocab_size rows and llama.cpp
+could not load the file), presents conv1d squeezed and A as -exp(A_log), and omits a tied lm_head.
+"""
+from __future__ import annotations
+
+from pathlib import Path
+
+from ..errors import ConfigError
+from ..family import Family, Skip, Tensor
+from ..params import boolean, f32, first, u32
+from ..views import NEG_EXP, Reshaped
+
+
+def squeezed(sources, h):
+    src = sources[0]
+    return Reshaped(src, tuple(d for d in src.shape if d != 1), "squeezed")
+
+
+# None: the converter reads config.json as written (MambaModel avoids AutoConfig), so an absent key is the
+# converter's own fallback, below, never a config class's default.
+DEFAULTS = {"mamba": {}}
+
+READS = frozenset({
+    "vocab_size", "pad_vocab_size_multiple", "hidden_size", "d_model", "num_hidden_layers", "n_layer",
+    "conv_kernel", "d_conv", "intermediate_size", "d_inner", "expand", "state_size", "d_state", "time_step_rank",
+    "dt_rank", "layer_norm_epsilon", "rms_norm_eps", "use_bias", "use_conv_bias", "hidden_act",
+    "tie_word_embeddings",
+})
+# Initialisation of dt and of the residual (training only), and how transformers computes the same scan
+# (a reference loop, mamba.py, an associative scan); residual_in_fp32 only matters under half precision.
+HARMLESS = frozenset({
+    "time_step_scale", "time_step_min", "time_step_max", "time_step_init_scheme", "time_step_floor",
+    "rescale_prenorm_residual", "use_mambapy", "use_associative_scan", "residual_in_fp32",
+})
+
+TENSORS = (
+    Tensor("backbone.embeddings.weight", "token_embd.weight"),
+    Tensor("backbone.norm_f.weight", "output_norm.weight"),
+    Skip("lm_head.weight", when=lambda h: h.get("tie_word_embeddings", True)),  # the converter omits a tied head
+    Tensor("lm_head.weight", "output.weight", required=False),
+    Tensor("backbone.layers.{bid}.norm.weight", "blk.{bid}.attn_norm.weight"),
+    Tensor("backbone.layers.{bid}.mixer.in_proj.weight", "blk.{bid}.ssm_in.weight"),
+    Tensor("backbone.layers.{bid}.mixer.conv1d.weight", "blk.{bid}.ssm_conv1d.weight", squeezed),
+    Tensor("backbone.layers.{bid}.mixer.conv1d.bias", "blk.{bid}.ssm_conv1d.bias"),
+    Tensor("backbone.layers.{bid}.mixer.x_proj.weight", "blk.{bid}.ssm_x.weight"),
+    Tensor("backbone.layers.{bid}.mixer.dt_proj.{wb}", "blk.{bid}.ssm_dt.{wb}"),
+    Tensor("backbone.layers.{bid}.mixer.A_log", "blk.{bid}.ssm_a", steps=(NEG_EXP,)),
+    Tensor("backbone.layers.{bid}.mixer.D", "blk.{bid}.ssm_d"),
+    Tensor("backbone.layers.{bid}.mixer.out_proj.weight", "blk.{bid}.ssm_out.weight"),
+)
+
+
+def _dims(h: dict) -> dict:
+    d_model = first(h, ["hidden_size", "d_model"])
+    return dict(d_model=d_model, d_conv=first(h, ["conv_kernel", "d_conv"]) or 4,
+                d_inner=first(h, ["intermediate_size", "d_inner"]) or 2 * d_model,
+                d_state=first(h, ["state_size", "d_state"]) or 16,
+                dt_rank=first(h, ["time_step_rank", "dt_rank"]) or -(d_model // -16),
+                eps=first(h, ["layer_norm_epsilon", "rms_norm_eps"]) or 1e-5)
+
+
+def padded_vocab(h: dict) -> int:
+    """The converter's vocabulary size: config.json's, rounded up to a multiple of pad_vocab_size_multiple."""
+    pad = h.get("pad_vocab_size_multiple", 8)
+    return -(h["vocab_size"] // -pad) * pad
+
+
+def check(h: dict, path: Path) -> None:
+    d = _dims(h)
+    if d["d_inner"] != 2 * d["d_model"] or h.get("expand", 2) != 2:
+        raise ConfigError(f"{path}: inner size {d['d_inner']} (expand {h.get('expand', 2)}): the converter accepts "
+                          f"Mamba blocks of expansion 2 only")
+    if padded_vocab(h) != h["vocab_size"]:
+        raise ConfigError(f"{path}: vocab_size {h['vocab_size']}: the converter pads the vocabulary to "
+                          f"{padded_vocab(h)} tokens (pad_vocab_size_multiple {h.get('pad_vocab_size_multiple', 8)}) "
+                          f"but not the embedding's {h['vocab_size']} rows, and llama.cpp refuses such a file")
+    if not isinstance(d["dt_rank"], int):
+        raise ConfigError(f"{path}: time_step_rank {d['dt_rank']!r}: the converter needs a number here")
+    wrong = [f"{k} {h[k]!r}" for k, ok in (("use_bias", False), ("use_conv_bias", True), ("hidden_act", "silu"))
+             if k in h and h[k] != ok]
+    if wrong:
+        raise ConfigError(f"{path}: {', '.join(wrong)}: llama.cpp's mamba has no in/out projection biases, needs the "
+                          f"conv1d bias and computes SiLU; this checkpoint would run wrong")
+
+
+def parameters(h: dict, block_count: int, file_type: int) -> list:
+    d = _dims(h)
+    return [u32("mamba.context_length", 2 ** 20), u32("mamba.embedding_length", d["d_model"]),
+            u32("mamba.feed_forward_length", 0), u32("mamba.attention.head_count", 0),
+            u32("mamba.block_count", block_count), u32("mamba.ssm.conv_kernel", d["d_conv"]),
+            u32("mamba.ssm.inner_size", d["d_inner"]), u32("mamba.ssm.state_size", d["d_state"]),
+            u32("mamba.ssm.time_step_rank", d["dt_rank"]), f32("mamba.attention.layer_norm_rms_epsilon", d["eps"]),
+            boolean("mamba.ssm.dt_b_c_rms", False), u32("general.file_type", file_type)]
+
+
+def vocab(model_dir: Path, h: dict) -> list:
+    from tokenizer.vocab import gpt2_vocab
+    return gpt2_vocab(model_dir, h)
+
+
+FAMILY = Family(
+    name="mamba",
+    gguf_arch="mamba",
+    architectures=("MambaForCausalLM",),
+    defaults=DEFAULTS,
+    reads=READS,
+    harmless=HARMLESS,
+    tensors=TENSORS,
+    parameters=parameters,
+    vocab=vocab,
+    check=check,
+)
