@@ -16,6 +16,10 @@ def test_defaults_match_transformers():
     check_defaults("qwen3_moe")
 
 
+def test_at_least_three_released_configs_collected():
+    assert len(released_configs("qwen3_moe")) >= 3, released_configs("qwen3_moe")
+
+
 @pytest.mark.parametrize("path", released_configs("qwen3_moe"), ids=lambda p: p.stem)
 def test_released_config_is_accepted(path: Path):
     """Each released config passes the key check and the family's checks, and its hyperparameter KV carries
