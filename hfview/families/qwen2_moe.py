@@ -67,13 +67,15 @@ TENSORS = (*attention_tensors(), LM_HEAD, *mixture_tensors("num_experts"), *SHAR
 
 def check_every_layer_a_mixture(h: dict, path: Path, arch: str, count_key: str) -> None:
     """transformers makes layer i dense (one SwiGLU of intermediate_size) when i is in mlp_only_layers, when
-    (i + 1) % decoder_sparse_step != 0, or when there are no experts. The converter reads neither list and
-    llama.cpp's architecture needs a router in every layer: such a checkpoint cannot run there."""
+    (i + 1) % decoder_sparse_step != 0, or when there are no experts. The converter reads neither list (on
+    such a checkpoint it fails: "Can not map tensor 'model.layers.1.mlp.down_proj.weight'", tried for
+    qwen2_moe and qwen3_moe) and llama.cpp's qwen2moe / qwen3moe / olmoe need a router in every layer."""
     dense = list(h.get("mlp_only_layers") or [])
     step = h.get("decoder_sparse_step", 1)
     if dense:
-        raise ConfigError(f"{path}: mlp_only_layers {dense}: those layers are dense in transformers; llama.cpp's "
-                          f"{arch} architecture has a mixture of experts in every layer, so they cannot run there")
+        raise ConfigError(f"{path}: mlp_only_layers {dense}: those layers are dense in transformers; the converter "
+                          f"cannot map their tensors and llama.cpp's {arch} architecture has a mixture of experts in "
+                          f"every layer, so they cannot run there")
     if step != 1:
         raise ConfigError(f"{path}: decoder_sparse_step {step!r}: transformers then makes every layer i with "
                           f"(i + 1) % {step!r} != 0 dense; llama.cpp's {arch} architecture has a mixture of "
