@@ -244,14 +244,24 @@ class Stack(View):
         self.name = f"stack of {len(self.parts)}"
 
     def rows(self, start, stop):
+        """Streamed part by part into one destination array: besides the result, at most one part's
+        rows are held at a time (never the whole stack twice)."""
         per = _rows(self.parts[0].shape) if len(self.parts[0].shape) > 1 else 1
-        out = []
-        while start < stop:
-            i, r = divmod(start, per)
-            take = min(stop - start, per - r)
-            out.append(_flat_rows(self.parts[i], r, r + take))
-            start += take
-        return np.concatenate(out) if len(out) > 1 else out[0]
+        total, out, done = stop - start, None, 0
+        if total <= 0:
+            return _flat_rows(self.parts[0], 0, 0)
+        while done < total:
+            i, r = divmod(start + done, per)
+            take = min(total - done, per - r)
+            piece = _flat_rows(self.parts[i], r, r + take)
+            if take == total:
+                return piece  # the whole range lies in one part
+            if out is None:
+                out = np.empty((total, piece.shape[1]), dtype=piece.dtype)
+            out[done:done + take] = piece
+            del piece
+            done += take
+        return out
 
 
 @dataclass

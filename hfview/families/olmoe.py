@@ -1,0 +1,96 @@
+"""OLMoE (OLMoE-1B-7B: OlmoeForCausalLM) -> llama.cpp `olmoe` (the converter's OlmoeModel).
+
+A Llama-layout decoder (rotate-half rope: Q/K as stored) with RMS norms over the whole q and k projections
+and Qwen2-MoE's mixture without a shared expert (the converter's OlmoeModel copies Qwen2MoeModel's expert
+merge). llama.cpp's olmoe sizes the k norm n_embd, so K must be as wide as Q (no grouped KV heads, as
+released); the converter writes the RMS epsilon as a fixed 1e-5.
+"""
+from __future__ import annotations
+
+from pathlib import Path
+
+from ..errors import ConfigError
+from ..family import Family, Tensor
+from ..params import f32, text_model_parameters
+from .qwen2 import check_architecture, check_rope, check_silu
+from .qwen2_moe import attention_tensors, check_topk_norm, gpt2_vocab, mixture_tensors
+
+# transformers 5.24's OlmoeConfig defaults
+DEFAULTS = {
+    "olmoe": dict(vocab_size=50304, hidden_size=2048, intermediate_size=2048, num_hidden_layers=16,
+                  num_attention_heads=16, num_key_value_heads=None, hidden_act="silu", max_position_embeddings=4096,
+                  initializer_range=0.02, rms_norm_eps=1e-05, use_cache=True, pad_token_id=1, bos_token_id=None,
+                  eos_token_id=50279, tie_word_embeddings=False,
+                  rope_parameters={"rope_theta": 10000.0, "rope_type": "default"}, attention_bias=False,
+                  attention_dropout=0.0, clip_qkv=None, num_experts_per_tok=8, num_experts=64,
+                  norm_topk_prob=False),
+}
+
+READS = frozenset({
+    "vocab_size", "hidden_size", "intermediate_size", "num_hidden_layers", "num_attention_heads",
+    "num_key_value_heads", "max_position_embeddings", "rms_norm_eps", "rope_parameters", "rope_scaling",
+    "rope_theta", "hidden_act", "tie_word_embeddings", "attention_bias", "clip_qkv",
+    "num_experts", "num_local_experts", "num_experts_per_tok", "norm_topk_prob",
+})
+HARMLESS = frozenset()
+
+_QK_NORMS = (Tensor("model.layers.{bid}.self_attn.q_norm.weight", "blk.{bid}.attn_q_norm.weight"),
+             Tensor("model.layers.{bid}.self_attn.k_norm.weight", "blk.{bid}.attn_k_norm.weight"))
+TENSORS = (*attention_tensors(extra=_QK_NORMS), Tensor("lm_head.weight", "output.weight"),
+           *mixture_tensors("num_experts"))
+
+_EPS = 1e-5  # OlmoeModel.set_gguf_parameters writes this whatever the config says
+
+
+def check(h: dict, path: Path) -> None:
+    check_architecture(h, path, "olmoe", ("OlmoeForCausalLM",))
+    check_silu(h, path, "olmoe")
+    check_rope(h, path, "olmoe")
+    check_topk_norm(h, path, "olmoe", False)
+    if h["num_key_value_heads"] != h["num_attention_heads"]:
+        raise ConfigError(f"{path}: {h['num_key_value_heads']} KV heads for {h['num_attention_heads']} query heads: "
+                          f"llama.cpp's olmoe normalises K over n_embd (no grouped KV heads, as OLMoE is released), "
+                          f"so a narrower k_norm cannot load there")
+    if h.get("clip_qkv") is not None:
+        raise ConfigError(f"{path}: clip_qkv {h['clip_qkv']!r}: the converter writes no clamp for olmoe and "
+                          f"llama.cpp's olmoe applies none, so this checkpoint would run wrong")
+    if h.get("rms_norm_eps") != _EPS:
+        raise ConfigError(f"{path}: rms_norm_eps {h.get('rms_norm_eps')!r}: the converter writes olmoe's RMS "
+                          f"epsilon as {_EPS} whatever the config says, so this checkpoint would run wrong")
+    if h.get("attention_bias"):
+        raise ConfigError(f"{path}: attention_bias true: llama.cpp's olmoe has no attention output bias; no "
+                          f"released OLMoE has biases")
+    if h.get("tie_word_embeddings"):
+        raise ConfigError(f"{path}: tie_word_embeddings true: llama.cpp's olmoe needs an output matrix of its own, "
+                          f"which a tied checkpoint does not store")
+    if not h.get("num_experts"):
+        raise ConfigError(f"{path}: num_experts {h.get('num_experts')!r}: llama.cpp's olmoe needs experts")
+
+
+def normalise(h: dict) -> dict:
+    """OlmoeConfig's attribute map: a stated num_local_experts is its num_experts."""
+    if "num_local_experts" in h:
+        h["num_experts"] = h.pop("num_local_experts")
+    if h.get("num_key_value_heads") is None:
+        h["num_key_value_heads"] = h["num_attention_heads"]
+    return h
+
+
+def parameters(h: dict, block_count: int, file_type: int) -> list:
+    return [*text_model_parameters(h, "olmoe", block_count, file_type),
+            f32("olmoe.attention.layer_norm_rms_epsilon", _EPS)]  # set again: first place, this value
+
+
+FAMILY = Family(
+    name="olmoe",
+    gguf_arch="olmoe",
+    architectures=("OlmoeForCausalLM",),
+    defaults=DEFAULTS,
+    reads=READS,
+    harmless=HARMLESS,
+    tensors=TENSORS,
+    parameters=parameters,
+    vocab=gpt2_vocab,
+    check=check,
+    normalise=normalise,
+)
