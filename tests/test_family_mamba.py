@@ -6,7 +6,7 @@ import pytest
 import oracle
 from family_oracle import OUTTYPES, oracle_tests
 
-FIXTURES = ["mamba", "mamba-untied"]
+FIXTURES = ["mamba", "mamba-untied", "falcon-mamba"]
 _, test_logits = oracle_tests("mamba", FIXTURES, outtypes=["f32", "f16", "auto"])
 
 

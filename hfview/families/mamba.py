@@ -1,10 +1,13 @@
-"""Mamba (MambaForCausalLM) -> llama.cpp `mamba` (the converter's MambaModel).
+"""Mamba and Falcon-Mamba (MambaForCausalLM, FalconMambaForCausalLM) -> llama.cpp `mamba` (the converter's
+MambaModel).
 
 A selective state-space block per layer (in_proj, a causal depthwise conv1d, x_proj, dt_proj, A, D, out_proj)
 after an RMSNorm; no attention, no positions. The converter reads config.json as written (not through
 MambaConfig), falls back to Mamba's own defaults where a key is absent, pads the vocabulary to a multiple of
 pad_vocab_size_multiple (refused where that changes it: the embedding keeps vocab_size rows and llama.cpp
 could not load the file), presents conv1d squeezed and A as -exp(A_log), and omits a tied lm_head.
+Falcon-Mamba normalises dt, B and C without a scale (ssm.dt_b_c_rms); llama.cpp does so with the layer norms'
+epsilon, not mixer_rms_eps (1e-6 against 1e-5 as released), which moved the logits by NMSE 9e-12 in the tests.
 """
 from __future__ import annotations
 
@@ -23,13 +26,13 @@ def squeezed(sources, h):
 
 # None: the converter reads config.json as written (MambaModel avoids AutoConfig), so an absent key is the
 # converter's own fallback, below, never a config class's default.
-DEFAULTS = {"mamba": {}}
+DEFAULTS = {"mamba": {}, "falcon_mamba": {}}
 
 READS = frozenset({
     "vocab_size", "pad_vocab_size_multiple", "hidden_size", "d_model", "num_hidden_layers", "n_layer",
     "conv_kernel", "d_conv", "intermediate_size", "d_inner", "expand", "state_size", "d_state", "time_step_rank",
     "dt_rank", "layer_norm_epsilon", "rms_norm_eps", "use_bias", "use_conv_bias", "hidden_act",
-    "tie_word_embeddings",
+    "tie_word_embeddings", "mixer_rms_eps",
 })
 # Initialisation of dt and of the residual (training only), and how transformers computes the same scan
 # (a reference loop, mamba.py, an associative scan); residual_in_fp32 only matters under half precision.
@@ -95,7 +98,7 @@ def parameters(h: dict, block_count: int, file_type: int) -> list:
             u32("mamba.block_count", block_count), u32("mamba.ssm.conv_kernel", d["d_conv"]),
             u32("mamba.ssm.inner_size", d["d_inner"]), u32("mamba.ssm.state_size", d["d_state"]),
             u32("mamba.ssm.time_step_rank", d["dt_rank"]), f32("mamba.attention.layer_norm_rms_epsilon", d["eps"]),
-            boolean("mamba.ssm.dt_b_c_rms", False), u32("general.file_type", file_type)]
+            boolean("mamba.ssm.dt_b_c_rms", h.get("model_type") == "falcon_mamba"), u32("general.file_type", file_type)]
 
 
 def vocab(model_dir: Path, h: dict) -> list:
@@ -106,7 +109,7 @@ def vocab(model_dir: Path, h: dict) -> list:
 FAMILY = Family(
     name="mamba",
     gguf_arch="mamba",
-    architectures=("MambaForCausalLM",),
+    architectures=("MambaForCausalLM", "FalconMambaForCausalLM"),
     defaults=DEFAULTS,
     reads=READS,
     harmless=HARMLESS,
