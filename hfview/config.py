@@ -45,6 +45,14 @@ def _unstate_non_finite(value: Any) -> tuple[Any, bool]:
     time_step_limit [0.0, Infinity])."""
     if value is _NON_FINITE:
         return None, False
+    if isinstance(value, dict) and set(value) == {"__float__"}:
+        # transformers 5 writes a non-finite float as {"__float__": "Infinity"} (e.g. Mamba-2's time_step_limit)
+        if value["__float__"] in ("Infinity", "-Infinity", "NaN"):
+            return None, False
+        try:
+            return float(value["__float__"]), True
+        except (TypeError, ValueError):
+            return value, True
     if isinstance(value, dict):
         kept = {}
         for key, item in value.items():

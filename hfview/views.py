@@ -168,22 +168,24 @@ class RowSelection(View):
 
 @dataclass
 class Reshaped(View):
-    """A stored tensor presented under another shape with the same elements in the same order and the same
-    last dimension (a squeeze: Mamba's conv1d weight [d_inner, 1, d_conv] as [d_inner, d_conv])."""
+    """A stored tensor presented under another shape, its elements in the same order (Mamba's conv1d weight
+    [d_inner, 1, d_conv] squeezed; Mamba-2's A [heads] as [heads, 1], its norm [d_inner] as [groups, d_inner /
+    groups]). Rows are read as stored where the last dimension is kept; otherwise the (small) tensor whole."""
     source: StoredTensor
     shape: tuple[int, ...]
     label: str
 
     def __post_init__(self):
         src = self.source.shape
-        if int(np.prod(self.shape, dtype=np.int64)) != int(np.prod(src, dtype=np.int64)) or \
-                (self.shape[-1:] != tuple(src[-1:])):
+        if int(np.prod(self.shape, dtype=np.int64)) != int(np.prod(src, dtype=np.int64)):
             raise ValueError(f"cannot present {self.source.name!r} {list(src)} as {list(self.shape)}")
         self.sources = (self.source,)
         self.name = self.label
 
     def rows(self, start, stop):
-        return _flat_rows(self.source, start, stop)
+        if self.shape[-1:] == tuple(self.source.shape[-1:]):
+            return _flat_rows(self.source, start, stop)
+        return self.source.read().reshape(-1, self.shape[-1])[start:stop]
 
 
 @dataclass

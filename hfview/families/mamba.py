@@ -102,8 +102,11 @@ def parameters(h: dict, block_count: int, file_type: int) -> list:
 
 
 def vocab(model_dir: Path, h: dict) -> list:
-    from tokenizer.vocab import gpt2_vocab
-    return gpt2_vocab(model_dir, h)
+    """tokenizer.json's byte-level BPE, else tokenizer.model's SentencePiece, as MambaModel.set_vocab picks."""
+    from tokenizer.vocab import gpt2_vocab, sentencepiece_vocab
+    if (model_dir / "tokenizer.json").is_file() or not (model_dir / "tokenizer.model").is_file():
+        return gpt2_vocab(model_dir, h)
+    return sentencepiece_vocab(model_dir, h)
 
 
 FAMILY = Family(
