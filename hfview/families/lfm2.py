@@ -1,0 +1,130 @@
+"""LFM2 / LFM2.5 (Lfm2ForCausalLM) -> llama.cpp `lfm2` (the converter's LFM2Model).
+
+A hybrid: the layers layer_types calls "conv" run a gated short convolution (in_proj into three streams, a
+causal depthwise conv1d over conv_L_cache positions, out_proj), the others grouped-query attention with
+per-head Q/K RMSNorms (NeoX rope, nothing permuted); every layer ends in a SwiGLU. KV heads are written per layer
+(0 on conv layers), the feed-forward width as LFM2's own adjustment computes it, and the model's last norm is
+stored as embedding_norm (llama.cpp's token_embd_norm).
+"""
+from __future__ import annotations
+
+from pathlib import Path
+
+from ..errors import ConfigError
+from ..family import Family, Tensor
+from ..gguf_layout import KV, ValueType
+from ..params import f32, text_model_parameters, u32
+from ..views import Reshaped
+
+
+def squeezed(sources, h):
+    src = sources[0]
+    return Reshaped(src, (src.shape[0], src.shape[-1]), "squeezed")
+
+
+# transformers 5.24's Lfm2Config defaults (layer_types / full_attn_idxs are computed: see normalise)
+DEFAULTS = {
+    "lfm2": dict(vocab_size=65536, hidden_size=2560, intermediate_size=12288, num_hidden_layers=32,
+                 num_attention_heads=32, num_key_value_heads=8, max_position_embeddings=128000, initializer_range=0.02,
+                 norm_eps=1e-05, use_cache=True, pad_token_id=0, bos_token_id=1, eos_token_id=2,
+                 tie_word_embeddings=True, rope_parameters={"rope_theta": 1000000.0, "rope_type": "default"},
+                 conv_bias=False, conv_L_cache=3, block_multiple_of=256, block_ffn_dim_multiplier=1.0,
+                 block_auto_adjust_ff_dim=True, full_attn_idxs=None, layer_types=None),
+}
+
+READS = frozenset({
+    "vocab_size", "hidden_size", "intermediate_size", "block_ff_dim", "num_hidden_layers", "num_attention_heads",
+    "num_key_value_heads", "max_position_embeddings", "norm_eps", "tie_word_embeddings", "rope_parameters",
+    "rope_scaling", "rope_theta", "conv_bias", "conv_L_cache", "block_multiple_of", "block_ffn_dim_multiplier",
+    "block_auto_adjust_ff_dim", "full_attn_idxs", "layer_types",
+})
+HARMLESS = frozenset()
+
+TENSORS = (
+    Tensor("model.embed_tokens.weight", "token_embd.weight"),
+    Tensor("model.embedding_norm.weight", "token_embd_norm.weight"),
+    Tensor("lm_head.weight", "output.weight", required=False),  # absent when tied (as released)
+    Tensor("model.layers.{bid}.operator_norm.weight", "blk.{bid}.attn_norm.weight"),
+    Tensor("model.layers.{bid}.ffn_norm.weight", "blk.{bid}.ffn_norm.weight"),
+    Tensor("model.layers.{bid}.self_attn.q_proj.weight", "blk.{bid}.attn_q.weight", required=False),
+    Tensor("model.layers.{bid}.self_attn.k_proj.weight", "blk.{bid}.attn_k.weight", required=False),
+    Tensor("model.layers.{bid}.self_attn.v_proj.weight", "blk.{bid}.attn_v.weight", required=False),
+    Tensor("model.layers.{bid}.self_attn.out_proj.weight", "blk.{bid}.attn_output.weight", required=False),
+    Tensor("model.layers.{bid}.self_attn.q_layernorm.weight", "blk.{bid}.attn_q_norm.weight", required=False),
+    Tensor("model.layers.{bid}.self_attn.k_layernorm.weight", "blk.{bid}.attn_k_norm.weight", required=False),
+    Tensor("model.layers.{bid}.conv.in_proj.weight", "blk.{bid}.shortconv.in_proj.weight", required=False),
+    Tensor("model.layers.{bid}.conv.conv.weight", "blk.{bid}.shortconv.conv.weight", squeezed, required=False),
+    Tensor("model.layers.{bid}.conv.out_proj.weight", "blk.{bid}.shortconv.out_proj.weight", required=False),
+    Tensor("model.layers.{bid}.feed_forward.w1.weight", "blk.{bid}.ffn_gate.weight"),
+    Tensor("model.layers.{bid}.feed_forward.w3.weight", "blk.{bid}.ffn_up.weight"),
+    Tensor("model.layers.{bid}.feed_forward.w2.weight", "blk.{bid}.ffn_down.weight"),
+)
+
+
+def normalise(h: dict) -> dict:
+    """Lfm2Config's constructor: layer_types from full_attn_idxs (every layer attention when neither is stated)."""
+    if h.get("layer_types") is None:
+        if h.get("full_attn_idxs") is None:
+            h["full_attn_idxs"] = list(range(h["num_hidden_layers"]))
+        h["layer_types"] = ["full_attention" if i in h["full_attn_idxs"] else "conv"
+                            for i in range(h["num_hidden_layers"])]
+    return h
+
+
+def ff_dim(h: dict) -> int:
+    """LFM2's feed-forward width, as the converter computes it (_add_feed_forward_length)."""
+    dim = h.get("block_ff_dim", h["intermediate_size"])
+    if h["block_auto_adjust_ff_dim"]:
+        dim = int(2 * dim / 3)
+        if h["block_ffn_dim_multiplier"] is not None:
+            dim = int(h["block_ffn_dim_multiplier"] * dim)
+        dim = h["block_multiple_of"] * ((dim + h["block_multiple_of"] - 1) // h["block_multiple_of"])
+    return dim
+
+
+def check(h: dict, path: Path) -> None:
+    types = list(h["layer_types"])
+    if len(types) != h["num_hidden_layers"] or set(types) - {"conv", "full_attention"}:
+        raise ConfigError(f"{path}: layer_types {types}: LFM2 needs one of 'conv' / 'full_attention' per layer "
+                          f"({h['num_hidden_layers']} layers)")
+    if "conv" not in types:
+        raise ConfigError(f"{path}: layer_types has no conv layer: llama.cpp's lfm2 aborts on a model without one "
+                          f"(GGML_ASSERT in its recurrent cache); no released LFM2 is all attention")
+    if h["conv_bias"]:
+        raise ConfigError(f"{path}: conv_bias true: llama.cpp's lfm2 has no short-convolution biases")
+    if h["block_auto_adjust_ff_dim"] and h["block_ffn_dim_multiplier"] is None:
+        raise ConfigError(f"{path}: block_ffn_dim_multiplier null with block_auto_adjust_ff_dim: transformers then "
+                          f"skips the rounding to block_multiple_of that the converter applies, so the width it writes "
+                          f"({ff_dim(h)}) may not be the weights'")
+
+
+def parameters(h: dict, block_count: int, file_type: int) -> list:
+    kv_heads = [h["num_key_value_heads"] if t != "conv" else 0 for t in h["layer_types"]]
+    kv = text_model_parameters({k: v for k, v in h.items() if k != "num_key_value_heads"}, "lfm2", block_count,
+                               file_type)
+    at = next(i for i, e in enumerate(kv) if e.key == "lfm2.attention.head_count") + 1
+    kv.insert(at, KV("lfm2.attention.head_count_kv", ValueType.ARRAY, kv_heads, ValueType.INT32))
+    # the converter then sets these; the two already written keep their place and take the new value
+    return kv + [u32("lfm2.vocab_size", h["vocab_size"]), u32("lfm2.shortconv.l_cache", h["conv_L_cache"]),
+                 f32("lfm2.attention.layer_norm_rms_epsilon", h["norm_eps"]),
+                 u32("lfm2.feed_forward_length", ff_dim(h))]
+
+
+def vocab(model_dir: Path, h: dict) -> list:
+    from tokenizer.vocab import gpt2_vocab
+    return gpt2_vocab(model_dir, h)
+
+
+FAMILY = Family(
+    name="lfm2",
+    gguf_arch="lfm2",
+    architectures=("Lfm2ForCausalLM", "LFM2ForCausalLM"),
+    defaults=DEFAULTS,
+    reads=READS,
+    harmless=HARMLESS,
+    tensors=TENSORS,
+    parameters=parameters,
+    vocab=vocab,
+    check=check,
+    normalise=normalise,
+)

@@ -1,0 +1,27 @@
+"""LFM2 (Lfm2ForCausalLM -> llama.cpp lfm2): both oracles on an LFM2-350M-style hybrid fixture; a model without a
+conv layer (on which llama.cpp aborts) and layer lists of the wrong length are refused by name."""
+import pytest
+
+from family_defaults import check_defaults
+from family_oracle import oracle_tests
+
+test_export, test_logits = oracle_tests("lfm2", ["lfm2"])
+
+
+@pytest.mark.parametrize("change, message", [
+    ({"layer_types": ["full_attention"] * 4, "full_attn_idxs": [0, 1, 2, 3]}, "no conv layer"),
+    ({"layer_types": ["conv", "full_attention"]}, "one of 'conv' / 'full_attention' per layer"),
+    ({"conv_bias": True}, "conv_bias true"),
+])
+def test_configs_llama_cpp_cannot_run_are_refused(checkpoint, tmp_path, change, message):
+    from family_variants import variant
+
+    from hfview import HfCheckpoint
+    from hfview.errors import ConfigError
+
+    with pytest.raises(ConfigError, match=message):
+        HfCheckpoint(variant(checkpoint("lfm2"), tmp_path / "v", **change))
+
+
+def test_defaults():
+    check_defaults("lfm2")
