@@ -29,7 +29,7 @@ from hfview.errors import HfviewError
 from .api import PRECISIONS, _resolve
 from .chat import ChatTemplateError, render
 
-__all__ = ["llama", "open_view", "from_view", "ViewModel", "NO_TEMPLATE"]
+__all__ = ["llama", "open_view", "from_view", "ViewModel", "chat_prompt_ids", "NO_TEMPLATE"]
 
 CHAT_FORMAT = "hfview"
 NO_TEMPLATE = "this model has no chat template (tokenizer.chat_template)"
@@ -145,16 +145,26 @@ class TemplateFormatter(chat_format.ChatFormatter):
 
 
 @lru_cache(maxsize=8)
-def _handler(template: str, bos: str | None, eos: str | None, eos_id: int):
-    return chat_format.chat_formatter_to_chat_completion_handler(TemplateFormatter(template, bos, eos, eos_id))
+def _formatter(template: str, bos: str | None, eos: str | None, eos_id: int) -> TemplateFormatter:
+    return TemplateFormatter(template, bos, eos, eos_id)
 
 
-@chat_format.register_chat_completion_handler(CHAT_FORMAT)
-def hfview_chat_handler(*, llama: llama_cpp.Llama, **kwargs):
+def formatter(llama: llama_cpp.Llama) -> TemplateFormatter:
+    """The "hfview" chat formatter of this Llama (its model's template); ChatTemplateError where it has none."""
     template = llama.metadata.get("tokenizer.chat_template")
     if not template:
         raise ChatTemplateError(f"{NO_TEMPLATE}: use a plain completion (create_completion, /v1/completions), "
                                 f"or pass chat_format=NAME")
     eos_id = llama.token_eos()
-    return _handler(template, _special_text(llama, llama.token_bos()), _special_text(llama, eos_id),
-                    eos_id)(llama=llama, **kwargs)
+    return _formatter(template, _special_text(llama, llama.token_bos()), _special_text(llama, eos_id), eos_id)
+
+
+def chat_prompt_ids(llama: llama_cpp.Llama, messages, tools=None) -> list[int]:
+    """The prompt ids create_chat_completion feeds for ``messages`` under chat_format "hfview"."""
+    result = formatter(llama)(messages=messages, tools=tools)
+    return llama.tokenize(result.prompt.encode("utf-8"), add_bos=not result.added_special, special=True)
+
+
+@chat_format.register_chat_completion_handler(CHAT_FORMAT)
+def hfview_chat_handler(*, llama: llama_cpp.Llama, **kwargs):
+    return chat_format.chat_formatter_to_chat_completion_handler(formatter(llama))(llama=llama, **kwargs)

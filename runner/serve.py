@@ -44,14 +44,17 @@ class RequestCheck:
     otherwise run wrong or fail as a 500 (the library's route handler turns FastAPI's validation errors
     into 500s): a body that is not a JSON object, max_tokens < 1 (the chat route takes any integer, and
     <= 0 means "until the context is full"), an unknown role, anything the route's request model rejects.
-    On the generating routes it then lays the model's sampling defaults under the request's own values.
-    A request without the right API key passes untouched, so the route answers it 401 first."""
+    A streamed prompt longer than the context too: the library finds that only inside its generator,
+    after the 200 header went out. On the generating routes it then lays the model's sampling defaults
+    under the request's own values. A request without the right API key passes untouched, so the route
+    answers it 401 first."""
 
-    def __init__(self, app, *, defaults: dict[str, Any], api_key: str | None):
+    def __init__(self, app, *, defaults: dict[str, Any], api_key: str | None, llama):
         from llama_cpp.server import types
 
         self.app = app
         self.api_key = api_key
+        self.llama = llama
         # path -> (the route's request model, the defaults to lay under the request)
         self.routes = {"/v1/completions": (types.CreateCompletionRequest, defaults),
                        "/v1/chat/completions": (types.CreateChatCompletionRequest, defaults),
@@ -84,6 +87,8 @@ class RequestCheck:
             return await _error(400, f"the request body is not JSON: {exc}")(scope, receive, send)
         request_model, defaults = route
         refusal = self.check(request_model, data)
+        if refusal is None and isinstance(data, dict) and data.get("stream") is True:
+            refusal = self.check_length(request_model, data)
         if refusal is not None:
             return await refusal(scope, receive, send)
         body = json.dumps({**defaults, **data}).encode()
@@ -127,6 +132,30 @@ class RequestCheck:
             where = ".".join(str(p) for p in first["loc"])
             return _error(400, f"{where}: {first['msg']}", param=where or None)
         return None
+
+    def check_length(self, request_model, data):
+        """None, or the library's own 400 context_length_exceeded for a prompt that does not fit."""
+        from llama_cpp.server.errors import ErrorResponseFormatters
+
+        from .chat import ChatTemplateError
+        from .llama_object import chat_prompt_ids
+
+        llm = self.llama
+        if "messages" in data:
+            try:
+                n = len(chat_prompt_ids(llm, data["messages"], data.get("tools")))
+            except ChatTemplateError as exc:
+                return _error(400, str(exc), param="messages")
+        else:
+            prompt = data.get("prompt", "")
+            prompt = prompt[0] if isinstance(prompt, list) and prompt else prompt
+            n = len(llm.tokenize(prompt.encode("utf-8"), add_bos=True, special=True)) if isinstance(prompt, str) else 0
+        if n < llm.n_ctx():
+            return None
+        match = re.search(r"Requested tokens \((\d+)\) exceed context window of (\d+)",
+                          f"Requested tokens ({n}) exceed context window of {llm.n_ctx()}")
+        status, body = ErrorResponseFormatters.context_length_exceeded(request_model.model_validate(data), match)
+        return _error(status, body["message"], param=body["param"], code=body["code"])
 
 
 def _model_facts(path, view) -> tuple[dict[str, Any], int | None, int | None]:
@@ -210,7 +239,7 @@ def create_app(model: str | None = None, *, n_ctx: int | None = None, api_key: s
         return {"status": "ok"}
 
     defaults = {k: getattr(sampling, k) for k in SAMPLED}
-    app.add_middleware(RequestCheck, defaults=defaults, api_key=api_key)
+    app.add_middleware(RequestCheck, defaults=defaults, api_key=api_key, llama=proxy())
     app.state.sampling, app.state.n_ctx = sampling, n_ctx
     return app, proxy
 

@@ -282,6 +282,24 @@ def test_prompt_longer_than_the_context(client):
     _alive(client)
 
 
+def test_streamed_prompt_longer_than_the_context(client, reference):
+    """Refused 400 before the stream starts (the library would find it inside its generator, after the
+    200 header); a prompt one token short of the context still streams."""
+    def prompt(n_tokens):
+        text = " one" * (n_tokens - 1)
+        assert len(reference.tokenize(text.encode(), add_bos=True, special=True)) == n_tokens
+        return text
+
+    error = _refused(client.completions.create, prompt=prompt(N_CTX), max_tokens=4, stream=True)
+    assert error["code"] == "context_length_exceeded"
+    error = _refused(client.chat.completions.create, messages=[{"role": "user", "content": prompt(N_CTX)}],
+                     max_tokens=4, stream=True)
+    assert error["code"] == "context_length_exceeded"
+    chunks = list(client.completions.create(model="m", prompt=prompt(N_CTX - 1), max_tokens=4, stream=True))
+    assert chunks[-1].choices[0].finish_reason == "length"
+    _alive(client)
+
+
 def test_out_of_range_and_not_json(client, server):
     error = _refused(client.completions.create, prompt="Once", max_tokens=2, top_p=7)
     assert error["param"] == "top_p"
