@@ -29,7 +29,7 @@ from hfview.errors import HfviewError
 from .api import PRECISIONS, _resolve
 from .chat import ChatTemplateError, render
 
-__all__ = ["llama", "open_view", "from_view", "ViewModel", "chat_prompt_ids", "NO_TEMPLATE"]
+__all__ = ["llama", "open_view", "from_view", "ViewModel", "chat_prompt_ids", "add_rpc_servers", "NO_TEMPLATE"]
 
 CHAT_FORMAT = "hfview"
 NO_TEMPLATE = "this model has no chat template (tokenizer.chat_template)"
@@ -97,11 +97,15 @@ def open_view(model: str | os.PathLike | None = None, *, precision: str = "auto"
 
 
 def llama(model: str | os.PathLike | None = None, *, precision: str = "auto", revision: str | None = None,
-          **kwargs: Any) -> llama_cpp.Llama:
+          rpc: list[str] | None = None, **kwargs: Any) -> llama_cpp.Llama:
     """A ``llama_cpp.Llama`` over MODEL's view (no converted file). ``kwargs`` are Llama's own (n_ctx,
     n_threads, logits_all, seed, chat_format, ...), with two defaults of hfview's: ``verbose=False`` and
     ``chat_format="hfview"`` (the model's chat template as ``hfview generate`` renders it). The model is
-    read through the FILE* once, so ``use_mmap`` has no effect. Close it with ``close()`` or ``with``."""
+    read through the FILE* once, so ``use_mmap`` has no effect. ``rpc``: ["HOST:PORT", ...], llama.cpp
+    rpc-servers the layers are split over (n_gpu_layers then defaults to all). Close it with ``close()``."""
+    if rpc:
+        add_rpc_servers(rpc)
+        kwargs.setdefault("n_gpu_layers", -1)
     kwargs.setdefault("verbose", False)
     if "chat_handler" not in kwargs:
         kwargs.setdefault("chat_format", CHAT_FORMAT)
@@ -110,6 +114,49 @@ def llama(model: str | os.PathLike | None = None, *, precision: str = "auto", re
         return llama_cpp.Llama(str(path), **kwargs)
     with from_view(path, view) as model_path:
         return llama_cpp.Llama(model_path, **kwargs)
+
+
+# --------------------------------------------------------------------------------------------------
+# RPC: llama.cpp's rpc-servers as devices (what llama.cpp's own --rpc does, common/arg.cpp)
+# --------------------------------------------------------------------------------------------------
+
+_rpc_added: set[str] = set()
+
+
+def add_rpc_servers(endpoints: list[str]) -> None:
+    """Register each "HOST:PORT" rpc-server's devices with ggml, so a model loaded next offloads to them.
+    llama-cpp-python's own ``rpc_servers`` setting is dropped by its Llama (an unused keyword) in 0.3.36."""
+    import ctypes
+
+    from llama_cpp._ctypes_extensions import load_shared_library
+    from llama_cpp.llama_cpp import _base_path  # the folder llama_cpp loaded libllama from
+
+    for ep in endpoints:
+        host, _, port = ep.rpartition(":")
+        if not host or not port.isdigit():
+            raise HfviewError(f"--rpc {ep!r}: give HOST:PORT (e.g. 127.0.0.1:50052)")
+    if not llama_cpp.llama_supports_rpc():
+        raise HfviewError('--rpc: this llama-cpp-python was built without llama.cpp\'s RPC backend; rebuild it '
+                          'with CMAKE_ARGS="-DGGML_RPC=ON" pip install --force-reinstall --no-binary '
+                          'llama-cpp-python llama-cpp-python==0.3.36')
+    ggml = load_shared_library("ggml", _base_path)
+    ggml.ggml_backend_reg_by_name.argtypes, ggml.ggml_backend_reg_by_name.restype = [ctypes.c_char_p], ctypes.c_void_p
+    ggml.ggml_backend_reg_get_proc_address.argtypes = [ctypes.c_void_p, ctypes.c_char_p]
+    ggml.ggml_backend_reg_get_proc_address.restype = ctypes.c_void_p
+    ggml.ggml_backend_register.argtypes, ggml.ggml_backend_register.restype = [ctypes.c_void_p], None
+    reg = ggml.ggml_backend_reg_by_name(b"RPC")
+    fn = ggml.ggml_backend_reg_get_proc_address(reg, b"ggml_backend_rpc_add_server") if reg else None
+    if not fn:
+        raise HfviewError("--rpc: ggml has no RPC backend registered in this build (llama_supports_rpc said yes)")
+    add_server = ctypes.CFUNCTYPE(ctypes.c_void_p, ctypes.c_char_p)(fn)
+    for ep in endpoints:
+        if ep in _rpc_added:  # ggml hands back the same registry for an endpoint: register it once
+            continue
+        server = add_server(ep.encode())
+        if not server:
+            raise HfviewError(f"--rpc {ep}: no rpc-server answered there (start one there: ggml-rpc-server -H HOST -p PORT)")
+        ggml.ggml_backend_register(server)
+        _rpc_added.add(ep)
 
 
 # --------------------------------------------------------------------------------------------------

@@ -183,20 +183,23 @@ def _chat_template_refusal(request, match):
 
 def create_app(model: str | None = None, *, n_ctx: int | None = None, api_key: str | None = None,
                precision: str = "auto", revision: str | None = None, host: str = "127.0.0.1",
-               port: int = 8080, n_threads: int | None = None, notes: list[str] | None = None):
+               port: int = 8080, n_threads: int | None = None, rpc: list[str] | None = None,
+               notes: list[str] | None = None):
     """(app, proxy): llama-cpp-python's server app over MODEL's view, and its LlamaProxy (``free()`` it).
     Sampling values a request leaves out are the model's (general.sampling.*) over llama.cpp's defaults;
-    n_ctx defaults to min(4096, the training context), as ``hfview generate``. ``notes`` collects what the
-    user should know."""
+    n_ctx defaults to min(4096, the training context), as ``hfview generate``. ``rpc``: rpc-servers
+    ("HOST:PORT") the layers are split over. ``notes`` collects what the user should know."""
     server_app = _import_server()
     from llama_cpp.server.errors import RouteErrorHandler
     from llama_cpp.server.settings import ModelSettings, ServerSettings
 
     from .api import DEFAULT_N_CTX, _n_threads
-    from .llama_object import CHAT_FORMAT, NO_TEMPLATE, from_view, open_view
+    from .llama_object import CHAT_FORMAT, NO_TEMPLATE, add_rpc_servers, from_view, open_view
     from .sampling import Sampling, from_metadata
 
     notes = notes if notes is not None else []
+    if rpc:
+        add_rpc_servers(rpc)  # before anything loads, so a bad endpoint is refused at once
     path, view = open_view(model, precision=precision, revision=revision)
     meta, n_train, window = _model_facts(path, view)
     values, not_applied = from_metadata(meta)
@@ -217,6 +220,7 @@ def create_app(model: str | None = None, *, n_ctx: int | None = None, api_key: s
     model_settings = ModelSettings(
         model=str(path), model_alias=alias, n_ctx=n_ctx, n_batch=min(n_ctx, 512), n_threads=threads,
         n_threads_batch=threads, chat_format=CHAT_FORMAT, logits_all=True,  # logits_all: for logprobs
+        n_gpu_layers=-1 if rpc else 0,  # with --rpc: every layer, split over the servers
         last_n_tokens_size=max(sampling.repeat_last_n, 0), verbose=False)
     server_settings = ServerSettings(host=host, port=port, api_key=api_key, interrupt_requests=False)
     with from_view(path, view) if view is not None else nullcontext():
@@ -246,13 +250,13 @@ def create_app(model: str | None = None, *, n_ctx: int | None = None, api_key: s
 
 def serve(model: str | None = None, *, host: str = "127.0.0.1", port: int = 8080, n_ctx: int | None = None,
           api_key: str | None = None, precision: str = "auto", revision: str | None = None,
-          log=print) -> None:
+          rpc: list[str] | None = None, log=print) -> None:
     """Run the server until Ctrl-C or SIGTERM (uvicorn's graceful shutdown), then free the model and return."""
     import uvicorn
 
     notes: list[str] = []
     app, proxy = create_app(model, n_ctx=n_ctx, api_key=api_key, precision=precision, revision=revision,
-                            host=host, port=port, notes=notes)
+                            host=host, port=port, rpc=rpc, notes=notes)
     for note in notes:
         log(note)
     s = app.state.sampling

@@ -7,7 +7,14 @@ Both only build a Llama from a path, which ``from_view`` covers (test_a_tool_bui
 """
 from __future__ import annotations
 
+import os
+import re
+import socket
+import subprocess
+import sys
+import time
 from contextlib import closing
+from pathlib import Path
 
 import llama_cpp
 import llama_cpp._internals as internals
@@ -198,3 +205,79 @@ def test_a_failed_load_puts_llama_cpp_back(llama3):
 def test_bad_precision_is_refused_in_one_line(llama3):
     with pytest.raises(HfviewError, match="precision 'q3'"):
         runner.llama(llama3, precision="q3")
+
+
+# ----------------------------------------------------------------------------------------------- RPC
+
+def test_rpc_refusals_name_what_to_do():
+    with pytest.raises(HfviewError, match="give HOST:PORT"):
+        runner.llama(None, rpc=["no-port"])
+    if not llama_cpp.llama_supports_rpc():
+        with pytest.raises(HfviewError, match="built without llama.cpp's RPC backend.*-DGGML_RPC=ON"):
+            runner.llama(None, rpc=["127.0.0.1:9"])
+    else:
+        with pytest.raises(HfviewError, match="no rpc-server answered"):
+            runner.llama(None, rpc=["127.0.0.1:9"])  # the discard port: nobody serves RPC there
+
+
+RPC_SCRIPT = r"""
+import sys, numpy as np, llama_cpp, runner
+import os
+import re
+import socket
+import subprocess
+import sys
+import time
+from contextlib import closing
+from pathlib import Path
+path, a, b = sys.argv[1:4]
+assert llama_cpp.llama_supports_rpc()
+ids = [128000, 791, 6864, 315, 9822, 374]
+rows = []
+for rpc in (None, [a, b]):  # the CPU alone, then every layer over the two rpc-servers
+    with closing(runner.llama(path, n_ctx=256, logits_all=True, rpc=rpc, verbose=rpc is not None)) as llm:
+        llm.eval(ids)
+        rows.append(np.asarray(llm.eval_logits, dtype=np.float32))
+print("MAXDIFF", float(np.abs(rows[0] - rows[1]).max()), flush=True)
+"""
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def test_rpc_splits_the_layers_over_two_servers_on_localhost(llama3, tmp_path):
+    """Needs llama.cpp's RPC backend: HFVIEW_RPC_BUILD names a build folder of the pinned sdist made with
+    -DGGML_RPC=ON (its libllama, libggml* and ggml-rpc-server); llama_cpp loads that build's libraries."""
+    build = os.environ.get("HFVIEW_RPC_BUILD")
+    if not build or not (Path(build) / "ggml-rpc-server").is_file():
+        pytest.skip("no RPC build: set HFVIEW_RPC_BUILD to a -DGGML_RPC=ON build of the pinned sdist (README: Serve)")
+    env = {**os.environ, "LLAMA_CPP_LIB_PATH": build, "LD_LIBRARY_PATH": build}
+    servers, endpoints = [], []
+    try:
+        for _ in range(2):
+            port = _free_port()
+            servers.append(subprocess.Popen([str(Path(build) / "ggml-rpc-server"), "-H", "127.0.0.1", "-p", str(port)],
+                                            env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL))
+            endpoints.append(f"127.0.0.1:{port}")
+            deadline = time.monotonic() + 30
+            while True:  # until it listens
+                try:
+                    socket.create_connection(("127.0.0.1", port), timeout=1).close()
+                    break
+                except OSError:
+                    assert time.monotonic() < deadline, f"ggml-rpc-server on {port} did not start"
+                    time.sleep(0.2)
+        run = subprocess.run([sys.executable, "-c", RPC_SCRIPT, str(llama3), *endpoints], env=env,
+                             capture_output=True, text=True, timeout=300)
+    finally:
+        for s in servers:
+            s.terminate()
+            s.wait(10)
+    assert run.returncode == 0, run.stderr[-3000:]
+    log = run.stderr
+    assert re.search(r"RPC0.*model buffer size", log) and re.search(r"RPC1.*model buffer size", log), log[-3000:]
+    maxdiff = float(run.stdout.split("MAXDIFF")[1])
+    assert maxdiff < 1e-3, maxdiff
