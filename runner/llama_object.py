@@ -57,7 +57,7 @@ class ViewModel(internals.LlamaModel):
         self._exit_stack.callback(free_model)
 
 
-_patch_lock = threading.Lock()
+_patch_lock = threading.RLock()  # re-entrant: runner.llama inside a from_view block nests
 
 
 @contextmanager

@@ -187,6 +187,12 @@ def test_a_tool_building_its_own_llama(llama3, ref, tmp_path):
     assert internals.LlamaModel is original
 
 
+def test_from_view_nests(llama3):
+    with from_view(llama3, HfCheckpoint(llama3, "auto")):
+        with closing(runner.llama(llama3, n_ctx=32)) as llm:  # its own from_view inside: no deadlock
+            assert llm.n_vocab() > 0
+
+
 def test_a_failed_load_puts_llama_cpp_back(llama3):
     class Truncated:  # a byte source that ends before its declared size
         def __init__(self, view):
