@@ -13,7 +13,7 @@ import socket
 import subprocess
 import sys
 import time
-from contextlib import closing
+from contextlib import closing, contextmanager
 from pathlib import Path
 
 import llama_cpp
@@ -254,20 +254,30 @@ def _free_port() -> int:
         return s.getsockname()[1]
 
 
-def test_rpc_splits_the_layers_over_two_servers_on_localhost(llama3, tmp_path):
-    """Needs llama.cpp's RPC backend: HFVIEW_RPC_BUILD names a build folder of the pinned sdist made with
-    -DGGML_RPC=ON (its libllama, libggml* and ggml-rpc-server); llama_cpp loads that build's libraries."""
+def rpc_build() -> Path:
+    """HFVIEW_RPC_BUILD: a build folder of the pinned sdist made with -DGGML_RPC=ON (its libllama, libggml*
+    and ggml-rpc-server; README: Serve); the test is skipped without one."""
     build = os.environ.get("HFVIEW_RPC_BUILD")
     if not build or not (Path(build) / "ggml-rpc-server").is_file():
         pytest.skip("no RPC build: set HFVIEW_RPC_BUILD to a -DGGML_RPC=ON build of the pinned sdist (README: Serve)")
-    env = {**os.environ, "LLAMA_CPP_LIB_PATH": build, "LD_LIBRARY_PATH": build}
+    return Path(build)
+
+
+@contextmanager
+def rpc_servers(build: Path, log_dir: Path, n: int = 2):
+    """n ggml-rpc-server processes on 127.0.0.1, each on a free port; yields [("HOST:PORT", its log file)].
+    GGML_RPC_DEBUG: each logs the commands it serves ([set_tensor] for weights, [graph_compute])."""
     servers, endpoints = [], []
     try:
-        for _ in range(2):
+        for i in range(n):
             port = _free_port()
-            servers.append(subprocess.Popen([str(Path(build) / "ggml-rpc-server"), "-H", "127.0.0.1", "-p", str(port)],
-                                            env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL))
-            endpoints.append(f"127.0.0.1:{port}")
+            log = log_dir / f"rpc-server-{i}.log"
+            with open(log, "w") as f:
+                servers.append(subprocess.Popen(
+                    [str(build / "ggml-rpc-server"), "-H", "127.0.0.1", "-p", str(port)],
+                    env={**os.environ, "LD_LIBRARY_PATH": str(build), "GGML_RPC_DEBUG": "1"},
+                    stdout=f, stderr=subprocess.STDOUT))
+            endpoints.append((f"127.0.0.1:{port}", log))
             deadline = time.monotonic() + 30
             while True:  # until it listens
                 try:
@@ -276,14 +286,34 @@ def test_rpc_splits_the_layers_over_two_servers_on_localhost(llama3, tmp_path):
                 except OSError:
                     assert time.monotonic() < deadline, f"ggml-rpc-server on {port} did not start"
                     time.sleep(0.2)
-        run = subprocess.run([sys.executable, "-c", RPC_SCRIPT, str(llama3), *endpoints], env=env,
-                             capture_output=True, text=True, timeout=300)
+        yield endpoints
     finally:
-        for s in servers:
-            s.terminate()
-            s.wait(10)
-    assert run.returncode == 0, run.stderr[-3000:]
+        for server in servers:
+            server.terminate()
+            server.wait(10)
+
+
+def served_by_each(servers) -> bool:
+    """Each rpc-server received weights and computed part of a graph."""
+    logs = [log.read_text() for _ep, log in servers]
+    return all("[set_tensor]" in text and "[graph_compute]" in text for text in logs)
+
+
+def test_rpc_splits_the_layers_over_two_servers_on_localhost(llama3, tmp_path):
+    """The model's weights split over two rpc-servers on 127.0.0.1 give the CPU's logits. llama_cpp loads
+    the RPC build's libraries (LLAMA_CPP_LIB_PATH), in a subprocess."""
+    build = rpc_build()
+    with rpc_servers(build, tmp_path) as servers:
+        endpoints = [ep for ep, _log in servers]
+        run = subprocess.run([sys.executable, "-c", RPC_SCRIPT, str(llama3), *endpoints],
+                             env={**os.environ, "LLAMA_CPP_LIB_PATH": str(build)},
+                             capture_output=True, text=True, timeout=300)
+        assert run.returncode == 0, run.stderr[-3000:]
+        assert served_by_each(servers)
     log = run.stderr
-    assert re.search(r"RPC0.*model buffer size", log) and re.search(r"RPC1.*model buffer size", log), log[-3000:]
+    for ep in endpoints:  # each server holds part of the weights ("RPC0[127.0.0.1:PORT] model buffer size")
+        assert re.search(rf"\[{re.escape(ep)}\] model buffer size", log), log[-3000:]
+    print("\n".join(line for line in log.splitlines() if "model buffer size" in line or "offloaded" in line))
     maxdiff = float(run.stdout.split("MAXDIFF")[1])
+    print(f"RPC over 2 servers vs the CPU alone: max |logit difference| {maxdiff:.2e}")
     assert maxdiff < 1e-3, maxdiff

@@ -34,11 +34,11 @@ STARTUP_S = 180  # loading the view and starting uvicorn, on a busy 2-core machi
 class Server:
     """`hfview serve` in a subprocess; its stderr and stdout are collected by threads (so pipes never fill)."""
 
-    def __init__(self, model, *args: str):
+    def __init__(self, model, *args: str, env: dict | None = None):
         cmd = [sys.executable, "-m", "hfview.cli", "serve", "--model", str(model), "--port", "0",
                "--n-ctx", str(N_CTX), *args]
         self.proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-                                     env={**os.environ, "PYTHONUNBUFFERED": "1"})
+                                     env={**os.environ, "PYTHONUNBUFFERED": "1", **(env or {})})
         self.err: list[str] = []
         self.out: list[str] = []
         self.ready = threading.Event()
@@ -354,6 +354,24 @@ def test_ctrl_c_stops_cleanly_with_a_client_connected():
         assert "Shutting down" in s.log
     finally:
         s.stop()
+
+
+def test_rpc_serve_answers_as_the_cpu_does(llama3, server, tmp_path):
+    """hfview serve --rpc over two rpc-servers on 127.0.0.1: both hold weights and compute, and a greedy
+    request gets the CPU server's answer."""
+    from test_llama_object import rpc_build, rpc_servers, served_by_each
+
+    build = rpc_build()
+    want = server.client().completions.create(model="m", prompt="Once upon a time", max_tokens=8, temperature=0)
+    with rpc_servers(build, tmp_path) as servers:
+        s = Server(llama3, "--rpc", ",".join(ep for ep, _log in servers), env={"LLAMA_CPP_LIB_PATH": str(build)})
+        try:
+            got = s.client(api_key="unused").completions.create(model="m", prompt="Once upon a time", max_tokens=8,
+                                                                temperature=0)
+        finally:
+            s.stop()
+        assert served_by_each(servers)
+    assert got.choices[0].text == want.choices[0].text
 
 
 def test_refusal_is_one_line(tmp_path):
