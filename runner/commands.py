@@ -127,7 +127,8 @@ def parity(ctx, model, prompt, threshold, precision, revision, as_json):
 @click.option("--port", type=click.IntRange(min=0, max=65535), default=8080, show_default=True,
               help="0: a free port (the log line says which).")
 @click.option("--n-ctx", type=click.IntRange(min=1), default=None,
-              help="Context length, shared by the queued requests (default: min(4096, the model's training context)).")
+              help="Context length each request gets; requests queue on one context (default: min(4096, the "
+                   "model's training context)).")
 @click.option("--api-key", default=None, envvar="HFVIEW_API_KEY",
               help="Require 'Authorization: Bearer KEY' (or env HFVIEW_API_KEY).")
 @click.option("--precision", type=PRECISION, default="auto", show_default=True,

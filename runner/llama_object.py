@@ -2,14 +2,14 @@
 
 The seam is the one place llama_cpp opens a model: ``Llama.__init__`` builds
 ``llama_cpp._internals.LlamaModel(path_model=..., params=..., verbose=...)``. While ``from_view(path, ckpt)``
-is active that name is ``ViewModel``, which loads ``path`` through the view's ``FILE*``
-(runner.stream.load_model) with the params the Llama built, and any other path as llama_cpp always does.
+is active that name builds a ``ViewModel`` for ``path``, which reads the model through the view's ``FILE*``
+(runner.stream.load_model) with the params the Llama built, and loads any other path as llama_cpp always does.
 Everything else (context, batch, sampler, tokenizer, completion, streaming, logprobs, the server) is
 llama_cpp's own code, so any tool that builds a ``Llama`` from a path works inside ``from_view``.
 
 Chat: ``chat_format="hfview"`` (the default here) renders the model's own ``tokenizer.chat_template``
-exactly as ``hfview generate`` does (runner.chat.render, the same BOS rule); it is registered in
-llama_cpp's chat-handler registry, so the server's ``--chat_format hfview`` names it too.
+exactly as ``hfview generate`` does (runner.chat.render, the same BOS rule); it is registered under that
+name in llama_cpp's chat-handler registry, which is how the server's Llama finds it.
 """
 from __future__ import annotations
 
