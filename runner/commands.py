@@ -1,4 +1,4 @@
-"""`hfview generate` and `hfview parity` (registered into hfview's CLI through COMMANDS)."""
+"""`hfview generate`, `hfview parity` and `hfview serve` (registered into hfview's CLI through COMMANDS)."""
 from __future__ import annotations
 
 import json
@@ -120,6 +120,36 @@ def parity(ctx, model, prompt, threshold, precision, revision, as_json):
     ctx.exit(0 if report.passed else 1)
 
 
+@click.command()
+@click.option("--model", default=None, help="Checkpoint directory or Hub id (default: the embedded model).")
+@click.option("--host", default="127.0.0.1", show_default=True,
+              help="Address to bind (0.0.0.0: every interface; set --api-key then).")
+@click.option("--port", type=click.IntRange(min=0, max=65535), default=8080, show_default=True,
+              help="0: a free port (the log line says which).")
+@click.option("--n-ctx", type=click.IntRange(min=1), default=None,
+              help="Context length each request gets; requests queue on one context (default: min(4096, the "
+                   "model's training context)).")
+@click.option("--api-key", default=None, envvar="HFVIEW_API_KEY",
+              help="Require 'Authorization: Bearer KEY' (or env HFVIEW_API_KEY).")
+@click.option("--precision", type=PRECISION, default="auto", show_default=True,
+              help="The view's outtype (what convert_hf_to_gguf.py --outtype would write).")
+@click.option("--revision", default=None, help="Hub revision (branch, tag or commit).")
+@click.option("--rpc", default=None, metavar="HOST:PORT,...",
+              help="llama.cpp rpc-servers to split the layers over (needs a build with -DGGML_RPC=ON).")
+@click.pass_context
+def serve(ctx, model, host, port, n_ctx, api_key, precision, revision, rpc):
+    """OpenAI-compatible server (llama-cpp-python's) over the view: /v1/models, /v1/completions,
+    /v1/chat/completions, /health. Ctrl-C stops it (exit 0)."""
+    from .serve import serve as run
+
+    try:
+        run(model, host=host, port=port, n_ctx=n_ctx, api_key=api_key, precision=precision, revision=revision,
+            rpc=[e.strip() for e in rpc.split(",") if e.strip()] if rpc else None, log=_note)
+    except KeyboardInterrupt:
+        # Ctrl-C while loading, before serving (once serving, Ctrl-C is how it stops: exit 0)
+        ctx.exit(130)
+
+
 from tokenizer.commands import COMMANDS as _TOKENIZER_COMMANDS  # noqa: E402 - tokenize, tokenizer-check
 
-COMMANDS = [generate, parity, *_TOKENIZER_COMMANDS]
+COMMANDS = [generate, parity, serve, *_TOKENIZER_COMMANDS]

@@ -424,19 +424,21 @@ class Model(_Closing):
 
 def load_model(source: Any, *, n_gpu_layers: int = 0, progress: bool | Callable[[float], Any] | None = None,
                vocab_only: bool = False, offload: bool | None = None, verbose: bool = False,
-               buffer_size: int = 1 << 18) -> Model:
+               buffer_size: int = 1 << 18, params=None) -> Model:
     """Load a GGUF served by ``source`` into llama.cpp, reading it through a ``FILE*`` (no mmap).
 
     n_gpu_layers: layers to offload (-1: all). offload=False pins everything to the CPU even on a
     GPU build (default: offload only when n_gpu_layers != 0). progress: True for a tqdm bar, or a
     callable taking the loaded fraction. verbose: echo llama.cpp's log to stderr. buffer_size: the
     stdio buffer of the stream, i.e. the size of the reads the source sees (see StreamFile).
+    params: ``llama_model_params`` to start from (a copy; e.g. llama_cpp.Llama's, with its kv_overrides
+    and split); the arguments above and the FILE* settings (no mmap, no lazy reads) are laid over it.
     Raises the source's own exception if a read failed, ModelLoadError if llama.cpp refused the data.
     """
     ll = _llama()
     backend_init()
     desc = _describe(source)
-    params = ll.llama_model_default_params()
+    params = ll.llama_model_default_params() if params is None else type(params).from_buffer_copy(params)
     params.load_mode = ll.LLAMA_LOAD_MODE_NONE  # mmap needs a real file descriptor
     params.lazy_mode = ll.LLAMA_LAZY_MODE_OFF  # lazy reads need mmap and would outlive the stream
     params.n_gpu_layers = n_gpu_layers
