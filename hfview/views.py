@@ -145,17 +145,23 @@ class RowPermutation(View):
 
 @dataclass
 class RowSelection(View):
-    """Some rows of a 2-D weight (or elements of a 1-D bias), in a given order: out[i] = in[rows[i]] — one
-    part of a fused tensor, e.g. InternLM2's q, k or v out of its grouped wqkv."""
+    """Some rows of a weight (or elements of a 1-D bias), in a given order: out[i] = in[rows[i]], rows counted
+    over all but the last axis — one part of a fused tensor, e.g. InternLM2's q, k or v out of its grouped
+    wqkv, or GraniteMoE's gate half of every expert ([experts, 2 x ff, hidden] presented [experts, ff, hidden]
+    through `shape`)."""
     source: StoredTensor
     order: np.ndarray
     label: str
+    presented: tuple[int, ...] | None = None  # the shape, where it has more than two axes
 
     def __post_init__(self):
-        if len(self.source.shape) not in (1, 2):
-            raise ValueError(f"cannot select rows of {self.source.name!r}: {len(self.source.shape)}-D")
         self.sources = (self.source,)
-        self.shape = (len(self.order), *self.source.shape[1:])
+        if len(self.source.shape) == 1:
+            self.shape = (len(self.order),)
+        else:
+            self.shape = self.presented or (len(self.order), self.source.shape[-1])
+            if _rows(self.shape) != len(self.order) or self.shape[-1] != self.source.shape[-1]:
+                raise ValueError(f"cannot present {len(self.order)} rows of {self.source.name!r} as {list(self.shape)}")
         self.name = self.label
 
     def rows(self, start, stop):
@@ -163,7 +169,14 @@ class RowSelection(View):
             return self.source.read()[self.order].reshape(1, -1)
         picked = self.order[start:stop]
         lo, hi = int(picked.min()), int(picked.max()) + 1
-        return self.source.read_rows(lo, hi)[picked - lo]
+        return _flat_rows(self.source, lo, hi)[picked - lo]
+
+
+def expert_part(n_experts: int, rows_per_expert: int, part: int, parts: int) -> np.ndarray:
+    """The rows of part `part` of `parts` equal parts of each expert's fused rows (GraniteMoE's input_linear:
+    gate then up in each expert's 2 x ff rows), expert by expert."""
+    per_part = rows_per_expert // parts
+    return (np.arange(n_experts)[:, None] * rows_per_expert + part * per_part + np.arange(per_part)).reshape(-1)
 
 
 @dataclass

@@ -36,10 +36,8 @@ HARMLESS = frozenset({"head_dim"})
 # Llama's dense rules (the mixture rules belong to GraniteMoe, another converter class)
 TENSORS = tuple(r for r in _LLAMA_TENSORS if isinstance(r, Skip) or "block_sparse_moe" not in r.hf)
 
-_MULTIPLIERS = (("attention_multiplier", "granite.attention.scale"),
-                ("embedding_multiplier", "granite.embedding_scale"),
-                ("residual_multiplier", "granite.residual_scale"),
-                ("logits_scaling", "granite.logit_scale"))
+_MULTIPLIERS = (("attention_multiplier", "attention.scale"), ("embedding_multiplier", "embedding_scale"),
+                ("residual_multiplier", "residual_scale"), ("logits_scaling", "logit_scale"))
 
 
 def normalise(h: dict) -> dict:
@@ -59,13 +57,19 @@ def check(h: dict, path: Path) -> None:
                           f"architecture computes (default, linear, yarn)")
 
 
-def parameters(h: dict, block_count: int, file_type: int) -> list:
-    kv = [*text_model_parameters(h, "granite", block_count, file_type),
-          u32("granite.vocab_size", h["vocab_size"]),
-          u32("granite.rope.dimension_count", h["hidden_size"] // h["num_attention_heads"])]
-    # a multiplier of 0 (or absent) is not written, as the converter tests them for truth
-    kv += [f32(key, h[name]) for name, key in _MULTIPLIERS if h.get(name)]
-    return kv
+def granite_parameters(arch: str):
+    """The converter's GraniteModel list under llama.cpp architecture `arch` (granite, granitemoe)."""
+    def parameters(h: dict, block_count: int, file_type: int) -> list:
+        kv = [*text_model_parameters(h, arch, block_count, file_type),
+              u32(f"{arch}.vocab_size", h["vocab_size"]),
+              u32(f"{arch}.rope.dimension_count", h["hidden_size"] // h["num_attention_heads"])]
+        # a multiplier of 0 (or absent) is not written, as the converter tests them for truth
+        kv += [f32(f"{arch}.{key}", h[name]) for name, key in _MULTIPLIERS if h.get(name)]
+        return kv
+    return parameters
+
+
+parameters = granite_parameters("granite")
 
 
 def vocab(model_dir: Path, h: dict) -> list:

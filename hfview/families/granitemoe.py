@@ -1,0 +1,88 @@
+"""Granite MoE and Granite MoE Shared (GraniteMoeForCausalLM, GraniteMoeSharedForCausalLM) -> llama.cpp
+`granitemoe` (the converter's GraniteMoeModel).
+
+Granite's attention, multipliers and vocabulary (Q/K in rotation pairs, as LlamaModel presents them), with a
+mixture in place of the MLP: the router (softmax over the top-k logits), and every layer's experts stored
+fused — input_linear [experts, 2 x ff, hidden] holds each expert's gate rows then its up rows, presented as two
+stacks; output_linear is the down stack as stored. The shared variant adds one always-on SwiGLU expert.
+"""
+from __future__ import annotations
+
+from pathlib import Path
+
+from ..errors import CheckpointError, ConfigError
+from ..family import Family, Skip, Split, Tensor
+from ..params import u32
+from ..views import RowSelection, expert_part
+from .granite import DEFAULTS as _GRANITE_DEFAULTS
+from .granite import READS as _GRANITE_READS
+from .granite import HARMLESS, check as _granite_check, granite_parameters, normalise, vocab
+from .granite import TENSORS as _GRANITE_TENSORS
+
+
+def half_of_each(part: int):
+    """The gate (0) or up (1) half of every expert's fused input_linear rows; a shared expert's 2-D one too."""
+    def make(sources, h):
+        src = sources[0]
+        if src.shape[-2] % 2:
+            raise CheckpointError(f"tensor {src.name!r}: {src.shape[-2]} fused rows do not split into gate and up")
+        experts = src.shape[0] if len(src.shape) == 3 else 1
+        rows = src.shape[-2]
+        shape = (*src.shape[:-2], rows // 2, src.shape[-1])
+        label = ("gate", "up")[part] + " half of each expert's input_linear rows"
+        return RowSelection(src, expert_part(experts, rows, part, 2), label, shape if len(shape) > 2 else None)
+    return make
+
+
+_MOE = dict(num_local_experts=8, num_experts_per_tok=2, output_router_logits=False, router_aux_loss_coef=0.001)
+# transformers 5.24's GraniteMoeConfig and GraniteMoeSharedConfig defaults
+DEFAULTS = {
+    "granitemoe": {**{k: v for k, v in _GRANITE_DEFAULTS["granite"].items() if k != "mlp_bias"},
+                   "num_key_value_heads": 32, **_MOE},
+    "granitemoeshared": {**{k: v for k, v in _GRANITE_DEFAULTS["granite"].items() if k != "mlp_bias"},
+                         "num_key_value_heads": 32, **_MOE, "shared_intermediate_size": 0},
+}
+
+READS = (_GRANITE_READS - {"mlp_bias"}) | {"num_local_experts", "num_experts_per_tok", "shared_intermediate_size"}
+
+TENSORS = (
+    *(r for r in _GRANITE_TENSORS if isinstance(r, Skip) or ".mlp." not in r.hf),
+    Tensor("model.layers.{bid}.block_sparse_moe.router.layer.weight", "blk.{bid}.ffn_gate_inp.weight"),
+    Split("model.layers.{bid}.block_sparse_moe.input_linear.weight",
+          (("blk.{bid}.ffn_gate_exps.weight", half_of_each(0)), ("blk.{bid}.ffn_up_exps.weight", half_of_each(1)))),
+    Tensor("model.layers.{bid}.block_sparse_moe.output_linear.weight", "blk.{bid}.ffn_down_exps.weight"),
+    Split("model.layers.{bid}.shared_mlp.input_linear.weight",
+          (("blk.{bid}.ffn_gate_shexp.weight", half_of_each(0)), ("blk.{bid}.ffn_up_shexp.weight", half_of_each(1))),
+          required=lambda h: bool(h.get("shared_intermediate_size"))),
+    Tensor("model.layers.{bid}.shared_mlp.output_linear.weight", "blk.{bid}.ffn_down_shexp.weight",
+           required=lambda h: bool(h.get("shared_intermediate_size"))),
+)
+
+
+def check(h: dict, path: Path) -> None:
+    _granite_check(h, path)
+    if not h.get("num_local_experts"):
+        raise ConfigError(f"{path}: num_local_experts {h.get('num_local_experts')!r}: a Granite MoE without experts "
+                          f"is not one the converter presents as granitemoe")
+
+
+def parameters(h: dict, block_count: int, file_type: int) -> list:
+    kv = granite_parameters("granitemoe")(h, block_count, file_type)
+    if h.get("shared_intermediate_size"):
+        kv.append(u32("granitemoe.expert_shared_feed_forward_length", h["shared_intermediate_size"]))
+    return kv
+
+
+FAMILY = Family(
+    name="granitemoe",
+    gguf_arch="granitemoe",
+    architectures=("GraniteMoeForCausalLM", "GraniteMoeSharedForCausalLM"),
+    defaults=DEFAULTS,
+    reads=READS,
+    harmless=HARMLESS,
+    tensors=TENSORS,
+    parameters=parameters,
+    vocab=vocab,
+    check=check,
+    normalise=normalise,
+)
