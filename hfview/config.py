@@ -78,6 +78,8 @@ def read_config(path: Path) -> dict[str, Any]:
     except json.JSONDecodeError as err:
         raise ConfigError(f"invalid model config {path}: line {err.lineno} column {err.colno}: {err.msg}; "
                           "fix the JSON or re-download the file") from err
+    except (ValueError, RecursionError) as err:  # a number past Python's 4300 digits, nesting past its stack
+        raise ConfigError(f"invalid model config {path}: {str(err)[:100]}; fix the JSON or re-download the file") from err
     if not isinstance(parsed, dict):
         raise ConfigError(f"invalid model config {path}: expected a JSON object, found "
                           f"{type(parsed).__name__}; re-download the file")
@@ -148,7 +150,7 @@ def _modelopt_record(path: Path) -> dict[str, Any]:
     """The `quantization` of NVIDIA ModelOpt's hf_quant_config.json (its config.json may state none)."""
     try:
         data = json.loads(path.read_text(encoding="utf-8"))
-    except (OSError, ValueError):
+    except (OSError, ValueError, RecursionError):
         data = None
     quant = data.get("quantization") if isinstance(data, dict) else None
     return {"quant_method": "modelopt", **quant} if isinstance(quant, dict) else {"quant_method": "modelopt"}

@@ -12,6 +12,7 @@ from typing import Callable, Sequence
 
 import numpy as np
 
+from .errors import CheckpointError
 from .gguf_layout import GGML_ITEM_SIZE, GGMLType
 from .shards import StoredTensor
 
@@ -151,7 +152,7 @@ class RowSelection(View):
 
     def __post_init__(self):
         if len(self.source.shape) not in (1, 2):
-            raise ValueError(f"cannot select rows of {self.source.name!r}: {len(self.source.shape)}-D")
+            raise CheckpointError(f"cannot select rows of {self.source.name!r}: {len(self.source.shape)}-D")
         self.sources = (self.source,)
         self.shape = (len(self.order), *self.source.shape[1:])
         self.name = self.label
@@ -181,7 +182,7 @@ class Stack(View):
         first = self.parts[0]
         for p in self.parts[1:]:
             if p.shape != first.shape or p.dtype != first.dtype:
-                raise ValueError(f"cannot stack {p.name!r} ({p.dtype} {list(p.shape)}) with "
+                raise CheckpointError(f"cannot stack {p.name!r} ({p.dtype} {list(p.shape)}) with "
                                  f"{first.name!r} ({first.dtype} {list(first.shape)})")
         self.shape = (len(self.parts), *first.shape)
         self.name = f"stack of {len(self.parts)}"
