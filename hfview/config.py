@@ -10,7 +10,7 @@ import json
 from pathlib import Path
 from typing import Any
 
-from .errors import ConfigError, QuantizedCheckpoint
+from .errors import ConfigError, QuantizedCheckpoint, shown
 
 # Keys every transformers config carries that never change a forward pass.
 COMMON_HARMLESS = frozenset({
@@ -96,11 +96,11 @@ def _check_config_shape(config: dict[str, Any], path: Path) -> None:
         model_type = holder.get("model_type")
         if model_type is not None and not isinstance(model_type, str):
             raise ConfigError(f"invalid model config {path}: {where}model_type must be a string, found "
-                              f"{json.dumps(model_type)}; fix the config")
+                              f"{shown(model_type)}; fix the config")
         archs = holder.get("architectures")
         if archs is not None and not (isinstance(archs, list) and all(isinstance(a, str) for a in archs)):
             raise ConfigError(f"invalid model config {path}: {where}architectures must be a list of class "
-                              f"names, found {json.dumps(archs)}; fix the config")
+                              f"names, found {shown(archs)}; fix the config")
     text_config = config.get("text_config")
     if text_config is not None and not isinstance(text_config, dict):
         raise ConfigError(f"invalid model config {path}: text_config must be a JSON object; fix the config")
