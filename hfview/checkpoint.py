@@ -7,13 +7,12 @@ from typing import Iterator
 
 import numpy as np
 
-from . import families
+from . import config_values, families
 from .config import check_keys, read_checkpoint_config, read_config, refuse_quantized, with_defaults
 from .errors import CheckpointError, ConfigError
 from .family import Family, plan_tensors
 from .gguf_layout import (KV, GGMLType, ValueType, encode_header, encode_kv, encode_tensor_info,
                           pad_to)
-from .params import first
 from .shards import StoredTensor, index_shards
 from .views import Presented
 
@@ -75,17 +74,37 @@ class HfCheckpoint:
         check_keys(config, config_path, family.name, family.reads, family.harmless)
         self.family: Family = family
         self.config = config
-        self.hparams = family.normalise(with_defaults(config, family.defaults[config["model_type"]]))
+        defaults = family.defaults[config["model_type"]]
+        # values are checked before anything computes with them, counts against the stored tensors before
+        # normalise builds per-layer lists from them
+        config_values.check_values(family.name, defaults, config, config_path)
+        hparams = with_defaults(config, defaults)
+        config_values.check_shapes(hparams, config_path)
+        try:
+            self._stored: dict[str, StoredTensor] = (family.index or index_shards)(self.path)
+        except CheckpointError:
+            # no shards to bound the counts by: the config is still checked first (its refusal says what to
+            # fix), its layer counts held to what any model has, then the shards' error stands
+            config_values.check_against_tensors(config, None, config_path)
+            family.check(family.normalise(hparams), config_path)
+            raise
+        config_values.check_against_tensors(config, [t.shape for t in self._stored.values()], config_path)
+        self.hparams = family.normalise(hparams)
         family.check(self.hparams, config_path)
-        self.block_count = first(self.hparams, ["n_layers", "num_hidden_layers", "n_layer", "num_layers"])
+        self.block_count = config_values.layer_count(self.hparams)
+        if self.block_count is None:
+            raise ConfigError(f"{config_path}: no layer count ({' / '.join(config_values.LAYER_COUNTS)}); "
+                              f"the converter needs one")
 
-        self._stored: dict[str, StoredTensor] = (family.index or index_shards)(self.path)
         self.outtype = self._resolve_outtype(outtype)
         out_type, self.file_type = OUTTYPES[self.outtype]
         self._out_type = out_type
         self.tensors: list[Presented] = plan_tensors(family, self._stored, self.hparams, self.block_count,
                                                      self._type_for)
         self._by_name = {t.name: t for t in self.tensors}
+        if (embedding := self._by_name.get("token_embd.weight")) is not None:  # before the tokenizer pads to it
+            rows = embedding.shape[0] if embedding.shape else 0
+            config_values.check_vocab(config, rows, embedding.view.sources[0].name, config_path)
         self.kv: list[KV] = self._build_kv(model_name)
         self._layout()
 

@@ -12,17 +12,34 @@ from .errors import HfviewError
 OUTTYPES = click.Choice(["auto", "f32", "f16", "bf16"])
 
 
+INTERNAL_ERROR = 70  # sysexits' EX_SOFTWARE: hfview itself failed, not the input
+
+
 class _Group(click.Group):
-    """Refusals print as one line on stderr (no traceback unless --debug) and exit 1."""
+    """No traceback unless --debug: a refusal (HfviewError) or a system error (OSError) prints as one line
+    on stderr and exits 1; anything else is an internal error, one line naming the command and asking for
+    the --debug output in a bug report, exit 70."""
 
     def invoke(self, ctx):
         try:
             return super().invoke(ctx)
-        except HfviewError as e:
+        except (click.exceptions.ClickException, click.exceptions.Exit, click.exceptions.Abort):
+            raise  # usage errors and exits are click's own business
+        except Exception as e:  # noqa: BLE001 - the one place every failure becomes a message
             if ctx.params.get("debug") or "--debug" in sys.argv:
                 raise
-            click.echo(f"hfview: {e}", err=True)
-            ctx.exit(1)
+            command = ctx.invoked_subcommand or ctx.info_name
+            if isinstance(e, (HfviewError, OSError)):
+                click.echo(f"hfview: {_one_line(e)}", err=True)
+                ctx.exit(1)
+            click.echo(f"hfview: internal error in `hfview {command}` ({type(e).__name__}: {_one_line(e)}); "
+                       f"please report it with the output of the same command run as `hfview --debug {command} ...`",
+                       err=True)
+            ctx.exit(INTERNAL_ERROR)
+
+
+def _one_line(e: BaseException) -> str:
+    return " ".join(str(e).split()) or type(e).__name__
 
 
 @click.group(cls=_Group)

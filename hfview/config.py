@@ -10,7 +10,7 @@ import json
 from pathlib import Path
 from typing import Any
 
-from .errors import ConfigError, QuantizedCheckpoint
+from .errors import ConfigError, QuantizedCheckpoint, shown
 
 # Keys every transformers config carries that never change a forward pass.
 COMMON_HARMLESS = frozenset({
@@ -86,6 +86,8 @@ def read_config(path: Path) -> dict[str, Any]:
     except json.JSONDecodeError as err:
         raise ConfigError(f"invalid model config {path}: line {err.lineno} column {err.colno}: {err.msg}; "
                           "fix the JSON or re-download the file") from err
+    except (ValueError, RecursionError) as err:  # a number past Python's 4300 digits, nesting past its stack
+        raise ConfigError(f"invalid model config {path}: {str(err)[:100]}; fix the JSON or re-download the file") from err
     if not isinstance(parsed, dict):
         raise ConfigError(f"invalid model config {path}: expected a JSON object, found "
                           f"{type(parsed).__name__}; re-download the file")
@@ -102,11 +104,11 @@ def _check_config_shape(config: dict[str, Any], path: Path) -> None:
         model_type = holder.get("model_type")
         if model_type is not None and not isinstance(model_type, str):
             raise ConfigError(f"invalid model config {path}: {where}model_type must be a string, found "
-                              f"{json.dumps(model_type)}; fix the config")
+                              f"{shown(model_type)}; fix the config")
         archs = holder.get("architectures")
         if archs is not None and not (isinstance(archs, list) and all(isinstance(a, str) for a in archs)):
             raise ConfigError(f"invalid model config {path}: {where}architectures must be a list of class "
-                              f"names, found {json.dumps(archs)}; fix the config")
+                              f"names, found {shown(archs)}; fix the config")
     text_config = config.get("text_config")
     if text_config is not None and not isinstance(text_config, dict):
         raise ConfigError(f"invalid model config {path}: text_config must be a JSON object; fix the config")
@@ -156,7 +158,7 @@ def _modelopt_record(path: Path) -> dict[str, Any]:
     """The `quantization` of NVIDIA ModelOpt's hf_quant_config.json (its config.json may state none)."""
     try:
         data = json.loads(path.read_text(encoding="utf-8"))
-    except (OSError, ValueError):
+    except (OSError, ValueError, RecursionError):
         data = None
     quant = data.get("quantization") if isinstance(data, dict) else None
     return {"quant_method": "modelopt", **quant} if isinstance(quant, dict) else {"quant_method": "modelopt"}

@@ -177,6 +177,11 @@ def plan_tensors(family: Family, stored_tensors: dict[str, StoredTensor], h: dic
     out: list[Presented] = []
 
     def present(name: str, view: View, steps=()) -> None:
+        for src in view.sources:  # what no view can turn into a GGUF tensor llama.cpp takes
+            if 0 in src.shape or src.dtype.startswith("F8_"):
+                what = "has no elements" if 0 in src.shape else f"is stored as {src.dtype}, which hfview does not read"
+                raise CheckpointError(f"{src.path.name}: tensor {src.name!r} (shape {list(src.shape)}) {what}; "
+                                      f"the checkpoint cannot be presented as {name}")
         out.append(Presented(name, view, type_for(name, len(view.shape)), tuple(steps)))
 
     for name, values in family.generated(h):

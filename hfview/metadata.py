@@ -21,7 +21,7 @@ import struct
 from pathlib import Path
 from typing import Any, Iterable, NamedTuple
 
-from .errors import CheckpointError
+from .errors import CheckpointError, shown
 from .gguf_layout import KV, ValueType, inferred_type
 
 logger = logging.getLogger(__name__)
@@ -244,6 +244,8 @@ def _read_json(path: Path, *, tolerate_invalid: bool) -> dict[str, Any]:
         raise MetadataError(f"{path}: not valid JSON ({e})") from e
     except UnicodeDecodeError as e:
         raise MetadataError(f"{path}: not UTF-8 text ({e}); the converter fails on it too") from e
+    except (ValueError, RecursionError) as e:  # a number past Python's 4300 digits, nesting past its stack
+        raise MetadataError(f"{path}: not JSON Python can read ({str(e)[:100]}); the converter fails on it too") from e
     if not isinstance(data, dict):
         if tolerate_invalid and not data:
             return {}
@@ -357,7 +359,7 @@ def _gather(model_dir: Path, card: dict[str, Any], hf_params: dict[str, Any],
     # name: each fills only what is still unset.
     name_or_path = hf_params.get("_name_or_path")
     if name_or_path is not None and not isinstance(name_or_path, str):
-        raise MetadataError(f"{model_dir / 'config.json'}: '_name_or_path' is {name_or_path!r}, not a string; "
+        raise MetadataError(f"{model_dir / 'config.json'}: '_name_or_path' is {shown(name_or_path)}, not a string; "
                             "the converter fails on it too")
     ids = []
     if name_or_path is not None and name_or_path.count("/") <= 1:
@@ -409,7 +411,7 @@ def _string_kv(key: str, value: Any, origin: str) -> KV | None:
     if not value:  # gguf-py's add_string drops empty (and any falsy) values
         return None
     if not isinstance(value, (str, bytes)):
-        raise MetadataError(f"{origin} is {type(value).__name__} {value!r}, not a string, so it cannot become "
+        raise MetadataError(f"{origin} is {type(value).__name__} {shown(value)}, not a string, so it cannot become "
                             f"{key}; llama.cpp's converter fails on it too. Quote the value.")
     return KV(key, ValueType.STRING, value)
 
@@ -418,7 +420,7 @@ def _number_kv(key: str, vtype: ValueType, value: Any, origin: str) -> KV:
     try:
         struct.pack(_NUMBER_FORMAT[vtype], value)
     except (struct.error, TypeError, OverflowError) as e:
-        raise MetadataError(f"{origin} is {value!r}: cannot be written as {vtype.name} {key} ({e}); "
+        raise MetadataError(f"{origin} is {shown(value)}: cannot be written as {vtype.name} {key} ({e}); "
                             "llama.cpp's converter fails on it too") from e
     # bools pass as ints, ints as floats, exactly as struct packs them: store the packed value's type
     return KV(key, vtype, int(value) if vtype == ValueType.INT32 else float(value))
@@ -432,12 +434,12 @@ def _array_kv(key: str, items: list, origin: str) -> KV | None:
     except TypeError as e:
         raise MetadataError(f"{origin}: {e}; {key} can only hold strings or numbers") from e
     if len(item_types) > 1:
-        raise MetadataError(f"{origin}: items of mixed types {items!r} cannot form the array {key}; "
+        raise MetadataError(f"{origin}: items of mixed types {shown(items)} cannot form the array {key}; "
                             "llama.cpp's converter fails on it too. Quote the items.")
     (item_type,) = item_types
     if item_type == ValueType.ARRAY:
         # The converter would write an array of arrays, which llama.cpp's GGUF reader refuses.
-        raise MetadataError(f"{origin}: nested lists {items!r} cannot form the array {key}")
+        raise MetadataError(f"{origin}: nested lists {shown(items)} cannot form the array {key}")
     if item_type in _NUMBER_FORMAT:
         for item in items:
             _number_kv(key, item_type, item, origin)
@@ -496,7 +498,7 @@ def general_kv(model_dir: Path, *, total_params: int, shared_params: int, expert
             continue
         if field == "license" and isinstance(value, list):  # several licences: comma-joined
             if not all(isinstance(v, str) for v in value):
-                raise MetadataError(f"{origin}: licences {value!r} must all be strings")
+                raise MetadataError(f"{origin}: licences {shown(value)} must all be strings")
             value = ",".join(value)
         kvs.append(_string_kv(key, value, origin))
 

@@ -6,13 +6,14 @@ are read later, a row range at a time, with positioned reads (no mmap, no whole-
 from __future__ import annotations
 
 import json
+import math
 import os
 from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
 
-from .errors import CheckpointError
+from .errors import CheckpointError, shown
 
 MAX_HEADER = 100_000_000  # safetensors' own limit
 
@@ -34,6 +35,7 @@ class StoredTensor:
     shape: tuple[int, ...]
     offset: int         # absolute byte offset of the first element in `path`
     nbytes: int
+    stamp: tuple[int, ...] = ()  # the shard's identity when its header was read (see _identity)
 
     @property
     def numpy_dtype(self) -> np.dtype:
@@ -47,36 +49,79 @@ class StoredTensor:
     def read_rows(self, start: int, stop: int) -> np.ndarray:
         """Rows [start, stop) along the first axis, in the stored dtype (bf16 as uint16 bits)."""
         if not self.shape:
-            raw = _pread(self.path, self.offset, self.nbytes, self.name)
+            raw = _pread(self, self.offset, self.nbytes)
             return np.frombuffer(raw, self.numpy_dtype).reshape(())
         n = stop - start
-        raw = _pread(self.path, self.offset + start * self.row_bytes, n * self.row_bytes, self.name)
+        raw = _pread(self, self.offset + start * self.row_bytes, n * self.row_bytes)
         return np.frombuffer(raw, self.numpy_dtype).reshape((n, *self.shape[1:]))
 
     def read(self) -> np.ndarray:
         return self.read_rows(0, self.shape[0] if self.shape else 0)
 
 
-def _pread(path: Path, offset: int, n: int, tensor: str) -> bytes:
+def _identity(st: os.stat_result) -> tuple[int, ...]:
+    """What tells a shard from the same path rewritten, truncated or replaced since its header was read."""
+    return st.st_dev, st.st_ino, st.st_size, st.st_mtime_ns
+
+
+def _pread(t: StoredTensor, offset: int, n: int) -> bytes:
     try:
-        fd = os.open(path, os.O_RDONLY)
+        fd = os.open(t.path, os.O_RDONLY)
     except OSError as e:
-        raise CheckpointError(f"{path}: cannot open shard to read tensor {tensor!r}: {e.strerror}") from e
+        raise CheckpointError(f"{t.path}: cannot open shard to read tensor {t.name!r}: {e.strerror}") from e
     try:
+        # offsets were checked against the header as it was: a changed file may hold anything there
+        if t.stamp and _identity(os.fstat(fd)) != t.stamp:
+            raise CheckpointError(f"{t.path}: the shard changed after hfview opened it (reading tensor {t.name!r} "
+                                  f"at byte {offset}); open the checkpoint again once nothing writes to it")
         data = os.pread(fd, n, offset)
+    except OSError as e:
+        raise CheckpointError(f"{t.path}: cannot read tensor {t.name!r} at byte {offset}: {e.strerror}") from e
     finally:
         os.close(fd)
     if len(data) != n:
-        raise CheckpointError(f"{path}: shard is truncated: tensor {tensor!r} needs bytes "
+        raise CheckpointError(f"{t.path}: shard is truncated: tensor {t.name!r} needs bytes "
                               f"{offset}..{offset + n}, the file ends first; re-download it")
     return data
+
+
+def _is_int(value) -> bool:
+    return isinstance(value, int) and not isinstance(value, bool)
+
+
+def _entry(path: Path, name: str, meta, data_start: int, st: os.stat_result) -> StoredTensor:
+    """One header entry, checked as safetensors' own loader checks it: a known dtype, a shape of
+    non-negative ints, [begin, end] offsets that hold exactly the shape's bytes and lie in the file."""
+    def corrupt(what: str) -> CheckpointError:
+        return CheckpointError(f"{path}: tensor {name!r}: {what}; the shard is corrupt, re-download it")
+
+    if not isinstance(meta, dict):
+        raise corrupt(f"header entry {shown(meta)} is not an object with dtype, shape and data_offsets")
+    dtype, shape, offsets = meta.get("dtype"), meta.get("shape"), meta.get("data_offsets")
+    if not isinstance(dtype, str) or dtype not in DTYPES:
+        raise CheckpointError(f"{path}: tensor {name!r} has dtype {shown(dtype)}, which hfview does not read "
+                              f"(safetensors dtypes: {', '.join(DTYPES)})")
+    if not isinstance(shape, list) or not all(_is_int(d) and d >= 0 for d in shape):
+        raise corrupt(f"shape {shown(shape)} is not a list of non-negative integers")
+    if not (isinstance(offsets, list) and len(offsets) == 2 and all(map(_is_int, offsets))
+            and 0 <= offsets[0] <= offsets[1]):
+        raise corrupt(f"data_offsets {shown(offsets)} is not [begin, end] with 0 <= begin <= end")
+    begin, end = offsets
+    need = math.prod(shape) * DTYPES[dtype].itemsize  # exact: no int64 wrap-around on a hostile shape
+    if end - begin != need:
+        raise corrupt(f"shape {shown(shape)} of {dtype} needs {need} bytes, the header gives {end - begin}")
+    if data_start + end > st.st_size:
+        raise CheckpointError(f"{path}: tensor {name!r} lies past the end of the file (needs {data_start + end} "
+                              f"bytes, has {st.st_size}); the shard is truncated, re-download it")
+    return StoredTensor(name, path, dtype, tuple(shape), data_start + begin, end - begin, _identity(st))
 
 
 def read_header(path: Path) -> list[StoredTensor]:
     """The tensors a shard holds, in header order, after checking the header against the file."""
     try:
-        size = path.stat().st_size
         with open(path, "rb") as f:
+            st = os.fstat(f.fileno())
+            size = st.st_size
             head = f.read(8)
             if len(head) < 8:
                 raise CheckpointError(f"{path}: not a safetensors file (shorter than its 8-byte header length)")
@@ -89,29 +134,15 @@ def read_header(path: Path) -> list[StoredTensor]:
         raise CheckpointError(f"{path}: cannot read shard: {e.strerror}") from e
     try:
         header = json.loads(text)
-    except (UnicodeDecodeError, json.JSONDecodeError) as e:
-        raise CheckpointError(f"{path}: corrupt safetensors header: not JSON ({e})") from e
+    except (UnicodeDecodeError, ValueError, RecursionError) as e:  # ValueError: also a 5000-digit number
+        raise CheckpointError(f"{path}: corrupt safetensors header: not JSON ({str(e)[:120]})") from e
     if not isinstance(header, dict):
         raise CheckpointError(f"{path}: corrupt safetensors header: not a JSON object")
-    data_start = 8 + n
-    tensors = []
-    for name, meta in header.items():
-        if name == "__metadata__":
-            continue
-        try:
-            dtype, shape, (begin, end) = meta["dtype"], tuple(int(d) for d in meta["shape"]), meta["data_offsets"]
-        except (KeyError, TypeError, ValueError) as e:
-            raise CheckpointError(f"{path}: tensor {name!r} has a malformed header entry: {meta!r}") from e
-        if dtype not in DTYPES:
-            raise CheckpointError(f"{path}: tensor {name!r} has dtype {dtype!r}, which hfview does not read")
-        count = int(np.prod(shape, dtype=np.int64)) if shape else 1
-        if any(d < 0 for d in shape) or end - begin != count * DTYPES[dtype].itemsize or begin < 0:
-            raise CheckpointError(f"{path}: tensor {name!r}: shape {list(shape)} of {dtype} needs "
-                                  f"{count * DTYPES[dtype].itemsize} bytes, the header gives {end - begin}")
-        if data_start + end > size:
-            raise CheckpointError(f"{path}: tensor {name!r} lies past the end of the file "
-                                  f"(needs {data_start + end} bytes, has {size}); the shard is truncated")
-        tensors.append(StoredTensor(name, path, dtype, shape, data_start + begin, end - begin))
+    metadata = header.pop("__metadata__", {})
+    if not (isinstance(metadata, dict) and all(isinstance(v, str) for v in metadata.values())):
+        raise CheckpointError(f"{path}: corrupt safetensors header: __metadata__ {shown(metadata)} is not an "
+                              f"object of strings; re-download the shard")
+    tensors = [_entry(path, name, meta, 8 + n, st) for name, meta in header.items()]
     spans = sorted((t.offset, t.offset + t.nbytes, t.name) for t in tensors if t.nbytes)
     for (_, end_a, a), (begin_b, _, b) in zip(spans, spans[1:]):
         if begin_b < end_a:

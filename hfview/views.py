@@ -12,6 +12,7 @@ from typing import Callable, Sequence
 
 import numpy as np
 
+from .errors import CheckpointError
 from .gguf_layout import GGML_ITEM_SIZE, GGMLType
 from .shards import StoredTensor
 
@@ -161,7 +162,8 @@ class RowSelection(View):
         else:
             self.shape = self.presented or (len(self.order), self.source.shape[-1])
             if _rows(self.shape) != len(self.order) or self.shape[-1] != self.source.shape[-1]:
-                raise ValueError(f"cannot present {len(self.order)} rows of {self.source.name!r} as {list(self.shape)}")
+                raise CheckpointError(f"cannot present {len(self.order)} rows of {self.source.name!r} as "
+                                      f"{list(self.shape)}")
         self.name = self.label
 
     def rows(self, start, stop):
@@ -191,7 +193,7 @@ class Reshaped(View):
     def __post_init__(self):
         src = self.source.shape
         if int(np.prod(self.shape, dtype=np.int64)) != int(np.prod(src, dtype=np.int64)):
-            raise ValueError(f"cannot present {self.source.name!r} {list(src)} as {list(self.shape)}")
+            raise CheckpointError(f"cannot present {self.source.name!r} {list(src)} as {list(self.shape)}")
         self.sources = (self.source,)
         self.name = self.label
 
@@ -212,7 +214,7 @@ class Transposed(View):
 
     def __post_init__(self):
         if len(self.source.shape) != 2:
-            raise ValueError(f"cannot transpose {self.source.name!r}: {len(self.source.shape)}-D")
+            raise CheckpointError(f"cannot transpose {self.source.name!r}: {len(self.source.shape)}-D")
         self.sources = (self.source,)
         self.shape = (self.source.shape[1], self.source.shape[0])
         self.name = "transposed (stored inputs-first)"
@@ -253,7 +255,7 @@ class Stack(View):
         first = self.parts[0]
         for p in self.parts[1:]:
             if p.shape != first.shape or p.dtype != first.dtype:
-                raise ValueError(f"cannot stack {p.name!r} ({p.dtype} {list(p.shape)}) with "
+                raise CheckpointError(f"cannot stack {p.name!r} ({p.dtype} {list(p.shape)}) with "
                                  f"{first.name!r} ({first.dtype} {list(first.shape)})")
         self.shape = (len(self.parts), *first.shape)
         self.name = f"stack of {len(self.parts)}"

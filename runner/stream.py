@@ -150,7 +150,13 @@ class StreamFile:
 
     def _fail(self, exc: BaseException, what: str) -> None:
         if self.error is None:  # keep the first failure: later ones are consequences
-            if hasattr(exc, "add_note"):
+            if isinstance(exc, HfviewError) and not isinstance(exc, StreamError):
+                # the source refused its own bytes (e.g. a shard cut or replaced under it): a StreamError that
+                # says where in the stream, carrying the source's words (which name the shard and its offset)
+                wrapped = StreamError(f"{what} of the GGUF stream over {_describe(self.source)} failed: {exc}")
+                wrapped.__cause__ = exc
+                exc = wrapped
+            elif hasattr(exc, "add_note"):
                 exc.add_note(f"while llama.cpp read the GGUF stream over {_describe(self.source)}: {what}")
             self.error = exc
 

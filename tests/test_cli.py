@@ -50,5 +50,28 @@ def test_failure_mid_export_leaves_no_file(checkpoint, tmp_path, monkeypatch):
     monkeypatch.setattr(views.Presented, "rows", failing)
     out = tmp_path / "m.gguf"
     result = CliRunner().invoke(main, ["export", str(checkpoint("llama-spm")), str(out), "--no-progress"])
-    assert result.exit_code != 0 and "disk pulled out" in str(result.exception)
+    assert result.exit_code == 1 and result.output == "hfview: disk pulled out\n"  # a system error: one line
     assert list(tmp_path.iterdir()) == []
+
+
+def test_unexpected_exception_is_one_line_naming_the_command(checkpoint, monkeypatch):
+    """A bug is reported as an internal error in one line that asks for --debug output; --debug shows it."""
+    import hfview.checkpoint
+
+    def bug(self, *args, **kwargs):
+        raise KeyError("no such thing")
+    monkeypatch.setattr(hfview.checkpoint.HfCheckpoint, "__init__", bug)
+    model = str(checkpoint("llama-spm"))
+    result = CliRunner().invoke(main, ["inspect", model])
+    assert result.exit_code == 70
+    assert result.output.count("\n") == 1 and "Traceback" not in result.output
+    assert result.output.startswith("hfview: internal error in `hfview inspect` (KeyError: 'no such thing')")
+    assert "hfview --debug inspect" in result.output
+
+    debug = CliRunner().invoke(main, ["--debug", "inspect", model])
+    assert isinstance(debug.exception, KeyError) and debug.exc_info[2] is not None  # raised: Python prints it
+
+
+def test_refusal_with_debug_raises(tmp_path):
+    result = CliRunner().invoke(main, ["--debug", "export", str(tmp_path), str(tmp_path / "x.gguf")])
+    assert type(result.exception).__name__ == "ConfigError"

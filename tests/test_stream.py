@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import ctypes
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -374,3 +375,52 @@ def test_devices_from_the_ggml_registry():
             assert f'CMAKE_ARGS="{flag}" pip install --force-reinstall --no-binary llama-cpp-python ' \
                    f"llama-cpp-python==0.3.36" in msg
             assert str(built) in msg
+
+
+# ---------------------------------------------------------------- a shard changed under a load
+
+_SHARD_CHANGED = textwrap.dedent("""
+    import os, shutil, sys
+    sys.path.insert(0, {repo!r})
+    from pathlib import Path
+    from hfview import HfCheckpoint
+    from runner.stream import StreamModel, load_model
+
+    ckpt_dir, how = Path(sys.argv[1]), sys.argv[2]
+    shard = ckpt_dir / "model.safetensors"
+    intact = shard.read_bytes()
+    ckpt = HfCheckpoint(ckpt_dir)
+
+    def change(fraction):  # llama.cpp reports progress before it reads the first tensor's bytes
+        if shard.stat().st_size == len(intact) and shard.read_bytes() == intact:
+            if how == "truncated":
+                os.truncate(shard, len(intact) // 2)
+            else:  # another file renamed over it, same size: only its identity tells
+                (ckpt_dir / "new").write_bytes(intact[:-1] + bytes([intact[-1] ^ 1]))
+                os.replace(ckpt_dir / "new", shard)
+
+    try:
+        load_model(ckpt, progress=change)
+    except BaseException as exc:
+        print("RAISED", type(exc).__name__, "|", exc)
+    else:
+        print("LOADED")
+    shard.write_bytes(intact)  # the checkpoint made whole, opened again: the process still loads and runs
+    with StreamModel(HfCheckpoint(ckpt_dir), n_ctx=16) as m:
+        print("AFTER", m.logits([1, 2, 3]).shape)
+""")
+
+
+@pytest.mark.parametrize("how", ["truncated", "replaced"])
+def test_shard_changed_during_load_is_a_stream_error_and_the_process_lives_on(how, tmp_path):
+    ckpt = tmp_path / "default"
+    shutil.copytree(REPO / "fixtures" / "default", ckpt)
+    proc = subprocess.run([sys.executable, "-c", _SHARD_CHANGED.format(repo=str(REPO)), str(ckpt), how],
+                          capture_output=True, text=True, timeout=300)
+    print(proc.stdout)
+    assert proc.returncode == 0, f"process died ({proc.returncode}): {proc.stderr[-2000:]}"
+    raised = next(line for line in proc.stdout.splitlines() if line.startswith(("RAISED", "LOADED")))
+    assert raised.startswith("RAISED StreamError"), raised
+    assert str(ckpt / "model.safetensors") in raised and "changed after hfview opened it" in raised
+    assert re.search(r"at offset \d+ of the GGUF stream", raised) and re.search(r"at byte \d+", raised)
+    assert "AFTER (3, 2000)" in proc.stdout

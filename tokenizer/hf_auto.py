@@ -27,9 +27,11 @@ from typing import Any
 
 from tokenizers import AddedToken, Regex, Tokenizer, decoders, models, normalizers, pre_tokenizers, processors
 
+from hfview.errors import shown
+
 from . import hf_classes
 from .errors import TokenizerError
-from .special import read_json, read_tokenizer_json
+from .special import ADDED_TOKEN, read_json, read_tokenizer_json
 
 NAMED_SPECIAL = ("bos_token", "eos_token", "unk_token", "sep_token", "pad_token", "cls_token", "mask_token")
 _GENERIC = ("TokenizersBackend", "PythonBackend", "PreTrainedTokenizerFast")
@@ -102,15 +104,21 @@ def _tokenizer_json_is_byte_level(model_dir: Path) -> bool:
     return path.is_file() and '"ByteLevel"' in path.read_text(encoding="utf-8")
 
 
-def _as_added_token(value: Any) -> Any:
+def _token(fields: dict, where: Path, **override) -> AddedToken:
+    """An AddedToken from a file's object (special.ADDED_TOKEN describes what read_json lets through)."""
+    if not ADDED_TOKEN.ok(fields):
+        raise TokenizerError(f"{where}: {shown(fields)} is not {ADDED_TOKEN.expect}; re-download the file")
+    return AddedToken(**{k: v for k, v in fields.items() if k not in ("__type", "id", *override)}, **override)
+
+
+def _as_added_token(value: Any, where: Path) -> Any:
     """tokenizer_config values of the form {"__type": "AddedToken", ...} become AddedToken objects."""
     if isinstance(value, dict) and value.get("__type") == "AddedToken":
-        fields = {k: v for k, v in value.items() if k != "__type"}
-        return AddedToken(**fields)
+        return _token(value, where)
     if isinstance(value, list):
-        return [_as_added_token(v) for v in value]
+        return [_as_added_token(v, where) for v in value]
     if isinstance(value, dict):
-        return {k: _as_added_token(v) for k, v in value.items()}
+        return {k: _as_added_token(v, where) for k, v in value.items()}
     return value
 
 
@@ -124,6 +132,8 @@ class AutoTokenizerView:
             raise TokenizerError(
                 f"{tok_path} is missing: hfview reads BPE vocabularies from tokenizer.json only (the converter's "
                 "AutoTokenizer could also convert a slow tokenizer's files, which hfview does not)")
+        # first: a tokenizer.json the library cannot load is refused before any of its fields is read
+        full = _load(tok_path)
         cfg_path = self.model_dir / "tokenizer_config.json"
         tokenizer_config = read_json(cfg_path) if cfg_path.is_file() else {}
         config_path = self.model_dir / "config.json"
@@ -131,7 +141,7 @@ class AutoTokenizerView:
         self.class_name = resolve_class(self.model_dir, tokenizer_config, config)
 
         kwargs = self._init_kwargs(tokenizer_config, tok_path)
-        self.backend = self._build_backend(tok_path, kwargs)
+        self.backend = self._build_backend(tok_path, full, kwargs)
         self.clean_up_tokenization_spaces = bool(kwargs.get("clean_up_tokenization_spaces", False))
         self._set_special_tokens(kwargs)
         self.backend.encode_special_tokens = bool(kwargs.get("split_special_tokens", False))
@@ -167,10 +177,7 @@ class AutoTokenizerView:
         by_content: dict[str, AddedToken] = {}
         if "added_tokens_decoder" in kw:
             for idx, tok in kw["added_tokens_decoder"].items():
-                if not isinstance(tok, dict):
-                    raise TokenizerError(f"{self.model_dir / 'tokenizer_config.json'}: added_tokens_decoder[{idx}] "
-                                         "is not an object")
-                tok = AddedToken(**{k: v for k, v in tok.items() if k != "__type"})
+                tok = _token(tok, self.model_dir / "tokenizer_config.json")  # (read_json checked the shape)
                 decoder[int(idx)] = tok
                 by_content[str(tok)] = tok
         else:
@@ -180,7 +187,7 @@ class AutoTokenizerView:
         kw["added_tokens_decoder"] = decoder
         if model_specific:
             kw["model_specific_special_tokens"] = model_specific
-        kw = _as_added_token(kw)
+        kw = _as_added_token(kw, self.model_dir / "tokenizer_config.json")
         if by_content:
             for key in NAMED_SPECIAL:
                 if kw.get(key) is not None:
@@ -194,11 +201,11 @@ class AutoTokenizerView:
         if stm_path.is_file():
             for key, value in read_json(stm_path).items():
                 if isinstance(value, dict) and key != "extra_special_tokens":
-                    value = AddedToken(**{k: v for k, v in value.items() if k != "special"}, special=True)
+                    value = _token(value, stm_path, special=True)
                 elif key == "extra_special_tokens" and isinstance(value, list):
                     merged = list(kw.get("extra_special_tokens") or [])
                     for tok in value:
-                        tok = AddedToken(**tok, special=True) if isinstance(tok, dict) else tok
+                        tok = _token(tok, stm_path, special=True) if isinstance(tok, dict) else tok
                         if tok not in merged:
                             merged.append(tok)
                     value = merged
@@ -215,19 +222,12 @@ class AutoTokenizerView:
                                           special=special)
                 by_content[content] = decoder[idx]
         for entry in read_tokenizer_json(tok_path).get("added_tokens", []):
-            entry = dict(entry)
-            idx = entry.pop("id")
-            decoder[idx] = AddedToken(**entry)
-            by_content[str(decoder[idx])] = decoder[idx]
+            decoder[entry["id"]] = _token(entry, tok_path)
+            by_content[str(decoder[entry["id"]])] = decoder[entry["id"]]
 
     # -- the backend --------------------------------------------------------------------------------------
 
-    def _build_backend(self, tok_path: Path, kw: dict) -> Tokenizer:
-        try:
-            full = Tokenizer.from_file(str(tok_path))
-        except Exception as e:  # noqa: BLE001 - `tokenizers` raises a bare Exception on a bad file
-            raise TokenizerError(f"{tok_path} cannot be loaded by `tokenizers` ({e}); the converter's "
-                                 "AutoTokenizer fails on it too") from e
+    def _build_backend(self, tok_path: Path, full: Tokenizer, kw: dict) -> Tokenizer:
         rebuild = _REBUILDERS.get(self.class_name)
         if rebuild is None:
             # TokenizersBackend, and model-specific classes we do not rebuild (see the module docstring)
@@ -332,6 +332,14 @@ class AutoTokenizerView:
                              (" 'm", "'m"), (" 's", "'s"), (" 've", "'ve"), (" 're", "'re")):
                 text = text.replace(old, new)
         return text
+
+
+def _load(tok_path: Path) -> Tokenizer:
+    try:
+        return Tokenizer.from_file(str(tok_path))
+    except Exception as e:  # noqa: BLE001 - `tokenizers` raises a bare Exception on a bad file
+        raise TokenizerError(f"{tok_path} cannot be loaded by `tokenizers` ({str(e)[:200]}); the converter's "
+                             "AutoTokenizer fails on it too") from e
 
 
 def _sorted_added_contents(backend: Tokenizer) -> list[str]:

@@ -14,6 +14,7 @@ from hfview.gguf_layout import KV
 
 from .errors import TokenizerError
 from .special import SpecialVocab, read_json, read_tokenizer_json
+from .spm import load_sentencepiece
 from .writer import KVWriter
 
 NORMAL, UNKNOWN, CONTROL, USER_DEFINED, UNUSED, BYTE = 1, 2, 3, 4, 5, 6
@@ -68,17 +69,11 @@ def add_dummy_prefix(path: Path) -> bool:
 
 
 def internlm2_vocab(model_dir: Path, hparams: dict) -> list[KV]:
-    from sentencepiece import SentencePieceProcessor
-
     model_dir = Path(model_dir)
     path = model_dir / "tokenizer.model"
     if not path.is_file():
         raise TokenizerError(f"{path} is missing: InternLM2's vocab is its SentencePiece model")
-    sp = SentencePieceProcessor()
-    try:
-        sp.LoadFromFile(str(path))
-    except (OSError, RuntimeError) as e:
-        raise TokenizerError(f"{path} is not a SentencePiece model ({e})") from e
+    sp = load_sentencepiece(path)
     vocab_size = hparams.get("vocab_size", sp.vocab_size())
     if vocab_size > sp.vocab_size():
         raise TokenizerError(f"{path}: {sp.vocab_size()} pieces, but config.json's vocab_size is {vocab_size}; the "

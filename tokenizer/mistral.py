@@ -20,10 +20,13 @@ import json
 from dataclasses import dataclass
 from pathlib import Path
 
+from hfview.errors import shown
 from hfview.gguf_layout import KV
+from hfview.shapes import COUNT, ID, LIST, STRING, check, list_of, object_of
 
 from .errors import TokenizerError
 from .special import write_chat_template
+from .spm import load_sentencepiece
 from .tiktoken_bpe import token_bytes_to_string
 from .writer import KVWriter
 
@@ -85,17 +88,33 @@ class MistralTokens:
 
 # -- Tekken --------------------------------------------------------------------------------------------------
 
-def _tekken(path: Path) -> MistralTokens:
+# tekken.json where it is read (the vocab entries are checked one by one as they are decoded)
+_TEKKEN = object_of({
+    "config": object_of({"default_vocab_size": COUNT, "default_num_special_tokens": ID, "version": STRING.or_null()},
+                        required=("default_vocab_size", "default_num_special_tokens")),
+    "vocab": LIST,
+    "special_tokens": list_of(object_of({"rank": ID, "token_str": STRING}, required=("rank", "token_str"))).or_null(),
+}, required=("config", "vocab"))
+
+
+def _tekken(path: Path, n_vocab: int | None = None) -> MistralTokens:
+    """`n_vocab`: the rows of the model's token embedding; a tekken.json naming more tokens is refused before
+    any list of them is made."""
     try:
         data = json.loads(path.read_text(encoding="utf-8"))
-        config = data["config"]
-        version = config.get("version")
-        vocab_size = int(config["default_vocab_size"])
-        n_special = int(config["default_num_special_tokens"])
-        entries = data["vocab"]
-    except (OSError, UnicodeDecodeError, ValueError, KeyError, TypeError) as e:
-        raise TokenizerError(f"failed to load tokenizer {path}: not a tekken.json with config.default_vocab_size, "
-                             f"config.default_num_special_tokens and vocab ({e}); re-download it") from e
+    except (OSError, ValueError, RecursionError) as e:  # ValueError: bad JSON or UTF-8, a 5000-digit number
+        raise TokenizerError(f"failed to load tokenizer {path}: not JSON ({str(e)[:200]}); re-download it") from e
+    check(data, _TEKKEN, "", lambda where, value, rule: TokenizerError(
+        f"failed to load tokenizer {path}: {where or 'the file'} is {shown(value)}; expected {rule.expect} "
+        f"(a tekken.json with config.default_vocab_size, config.default_num_special_tokens and vocab); re-download it"))
+    config, entries = data["config"], data["vocab"]
+    version, vocab_size, n_special = config.get("version"), config["default_vocab_size"], config["default_num_special_tokens"]
+    if n_vocab is not None and vocab_size > n_vocab:
+        raise TokenizerError(f"failed to load tokenizer {path}: config.default_vocab_size {vocab_size} is more than "
+                             f"the {n_vocab} rows of the model's token embedding; re-download the tokenizer")
+    if n_special > vocab_size:  # before the fillers <SPECIAL_i> are made
+        raise TokenizerError(f"failed to load tokenizer {path}: config.default_num_special_tokens {n_special} is more "
+                             f"than config.default_vocab_size {vocab_size}; re-download it")
     if version not in VERSIONS:
         raise TokenizerError(f"failed to load tokenizer {path}: config.version {version!r} is not one mistral-common "
                              f"knows ({', '.join(VERSIONS)})")
@@ -106,7 +125,7 @@ def _tekken(path: Path) -> MistralTokens:
                                  f"special_tokens; re-download it")
         named = [(i, s) for i, s in enumerate(LEGACY_TEKKEN_SPECIALS)]
     else:
-        named = [(int(s["rank"]), str(s["token_str"])) for s in specials]
+        named = [(s["rank"], s["token_str"]) for s in specials]
     if len({s for _, s in named}) != len(named) or len(named) > n_special:
         raise TokenizerError(f"failed to load tokenizer {path}: {len(named)} special tokens, which must be unique "
                              f"and at most default_num_special_tokens = {n_special}")
@@ -174,14 +193,8 @@ def _spm_version(path: Path) -> str:
 
 
 def _sentencepiece(path: Path) -> MistralTokens:
-    from sentencepiece import SentencePieceProcessor
-
     version = _spm_version(path)
-    sp = SentencePieceProcessor()
-    try:
-        sp.LoadFromFile(str(path))
-    except (OSError, RuntimeError) as e:
-        raise TokenizerError(f"failed to load tokenizer {path}: not a SentencePiece model ({e})") from e
+    sp = load_sentencepiece(path, "failed to load tokenizer {path}: not a SentencePiece model ({error})")
     tokens, scores, types = [], [], []
     for i in range(sp.vocab_size()):
         tokens.append(sp.IdToPiece(i))
@@ -199,9 +212,9 @@ def _sentencepiece(path: Path) -> MistralTokens:
 
 # -- the KVs -------------------------------------------------------------------------------------------------
 
-def read_mistral_tokenizer(model_dir: Path) -> MistralTokens:
+def read_mistral_tokenizer(model_dir: Path, n_vocab: int | None = None) -> MistralTokens:
     path = tokenizer_file(model_dir)
-    return _tekken(path) if path.name == "tekken.json" else _sentencepiece(path)
+    return _tekken(path, n_vocab) if path.name == "tekken.json" else _sentencepiece(path)
 
 
 def chat_template(model_dir: Path, tok: MistralTokens) -> str:
@@ -219,9 +232,10 @@ def chat_template(model_dir: Path, tok: MistralTokens) -> str:
                          f"tokenizer (it refuses unless told to skip it); add chat_template.jinja beside the weights")
 
 
-def mistral_vocab(model_dir: Path, arch: str) -> list[KV]:
-    """The converter's _set_vocab_mistral for a Mistral-format directory (`--mistral-format`)."""
-    tok = read_mistral_tokenizer(model_dir)
+def mistral_vocab(model_dir: Path, arch: str, n_vocab: int | None = None) -> list[KV]:
+    """The converter's _set_vocab_mistral for a Mistral-format directory (`--mistral-format`); `n_vocab`: the
+    rows of the token embedding, which bound the vocabulary."""
+    tok = read_mistral_tokenizer(model_dir, n_vocab)
     w = KVWriter()
     w.add_string("tokenizer.ggml.model", "gpt2" if tok.kind == "tekken" else "llama")
     if tok.kind == "tekken":

@@ -13,6 +13,7 @@ from hfview.gguf_layout import KV
 
 from .errors import TokenizerError
 from .special import SpecialVocab, read_json
+from .spm import load_sentencepiece
 from .vocab import BYTE, CONTROL, NORMAL, UNKNOWN, UNUSED, USER_DEFINED, _write_scored_vocab, gpt2_vocab
 from .writer import KVWriter
 
@@ -59,17 +60,11 @@ def phi3_vocab(model_dir: Path, hparams: dict) -> list[KV]:
 
 def _sentencepiece_base(model_dir: Path, hparams: dict) -> tuple[list[str], list[float], list[int]]:
     """tokenizer.model's pieces in a list of vocab_size entries, the rest [PAD{i}] (score -10000, UNUSED)."""
-    from sentencepiece import SentencePieceProcessor
-
     path = model_dir / "tokenizer.model"
     if not path.is_file():
         raise TokenizerError(f"{path} is missing: the converter's Phi-3 vocab needs the SentencePiece model "
                              "(tokenizer.json alone is not enough); copy it from the released checkpoint")
-    sp = SentencePieceProcessor()
-    try:
-        sp.LoadFromFile(str(path))
-    except (OSError, RuntimeError) as e:
-        raise TokenizerError(f"{path} is not a SentencePiece model ({e}); the converter fails on it too") from e
+    sp = load_sentencepiece(path, "{path} is not a SentencePiece model ({error}); the converter fails on it too")
     vocab_size = hparams.get("vocab_size", sp.vocab_size())
     if sp.vocab_size() > vocab_size:
         raise TokenizerError(f"{path} has {sp.vocab_size()} pieces, more than the model's vocab_size {vocab_size} "

@@ -19,6 +19,9 @@ from pathlib import Path
 from string import ascii_letters, digits
 from typing import Any
 
+from hfview.errors import shown
+from hfview.shapes import (BOOL, ID, LIST, OBJECT, STRING, U32_MAX, Rule, any_of, check, list_of, object_of)
+
 from .errors import TokenizerError
 from .writer import KVWriter
 
@@ -40,12 +43,69 @@ _ADD_KEYS = {"bos": "tokenizer.ggml.add_bos_token", "eos": "tokenizer.ggml.add_e
 CHAT_TEMPLATE = "tokenizer.chat_template"
 
 
+# -- what the tokenizer files must look like where hfview reads them (other fields are free) -------------------
+
+_TOKEN_FLAGS = ("single_word", "lstrip", "rstrip", "normalized", "special")
+
+
+def _added_token(extra: tuple[str, ...] = (), required: tuple[str, ...] = ()) -> Rule:
+    """An added token as tokenizers' AddedToken takes it: content and flags, plus `extra` keys."""
+    allowed, needed = {"content", *_TOKEN_FLAGS, *extra}, {"content", *required}
+    return object_of({"content": STRING, **{k: BOOL for k in _TOKEN_FLAGS}, "id": ID}).replace_test(
+        f"an added token: an object with {', '.join(sorted(needed))} and the flags {', '.join(_TOKEN_FLAGS)}",
+        lambda v: isinstance(v, dict) and needed <= set(v) <= allowed)
+
+
+ADDED_TOKEN = _added_token(("__type", "id"))  # any file's, as the AddedToken of hf_auto takes it
+TOKEN = any_of(STRING, ADDED_TOKEN).or_null()
+_PAIR = Rule("a [token, id] pair", lambda v: isinstance(v, list) and len(v) == 2 and STRING.ok(v[0]) and ID.ok(v[1]))
+_PIECE = object_of({"SpecialToken": object_of({"id": STRING}), "Sequence": object_of({"id": STRING})})
+_NORMALIZER = object_of({"type": STRING, "lowercase": BOOL, "strip_accents": BOOL.or_null()})
+_NORMALIZER.within["normalizers"] = list_of(_NORMALIZER)
+_POST = object_of({"type": STRING, "cls": _PAIR, "sep": _PAIR, "single": list_of(_PIECE), "pair": list_of(_PIECE)})
+_POST.within["processors"] = list_of(_POST)
+_TEMPLATES = any_of(STRING, list_of(object_of({"name": STRING, "template": STRING}))).or_null()
+
+FILE_SHAPES: dict[str, Rule] = {
+    "tokenizer.json": object_of({
+        "model": object_of({"type": STRING, "vocab": any_of(OBJECT, LIST), "merges": LIST,
+                            "byte_fallback": BOOL.or_null(), "ignore_merges": BOOL.or_null()}).or_null(),
+        "added_tokens": list_of(_added_token(("id",), ("id",))),
+        "normalizer": _NORMALIZER.or_null(), "post_processor": _POST.or_null(),
+        "decoder": object_of({"type": STRING}).or_null()}),
+    "tokenizer_config.json": object_of({
+        "added_tokens_decoder": object_of(values=ADDED_TOKEN).replace_test(
+            "an object from token ids to added tokens",
+            lambda v: isinstance(v, dict) and all(k.isdecimal() and int(k) <= U32_MAX for k in v)),
+        **{f"{t}_token": TOKEN for t in ("bos", "eos", "unk", "sep", "pad", "cls", "mask", "eot", "eom")},
+        "additional_special_tokens": list_of(TOKEN).or_null(),
+        "extra_special_tokens": any_of(list_of(TOKEN), object_of(values=TOKEN)).or_null(),
+        **{k: BOOL.or_null() for k in ("add_bos_token", "add_eos_token", "add_prefix_space", "legacy",
+                                       "clean_up_tokenization_spaces", "split_special_tokens", "trim_offsets")},
+        "chat_template": _TEMPLATES, "tokenizer_class": STRING.or_null()}),
+    "special_tokens_map.json": object_of(values=any_of(TOKEN, list_of(TOKEN))),
+    "added_tokens.json": object_of(values=ID),
+    "chat_template.json": object_of({"chat_template": _TEMPLATES}),
+    "generation_config.json": object_of({"eos_token_id": any_of(ID, list_of(ID)).or_null()}),
+    "config.json": object_of({"text_config": OBJECT, "model_type": STRING.or_null(), "tokenizer_class": STRING.or_null()}),
+}
+
+
 def read_json(path: Path) -> Any:
+    """A tokenizer-side JSON file, parsed and checked against its FILE_SHAPES entry: a malformed one is a
+    TokenizerError naming the file and the field, never an exception from deep inside a reader."""
+    path = Path(path)
     try:
         with open(path, encoding="utf-8") as f:
-            return json.load(f)
-    except (UnicodeDecodeError, json.JSONDecodeError) as e:
-        raise TokenizerError(f"invalid JSON in {path}: {e}; the converter cannot read it either") from e
+            data = json.load(f)
+    except OSError as e:
+        raise TokenizerError(f"cannot read {path}: {e.strerror}") from e
+    except (ValueError, RecursionError) as e:  # ValueError: bad JSON, bad UTF-8, a 5000-digit number
+        raise TokenizerError(f"invalid JSON in {path}: {str(e)[:200]}; the converter cannot read it either") from e
+    if (rule := FILE_SHAPES.get(path.name)) is not None:
+        check(data, rule, "", lambda where, value, r: TokenizerError(
+            f"{path}: {where or 'the file'} is {shown(value)}; expected {r.expect}. Re-download the file"))
+    return data
 
 
 def read_tokenizer_json(path: Path) -> dict:

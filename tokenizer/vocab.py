@@ -11,12 +11,15 @@ import logging
 import re
 from pathlib import Path
 
+from hfview.errors import shown
 from hfview.gguf_layout import KV
+from hfview.shapes import NUMBER, STRING, Rule
 
 from .digests import PRE_TOKENIZER_PROBE, pre_tokenizer_named
 from .errors import TokenizerError
 from .hf_auto import AutoTokenizerView
 from .special import SpecialVocab, read_json, read_tokenizer_json
+from .spm import load_sentencepiece
 from .writer import KVWriter
 
 log = logging.getLogger(__name__)
@@ -48,16 +51,10 @@ def looks_special(token: str) -> bool:
 def sentencepiece_tokens(model_dir: Path, hparams: dict) -> tuple[list[str], list[float], list[int]]:
     """_create_vocab_sentencepiece: pieces, scores and types from tokenizer.model, overridden by
     added_tokens.json and tokenizer_config.json's added_tokens_decoder, sized to the model's vocab."""
-    from sentencepiece import SentencePieceProcessor
-
     path = model_dir / "tokenizer.model"
     if not path.is_file():
         raise FileNotFoundError(f"File not found: {path}")
-    sp = SentencePieceProcessor()
-    try:
-        sp.LoadFromFile(str(path))
-    except (OSError, RuntimeError) as e:
-        raise TokenizerError(f"{path} is not a SentencePiece model ({e}); the converter fails on it too") from e
+    sp = load_sentencepiece(path, "{path} is not a SentencePiece model ({error}); the converter fails on it too")
 
     vocab_size = _first_hparam(hparams, ("vocab_size_per_layer_input", "vocab_size")) or sp.vocab_size()
     tokens = [f"[PAD{i}]" for i in range(vocab_size)]
@@ -269,6 +266,9 @@ def special_vocab(model_dir: Path, *, load_merges: bool = False, n_vocab: int | 
 # -- PLaMo (tokenizer.jsonl) -------------------------------------------------------------------------------------
 
 _PLAMO_TYPES = {"UNKNOWN": UNKNOWN, "CONTROL": CONTROL, "BYTE": BYTE}
+_PLAMO_LINE = Rule("[token, score, type, ...] (a string, a number, a string)",
+                   lambda v: isinstance(v, list) and len(v) >= 2 and STRING.ok(v[0]) and NUMBER.ok(v[1])
+                   and (len(v) < 3 or STRING.ok(v[2])))
 _PLAMO_IDS = (("bos_token", "tokenizer.ggml.bos_token_id"), ("eos_token", "tokenizer.ggml.eos_token_id"),
               ("pad_token", "tokenizer.ggml.padding_token_id"), ("sep_token", "tokenizer.ggml.seperator_token_id"),
               ("unk_token", "tokenizer.ggml.unknown_token_id"))
@@ -290,17 +290,18 @@ def plamo_vocab(model_dir: Path, hparams: dict) -> list[KV]:
     tokens: list[str] = []
     scores: list[float] = []
     types: list[int] = []
-    with open(path, encoding="utf-8") as f:
-        for n, line in enumerate(f, 1):
-            if not line.strip():
-                continue
+    with open(path, "rb") as f:
+        for n, raw in enumerate(f, 1):
             try:
-                entry = json.loads(line)
-                token, score = entry[0], float(entry[1])
-                kind = entry[2] if len(entry) > 2 else "NORMAL"
-            except (json.JSONDecodeError, IndexError, TypeError, ValueError) as e:
-                raise TokenizerError(f"{path}:{n}: expected [token, score, type, ...], got {line.strip()[:80]!r} "
-                                     f"({e})") from e
+                line = raw.decode("utf-8")
+                entry = json.loads(line) if line.strip() else None
+            except (ValueError, RecursionError) as e:  # ValueError: bad UTF-8 or JSON
+                raise TokenizerError(f"{path}:{n}: not a line of JSON ({str(e)[:100]}); re-download the file") from e
+            if entry is None:
+                continue
+            if not _PLAMO_LINE.ok(entry):
+                raise TokenizerError(f"{path}:{n}: expected {_PLAMO_LINE.expect}, got {shown(entry)}")
+            token, score, kind = entry[0], float(entry[1]), entry[2] if len(entry) > 2 else "NORMAL"
             tokens.append(token)
             scores.append(score)
             if kind in _PLAMO_TYPES:

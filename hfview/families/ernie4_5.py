@@ -6,7 +6,6 @@ the view reads the transformers layout (separate projections) and names any othe
 """
 from __future__ import annotations
 
-import json
 from pathlib import Path
 
 from ..errors import ConfigError
@@ -58,7 +57,8 @@ def vocab(model_dir: Path, h: dict) -> list:
     kv = sentencepiece_vocab(model_dir, h)
     cfg_path = model_dir / "tokenizer_config.json"
     if cfg_path.is_file():
-        cfg = json.loads(cfg_path.read_text(encoding="utf-8"))
+        from tokenizer.special import read_json
+        cfg = read_json(cfg_path)
         if "add_prefix_space" in cfg:
             kv.append(boolean("tokenizer.ggml.add_space_prefix", cfg["add_prefix_space"]))
     return kv

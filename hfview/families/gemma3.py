@@ -14,7 +14,6 @@
 """
 from __future__ import annotations
 
-import json
 from pathlib import Path
 
 from ..errors import ConfigError
@@ -122,8 +121,9 @@ def _check_vocab_rows(h: dict, model_dir: Path) -> None:
     tok = model_dir / "tokenizer.json"
     if (model_dir / "tokenizer.model").is_file() or not tok.is_file():
         return
-    data = json.loads(tok.read_text(encoding="utf-8"))
-    n_real = len(data["model"]["vocab"]) + len(data.get("added_tokens", []))
+    from tokenizer.special import read_tokenizer_json
+    data = read_tokenizer_json(tok)
+    n_real = len((data.get("model") or {}).get("vocab", {})) + len(data.get("added_tokens", []))
     if n_real < h["vocab_size"]:
         raise ConfigError(f"{tok}: {n_real} tokens for vocab_size {h['vocab_size']}: the converter keeps only the "
                           f"first {n_real} embedding rows, which hfview does not present yet")

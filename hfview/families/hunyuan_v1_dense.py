@@ -6,7 +6,6 @@ norms; Q/K as stored (llama.cpp's hunyuan-dense rotates halves, as Hunyuan does)
 """
 from __future__ import annotations
 
-import json
 from pathlib import Path
 
 from ..errors import ConfigError
@@ -94,7 +93,7 @@ def parameters(h: dict, block_count: int, file_type: int) -> list:
 def vocab(model_dir: Path, h: dict) -> list:
     """HunYuanModel.set_vocab (tokenizer.json route): the BPE vocab, eos replaced by eod_token_id, the first of
     generation_config.json's end-of-sequence ids as end-of-turn."""
-    from tokenizer.special import SpecialVocab
+    from tokenizer.special import SpecialVocab, read_json
     from tokenizer.vocab import bpe_tokens
     from tokenizer.writer import KVWriter
 
@@ -115,7 +114,7 @@ def vocab(model_dir: Path, h: dict) -> list:
         w.add_uint32("tokenizer.ggml.eos_token_id", h["eod_token_id"])
     gen = model_dir / "generation_config.json"
     if gen.is_file():
-        eos = json.loads(gen.read_text(encoding="utf-8")).get("eos_token_id")
+        eos = read_json(gen).get("eos_token_id")
         if isinstance(eos, list) and len(eos) >= 2:
             w.add_uint32("tokenizer.ggml.eot_token_id", eos[0])
     return w.kvs()

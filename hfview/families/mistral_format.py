@@ -110,7 +110,11 @@ def parameters(h: dict, block_count: int, file_type: int) -> list:
 
 def vocab(model_dir: Path, h: dict) -> list:
     from tokenizer.mistral import mistral_vocab
-    return mistral_vocab(model_dir, "llama")
+
+    # the vocabulary size is the tokenizer file's own: bounded by the embedding rows (HfCheckpoint has
+    # checked the headers already; reading them again costs little)
+    embedding = consolidated_tensors(Path(model_dir)).get("tok_embeddings.weight")
+    return mistral_vocab(model_dir, "llama", n_vocab=embedding.shape[0] if embedding and embedding.shape else 0)
 
 
 FAMILY = Family(

@@ -1,0 +1,164 @@
+"""The type and range of every config value the view reads, declared once.
+
+A hostile config.json ends in a ConfigError naming the file, the key, the value found and what was expected:
+never in a TypeError inside a family, nor in a list sized by an unchecked number. Three passes, each before the
+code that relies on it:
+
+* `check_values`: the config as stated, before defaults are merged or any family computes with it.
+  A key's rule is its entry in RULES, else the type of its family's default (its transformers config class's
+  type: an int default takes an int, not a bool; a float default any number). tests/test_config_values.py
+  checks that every key a family reads or defaults has a rule.
+* `check_shapes`: counts against each other (heads divide widths, per-layer lists as long as the layer count).
+* `check_against_tensors`: the counts that size lists (layers, head width, vocabulary) against what the
+  shards store, before normalise builds per-layer lists or the tokenizer pads its vocabulary.
+"""
+from __future__ import annotations
+
+from pathlib import Path
+
+from .errors import ConfigError, shown
+from .shapes import (ANY, BOOL, COUNT, FRACTION, INT, LIST, NON_NEGATIVE, NUMBER, OBJECT, POSITIVE, STRING,
+                     TOKEN_IDS, U32_MAX, Rule, check, is_int, list_of, object_of)
+
+ROPE: dict[str, Rule] = {
+    "rope_type": STRING, "type": STRING, "factor": POSITIVE, "rope_theta": POSITIVE,
+    "original_max_position_embeddings": COUNT, "low_freq_factor": POSITIVE, "high_freq_factor": POSITIVE,
+    "beta_fast": NUMBER, "beta_slow": NUMBER, "attention_factor": NUMBER, "attn_factor": NUMBER,
+    "extrapolation_factor": NUMBER, "mscale": NUMBER, "mscale_all_dim": NUMBER, "truncate": BOOL,
+    "short_factor": list_of(NUMBER), "long_factor": list_of(NUMBER), "partial_rotary_factor": FRACTION,
+}
+ROPE_OBJECT = object_of(ROPE).or_null()
+# transformers 5's per-layer-kind layout (Gemma 3): {"full_attention": {...}, "sliding_attention": {...}}
+ROPE["full_attention"] = ROPE["sliding_attention"] = ROPE_OBJECT
+
+_COUNTS = (
+    "vocab_size", "hidden_size", "intermediate_size", "num_hidden_layers", "num_attention_heads",
+    "max_position_embeddings", "num_local_experts", "num_experts_per_tok", "original_max_position_embeddings",
+    "dim", "n_layers", "n_heads", "hidden_dim", "num_layers", "n_layer", "n_head", "n_embd", "n_inner",
+    "num_experts", "n_routed_experts", "num_experts_per_token", "top_k_experts", "attention_head_dim",
+    "max_sequence_length", "no_rope_layer_interval", "sliding_window_pattern", "_sliding_window_pattern",
+    "pretraining_tp", "vocab_size_per_layer_input", "seq_length", "multi_query_group_num", "ffn_hidden_size",
+    "attention_dim", "kv_channels", "padded_vocab_size", "prefix_dense_intermediate_size",
+    "dense_intermediate_size",
+)
+_NULLABLE_COUNTS = ("num_key_value_heads", "n_kv_heads", "head_dim", "sliding_window", "model_max_length",
+                    "n_ctx", "n_positions", "max_length")
+_EPSILONS = ("rms_norm_eps", "norm_eps", "layer_norm_eps", "layer_norm_epsilon", "norm_epsilon", "layernorm_epsilon")
+
+RULES: dict[str, Rule] = {
+    **{k: COUNT for k in _COUNTS},
+    **{k: COUNT.or_null() for k in _NULLABLE_COUNTS},
+    **{k: NON_NEGATIVE for k in _EPSILONS},
+    **{k: TOKEN_IDS for k in ("bos_token_id", "eos_token_id", "pad_token_id", "eod_token_id", "sep_token_id")},
+    **{k: BOOL for k in ("bias", "qkv_bias", "use_cla", "use_rotary_pos_emb", "is_causal", "tied_embeddings",
+                         "attention_bias", "mlp_bias", "tie_word_embeddings", "use_qk_norm")},
+    **{k: NUMBER for k in ("scale_emb", "scale_depth")},
+    "dim_model_base": POSITIVE,
+    **{k: STRING for k in ("hidden_act", "hidden_activation", "activation_function", "norm_type", "model_type")},
+    **{k: POSITIVE.or_null() for k in ("attn_logit_softcapping", "final_logit_softcapping", "clip_qkv")},
+    "use_bidirectional_attention": BOOL.or_null(),
+    "max_window_layers": Rule("an integer >= 0", lambda v: is_int(v) and 0 <= v <= U32_MAX),
+    "rope_theta": POSITIVE, "rope_local_base_freq": POSITIVE, "rope_ratio": POSITIVE, "query_pre_attn_scalar": POSITIVE,
+    "partial_rotary_factor": FRACTION, "rotary_pct": FRACTION,
+    "rope_parameters": ROPE_OBJECT, "rope_scaling": ROPE_OBJECT,
+    "yarn": object_of({"factor": POSITIVE, "beta": NUMBER, "alpha": NUMBER, "original_max_position_embeddings": COUNT,
+                       "apply_scale": BOOL}).or_null(),
+    # one entry per layer: the length is checked against the layer count in check_shapes
+    "layer_types": list_of(STRING).or_null(),
+    "no_rope_layers": list_of(Rule("0, 1, true or false", lambda v: INT.test(v) and v in (0, 1) or isinstance(v, bool))).or_null(),
+    "layer_rope_theta": list_of(POSITIVE).or_null(),
+    "architectures": list_of(STRING),
+    # read only to refuse them by name when present (Mistral's format)
+    "moe": ANY, "vision_encoder": ANY, "llama_4_scaling": ANY,
+    # merged over the top level / refused before any value is read
+    "text_config": ANY, "quantization_config": ANY,
+}
+# where one family's config class types a key unlike the others
+OVERRIDES: dict[tuple[str, str], Rule] = {
+    # EXAONE 4: 0 with no sliding window (1.2B), a layer-kind string ("LLLG", 32B)
+    ("exaone4", "sliding_window_pattern"): Rule("an integer >= 0 or a pattern string such as \"LLLG\"",
+                                                lambda v: is_int(v) and 0 <= v <= U32_MAX or isinstance(v, str)),
+}
+PER_LAYER = ("layer_types", "no_rope_layers", "layer_rope_theta")
+LAYER_COUNTS = ("n_layers", "num_hidden_layers", "n_layer", "num_layers")  # the converter's search order
+
+_BY_DEFAULT_TYPE = {bool: BOOL, int: INT, float: NUMBER, str: STRING, dict: OBJECT, list: LIST}
+
+
+def rule_for(family_name: str, defaults: dict, key: str) -> Rule | None:
+    """A key's rule: declared, or the type of its family's default; None when neither says."""
+    rule = OVERRIDES.get((family_name, key)) or RULES.get(key)
+    if rule is None and defaults.get(key) is not None:
+        rule = _BY_DEFAULT_TYPE.get(type(defaults[key]))
+    return rule
+
+
+def check_values(family_name: str, defaults: dict, config: dict, path: Path) -> None:
+    """Every stated key that has a rule, checked against it."""
+    def refuse(where, value, rule):
+        return ConfigError(f"{path}: {where} is {shown(value)}; expected {rule.expect}. Fix the config or "
+                           f"re-download it")
+
+    for key, value in config.items():
+        rule = rule_for(family_name, defaults, key)
+        if rule is not None:
+            check(value, rule, key, refuse)
+
+
+def layer_count(h: dict) -> int | None:
+    return next((h[k] for k in LAYER_COUNTS if h.get(k) is not None), None)
+
+
+def check_shapes(h: dict, path: Path) -> None:
+    """Counts against each other, on the config with its defaults (all values already of their types)."""
+    for heads, kv in (("num_attention_heads", "num_key_value_heads"), ("n_heads", "n_kv_heads")):
+        if h.get(heads) is not None and h.get(kv) is not None and h[heads] % h[kv]:
+            raise ConfigError(f"{path}: {heads} = {h[heads]} is not a multiple of {kv} = {h[kv]}: each KV head is "
+                              f"shared by a whole number of query heads. Fix the config")
+    for width, heads in (("hidden_size", "num_attention_heads"), ("dim", "n_heads")):
+        if h.get("head_dim") is None and h.get(width) is not None and h.get(heads) is not None and h[width] % h[heads]:
+            raise ConfigError(f"{path}: {width} = {h[width]} does not split into {heads} = {h[heads]} heads and no "
+                              f"head_dim is stated. Fix the config")
+    layers = layer_count(h)
+    for key in PER_LAYER:
+        if isinstance(h.get(key), list) and layers is not None and len(h[key]) != layers:
+            raise ConfigError(f"{path}: {key} lists {len(h[key])} layers, the config has {layers}. Fix the config")
+
+
+# counts that size what the view builds, and the stored fact that bounds them
+_WIDTHS = ("head_dim", "hidden_size", "dim", "n_embd", "attention_head_dim", "num_attention_heads",
+           "num_key_value_heads", "n_heads", "n_kv_heads")
+_PER_TENSOR = (*LAYER_COUNTS, "num_local_experts", "num_experts", "n_routed_experts")
+VOCAB_COUNTS = ("vocab_size", "padded_vocab_size", "vocab_size_per_layer_input")
+
+
+MAX_LAYERS = 1 << 16  # where no shard can be read to bound them: far past any released model
+
+
+def check_against_tensors(config: dict, shapes: list[tuple[int, ...]] | None, path: Path) -> None:
+    """Stated counts no larger than the stored tensors can justify: a layer or an expert has tensors of its
+    own, a head or a width is no wider than some stored dimension. `shapes` None: the shards are unreadable,
+    and the counts that size per-layer lists are held to MAX_LAYERS instead."""
+    if shapes is None:
+        for key in _PER_TENSOR:
+            if is_int(config.get(key)) and config[key] > MAX_LAYERS:
+                raise ConfigError(f"{path}: {key} = {config[key]} is past any model's ({MAX_LAYERS}). Fix the config")
+        return
+    widest = max((d for s in shapes for d in s), default=0)
+    for key in _WIDTHS:
+        if is_int(config.get(key)) and config[key] > widest:
+            raise ConfigError(f"{path}: {key} = {config[key]}, but no stored tensor has a dimension that large "
+                              f"(the largest is {widest}): the config does not describe these weights")
+    for key in _PER_TENSOR:
+        if is_int(config.get(key)) and config[key] > len(shapes):
+            raise ConfigError(f"{path}: {key} = {config[key]}, but the shards store only {len(shapes)} tensors and "
+                              f"each of those has its own: the config does not describe these weights")
+
+
+def check_vocab(h: dict, embedding_rows: int, embedding: str, path: Path) -> None:
+    """The vocabulary the tokenizer is padded to has an embedding row for every token."""
+    for key in VOCAB_COUNTS:
+        if is_int(h.get(key)) and h[key] > embedding_rows:
+            raise ConfigError(f"{path}: {key} = {h[key]} is more than the {embedding_rows} rows of the token "
+                              f"embedding {embedding!r}: tokens past them would have no embedding. Fix {key} or "
+                              f"re-download the weights")
