@@ -33,21 +33,38 @@ ROPE["full_attention"] = ROPE["sliding_attention"] = ROPE_OBJECT
 
 _COUNTS = (
     "vocab_size", "hidden_size", "intermediate_size", "num_hidden_layers", "num_attention_heads",
-    "max_position_embeddings", "num_local_experts", "num_experts_per_tok", "original_max_position_embeddings",
-    "dim", "n_layers", "n_heads", "hidden_dim", "num_layers", "n_layer", "n_head", "n_embd", "n_inner",
-    "num_experts", "n_routed_experts", "num_experts_per_token", "top_k_experts", "attention_head_dim",
+    "max_position_embeddings", "num_experts_per_tok", "original_max_position_embeddings",
+    "dim", "n_layers", "n_heads", "hidden_dim", "num_layers", "n_layer", "n_head", "n_embd",
+    "num_experts_per_token", "top_k_experts", "attention_head_dim", "n_embed", "block_ff_dim",
+    "pad_vocab_size_multiple", "conv_kernel", "d_conv", "d_inner", "d_model", "d_state", "state_size", "expand",
+    "n_groups", "num_heads",
     "max_sequence_length", "no_rope_layer_interval", "sliding_window_pattern", "_sliding_window_pattern",
-    "pretraining_tp", "vocab_size_per_layer_input", "seq_length", "multi_query_group_num", "ffn_hidden_size",
+    "pretraining_tp", "vocab_size_per_layer_input", "seq_length", "multi_query_group_num",
     "attention_dim", "kv_channels", "padded_vocab_size", "prefix_dense_intermediate_size",
     "dense_intermediate_size",
 )
-_NULLABLE_COUNTS = ("num_key_value_heads", "n_kv_heads", "head_dim", "sliding_window", "model_max_length",
-                    "n_ctx", "n_positions", "max_length")
+_NULLABLE_COUNTS = ("num_key_value_heads", "n_kv_heads", "head_dim", "model_max_length", "n_ctx", "n_positions",
+                    "max_length", "n_inner", "ffn_hidden_size", "num_kv_heads", "num_ln_in_parallel_attn")
+# counts where 0 states "none" (experts of a dense config, a shared expert's width, a window switched off): the
+# family's own check says what a 0 means for it
+_ZERO_OR_COUNTS = ("num_local_experts", "num_experts", "n_routed_experts", "shared_intermediate_size",
+                   "shared_expert_intermediate_size")
+ZERO_OR_COUNT = Rule("an integer >= 0", lambda v: is_int(v) and 0 <= v <= U32_MAX)
 _EPSILONS = ("rms_norm_eps", "norm_eps", "layer_norm_eps", "layer_norm_epsilon", "norm_epsilon", "layernorm_epsilon")
 
 RULES: dict[str, Rule] = {
     **{k: COUNT for k in _COUNTS},
     **{k: COUNT.or_null() for k in _NULLABLE_COUNTS},
+    **{k: ZERO_OR_COUNT for k in _ZERO_OR_COUNTS},
+    "sliding_window": ZERO_OR_COUNT.or_null(),
+    # Mamba's step rank: a count, or "auto" (the width / 16, rounded up)
+    **{k: Rule("an integer >= 1 or \"auto\"", lambda v: is_int(v) and 1 <= v <= U32_MAX or v == "auto")
+       for k in ("time_step_rank", "dt_rank")},
+    "time_step_limit": list_of(NUMBER), "full_attn_idxs": list_of(ZERO_OR_COUNT).or_null(),
+    "mixer_rms_eps": NON_NEGATIVE, "rotary_emb_base": POSITIVE,
+    **{k: BOOL for k in ("use_bias", "use_conv_bias", "norm_before_gate")},
+    "summary_activation": STRING.or_null(),
+    "logit_scale": ANY.or_null(),  # MPT: a number or "inv_sqrt_d_model"; the family refuses any
     **{k: NON_NEGATIVE for k in _EPSILONS},
     **{k: TOKEN_IDS for k in ("bos_token_id", "eos_token_id", "pad_token_id", "eod_token_id", "sep_token_id")},
     **{k: BOOL for k in ("bias", "qkv_bias", "use_cla", "use_rotary_pos_emb", "is_causal", "tied_embeddings",
