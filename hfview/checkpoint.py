@@ -68,6 +68,10 @@ class HfCheckpoint:
         refuse_quantized(config, config_path)
         family = families.family_for(config.get("model_type"))
         if family is None:
+            why = families.NOT_PRESENTED.get(config.get("model_type"))
+            if why:
+                raise ConfigError(f"model architecture {config.get('model_type')!r} ({config_path}) cannot be "
+                                  f"presented as a GGUF: {why}; `hfview generate` runs it with transformers")
             raise ConfigError(f"model architecture {config.get('model_type')!r} ({config_path}) is unsupported by "
                               f"hfview's view; model_type must be one of "
                               f"{', '.join(families.supported_model_types())}")

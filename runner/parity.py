@@ -129,8 +129,10 @@ def compare(model: str | None = None, *, prompt: str = DEFAULT_PROMPT, threshold
     try:
         runner = load(model, precision=precision, device=device, revision=revision, backend="llama.cpp")
     except NotInView as exc:
+        from hfview.families import NOT_PRESENTED
+        why = f" ({NOT_PRESENTED[exc.family]})" if exc.family in NOT_PRESENTED else ""
         raise NotInView(f"parity: {exc.config_path}: family {exc.family!r} is not covered by hfview's view, so "
-                        f"llama.cpp cannot run it through hfview; parity compares llama.cpp with transformers, "
+                        f"llama.cpp cannot run it through hfview{why}; parity compares llama.cpp with transformers, "
                         f"so there is nothing to compare (hfview generate runs it with transformers)",
                         family=exc.family, config_path=exc.config_path) from None
     with runner:

@@ -209,3 +209,43 @@ def test_a_window_switched_off_is_no_window(checkpoint, tmp_path):
 
 DEFAULT_PROMPT_TWICE = ("The quick brown fox jumps over the lazy dog. In 1969, 3 astronauts flew to the Moon; "
                         "today we ask: what comes next? ") * 2
+
+
+@pytest.mark.parametrize("command", [["inspect"], ["export"]])
+def test_inspect_and_export_refuse_opt_naming_why(opt_dir, tmp_path, command):
+    args = [*command, str(opt_dir)] + ([str(tmp_path / "out.gguf")] if command == ["export"] else [])
+    res = CliRunner().invoke(main, args)
+    assert res.exit_code == 1 and "Traceback" not in res.output
+    assert "cannot be presented as a GGUF: llama.cpp has no OPT architecture" in res.stderr
+    assert "hfview generate` runs it with transformers" in res.stderr
+    assert not (tmp_path / "out.gguf").exists() and not (tmp_path / "out.gguf.partial").exists()
+
+
+@pytest.fixture(scope="module")
+def gptj_dir(tmp_path_factory):
+    """A tiny random GPT-J: transformers has it, the pinned converter has no class for it."""
+    import shutil
+    from pathlib import Path
+
+    import torch
+    import transformers
+
+    out = tmp_path_factory.mktemp("gptj")
+    torch.manual_seed(0)
+    cfg = transformers.GPTJConfig(n_embd=32, n_layer=2, n_head=2, rotary_dim=8, n_positions=128, vocab_size=50400)
+    transformers.GPTJForCausalLM(cfg).save_pretrained(out)
+    src = Path(__file__).resolve().parent.parent / "fixtures" / "tokenizers" / "gpt-2"
+    for name in ("tokenizer.json", "tokenizer_config.json"):
+        shutil.copyfile(src / name, out / name)
+    return out
+
+
+def test_gptj_runs_through_transformers_and_is_refused_by_inspect_and_parity(gptj_dir):
+    gen = CliRunner().invoke(main, ["generate", "--model", str(gptj_dir), "--prompt", "Hello", "--max-tokens", "3",
+                                    "--temperature", "0", "--json", "--no-progress"])
+    assert gen.exit_code == 0, gen.output
+    assert json.loads(gen.stdout)["backend"] == "torch" and "'gptj'" in gen.stderr
+    res = CliRunner().invoke(main, ["inspect", str(gptj_dir)])
+    assert res.exit_code == 1 and "no class for GPTJForCausalLM" in res.stderr
+    res = _parity("--model", str(gptj_dir))
+    assert res.exit_code == 1 and "family 'gptj'" in res.stderr and "no class for GPTJForCausalLM" in res.stderr

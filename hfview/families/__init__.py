@@ -32,6 +32,15 @@ for _family in FAMILIES:
         _BY_MODEL_TYPE[_model_type] = _family
 
 
+# Families transformers runs that the view cannot present, and why: the runner takes them to the torch fallback,
+# and `inspect` / `export` / `parity` refuse them with the reason.
+NOT_PRESENTED: dict[str, str] = {
+    "opt": "llama.cpp has no OPT architecture and its converter no class for OPTForCausalLM",
+    "gptj": "the pinned converter has no class for GPTJForCausalLM (llama.cpp's gptj architecture has no "
+            "converter to write it)",
+}
+
+
 def supported_model_types() -> list[str]:
     """Every HF `model_type` the view reads, sorted. A family of its own format (Mistral's params.json) is
     reached through its config file, not a model_type, and is not listed."""
