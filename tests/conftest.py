@@ -109,3 +109,34 @@ def pytest_sessionfinish(session):
             old.setdefault(family, {})[name] = sorted(set(outcomes))
     path.parent.mkdir(parents=True, exist_ok=True)
     path.write_text(json.dumps(old, indent=1, sort_keys=True))
+
+
+def _torch_only_model(tmp_path_factory, name: str, make) -> Path:
+    """A tiny random model of a family transformers runs and the view cannot present, with GPT-2's tokenizer
+    files (which OPT's and GPT-J's releases use)."""
+    import shutil
+
+    torch = pytest.importorskip("torch")
+    transformers = pytest.importorskip("transformers")
+    out = tmp_path_factory.mktemp(name)
+    torch.manual_seed(0)
+    make(transformers).save_pretrained(out)
+    src = Path(__file__).resolve().parent.parent / "fixtures" / "tokenizers" / "gpt-2"
+    for file in ("tokenizer.json", "tokenizer_config.json"):
+        shutil.copyfile(src / file, out / file)
+    return out
+
+
+@pytest.fixture(scope="session")
+def opt_dir(tmp_path_factory):
+    """OPT: llama.cpp has no architecture for it, the converter no class."""
+    return _torch_only_model(tmp_path_factory, "opt", lambda t: t.OPTForCausalLM(t.OPTConfig(
+        hidden_size=32, num_hidden_layers=2, ffn_dim=64, num_attention_heads=2, word_embed_proj_dim=32,
+        max_position_embeddings=128, vocab_size=50272)))
+
+
+@pytest.fixture(scope="session")
+def gptj_dir(tmp_path_factory):
+    """GPT-J: the pinned converter has no class for it."""
+    return _torch_only_model(tmp_path_factory, "gptj", lambda t: t.GPTJForCausalLM(t.GPTJConfig(
+        n_embd=32, n_layer=2, n_head=2, rotary_dim=8, n_positions=128, vocab_size=50400)))

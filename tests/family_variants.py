@@ -24,3 +24,16 @@ def variant(src: Path, dst: Path, name: str = "config.json", **changes) -> Path:
 
 
 DROP = _DROP
+
+
+def assert_refused(src: Path, tmp_path: Path, message: str, **changes) -> None:
+    """HfCheckpoint refuses `src` with `changes` made to its config.json (None drops a key) by a ConfigError
+    whose text matches `message`."""
+    import pytest
+
+    from hfview import HfCheckpoint
+    from hfview.errors import ConfigError
+
+    changes = {k: (DROP if v is None else v) for k, v in changes.items()}
+    with pytest.raises(ConfigError, match=message):
+        HfCheckpoint(variant(src, tmp_path / "variant", **changes))

@@ -11,6 +11,7 @@ import oracle
 from converter_variant import convert_as_read
 from family_defaults import check_defaults
 from family_oracle import OUTTYPES, check_export, oracle_tests
+from family_variants import assert_refused
 
 _, test_logits = oracle_tests("falcon", ["falcon-7b", "falcon-40b"])
 
@@ -49,13 +50,7 @@ def test_falcon_7b_export_equals_converter_with_its_kv_heads(outtype, checkpoint
     ({"rope_theta": 500000.0}, "rope"),
 ])
 def test_configs_that_would_run_wrong_are_refused(checkpoint, tmp_path, change, message):
-    from family_variants import variant
-
-    from hfview import HfCheckpoint
-    from hfview.errors import ConfigError
-
-    with pytest.raises(ConfigError, match=message):
-        HfCheckpoint(variant(checkpoint("falcon-7b"), tmp_path / "v", **change))
+    assert_refused(checkpoint("falcon-7b"), tmp_path, message, **change)
 
 
 def test_defaults():

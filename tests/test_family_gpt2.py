@@ -1,12 +1,11 @@
 """GPT-2: both oracles over a released-layout fixture (bare names, causal-mask buffers, f32, tied) and a
 transformers 5 one (prefixed names, f16, untied lm_head); configs llama.cpp's gpt2 would run wrong are
 refused by name."""
-import json
-
 import pytest
 
 from family_defaults import check_defaults
 from family_oracle import oracle_tests
+from family_variants import assert_refused
 
 test_export, test_logits = oracle_tests("gpt2", ["gpt2", "gpt2-saved"])
 
@@ -18,15 +17,7 @@ test_export, test_logits = oracle_tests("gpt2", ["gpt2", "gpt2-saved"])
     ({"n_ctx": None}, "no n_ctx"),
 ])
 def test_gpt2_configs_that_would_run_wrong_are_refused(checkpoint, tmp_path, change, message):
-    from family_variants import DROP, variant
-
-    from hfview import HfCheckpoint
-    from hfview.errors import ConfigError
-
-    changes = {k: (DROP if v is None else v) for k, v in change.items()}
-    path = variant(checkpoint("gpt2"), tmp_path / "v", **changes)
-    with pytest.raises(ConfigError, match=message):
-        HfCheckpoint(path)
+    assert_refused(checkpoint("gpt2"), tmp_path, message, **change)
 
 
 def test_gpt2_conv1d_weights_are_presented_transposed(checkpoint):

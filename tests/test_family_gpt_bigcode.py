@@ -4,6 +4,7 @@ import pytest
 
 from family_defaults import check_defaults
 from family_oracle import oracle_tests
+from family_variants import assert_refused
 
 test_export, test_logits = oracle_tests("gpt_bigcode", ["starcoder"])
 
@@ -14,13 +15,7 @@ test_export, test_logits = oracle_tests("gpt_bigcode", ["starcoder"])
     ({"activation_function": "relu"}, "activation_function 'relu'"),
 ])
 def test_configs_that_would_run_wrong_are_refused(checkpoint, tmp_path, change, message):
-    from family_variants import variant
-
-    from hfview import HfCheckpoint
-    from hfview.errors import ConfigError
-
-    with pytest.raises(ConfigError, match=message):
-        HfCheckpoint(variant(checkpoint("starcoder"), tmp_path / "v", **change))
+    assert_refused(checkpoint("starcoder"), tmp_path, message, **change)
 
 
 def test_defaults():

@@ -11,6 +11,7 @@ import oracle
 from converter_variant import convert_as_read
 from family_defaults import check_defaults
 from family_oracle import OUTTYPES, oracle_tests
+from family_variants import assert_refused
 
 FIXTURES = ["pythia", "gpt-neox-saved"]
 
@@ -45,13 +46,7 @@ def test_converter_fails_on_the_moved_key(checkpoint, tmp_path):
     ({"hidden_act": "relu"}, "hidden_act 'relu'"),
 ])
 def test_configs_that_would_run_wrong_are_refused(checkpoint, tmp_path, change, message):
-    from family_variants import variant
-
-    from hfview import HfCheckpoint
-    from hfview.errors import ConfigError
-
-    with pytest.raises(ConfigError, match=message):
-        HfCheckpoint(variant(checkpoint("pythia"), tmp_path / "v", **change))
+    assert_refused(checkpoint("pythia"), tmp_path, message, **change)
 
 
 def test_defaults():

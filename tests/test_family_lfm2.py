@@ -4,6 +4,7 @@ import pytest
 
 from family_defaults import check_defaults
 from family_oracle import oracle_tests
+from family_variants import assert_refused
 
 test_export, test_logits = oracle_tests("lfm2", ["lfm2"])
 
@@ -14,13 +15,7 @@ test_export, test_logits = oracle_tests("lfm2", ["lfm2"])
     ({"conv_bias": True}, "conv_bias true"),
 ])
 def test_configs_llama_cpp_cannot_run_are_refused(checkpoint, tmp_path, change, message):
-    from family_variants import variant
-
-    from hfview import HfCheckpoint
-    from hfview.errors import ConfigError
-
-    with pytest.raises(ConfigError, match=message):
-        HfCheckpoint(variant(checkpoint("lfm2"), tmp_path / "v", **change))
+    assert_refused(checkpoint("lfm2"), tmp_path, message, **change)
 
 
 def test_defaults():

@@ -3,6 +3,7 @@ attention variants llama.cpp's mpt does not compute are refused by name."""
 import pytest
 
 from family_oracle import oracle_tests
+from family_variants import assert_refused
 
 test_export, test_logits = oracle_tests("mpt", ["mpt"])
 
@@ -13,13 +14,7 @@ test_export, test_logits = oracle_tests("mpt", ["mpt"])
     ({"no_bias": False}, "no_bias False"),
 ])
 def test_configs_that_would_run_wrong_are_refused(checkpoint, tmp_path, change, message):
-    from family_variants import variant
-
-    from hfview import HfCheckpoint
-    from hfview.errors import ConfigError
-
-    with pytest.raises(ConfigError, match=message):
-        HfCheckpoint(variant(checkpoint("mpt"), tmp_path / "v", **change))
+    assert_refused(checkpoint("mpt"), tmp_path, message, **change)
 
 
 def test_defaults():

@@ -4,6 +4,7 @@ import pytest
 
 from family_defaults import check_defaults
 from family_oracle import oracle_tests
+from family_variants import assert_refused
 
 test_export, test_logits = oracle_tests("phi", ["phi-2", "phi-1_5"])
 
@@ -15,13 +16,7 @@ test_export, test_logits = oracle_tests("phi", ["phi-2", "phi-1_5"])
     ({"hidden_act": "relu"}, "hidden_act 'relu'"),
 ])
 def test_configs_that_would_run_wrong_are_refused(checkpoint, tmp_path, change, message):
-    from family_variants import variant
-
-    from hfview import HfCheckpoint
-    from hfview.errors import ConfigError
-
-    with pytest.raises(ConfigError, match=message):
-        HfCheckpoint(variant(checkpoint("phi-2"), tmp_path / "v", **change))
+    assert_refused(checkpoint("phi-2"), tmp_path, message, **change)
 
 
 def test_defaults():

@@ -256,26 +256,6 @@ def test_chat_template_is_sandboxed():
 
 
 # ---------------------------------------------------------------- torch fallback
-@pytest.fixture(scope="module")
-def opt_dir(tmp_path_factory):
-    """A tiny random OPT (a family the view does not cover: llama.cpp has no OPT) with GPT-2's tokenizer
-    files, which OPT's releases use."""
-    import shutil
-    from pathlib import Path
-
-    torch = pytest.importorskip("torch")
-    transformers = pytest.importorskip("transformers")
-    out = tmp_path_factory.mktemp("opt")
-    torch.manual_seed(0)
-    cfg = transformers.OPTConfig(hidden_size=32, num_hidden_layers=2, ffn_dim=64, num_attention_heads=2,
-                                 word_embed_proj_dim=32, max_position_embeddings=128, vocab_size=50272)
-    transformers.OPTForCausalLM(cfg).save_pretrained(out)
-    src = Path(__file__).resolve().parent.parent / "fixtures" / "tokenizers" / "gpt-2"
-    for name in ("tokenizer.json", "tokenizer_config.json"):
-        shutil.copyfile(src / name, out / name)
-    return out
-
-
 def test_torch_fallback_runs_a_family_the_view_lacks(opt_dir):
     res = _cli("generate", "--model", str(opt_dir), "--prompt", "Hello there", "--max-tokens", "6", "--json",
                "--temperature", "0")

@@ -55,26 +55,6 @@ def test_refusal_without_torch(checkpoint, monkeypatch):
 
 
 # ---------------------------------------------------------------- two backends, always
-@pytest.fixture(scope="module")
-def opt_dir(tmp_path_factory):
-    """A tiny random OPT: transformers has it, llama.cpp's converter has no class for it."""
-    import shutil
-    from pathlib import Path
-
-    import torch
-    import transformers
-
-    out = tmp_path_factory.mktemp("opt")
-    torch.manual_seed(0)
-    cfg = transformers.OPTConfig(hidden_size=32, num_hidden_layers=2, ffn_dim=64, num_attention_heads=2,
-                                 word_embed_proj_dim=32, max_position_embeddings=128, vocab_size=50272)
-    transformers.OPTForCausalLM(cfg).save_pretrained(out)
-    src = Path(__file__).resolve().parent.parent / "fixtures" / "tokenizers" / "gpt-2"
-    for name in ("tokenizer.json", "tokenizer_config.json"):
-        shutil.copyfile(src / name, out / name)
-    return out
-
-
 def test_parity_refuses_a_family_the_view_lacks_before_loading(opt_dir, monkeypatch):
     """OPT runs only through transformers: parity would compare transformers with itself, so it refuses on
     the config alone — neither transformers' model nor the view is ever built."""
@@ -219,25 +199,6 @@ def test_inspect_and_export_refuse_opt_naming_why(opt_dir, tmp_path, command):
     assert "cannot be presented as a GGUF: llama.cpp has no OPT architecture" in res.stderr
     assert "hfview generate` runs it with transformers" in res.stderr
     assert not (tmp_path / "out.gguf").exists() and not (tmp_path / "out.gguf.partial").exists()
-
-
-@pytest.fixture(scope="module")
-def gptj_dir(tmp_path_factory):
-    """A tiny random GPT-J: transformers has it, the pinned converter has no class for it."""
-    import shutil
-    from pathlib import Path
-
-    import torch
-    import transformers
-
-    out = tmp_path_factory.mktemp("gptj")
-    torch.manual_seed(0)
-    cfg = transformers.GPTJConfig(n_embd=32, n_layer=2, n_head=2, rotary_dim=8, n_positions=128, vocab_size=50400)
-    transformers.GPTJForCausalLM(cfg).save_pretrained(out)
-    src = Path(__file__).resolve().parent.parent / "fixtures" / "tokenizers" / "gpt-2"
-    for name in ("tokenizer.json", "tokenizer_config.json"):
-        shutil.copyfile(src / name, out / name)
-    return out
 
 
 def test_gptj_runs_through_transformers_and_is_refused_by_inspect_and_parity(gptj_dir):
