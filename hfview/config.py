@@ -8,28 +8,49 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any, Mapping
 
 from .errors import ConfigError, QuantizedCheckpoint, shown
 
-# Keys every transformers config carries that never change a forward pass.
-COMMON_HARMLESS = frozenset({
-    "architectures", "model_type", "transformers_version", "_name_or_path", "torch_dtype", "dtype",
-    "bos_token_id", "eos_token_id", "pad_token_id", "sep_token_id", "decoder_start_token_id",
-    "use_cache", "initializer_range", "attention_dropout", "hidden_dropout", "dropout",
-    "output_attentions", "output_hidden_states", "return_dict", "id2label", "label2id", "problem_type",
-    "chunk_size_feed_forward", "is_encoder_decoder", "tokenizer_class", "auto_map", "_attn_implementation",
-    "_attn_implementation_autoset", "tie_encoder_decoder", "is_decoder", "add_cross_attention",
-    "prefix", "task_specific_params", "finetuning_task", "use_bfloat16", "pruned_heads",
-    "torchscript", "cross_attention_hidden_size", "tf_legacy_loss", "max_length", "min_length",
-    "do_sample", "early_stopping", "num_beams", "temperature", "top_k", "top_p", "typical_p",
-    "repetition_penalty", "length_penalty", "no_repeat_ngram_size", "bad_words_ids",
-    "num_return_sequences", "output_scores", "return_dict_in_generate", "forced_bos_token_id",
-    "forced_eos_token_id", "remove_invalid_values", "exponential_decay_length_penalty",
-    "suppress_tokens", "begin_suppress_tokens", "diversity_penalty", "num_beam_groups",
-    "encoder_no_repeat_ngram_size", "output_router_logits", "router_aux_loss_coef", "router_jitter_noise",
-    "quantization_config",  # refused separately, with the method named
-})
+if TYPE_CHECKING:
+    from .family import Family
+
+class _AnyValue:
+    def __repr__(self) -> str:
+        return "ANY"
+
+
+# In a harmless table: the key changes nothing whatever its value. Otherwise a table lists, as a tuple, the
+# values at which the key changes nothing (a flag in its off position); at any other value it is refused.
+ANY = _AnyValue()
+Harmless = Mapping[str, Any]  # key -> ANY, or the tuple of values that leave the computation unchanged
+
+# Keys that never change a forward pass, whatever the family: what every transformers config carries, and
+# what released config.json files add beside it.
+COMMON_HARMLESS: Harmless = {
+    **dict.fromkeys((
+        "architectures", "model_type", "transformers_version", "_name_or_path", "torch_dtype", "dtype",
+        "bos_token_id", "eos_token_id", "pad_token_id", "sep_token_id", "decoder_start_token_id",
+        "use_cache", "initializer_range", "attention_dropout", "hidden_dropout", "dropout",
+        "output_attentions", "output_hidden_states", "return_dict", "id2label", "label2id", "problem_type",
+        "chunk_size_feed_forward", "is_encoder_decoder", "tokenizer_class", "auto_map", "_attn_implementation",
+        "_attn_implementation_autoset", "tie_encoder_decoder", "is_decoder", "add_cross_attention",
+        "prefix", "task_specific_params", "finetuning_task", "use_bfloat16", "pruned_heads",
+        "torchscript", "cross_attention_hidden_size", "tf_legacy_loss", "max_length", "min_length",
+        "do_sample", "early_stopping", "num_beams", "temperature", "top_k", "top_p", "typical_p",
+        "repetition_penalty", "length_penalty", "no_repeat_ngram_size", "bad_words_ids",
+        "num_return_sequences", "output_scores", "return_dict_in_generate", "forced_bos_token_id",
+        "forced_eos_token_id", "remove_invalid_values", "exponential_decay_length_penalty",
+        "suppress_tokens", "begin_suppress_tokens", "diversity_penalty", "num_beam_groups",
+        "encoder_no_repeat_ngram_size", "output_router_logits", "router_aux_loss_coef", "router_jitter_noise",
+        "quantization_config",  # refused separately, with the method named
+    ), ANY),
+    # stamps of the tools that wrote the file: no config class or modeling code reads them
+    **dict.fromkeys(("internal_version",), ANY),
+    # flags in their off position: the family computes as if they were false, so false changes nothing;
+    # set, each would ask for a computation the view does not present (refused by name with its value)
+    "use_mrope": (False,),  # Qwen2.5 text configs: M-RoPE is Qwen2-VL's, which no text family here has
+}
 
 
 class _NonFinite:
@@ -218,11 +239,43 @@ def with_defaults(config: dict, defaults: dict) -> dict:
     return h
 
 
-def check_keys(config: dict, path: Path, family: str, reads: frozenset[str], harmless: frozenset[str]) -> None:
-    """Every key is read, known to leave the computation unchanged, or refused by name."""
-    known = reads | harmless | COMMON_HARMLESS | {"text_config"}
-    unknown = sorted(k for k in config if k not in known)
+def _same(value: Any, harmless: Any) -> bool:
+    """JSON equality: 0 and 0.0 are one number, but true is not 1."""
+    if isinstance(value, bool) or isinstance(harmless, bool):
+        return value is harmless
+    return value == harmless
+
+
+def check_keys(config: dict, path: Path, family: str, reads: frozenset[str], harmless: Harmless) -> None:
+    """Every key is read, known to leave the computation unchanged at its value, or refused by name."""
+    known = {**COMMON_HARMLESS, **harmless}
+    unknown, changing = [], []
+    for key, value in config.items():
+        if key in reads or key == "text_config":
+            continue
+        if key not in known:
+            unknown.append(key)
+        elif known[key] is not ANY and not any(_same(value, off) for off in known[key]):
+            changing.append(key)
     if unknown:
+        unknown.sort()
         raise ConfigError(f"{path}: config key {unknown[0]!r} (= {config[unknown[0]]!r}) is not one the {family} "
                           f"family knows; hfview will not guess whether it changes the model"
                           + (f" (also unknown: {', '.join(unknown[1:])})" if len(unknown) > 1 else ""))
+
+    if changing:
+        key = changing[0]
+        offs = " or ".join(json.dumps(off) for off in known[key])
+        raise ConfigError(f"{path}: config key {key!r} is {json.dumps(config[key])}; the {family} family does not "
+                          f"read it and computes as if it were {offs}, so this checkpoint would run as a model it "
+                          f"is not; use a checkpoint whose config has {key} {offs}, or run it through transformers")
+
+
+def read_as(family: Family, config: dict, path: Path) -> dict:
+    """The config as `family` reads it, by the steps HfCheckpoint takes before it opens a shard: the key
+    check, the config class's defaults under the stated keys, what the class's constructor computes, and the
+    family's refusal of values it cannot honour."""
+    check_keys(config, path, family.name, family.reads, family.harmless)
+    hparams = family.normalise(with_defaults(config, family.defaults[config["model_type"]]))
+    family.check(hparams, path)
+    return hparams

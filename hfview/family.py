@@ -10,7 +10,7 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Callable
+from typing import Callable, Mapping
 
 import numpy as np
 
@@ -129,7 +129,7 @@ class Family:
     architectures: tuple[str, ...]  # HF `architectures` entries this family reads
     defaults: dict[str, dict]       # model_type -> its transformers config class's defaults
     reads: frozenset[str]
-    harmless: frozenset[str]
+    harmless: Mapping[str, object]   # key -> ANY or the values at which it changes nothing (hfview.config)
     tensors: tuple[Rule, ...]
     parameters: Callable[[dict, int, int], list[KV]]   # (hparams, block_count, file_type) -> KV
     vocab: Callable[[Path, dict], list[KV]]

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from ..config import Harmless
 from ..errors import ConfigError
 from ..family import Family, Tensor
 from ..params import f32, string, text_model_parameters
@@ -32,7 +33,7 @@ READS = frozenset({
     "hidden_act", "tie_word_embeddings", "attention_bias", "use_qk_norm", "rope_parameters", "rope_scaling",
     "rope_theta",
 })
-HARMLESS = frozenset()
+HARMLESS: Harmless = {}
 
 _qk_norm = lambda h: bool(h.get("use_qk_norm"))  # noqa: E731
 

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from ..config import ANY, Harmless
 from ..errors import ConfigError
 from ..family import Family, Tensor
 from ..params import f32, string, text_model_parameters, u32
@@ -37,9 +38,9 @@ READS = frozenset({
 # Keys of Command R7B's released config.json that transformers' Cohere 2 does not use (it always runs the
 # interleaved rope, tied embeddings, gated SiLU MLP in parallel with attention); cache_implementation is
 # generate()'s cache.
-HARMLESS = frozenset({"cache_implementation", "position_embedding_type", "use_embedding_sharing",
-                      "use_gated_activation", "use_parallel_block", "use_parallel_embedding", "layer_switch",
-                      "order_of_interleaved_layers"})
+HARMLESS: Harmless = {"cache_implementation": ANY, "position_embedding_type": ANY,
+    "use_embedding_sharing": ANY, "use_gated_activation": ANY, "use_parallel_block": ANY,
+    "use_parallel_embedding": ANY, "layer_switch": ANY, "order_of_interleaved_layers": ANY}
 
 TENSORS = (
     Tensor("model.embed_tokens.weight", "token_embd.weight"),

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from ..config import ANY, Harmless
 from ..errors import ConfigError
 from ..family import Family, Skip, Tensor
 from ..params import text_model_parameters, u32
@@ -34,7 +35,7 @@ READS = frozenset({
     "num_key_value_heads", "head_dim", "max_position_embeddings", "rms_norm_eps", "rope_parameters",
     "rope_scaling", "rope_theta", "hidden_act", "tie_word_embeddings", "attention_bias", "mlp_bias", *ALIASES,
 })
-HARMLESS = frozenset({"embed_dropout"})
+HARMLESS: Harmless = {"embed_dropout": ANY}
 
 TENSORS = (
     Tensor("transformer.wte.weight", "token_embd.weight"),

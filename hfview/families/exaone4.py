@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from ..config import Harmless
 from ..errors import ConfigError
 from ..family import Family, Skip, Tensor
 from ..gguf_layout import KV, ValueType
@@ -30,7 +31,7 @@ READS = frozenset({
     "rope_scaling", "rope_theta", "hidden_act", "tie_word_embeddings", "sliding_window", "sliding_window_pattern",
     "layer_types",
 })
-HARMLESS = frozenset()
+HARMLESS: Harmless = {}
 
 TENSORS = (
     Tensor("model.embed_tokens.weight", "token_embd.weight"),

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from ..config import ANY, Harmless
 from ..errors import ConfigError
 from ..family import Family, Skip, Tensor
 from ..params import f32, u32
@@ -34,7 +35,7 @@ READS = frozenset({
     "use_bidirectional_attention",
 })
 # transformers 5's Gemma computes with hidden_act only; hidden_activation is a leftover of 4.x configs.
-HARMLESS = frozenset({"hidden_activation"})
+HARMLESS: Harmless = {"hidden_activation": ANY}
 
 # The norms the converter shifts: every HF name ending in "norm.weight".
 NORM = (OFFSET_ONE,)

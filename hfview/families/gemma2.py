@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from ..config import ANY, Harmless
 from ..errors import ConfigError
 from ..family import Family, Skip, Tensor
 from ..params import f32, u32
@@ -35,7 +36,7 @@ READS = frozenset({
 })
 # hidden_act: released configs carry it beside hidden_activation, which is the one transformers 5 uses.
 # cache_implementation: how generate() allocates its cache.
-HARMLESS = frozenset({"hidden_act", "cache_implementation"})
+HARMLESS: Harmless = {"hidden_act": ANY, "cache_implementation": ANY}
 
 TENSORS = (
     Tensor("model.embed_tokens.weight", "token_embd.weight"),

@@ -16,6 +16,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from ..config import ANY, Harmless
 from ..errors import ConfigError
 from ..family import Family, Skip, Tensor
 from ..params import boolean, f32, text_model_parameters, u32
@@ -46,8 +47,8 @@ READS = frozenset({
 })
 # hidden_act: a leftover beside hidden_activation; cache_implementation: generate()'s cache. The rest are
 # the image-text wrapper's: the vision tower and image tokens, which a text-only forward never touches.
-HARMLESS = frozenset({"hidden_act", "cache_implementation", "vision_config", "mm_tokens_per_image",
-                      "boi_token_index", "eoi_token_index", "image_token_index"})
+HARMLESS: Harmless = {"hidden_act": ANY, "cache_implementation": ANY, "vision_config": ANY,
+    "mm_tokens_per_image": ANY, "boi_token_index": ANY, "eoi_token_index": ANY, "image_token_index": ANY}
 
 TENSORS = (
     Tensor("model.embed_tokens.weight", "token_embd.weight"),

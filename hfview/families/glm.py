@@ -11,6 +11,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from ..config import ANY, Harmless
 from ..errors import ConfigError
 from ..family import Family, Skip, Tensor
 from ..params import boolean, f32, u32
@@ -34,7 +35,7 @@ READS = frozenset({
 })
 # The converter writes seq_length-or-hidden as the context length and 1e-5 as the epsilon: neither key it
 # ignores changes what the runner computes beyond llama.cpp's context cap and a 1e-5-sized epsilon.
-HARMLESS = frozenset({"max_position_embeddings", "rms_norm_eps"})
+HARMLESS: Harmless = {"max_position_embeddings": ANY, "rms_norm_eps": ANY}
 
 TENSORS = (
     Tensor("model.embed_tokens.weight", "token_embd.weight"),

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from ..config import ANY, Harmless
 from ..errors import ConfigError
 from ..family import Family, Skip
 from ..params import f32, text_model_parameters, u32
@@ -31,7 +32,7 @@ READS = frozenset({
     "logits_scaling", "residual_multiplier", "attention_multiplier",
 })
 # GraniteConfig has no head_dim: transformers derives it from hidden_size, and so does the converter
-HARMLESS = frozenset({"head_dim"})
+HARMLESS: Harmless = {"head_dim": ANY}
 
 # Llama's dense rules (the mixture rules belong to GraniteMoe, another converter class)
 TENSORS = tuple(r for r in _LLAMA_TENSORS if isinstance(r, Skip) or "block_sparse_moe" not in r.hf)

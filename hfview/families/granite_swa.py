@@ -7,6 +7,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from ..config import ANY, Harmless
 from ..errors import ConfigError
 from ..family import Family, Tensor
 from ..gguf_layout import KV, ValueType
@@ -32,7 +33,7 @@ READS = frozenset({
     "logits_scaling", "residual_multiplier", "attention_multiplier", "sliding_window", "layer_types",
     "layer_rope_theta", "no_rope_layers",
 })
-HARMLESS = frozenset({"head_dim"})  # dropped by the converter, derived from hidden_size by transformers
+HARMLESS: Harmless = {"head_dim": ANY}  # dropped by the converter, derived from hidden_size by transformers
 
 TENSORS = (*_GRANITE_TENSORS,
            Tensor("model.layers.{bid}.self_attn.sinks", "blk.{bid}.attn_sinks.weight"))

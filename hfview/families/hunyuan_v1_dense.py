@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from ..config import ANY, Harmless
 from ..errors import ConfigError
 from ..family import Family, Skip, Tensor
 from ..params import f32, string, text_model_parameters, u32
@@ -30,7 +31,7 @@ READS = frozenset({
     "use_qk_norm", "use_cla", "use_rotary_pos_emb", "norm_type", "mlp_bias", "attention_head_dim",
 })
 # org_vocab_size: the tokenizer's size before padding; pretraining_tp: slices of the same matmuls
-HARMLESS = frozenset({"org_vocab_size", "pretraining_tp"})
+HARMLESS: Harmless = {"org_vocab_size": ANY, "pretraining_tp": ANY}
 
 TENSORS = (
     Tensor("model.embed_tokens.weight", "token_embd.weight"),

@@ -11,6 +11,7 @@ from pathlib import Path
 
 import numpy as np
 
+from ..config import ANY, Harmless
 from ..errors import ConfigError
 from ..family import Family, Skip, Split, Tensor
 from ..params import text_model_parameters
@@ -24,7 +25,7 @@ READS = frozenset({
     "num_key_value_heads", "max_position_embeddings", "rms_norm_eps", "rope_theta", "rope_scaling",
     "hidden_act", "bias", "tie_word_embeddings",
 })
-HARMLESS = frozenset({"attn_implementation"})  # which attention kernel the remote code uses
+HARMLESS: Harmless = {"attn_implementation": ANY}  # which attention kernel the remote code uses
 
 
 def wqkv_rows(h: dict, part: str) -> np.ndarray:

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from ..config import Harmless
 from ..errors import ConfigError
 from ..family import Family, Skip, Tensor
 from ..params import text_model_parameters, u32
@@ -25,7 +26,7 @@ READS = frozenset({
     "num_key_value_heads", "head_dim", "max_position_embeddings", "layer_norm_eps", "rope_parameters",
     "rope_scaling", "rope_theta", "hidden_act", "tie_word_embeddings", "attention_bias", "mlp_bias",
 })
-HARMLESS = frozenset()
+HARMLESS: Harmless = {}
 
 TENSORS = (
     Tensor("model.embed_tokens.weight", "token_embd.weight"),

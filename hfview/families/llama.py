@@ -3,6 +3,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from ..config import ANY, Harmless
 from ..errors import ConfigError
 from ..family import Experts, Family, Skip, Tensor, rope_pairs
 from ..params import text_model_parameters, u32
@@ -31,7 +32,7 @@ READS = frozenset({
     "tie_word_embeddings", "sliding_window", "attention_bias", "mlp_bias",
 })
 # pretraining_tp > 1 splits Llama's matmuls into slices in transformers: the same sums.
-HARMLESS = frozenset({"pretraining_tp", "max_window_layers", "use_sliding_window"})
+HARMLESS: Harmless = {"pretraining_tp": ANY, "max_window_layers": ANY, "use_sliding_window": ANY}
 
 _is_dense = lambda h: "num_local_experts" not in h  # noqa: E731
 _is_mixture = lambda h: "num_local_experts" in h  # noqa: E731

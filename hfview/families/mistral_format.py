@@ -16,6 +16,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from ..config import ANY, Harmless
 from ..errors import CheckpointError, ConfigError
 from ..family import Family, Tensor
 from ..params import f32, string, text_model_parameters, u32
@@ -31,7 +32,7 @@ READS = frozenset({
 })
 # max_seq_len / max_batch_size: serving limits of Mistral's reference code; tied_embeddings: the
 # checkpoint then has no output.weight and llama.cpp reuses the embeddings, as the model does.
-HARMLESS = frozenset({"max_seq_len", "max_batch_size", "tied_embeddings"})
+HARMLESS: Harmless = {"max_seq_len": ANY, "max_batch_size": ANY, "tied_embeddings": ANY}
 
 TENSORS = (
     Tensor("tok_embeddings.weight", "token_embd.weight"),

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from ..config import Harmless
 from ..errors import ConfigError
 from ..family import Family, Skip, Tensor
 from ..params import f32, first, string, text_model_parameters, u32
@@ -29,7 +30,7 @@ READS = frozenset({
     "num_key_value_heads", "max_position_embeddings", "norm_eps", "rope_parameters", "rope_scaling", "rope_theta",
     "partial_rotary_factor", "hidden_act", "tie_word_embeddings", "attention_bias", "mlp_bias",
 })
-HARMLESS = frozenset()
+HARMLESS: Harmless = {}
 
 
 def _norm(hf: str, gguf: str) -> tuple[Tensor, Tensor]:

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from ..config import Harmless
 from ..errors import ConfigError
 from ..family import Family, Skip, Tensor, rope_pairs
 from ..params import f32, text_model_parameters
@@ -26,7 +27,7 @@ READS = frozenset({
     "num_key_value_heads", "max_position_embeddings", "rope_parameters", "rope_scaling", "rope_theta",
     "hidden_act", "tie_word_embeddings", "attention_bias", "clip_qkv",
 })
-HARMLESS = frozenset()
+HARMLESS: Harmless = {}
 
 TENSORS = (
     Tensor("model.embed_tokens.weight", "token_embd.weight"),

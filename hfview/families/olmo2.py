@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from ..config import Harmless
 from ..errors import ConfigError
 from ..family import Family, Skip, Tensor
 from ..gguf_layout import KV, ValueType
@@ -31,7 +32,7 @@ READS = frozenset({
     "num_key_value_heads", "max_position_embeddings", "rms_norm_eps", "rope_parameters", "rope_scaling",
     "rope_theta", "hidden_act", "tie_word_embeddings", "attention_bias", "sliding_window", "layer_types",
 })
-HARMLESS = frozenset()
+HARMLESS: Harmless = {}
 
 TENSORS = (
     Tensor("model.embed_tokens.weight", "token_embd.weight"),

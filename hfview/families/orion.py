@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from ..config import ANY, Harmless
 from ..errors import ConfigError
 from ..family import Family, Skip, Tensor
 from ..params import f32, string, u32
@@ -20,7 +21,7 @@ READS = frozenset({
     "num_key_value_heads", "max_sequence_length", "max_position_embeddings", "model_max_length", "rms_norm_eps",
     "rope_scaling", "rope_theta", "hidden_act", "tie_word_embeddings",
 })
-HARMLESS = frozenset({"pretraining_tp"})
+HARMLESS: Harmless = {"pretraining_tp": ANY}
 
 TENSORS = (
     Tensor("model.embed_tokens.weight", "token_embd.weight"),

@@ -12,6 +12,7 @@ from pathlib import Path
 
 import numpy as np
 
+from ..config import ANY, Harmless
 from ..errors import ConfigError
 from ..family import Family, Skip, Tensor
 from ..params import f32, first, u32
@@ -35,7 +36,8 @@ READS = frozenset({
 })
 # Dropout is off at inference. Phi3Config has no bias options: transformers ignores these keys, and a
 # checkpoint that had biases would carry tensors this family refuses by name.
-HARMLESS = frozenset({"resid_pdrop", "embd_pdrop", "attention_bias", "mlp_bias", "lm_head_bias"})
+HARMLESS: Harmless = {"resid_pdrop": ANY, "embd_pdrop": ANY, "attention_bias": ANY, "mlp_bias": ANY,
+    "lm_head_bias": ANY}
 
 TENSORS = (
     Tensor("model.embed_tokens.weight", "token_embd.weight"),

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from ..config import Harmless
 from ..errors import ConfigError
 from ..family import Family, Tensor, rope_pairs, stored
 from ..params import text_model_parameters
@@ -27,7 +28,7 @@ READS = frozenset({
     "rope_scaling", "rope_theta", "hidden_act", "tie_word_embeddings",
     "use_sliding_window", "sliding_window", "max_window_layers", "layer_types",  # checked: no sliding layer
 })
-HARMLESS = frozenset()
+HARMLESS: Harmless = {}
 
 
 def decoder_tensors(prefix: str = "model.", *, required=True, extra=(), pairs: bool = False,

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from ..config import ANY, Harmless
 from ..errors import ConfigError
 from ..family import Family
 from ..params import text_model_parameters
@@ -29,7 +30,7 @@ READS = frozenset({
     "mlp_bias",
 })
 # dropout between residual branches: training only. pretraining_tp slices matmuls into the same sums.
-HARMLESS = frozenset({"residual_dropout", "pretraining_tp"})
+HARMLESS: Harmless = {"residual_dropout": ANY, "pretraining_tp": ANY}
 
 ARCHITECTURES = ("SeedOssForCausalLM",)
 TENSORS = (*decoder_tensors("model.", ffn_norm="post_attention_norm"), LM_HEAD)

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from ..config import ANY, Harmless
 from ..errors import ConfigError
 from ..family import Family
 from .qwen2 import LM_HEAD, check_architecture, check_no_pooling, check_rope, check_silu, decoder_tensors
@@ -32,7 +33,7 @@ READS = frozenset({
 
 # Llama's tensor-parallel slicing factor, which Llama-derived configs carry: this model never reads it
 # (in Llama it only splits matmuls into slices with the same sums)
-HARMLESS = frozenset({"pretraining_tp"})
+HARMLESS: Harmless = {"pretraining_tp": ANY}
 ARCHITECTURES = ("SmolLM3ForCausalLM",)
 TENSORS = (*decoder_tensors("model.", pairs=True), LM_HEAD)
 _LLAMA_CPP_NOPE_STEP = 4  # llama.cpp's smollm3: layer il has no rope when (il + 1) % 4 == 0

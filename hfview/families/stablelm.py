@@ -12,6 +12,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from ..config import Harmless
 from ..errors import ConfigError
 from ..family import Family, Skip, Stacked, Tensor
 from ..params import boolean, f32, first, u32
@@ -32,7 +33,7 @@ READS = frozenset({
     "rope_theta", "partial_rotary_factor", "hidden_act", "tie_word_embeddings", "use_qkv_bias", "qk_layernorm",
     "use_parallel_residual",
 })
-HARMLESS = frozenset()
+HARMLESS: Harmless = {}
 
 _qk_norm = lambda h: bool(h.get("qk_layernorm"))  # noqa: E731
 _sequential = lambda h: not h.get("use_parallel_residual")  # noqa: E731

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from ..config import ANY, Harmless
 from ..errors import ConfigError
 from ..family import Family, Skip, Tensor
 from ..params import text_model_parameters
@@ -24,7 +25,7 @@ READS = frozenset({
     "num_key_value_heads", "max_position_embeddings", "norm_epsilon", "rope_parameters", "rope_scaling",
     "rope_theta", "hidden_act", "tie_word_embeddings", "use_bias", "sliding_window",
 })
-HARMLESS = frozenset({"residual_dropout", "embedding_dropout"})
+HARMLESS: Harmless = {"residual_dropout": ANY, "embedding_dropout": ANY}
 
 TENSORS = (
     Tensor("model.embed_tokens.weight", "token_embd.weight"),
