@@ -71,15 +71,29 @@ def normalise(h: dict) -> dict:
     return h
 
 
+# The rope each model type's full-attention layers may have: what llama.cpp was checked against transformers
+# on (tests/test_family_olmo2.py). YaRN is OLMo 3.1's: Olmo3Config applies it to full-attention layers only,
+# and llama.cpp's olmo2 graph does the same.
+_FULL_ATTENTION_ROPE = {"olmo2": ("default",), "olmo3": ("default", "yarn")}
+
+
 def check(h: dict, path: Path) -> None:
     if h.get("hidden_act", "silu") != "silu":
         raise ConfigError(f"{path}: hidden_act {h['hidden_act']!r}: llama.cpp's olmo2 architecture computes SiLU "
                           f"only; this checkpoint would run wrong")
     rope = h["rope_parameters"]
-    for entry in (rope.get("full_attention", rope), rope.get("sliding_attention", {})):
-        if entry.get("rope_type", "default") != "default":
-            raise ConfigError(f"{path}: rope type {entry['rope_type']!r}: hfview presents OLMo 2/3 with plain rope "
-                              f"only (how llama.cpp scales sliding-window layers' rope is not verified here)")
+    full, sliding = rope.get("full_attention", rope), rope.get("sliding_attention")
+    allowed = _FULL_ATTENTION_ROPE[h["model_type"]]
+    if full.get("rope_type", "default") not in allowed:
+        raise ConfigError(f"{path}: rope type {full['rope_type']!r}: hfview presents {h['model_type']} with "
+                          f"{' or '.join(allowed)} rope only, the kinds checked against transformers")
+    if sliding is None:
+        return
+    # llama.cpp's olmo2 graph rotates sliding-window layers with plain rope at the full-attention theta
+    if sliding.get("rope_type", "default") != "default" or sliding.get("rope_theta") != full.get("rope_theta"):
+        raise ConfigError(f"{path}: sliding-window layers' rope {sliding}: llama.cpp's olmo2 architecture rotates "
+                          f"them with plain rope at the full-attention theta ({full.get('rope_theta')}), so these "
+                          f"layers would run wrong")
 
 
 def parameters(h: dict, block_count: int, file_type: int) -> list:
