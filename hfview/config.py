@@ -47,6 +47,9 @@ COMMON_HARMLESS: Harmless = {
     ), ANY),
     # stamps of the tools that wrote the file: no config class or modeling code reads them
     **dict.fromkeys(("internal_version",), ANY),
+    # Llama's tensor-parallel slicing factor, which Llama-derived configs carry: in transformers 5.24 only
+    # BLOOM reads it, to sum the same products in slices
+    "pretraining_tp": ANY,
     # flags in their off position: the family computes as if they were false, so false changes nothing;
     # set, each would ask for a computation the view does not present (refused by name with its value)
     "use_mrope": (False,),  # Qwen2.5 text configs: M-RoPE is Qwen2-VL's, which no text family here has

@@ -155,6 +155,13 @@ class Family:
     # writes "transformer.h.0...", OpenAI's release "h.0..."): removed before matching, so rules name it once.
     optional_prefix: str = ""
 
+    def __post_init__(self) -> None:
+        from .config import ANY  # config.py names Family only for type checking
+        if not isinstance(self.harmless, Mapping) or any(
+                off is not ANY and not isinstance(off, tuple) for off in self.harmless.values()):
+            raise TypeError(f"family {self.name}: harmless must map each key to ANY or to the tuple of values at "
+                            f"which it changes nothing (see hfview.config.COMMON_HARMLESS)")
+
     @property
     def model_types(self) -> tuple[str, ...]:
         return tuple(self.defaults)

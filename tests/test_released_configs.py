@@ -1,15 +1,136 @@
-"""The key check's value-awareness: a key is read, harmless whatever its value, harmless only at its off
-value (a flag in its off position), or refused by name; the same flag on is refused by name with its value."""
+"""Released config.json files of public models (tests/data/released_configs/<family>/, sources in SOURCES.md),
+each run through the config path HfCheckpoint runs before it opens a shard: the architecture gate, the
+quantized refusal, the key check, the config class's defaults, the family's refusals, its hyperparameter KV.
+Each is accepted, or refused for the reason REFUSED names. And the key check's value-awareness: a flag in its
+off position is harmless, the same flag on is refused by name with its value."""
 from __future__ import annotations
 
 import json
+import math
+import re
+import shutil
 from pathlib import Path
 
 import pytest
 
 from hfview import families
-from hfview.config import ANY, COMMON_HARMLESS, check_keys
-from hfview.errors import ConfigError
+from hfview.checkpoint import _read_config  # the directory -> config step HfCheckpoint takes
+from hfview.config import ANY, COMMON_HARMLESS, check_keys, read_as, read_config, refuse_quantized
+from hfview.errors import ConfigError, HfviewError
+from hfview.params import first
+from runner.resolve import gate
+
+DATA = Path(__file__).resolve().parent / "data" / "released_configs"
+# <org>__<model>.json; a ModelOpt checkpoint's quantization record beside it as <org>__<model>.hf_quant_config.json
+QUANT_RECORD = ".hf_quant_config.json"
+CONFIGS = sorted(p.relative_to(DATA).as_posix() for p in DATA.glob("*/*.json") if not p.name.endswith(QUANT_RECORD))
+
+# file -> (what the refusal says, why that refusal is right)
+REFUSED: dict[str, tuple[str, str]] = {
+    "llama/nvidia__Llama-3.1-70B-Instruct-FP8.json": (
+        "quantized checkpoints are unsupported", "ModelOpt FP8: stated in hf_quant_config.json, not config.json"),
+    "qwen3/Qwen__Qwen3-32B-FP8.json": ("quantized checkpoints are unsupported", "quantization_config fp8 (block)"),
+}
+
+# Families with fewer than three collected, and why. The Hub publishes more for most of them, but the only
+# copies the search reaches are those in GitHub repositories (SOURCES.md), and none is there.
+_UNREACHED = "no copy of its released config.json in the public repositories this project's search reaches"
+FEWER: dict[str, str] = {
+    "internlm3": "one released text model (InternLM3-8B-Instruct)",
+    "smollm3": "two released models (SmolLM3-3B, SmolLM3-3B-Base); one copy reached",
+    **dict.fromkeys((
+        "apertus", "arcee", "cohere", "cohere2", "ernie4_5", "exaone", "exaone4", "gemma", "gemma2", "gemma3",
+        "glm", "glm4", "granite", "granite_swa", "hunyuan_v1_dense", "internlm2", "iquestcoder", "jais2", "minicpm",
+        "mistral_format", "nemotron", "olmo", "olmo2", "orion", "seed_oss", "stablelm", "starcoder2",
+    ), _UNREACHED),
+}
+
+
+def _config_path(rel: str, tmp_path: Path) -> Path:
+    """The released file alone in a checkpoint directory, under the name its family reads."""
+    family = families.FAMILIES[[f.name for f in families.FAMILIES].index(rel.split("/")[0])]
+    target = tmp_path / family.config_file
+    shutil.copyfile(DATA / rel, target)
+    record = DATA / rel.replace(".json", QUANT_RECORD)
+    if record.is_file():
+        shutil.copyfile(record, tmp_path / "hf_quant_config.json")
+    return target
+
+
+def _through_the_config_path(rel: str, tmp_path: Path) -> list:
+    target = _config_path(rel, tmp_path)
+    assert gate(read_config(target), target) == "view"
+    config, config_path = _read_config(tmp_path)
+    refuse_quantized(config, config_path)
+    family = families.family_for(config.get("model_type"))
+    assert family is not None and family.name == rel.split("/")[0], f"{rel} is read by {family and family.name}"
+    hparams = read_as(family, config, config_path)
+    # as HfCheckpoint counts blocks
+    block_count = first(hparams, ["n_layers", "num_hidden_layers", "n_layer", "num_layers"])
+    kv = family.parameters(hparams, block_count, 1)
+    written = {k.key: k.value for k in kv}
+    assert written[f"{family.gguf_arch}.block_count"] == block_count
+    for key, value in written.items():
+        assert not (isinstance(value, float) and not math.isfinite(value)), f"{rel}: {key} = {value}"
+    return kv
+
+
+@pytest.mark.parametrize("rel", CONFIGS)
+def test_released_config_is_accepted_or_refused_for_its_reason(rel, tmp_path):
+    if rel in REFUSED:
+        words, _why = REFUSED[rel]
+        with pytest.raises(HfviewError, match=re.escape(words)):
+            _through_the_config_path(rel, tmp_path)
+    else:
+        _through_the_config_path(rel, tmp_path)
+
+
+def test_refusal_table_names_collected_files():
+    assert not set(REFUSED) - set(CONFIGS), "REFUSED names files that are not collected"
+
+
+@pytest.mark.parametrize("family", [f.name for f in families.FAMILIES])
+def test_every_family_has_three_released_configs(family):
+    have = [rel for rel in CONFIGS if rel.startswith(family + "/")]
+    if family in FEWER:
+        assert len(have) < 3, f"{family}: {len(have)} collected; drop it from FEWER"
+    else:
+        assert len(have) >= 3, f"{family}: {len(have)} released configs collected: {have}"
+
+
+def test_sources_name_every_file():
+    sources = (DATA / "SOURCES.md").read_text(encoding="utf-8")
+    listed = set(re.findall(r"^\| `([^`]+\.json)` \|", sources, flags=re.M))
+    assert listed == {p.relative_to(DATA).as_posix() for p in DATA.glob("*/*.json")}
+
+
+# A released file with one of its off flags turned on (or a layout key at another value): refused by name,
+# with the value, where the file itself is accepted.
+FLIPPED = [
+    ("qwen2/Qwen__Qwen2.5-7B.json", "use_mrope", True),
+    ("phi3/microsoft__Phi-4-mini-instruct.json", "full_attn_mod", 4),
+    ("phi3/microsoft__Phi-4-mini-instruct.json", "interpolate_factor", 2),
+    ("starcoder2/bigcode__starcoder2-7b.json", "mlp_type", "gated"),
+    ("starcoder2/bigcode__starcoder2-7b.json", "norm_type", "rms_norm"),
+    ("starcoder2/bigcode__starcoder2-7b.json", "scale_attn_weights", False),
+]
+
+
+@pytest.mark.parametrize("rel, key, value", FLIPPED)
+def test_released_config_with_a_flag_on_is_refused_by_name(rel, key, value, tmp_path):
+    config = json.loads((DATA / rel).read_text())
+    assert key in config and rel not in REFUSED
+    family = families.family_for(config["model_type"])
+    with pytest.raises(ConfigError, match=f"config key '{key}' is {re.escape(json.dumps(value))}"):
+        read_as(family, config | {key: value}, tmp_path / "config.json")
+
+
+def test_starcoder2_epsilons_that_disagree_are_refused(tmp_path):
+    """The converter writes layer_norm_epsilon, transformers computes with norm_epsilon: equal in the release."""
+    config = json.loads((DATA / "starcoder2/bigcode__starcoder2-7b.json").read_text())
+    family = families.family_for("starcoder2")
+    with pytest.raises(ConfigError, match="layer_norm_epsilon 1e-06 differs from norm_epsilon 1e-05"):
+        read_as(family, {**config, "layer_norm_epsilon": 1e-6}, tmp_path / "config.json")
 
 
 # ---------------------------------------------------------------- the key check itself
@@ -49,10 +170,15 @@ def test_a_family_entry_overrides_the_common_table():
 
 
 def test_every_off_value_table_is_a_tuple():
-    """A value that is not ANY lists the off values as a tuple (a bare False would be iterated wrongly)."""
-    for table in (COMMON_HARMLESS, *(f.harmless for f in families.FAMILIES)):
-        for key, off in table.items():
-            assert off is ANY or isinstance(off, tuple), f"{key}: {off!r}"
+    """A value that is not ANY lists the off values as a tuple (a bare False would be iterated wrongly); a family
+    declaring otherwise, or a set of names, is refused when it is defined."""
+    from dataclasses import replace
+    for key, off in COMMON_HARMLESS.items():
+        assert off is ANY or isinstance(off, tuple), f"{key}: {off!r}"
+    llama = families.family_for("llama")
+    for bad in ({"use_mrope": False}, frozenset({"use_mrope"})):
+        with pytest.raises(TypeError, match="family llama: harmless must map each key"):
+            replace(llama, harmless=bad)
 
 
 def test_hfcheckpoint_refuses_a_flag_on(tmp_path):

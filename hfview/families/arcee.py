@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from ..config import ANY, Harmless
+from ..config import Harmless
 from ..errors import ConfigError
 from ..family import Family
 from .qwen2 import LM_HEAD, check_architecture, check_no_pooling, check_rope, decoder_tensors
@@ -27,9 +27,7 @@ READS = frozenset({
     "rope_scaling", "rope_theta", "hidden_act", "tie_word_embeddings", "attention_bias", "mlp_bias",
 })
 
-# Llama's tensor-parallel slicing factor, which Llama-derived configs carry: this model never reads it
-# (in Llama it only splits matmuls into slices with the same sums)
-HARMLESS: Harmless = {"pretraining_tp": ANY}
+HARMLESS: Harmless = {}
 ARCHITECTURES = ("ArceeForCausalLM",)
 TENSORS = (*decoder_tensors("model.", pairs=True, gate=False), LM_HEAD)
 

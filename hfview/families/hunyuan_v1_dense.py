@@ -30,8 +30,8 @@ READS = frozenset({
     "rope_scaling", "rope_theta", "hidden_act", "tie_word_embeddings", "attention_bias", "eod_token_id",
     "use_qk_norm", "use_cla", "use_rotary_pos_emb", "norm_type", "mlp_bias", "attention_head_dim",
 })
-# org_vocab_size: the tokenizer's size before padding; pretraining_tp: slices of the same matmuls
-HARMLESS: Harmless = {"org_vocab_size": ANY, "pretraining_tp": ANY}
+# org_vocab_size: the tokenizer's size before padding
+HARMLESS: Harmless = {"org_vocab_size": ANY}
 
 TENSORS = (
     Tensor("model.embed_tokens.weight", "token_embd.weight"),

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from ..config import ANY, Harmless
+from ..config import Harmless
 from ..errors import ConfigError
 from ..family import Family
 from .qwen2 import LM_HEAD, check_architecture, check_silu, decoder_tensors
@@ -19,7 +19,7 @@ READS = frozenset({
     "num_key_value_heads", "head_dim", "max_position_embeddings", "rms_norm_eps", "rope_parameters",
     "rope_scaling", "rope_theta", "hidden_act", "tie_word_embeddings", "attention_bias", "mlp_bias",
 })
-HARMLESS: Harmless = {"pretraining_tp": ANY}
+HARMLESS: Harmless = {}
 ARCHITECTURES = ("IQuestCoderForCausalLM",)
 TENSORS = (*decoder_tensors("model.", pairs=True), LM_HEAD)
 _ROPE_TYPES = ("default", "linear", "yarn", "llama3")

@@ -31,8 +31,8 @@ READS = frozenset({
     "rope_scaling", "rope_theta", "hidden_act", "num_local_experts", "num_experts_per_tok",
     "tie_word_embeddings", "sliding_window", "attention_bias", "mlp_bias",
 })
-# pretraining_tp > 1 splits Llama's matmuls into slices in transformers: the same sums.
-HARMLESS: Harmless = {"pretraining_tp": ANY, "max_window_layers": ANY, "use_sliding_window": ANY}
+# Qwen-derived keys on llama-type configs: transformers' Llama and Mistral never read them.
+HARMLESS: Harmless = {"max_window_layers": ANY, "use_sliding_window": ANY}
 
 _is_dense = lambda h: "num_local_experts" not in h  # noqa: E731
 _is_mixture = lambda h: "num_local_experts" in h  # noqa: E731

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from ..config import ANY, Harmless
+from ..config import Harmless
 from ..errors import ConfigError
 from ..family import Family, Skip, Tensor, rope_pairs
 from ..params import f32, text_model_parameters
@@ -21,7 +21,7 @@ READS = frozenset({
     "num_key_value_heads", "max_position_embeddings", "rms_norm_eps", "rope_scaling", "rope_theta",
     "hidden_act", "tie_word_embeddings", "scale_emb", "scale_depth", "dim_model_base",
 })
-HARMLESS: Harmless = {"pretraining_tp": ANY}
+HARMLESS: Harmless = {}
 
 TENSORS = (
     Tensor("model.embed_tokens.weight", "token_embd.weight"),

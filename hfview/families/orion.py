@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from ..config import ANY, Harmless
+from ..config import Harmless
 from ..errors import ConfigError
 from ..family import Family, Skip, Tensor
 from ..params import f32, string, u32
@@ -21,7 +21,7 @@ READS = frozenset({
     "num_key_value_heads", "max_sequence_length", "max_position_embeddings", "model_max_length", "rms_norm_eps",
     "rope_scaling", "rope_theta", "hidden_act", "tie_word_embeddings",
 })
-HARMLESS: Harmless = {"pretraining_tp": ANY}
+HARMLESS: Harmless = {}
 
 TENSORS = (
     Tensor("model.embed_tokens.weight", "token_embd.weight"),

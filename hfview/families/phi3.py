@@ -37,7 +37,10 @@ READS = frozenset({
 # Dropout is off at inference. Phi3Config has no bias options: transformers ignores these keys, and a
 # checkpoint that had biases would carry tensors this family refuses by name.
 HARMLESS: Harmless = {"resid_pdrop": ANY, "embd_pdrop": ANY, "attention_bias": ANY, "mlp_bias": ANY,
-    "lm_head_bias": ANY}
+                      "lm_head_bias": ANY,
+                      # Phi-4-mini's remote-code keys, at the values under which that code computes what
+                      # transformers' Phi3 does: every layer full attention, no position interpolation
+                      "full_attn_mod": (1,), "interpolate_factor": (1,)}
 
 TENSORS = (
     Tensor("model.embed_tokens.weight", "token_embd.weight"),

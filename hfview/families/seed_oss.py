@@ -29,8 +29,8 @@ READS = frozenset({
     "rope_scaling", "rope_theta", "hidden_act", "tie_word_embeddings", "attention_bias", "attention_out_bias",
     "mlp_bias",
 })
-# dropout between residual branches: training only. pretraining_tp slices matmuls into the same sums.
-HARMLESS: Harmless = {"residual_dropout": ANY, "pretraining_tp": ANY}
+# dropout between residual branches: training only
+HARMLESS: Harmless = {"residual_dropout": ANY}
 
 ARCHITECTURES = ("SeedOssForCausalLM",)
 TENSORS = (*decoder_tensors("model.", ffn_norm="post_attention_norm"), LM_HEAD)

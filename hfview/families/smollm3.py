@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from ..config import ANY, Harmless
+from ..config import Harmless
 from ..errors import ConfigError
 from ..family import Family
 from .qwen2 import LM_HEAD, check_architecture, check_no_pooling, check_rope, check_silu, decoder_tensors
@@ -31,9 +31,7 @@ READS = frozenset({
     "use_sliding_window", "sliding_window", "layer_types", "max_window_layers",  # checked: no sliding layer
 })
 
-# Llama's tensor-parallel slicing factor, which Llama-derived configs carry: this model never reads it
-# (in Llama it only splits matmuls into slices with the same sums)
-HARMLESS: Harmless = {"pretraining_tp": ANY}
+HARMLESS: Harmless = {}
 ARCHITECTURES = ("SmolLM3ForCausalLM",)
 TENSORS = (*decoder_tensors("model.", pairs=True), LM_HEAD)
 _LLAMA_CPP_NOPE_STEP = 4  # llama.cpp's smollm3: layer il has no rope when (il + 1) % 4 == 0

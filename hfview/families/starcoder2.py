@@ -24,8 +24,18 @@ READS = frozenset({
     "vocab_size", "hidden_size", "intermediate_size", "num_hidden_layers", "num_attention_heads",
     "num_key_value_heads", "max_position_embeddings", "norm_epsilon", "rope_parameters", "rope_scaling",
     "rope_theta", "hidden_act", "tie_word_embeddings", "use_bias", "sliding_window",
+    "layer_norm_epsilon",  # the converter writes it before norm_epsilon: checked to agree
 })
-HARMLESS: Harmless = {"residual_dropout": ANY, "embedding_dropout": ANY}
+HARMLESS: Harmless = {
+    "residual_dropout": ANY, "embedding_dropout": ANY,
+    # StarCoder2's first release kept its Megatron conversion's keys beside the config class's own, which
+    # transformers' Starcoder2 does not read (it computes with hidden_act, LayerNorm, a c_fc/c_proj MLP and
+    # 1/sqrt(head_dim) scaling): a precision hint is harmless at any value, the layout keys at the value
+    # that states what the class computes.
+    "activation_function": ANY,  # the legacy twin of hidden_act, the key transformers computes with
+    "attention_softmax_in_fp32": ANY, "scale_attention_softmax_in_fp32": ANY,
+    "mlp_type": ("default",), "norm_type": ("layer_norm",), "scale_attn_weights": (True,),
+}
 
 TENSORS = (
     Tensor("model.embed_tokens.weight", "token_embd.weight"),
@@ -44,6 +54,10 @@ TENSORS = (
 
 
 def check(h: dict, path: Path) -> None:
+    if "layer_norm_epsilon" in h and h["layer_norm_epsilon"] != h["norm_epsilon"]:
+        raise ConfigError(f"{path}: layer_norm_epsilon {h['layer_norm_epsilon']} differs from norm_epsilon "
+                          f"{h['norm_epsilon']}: the converter writes the first, transformers computes with the "
+                          f"second; this checkpoint would run with another epsilon than its model's")
     if not h.get("use_bias", True):
         raise ConfigError(f"{path}: use_bias false: llama.cpp's starcoder2 architecture requires the attention and "
                           f"MLP biases (it refuses to load without blk.N.attn_output.bias); this checkpoint cannot run")
