@@ -15,6 +15,7 @@ from .errors import ConfigError, QuantizedCheckpoint, shown
 if TYPE_CHECKING:
     from .family import Family
 
+
 class _AnyValue:
     def __repr__(self) -> str:
         return "ANY"
@@ -45,8 +46,10 @@ COMMON_HARMLESS: Harmless = {
         "encoder_no_repeat_ngram_size", "output_router_logits", "router_aux_loss_coef", "router_jitter_noise",
         "quantization_config",  # refused separately, with the method named
     ), ANY),
-    # stamps of the tools that wrote the file: no config class or modeling code reads them
-    **dict.fromkeys(("internal_version",), ANY),
+    "internal_version": ANY,  # a training tool's stamp (ALLaM): no config class or modeling code reads it
+    # a context-length alias some releases carry (Megrez): no modeling code reads it, and the converter takes it
+    # only where max_position_embeddings is absent, as the view's KV does (params.text_model_parameters)
+    "max_sequence_length": ANY,
     # Llama's tensor-parallel slicing factor, which Llama-derived configs carry: in transformers 5.24 only
     # BLOOM reads it, to sum the same products in slices
     "pretraining_tp": ANY,
@@ -265,7 +268,6 @@ def check_keys(config: dict, path: Path, family: str, reads: frozenset[str], har
         raise ConfigError(f"{path}: config key {unknown[0]!r} (= {config[unknown[0]]!r}) is not one the {family} "
                           f"family knows; hfview will not guess whether it changes the model"
                           + (f" (also unknown: {', '.join(unknown[1:])})" if len(unknown) > 1 else ""))
-
     if changing:
         key = changing[0]
         offs = " or ".join(json.dumps(off) for off in known[key])

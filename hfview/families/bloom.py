@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from ..config import ANY, Harmless
 from ..errors import ConfigError
 from ..family import Family, Tensor, qkv_by_part
 from ..params import f32, u32
@@ -26,11 +27,12 @@ READS = frozenset({
     "apply_residual_connection_post_layernorm", "tie_word_embeddings",
 })
 # Keys released BLOOM configs carry that transformers' BloomModel never reads (Megatron-DeepSpeed training
-# switches: fusions, bias-add placement, offset_alibi, the unused n_inner, unk_token_id), and two it reads
-# that leave the function unchanged: pretraining_tp and slow_but_exact only split the same products differently.
-HARMLESS = frozenset({"pretraining_tp", "slow_but_exact", "masked_softmax_fusion", "bias_dropout_fusion",
-                      "attention_softmax_in_fp32", "offset_alibi", "skip_bias_add", "skip_bias_add_qkv",
-                      "n_inner", "unk_token_id", "hidden_dropout", "attention_dropout"})
+# switches: fusions, bias-add placement, offset_alibi, the unused n_inner, unk_token_id), and one it reads
+# that leaves the function unchanged: slow_but_exact only splits the same products differently (as
+# pretraining_tp does, harmless for every family: hfview.config).
+HARMLESS: Harmless = {"slow_but_exact": ANY, "masked_softmax_fusion": ANY, "bias_dropout_fusion": ANY,
+    "attention_softmax_in_fp32": ANY, "offset_alibi": ANY, "skip_bias_add": ANY, "skip_bias_add_qkv": ANY,
+    "n_inner": ANY, "unk_token_id": ANY, "hidden_dropout": ANY, "attention_dropout": ANY}
 
 TENSORS = (
     Tensor("word_embeddings.weight", "token_embd.weight"),

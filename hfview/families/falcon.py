@@ -13,6 +13,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from ..config import ANY, Harmless
 from ..errors import ConfigError
 from ..family import Family, Tensor, qkv_by_part
 from ..params import f32, string, u32
@@ -34,7 +35,7 @@ READS = frozenset({
     "bias", "rope_parameters", "rope_scaling", "rope_theta", "ffn_hidden_size", "activation", "tie_word_embeddings",
 })
 # max_position_embeddings: the converter writes a context of 2048 whatever it says (rope is relative).
-HARMLESS = frozenset({"max_position_embeddings"})
+HARMLESS: Harmless = {"max_position_embeddings": ANY}
 
 
 def kv_heads(h: dict) -> int:

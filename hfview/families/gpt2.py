@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from ..config import ANY, Harmless
 from ..errors import ConfigError
 from ..family import Family, Skip, Tensor
 from ..params import f32, u32
@@ -37,10 +38,9 @@ READS = frozenset({
 })
 # Dropouts and the sequence-summary head (GPT2DoubleHeadsModel's) do not touch the causal LM's forward pass;
 # reorder_and_upcast_attn only upcasts attention to float32, which llama.cpp computes in anyway.
-HARMLESS = frozenset({
-    "resid_pdrop", "embd_pdrop", "attn_pdrop", "summary_type", "summary_use_proj", "summary_activation",
-    "summary_proj_to_labels", "summary_first_dropout", "reorder_and_upcast_attn",
-})
+HARMLESS: Harmless = {"resid_pdrop": ANY, "embd_pdrop": ANY, "attn_pdrop": ANY, "summary_type": ANY,
+    "summary_use_proj": ANY, "summary_activation": ANY, "summary_proj_to_labels": ANY,
+    "summary_first_dropout": ANY, "reorder_and_upcast_attn": ANY}
 
 def tensors(weight) -> tuple:
     """GPT-2's tensor table, names as OpenAI released them (transformers' "transformer." prefix is the

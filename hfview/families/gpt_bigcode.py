@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from ..config import ANY, Harmless
 from ..errors import ConfigError
 from ..family import Family, stored
 from ..params import f32, u32
@@ -30,8 +31,8 @@ READS = frozenset({
 })
 # Dropouts; the two softmax-in-float32 switches only change the precision transformers computes in under
 # half-precision weights (llama.cpp's softmax is float32 anyway).
-HARMLESS = frozenset({"resid_pdrop", "embd_pdrop", "attn_pdrop", "attention_softmax_in_fp32",
-                      "scale_attention_softmax_in_fp32"})
+HARMLESS: Harmless = {"resid_pdrop": ANY, "embd_pdrop": ANY, "attn_pdrop": ANY,
+    "attention_softmax_in_fp32": ANY, "scale_attention_softmax_in_fp32": ANY}
 
 TENSORS = tensors(stored)
 

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from ..config import ANY, Harmless
 from ..errors import ConfigError
 from ..family import Family, Tensor, qkv_by_part
 from ..params import boolean, f32, u32
@@ -31,7 +32,7 @@ READS = frozenset({
     "rope_parameters", "rope_scaling", "rope_theta", "rotary_pct", "rotary_emb_base", "attention_bias",
 })
 # classifier_dropout: the sequence-classification head's; is_decoder: encoder-decoder plumbing.
-HARMLESS = frozenset({"classifier_dropout", "is_decoder"})
+HARMLESS: Harmless = {"classifier_dropout": ANY, "is_decoder": ANY}
 
 TENSORS = (
     Tensor("gpt_neox.embed_in.weight", "token_embd.weight"),

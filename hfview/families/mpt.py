@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from ..config import ANY, Harmless
 from ..errors import ConfigError
 from ..family import Family, Tensor
 from ..params import f32, u32
@@ -33,7 +34,7 @@ READS = frozenset({
 })
 # Dropouts; where weights are initialised; norm_type names the same LayerNorm computed in lower precision during
 # training (transformers' MptModel computes a plain LayerNorm).
-HARMLESS = frozenset({"resid_pdrop", "emb_pdrop", "init_device", "norm_type"})
+HARMLESS: Harmless = {"resid_pdrop": ANY, "emb_pdrop": ANY, "init_device": ANY, "norm_type": ANY}
 
 TENSORS = (
     Tensor("transformer.wte.weight", "token_embd.weight"),

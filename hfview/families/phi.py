@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from ..config import ANY, Harmless
 from ..errors import ConfigError
 from ..family import Family, Tensor
 from ..params import boolean, f32, u32
@@ -28,7 +29,7 @@ READS = frozenset({
     "num_key_value_heads", "hidden_act", "max_position_embeddings", "layer_norm_eps", "tie_word_embeddings",
     "rope_parameters", "rope_scaling", "rope_theta", "partial_rotary_factor", "qk_layernorm",
 })
-HARMLESS = frozenset({"resid_pdrop", "embd_pdrop"})
+HARMLESS: Harmless = {"resid_pdrop": ANY, "embd_pdrop": ANY}
 
 TENSORS = (
     Tensor("model.embed_tokens.weight", "token_embd.weight"),
