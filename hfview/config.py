@@ -10,6 +10,7 @@ import json
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Mapping
 
+from . import config_values
 from .errors import ConfigError, QuantizedCheckpoint, shown
 
 if TYPE_CHECKING:
@@ -277,10 +278,16 @@ def check_keys(config: dict, path: Path, family: str, reads: frozenset[str], har
 
 
 def read_as(family: Family, config: dict, path: Path) -> dict:
-    """The config as `family` reads it, by the steps HfCheckpoint takes before it opens a shard: the key
-    check, the config class's defaults under the stated keys, what the class's constructor computes, and the
-    family's refusal of values it cannot honour."""
+    """The config as `family` reads it, checked as HfCheckpoint checks a config before it knows the shards: the
+    key check, the values' types and ranges, the config class's defaults under the stated keys, the counts
+    against each other and against any model's, what the class's constructor computes, and the family's
+    refusal of values it cannot honour."""
     check_keys(config, path, family.name, family.reads, family.harmless)
-    hparams = family.normalise(with_defaults(config, family.defaults[config["model_type"]]))
+    defaults = family.defaults[config["model_type"]]
+    config_values.check_values(family.name, defaults, config, path)
+    hparams = with_defaults(config, defaults)
+    config_values.check_shapes(hparams, path)
+    config_values.check_against_tensors(config, None, path)
+    hparams = family.normalise(hparams)
     family.check(hparams, path)
     return hparams

@@ -1,29 +1,26 @@
-"""Released config.json files of public models (tests/data/released_configs/<family>/, sources in SOURCES.md),
-each run through the config path HfCheckpoint runs before it opens a shard: the architecture gate, the
-quantized refusal, the key check, the config class's defaults, the family's refusals, its hyperparameter KV.
-Each is accepted, or refused for the reason REFUSED names. And the key check's value-awareness: a flag in its
+"""Released config.json files of public models (tests/data/released_configs/<family>/, sources in each
+directory's SOURCES.md), each run through the config path HfCheckpoint runs before it opens a shard: the
+architecture gate, the quantized refusal, the key check, the values' checks, the config class's defaults, the
+family's refusals, its hyperparameter KV (tests/released_config.py). Each is accepted, or refused for the reason REFUSED names. And the key check's value-awareness: a flag in its
 off position is harmless, the same flag on is refused by name with its value."""
 from __future__ import annotations
 
 import json
 import math
 import re
-import shutil
 from pathlib import Path
 
 import pytest
 
 from hfview import families
-from hfview.checkpoint import _read_config  # the directory -> config step HfCheckpoint takes
-from hfview.config import ANY, COMMON_HARMLESS, check_keys, read_as, read_config, refuse_quantized
+from hfview.config import ANY, COMMON_HARMLESS, check_keys, merge_text_config, read_as, read_config
+from hfview.config_values import layer_count
 from hfview.errors import ConfigError, HfviewError
-from hfview.params import first
-from runner.resolve import gate
+from released_config import DATA, config_path_kv, released_configs
 
-DATA = Path(__file__).resolve().parent / "data" / "released_configs"
-# <org>__<model>.json; a ModelOpt checkpoint's quantization record beside it as <org>__<model>.hf_quant_config.json
-QUANT_RECORD = ".hf_quant_config.json"
-CONFIGS = sorted(p.relative_to(DATA).as_posix() for p in DATA.glob("*/*.json") if not p.name.endswith(QUANT_RECORD))
+BY_NAME = {f.name: f for f in families.FAMILIES}
+FAMILIES = list(BY_NAME)
+CONFIGS = [p.relative_to(DATA).as_posix() for family in FAMILIES for p in released_configs(family)]
 
 # file -> (what the refusal says, why that refusal is right)
 REFUSED: dict[str, tuple[str, str]] = {
@@ -40,57 +37,38 @@ FEWER: dict[str, str] = {
     "smollm3": "two released models (SmolLM3-3B, SmolLM3-3B-Base); one copy reached",
     **dict.fromkeys((
         "apertus", "arcee", "bloom", "cohere", "cohere2", "ernie4_5", "exaone", "exaone4", "falcon", "gemma",
-        "gemma2", "glm", "glm4", "gpt2", "gpt_bigcode", "gpt_neox", "granite", "granite_swa", "hunyuan_v1_dense",
-        "internlm2", "iquestcoder", "jais2", "minicpm", "mistral_format", "mpt", "nemotron", "olmo", "olmo2",
-        "orion", "phi", "seed_oss", "stablelm", "starcoder2",
+        "gemma2", "glm", "glm4", "gpt2", "gpt_bigcode", "gpt_neox", "granite", "granite_swa", "granitemoe",
+        "hunyuan_v1_dense", "internlm2", "iquestcoder", "jais2", "lfm2", "mamba", "mamba2", "minicpm",
+        "mistral_format", "mpt", "nemotron", "olmo", "olmo2", "olmoe", "orion", "phi", "qwen2_moe", "seed_oss",
+        "stablelm", "starcoder2",
     ), _UNREACHED),
 }
 
 
-def _config_path(rel: str, tmp_path: Path) -> Path:
-    """The released file alone in a checkpoint directory, under the name its family reads."""
-    family = {f.name: f for f in families.FAMILIES}[rel.split("/")[0]]
-    target = tmp_path / family.config_file
-    shutil.copyfile(DATA / rel, target)
-    record = DATA / rel.replace(".json", QUANT_RECORD)
-    if record.is_file():
-        shutil.copyfile(record, tmp_path / "hf_quant_config.json")
-    return target
-
-
-def _through_the_config_path(rel: str, tmp_path: Path) -> list:
-    target = _config_path(rel, tmp_path)
-    assert gate(read_config(target), target) == "view"
-    config, config_path = _read_config(tmp_path)
-    refuse_quantized(config, config_path)
-    family = families.family_for(config.get("model_type"))
-    assert family is not None and family.name == rel.split("/")[0], f"{rel} is read by {family and family.name}"
-    hparams = read_as(family, config, config_path)
-    # as HfCheckpoint counts blocks
-    block_count = first(hparams, ["n_layers", "num_hidden_layers", "n_layer", "num_layers"])
-    kv = family.parameters(hparams, block_count, 1)
-    written = {k.key: k.value for k in kv}
-    assert written[f"{family.gguf_arch}.block_count"] == block_count
-    for key, value in written.items():
+def _through_the_config_path(rel: str) -> dict:
+    kv = config_path_kv(DATA / rel, 1)
+    released = merge_text_config(read_config(DATA / rel))
+    assert kv[f"{BY_NAME[rel.split('/')[0]].gguf_arch}.block_count"] == layer_count(released)
+    for key, value in kv.items():
         assert not (isinstance(value, float) and not math.isfinite(value)), f"{rel}: {key} = {value}"
     return kv
 
 
 @pytest.mark.parametrize("rel", CONFIGS)
-def test_released_config_is_accepted_or_refused_for_its_reason(rel, tmp_path):
+def test_released_config_is_accepted_or_refused_for_its_reason(rel):
     if rel in REFUSED:
         words, _why = REFUSED[rel]
         with pytest.raises(HfviewError, match=re.escape(words)):
-            _through_the_config_path(rel, tmp_path)
+            _through_the_config_path(rel)
     else:
-        _through_the_config_path(rel, tmp_path)
+        _through_the_config_path(rel)
 
 
 def test_refusal_table_names_collected_files():
     assert not set(REFUSED) - set(CONFIGS), "REFUSED names files that are not collected"
 
 
-@pytest.mark.parametrize("family", [f.name for f in families.FAMILIES])
+@pytest.mark.parametrize("family", FAMILIES)
 def test_every_family_has_three_released_configs(family):
     have = [rel for rel in CONFIGS if rel.startswith(family + "/")]
     if family in FEWER:
@@ -99,10 +77,12 @@ def test_every_family_has_three_released_configs(family):
         assert len(have) >= 3, f"{family}: {len(have)} released configs collected: {have}"
 
 
-def test_sources_name_every_file():
-    sources = (DATA / "SOURCES.md").read_text(encoding="utf-8")
-    listed = set(re.findall(r"^\| `([^`]+\.json)` \|", sources, flags=re.M))
-    assert listed == {p.relative_to(DATA).as_posix() for p in DATA.glob("*/*.json")}
+@pytest.mark.parametrize("family", sorted({p.parent.name for p in DATA.glob("*/*.json")}))
+def test_sources_name_every_file(family):
+    """Each family directory's SOURCES.md has a row for each of its files (the first column names it)."""
+    sources = (DATA / family / "SOURCES.md").read_text(encoding="utf-8")
+    listed = set(re.findall(r"^\| `?([^`|]+\.json)`? \|", sources, flags=re.M))
+    assert listed == {p.name for p in (DATA / family).glob("*.json")}
 
 
 # A released file with one of its off flags turned on (or a layout key at another value): refused by name,

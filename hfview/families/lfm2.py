@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from ..config import Harmless
 from ..errors import ConfigError
 from ..family import Family, Tensor
 from ..gguf_layout import KV, ValueType
@@ -38,7 +39,7 @@ READS = frozenset({
     "rope_scaling", "rope_theta", "conv_bias", "conv_L_cache", "block_multiple_of", "block_ffn_dim_multiplier",
     "block_auto_adjust_ff_dim", "full_attn_idxs", "layer_types",
 })
-HARMLESS = frozenset()
+HARMLESS: Harmless = {}
 
 TENSORS = (
     Tensor("model.embed_tokens.weight", "token_embd.weight"),

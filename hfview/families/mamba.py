@@ -13,6 +13,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from ..config import ANY, Harmless
 from ..errors import ConfigError
 from ..family import Family, Skip, Tensor
 from ..params import boolean, f32, first, u32
@@ -36,10 +37,9 @@ READS = frozenset({
 })
 # Initialisation of dt and of the residual (training only), and how transformers computes the same scan
 # (a reference loop, mamba.py, an associative scan); residual_in_fp32 only matters under half precision.
-HARMLESS = frozenset({
-    "time_step_scale", "time_step_min", "time_step_max", "time_step_init_scheme", "time_step_floor",
-    "rescale_prenorm_residual", "use_mambapy", "use_associative_scan", "residual_in_fp32",
-})
+HARMLESS: Harmless = {"time_step_scale": ANY, "time_step_min": ANY, "time_step_max": ANY,
+    "time_step_init_scheme": ANY, "time_step_floor": ANY, "rescale_prenorm_residual": ANY, "use_mambapy": ANY,
+    "use_associative_scan": ANY, "residual_in_fp32": ANY}
 
 TENSORS = (
     Tensor("backbone.embeddings.weight", "token_embd.weight"),

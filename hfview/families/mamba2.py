@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from ..config import ANY, Harmless
 from ..errors import ConfigError
 from ..family import Family, Tensor
 from ..params import f32, first, u32
@@ -41,8 +42,8 @@ READS = frozenset({
 })
 # dt initialisation, residual rescaling at init, the scan's chunk length (the same result in chunks), and
 # residual_in_fp32 (half precision only).
-HARMLESS = frozenset({"time_step_min", "time_step_max", "time_step_floor", "rescale_prenorm_residual",
-                      "chunk_size", "residual_in_fp32"})
+HARMLESS: Harmless = {"time_step_min": ANY, "time_step_max": ANY, "time_step_floor": ANY,
+    "rescale_prenorm_residual": ANY, "chunk_size": ANY, "residual_in_fp32": ANY}
 
 TENSORS = (
     Tensor("backbone.embeddings.weight", "token_embd.weight"),

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from ..config import Harmless
 from ..errors import ConfigError
 from ..family import Family, Tensor
 from ..params import f32, text_model_parameters
@@ -32,7 +33,7 @@ READS = frozenset({
     "rope_theta", "hidden_act", "tie_word_embeddings", "attention_bias", "clip_qkv",
     "num_experts", "num_local_experts", "num_experts_per_tok", "norm_topk_prob",
 })
-HARMLESS = frozenset()
+HARMLESS: Harmless = {}
 
 _QK_NORMS = (Tensor("model.layers.{bid}.self_attn.q_norm.weight", "blk.{bid}.attn_q_norm.weight"),
              Tensor("model.layers.{bid}.self_attn.k_norm.weight", "blk.{bid}.attn_k_norm.weight"))

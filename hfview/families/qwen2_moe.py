@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from ..config import Harmless
 from ..errors import ConfigError
 from ..family import Experts, Family, Tensor
 from ..params import text_model_parameters, u32
@@ -36,7 +37,7 @@ READS = frozenset({
     "num_experts", "num_experts_per_tok", "moe_intermediate_size", "shared_expert_intermediate_size",
     "norm_topk_prob", "decoder_sparse_step", "mlp_only_layers",  # checked: every layer a mixture
 })
-HARMLESS = frozenset()
+HARMLESS: Harmless = {}
 
 
 def attention_tensors(prefix: str = "model.", **kw) -> tuple[Tensor, ...]:

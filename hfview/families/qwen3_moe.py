@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from ..config import ANY, Harmless
 from ..family import Family, Tensor
 from .qwen2 import LM_HEAD, check_architecture, check_no_pooling, check_no_sliding, check_rope, check_silu
 from .qwen2_moe import (attention_tensors, check_every_layer_a_mixture, check_topk_norm, gpt2_vocab,
@@ -37,7 +38,7 @@ READS = frozenset({
 })
 # Qwen3-Coder's config also states qkv_bias false and use_qk_norm true, which Qwen3MoeConfig does not define
 # and its model never reads: the biases follow attention_bias, the q/k norms are always applied.
-HARMLESS = frozenset({"qkv_bias", "use_qk_norm"})
+HARMLESS: Harmless = {"qkv_bias": ANY, "use_qk_norm": ANY}
 
 
 def _qk_norms() -> tuple[Tensor, ...]:
