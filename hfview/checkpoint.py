@@ -82,7 +82,7 @@ class HfCheckpoint:
         # values are checked before anything computes with them, counts against the stored tensors before
         # normalise builds per-layer lists from them
         config_values.check_values(family.name, defaults, config, config_path)
-        hparams = with_defaults(config, defaults)
+        hparams = with_defaults(family.canonical(config), defaults)
         config_values.check_shapes(hparams, config_path)
         try:
             self._stored: dict[str, StoredTensor] = (family.index or index_shards)(self.path)

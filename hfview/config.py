@@ -54,6 +54,9 @@ COMMON_HARMLESS: Harmless = {
     # Llama's tensor-parallel slicing factor, which Llama-derived configs carry: in transformers 5.24 only
     # BLOOM reads it, to sum the same products in slices
     "pretraining_tp": ANY,
+    # configs saved by transformers 2-4 carry these: a training switch (activation checkpointing), the old name
+    # of use_cache, and pipeline registration metadata (Dolly): no forward pass reads them
+    "gradient_checkpointing": ANY, "output_past": ANY, "custom_pipelines": ANY,
     # flags in their off position: the family computes as if they were false, so false changes nothing;
     # set, each would ask for a computation the view does not present (refused by name with its value)
     "use_mrope": (False,),  # Qwen2.5 text configs: M-RoPE is Qwen2-VL's, which no text family here has
@@ -285,7 +288,7 @@ def read_as(family: Family, config: dict, path: Path) -> dict:
     check_keys(config, path, family.name, family.reads, family.harmless)
     defaults = family.defaults[config["model_type"]]
     config_values.check_values(family.name, defaults, config, path)
-    hparams = with_defaults(config, defaults)
+    hparams = with_defaults(family.canonical(config), defaults)
     config_values.check_shapes(hparams, path)
     config_values.check_against_tensors(config, None, path)
     hparams = family.normalise(hparams)

@@ -38,13 +38,13 @@ _COUNTS = (
     "num_experts_per_token", "top_k_experts", "attention_head_dim", "n_embed", "block_ff_dim",
     "pad_vocab_size_multiple", "conv_kernel", "d_conv", "d_inner", "d_model", "d_state", "state_size", "expand",
     "n_groups", "num_heads",
-    "max_sequence_length", "no_rope_layer_interval", "sliding_window_pattern", "_sliding_window_pattern",
+    "no_rope_layer_interval", "sliding_window_pattern", "_sliding_window_pattern",
     "pretraining_tp", "vocab_size_per_layer_input", "seq_length", "multi_query_group_num",
     "attention_dim", "kv_channels", "padded_vocab_size", "prefix_dense_intermediate_size",
     "dense_intermediate_size",
 )
 _NULLABLE_COUNTS = ("num_key_value_heads", "n_kv_heads", "head_dim", "model_max_length", "n_ctx", "n_positions",
-                    "max_length", "n_inner", "ffn_hidden_size", "num_kv_heads", "num_ln_in_parallel_attn")
+                    "max_length", "n_inner", "ffn_hidden_size", "max_sequence_length", "num_kv_heads", "num_ln_in_parallel_attn")
 # counts where 0 states "none" (experts of a dense config, a shared expert's width, a window switched off): the
 # family's own check says what a 0 means for it
 _ZERO_OR_COUNTS = ("num_local_experts", "num_experts", "n_routed_experts", "shared_intermediate_size",
@@ -64,7 +64,7 @@ RULES: dict[str, Rule] = {
     "mixer_rms_eps": NON_NEGATIVE, "rotary_emb_base": POSITIVE,
     **{k: BOOL for k in ("use_bias", "use_conv_bias", "norm_before_gate")},
     "summary_activation": STRING.or_null(),
-    "logit_scale": ANY.or_null(),  # MPT: a number or "inv_sqrt_d_model"; the family refuses any
+    "logit_scale": ANY.or_null(), "ffn_config": OBJECT.or_null(),  # MPT: a number or "inv_sqrt_d_model"; the family refuses any
     **{k: NON_NEGATIVE for k in _EPSILONS},
     **{k: TOKEN_IDS for k in ("bos_token_id", "eos_token_id", "pad_token_id", "eod_token_id", "sep_token_id")},
     **{k: BOOL for k in ("bias", "qkv_bias", "use_cla", "use_rotary_pos_emb", "is_causal", "tied_embeddings",

@@ -154,6 +154,9 @@ class Family:
     # A prefix one layout of the family puts before its tensor names and another does not (GPT-2: transformers
     # writes "transformer.h.0...", OpenAI's release "h.0..."): removed before matching, so rules name it once.
     optional_prefix: str = ""
+    # Released names the config class reads as another key (its attribute map or constructor aliases: BLOOM's
+    # n_embed for hidden_size): read as that key before the defaults fill in the rest
+    aliases: dict[str, str] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
         from .config import ANY  # config.py names Family only for type checking
@@ -165,6 +168,14 @@ class Family:
     @property
     def model_types(self) -> tuple[str, ...]:
         return tuple(self.defaults)
+
+    def canonical(self, config: dict) -> dict:
+        """`config` with each alias read as the key it stands for (the key itself wins where both are stated)."""
+        out = dict(config)
+        for alias, name in self.aliases.items():
+            if alias in out:
+                out.setdefault(name, out.pop(alias))
+        return out
 
 
 # The converter's own drops and renames, before any family sees a name.

@@ -32,6 +32,10 @@ def boolean(key: str, value: bool) -> KV:
     return KV(key, T.BOOL, bool(value))
 
 
+# transformers' GELU variants. ggml computes each by its tanh approximation; the exact (erf) GELU differs from
+# that by well under 1e-3, inside the logits oracle (the Pythia fixture's exact GELU: NMSE 7e-8 at f32).
+GELU = ("gelu", "gelu_new", "gelu_fast", "gelu_pytorch_tanh")
+
 ROPE_SCALING_GGUF = {"linear": "linear", "yarn": "yarn", "su": "longrope", "longrope": "longrope"}
 
 

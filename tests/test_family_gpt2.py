@@ -11,7 +11,7 @@ test_export, test_logits = oracle_tests("gpt2", ["gpt2", "gpt2-saved"])
 
 
 @pytest.mark.parametrize("change, message", [
-    ({"activation_function": "gelu"}, "activation_function 'gelu'"),
+    ({"activation_function": "relu"}, "activation_function 'relu'"),
     ({"n_inner": 100}, "n_inner 100"),
     ({"scale_attn_by_inverse_layer_idx": True}, "scale_attn_by_inverse_layer_idx True"),
     ({"n_ctx": None}, "no n_ctx"),

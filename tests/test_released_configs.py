@@ -27,6 +27,13 @@ REFUSED: dict[str, tuple[str, str]] = {
     "llama/nvidia__Llama-3.1-70B-Instruct-FP8.json": (
         "quantized checkpoints are unsupported", "ModelOpt FP8: stated in hf_quant_config.json, not config.json"),
     "qwen3/Qwen__Qwen3-32B-FP8.json": ("quantized checkpoints are unsupported", "quantization_config fp8 (block)"),
+    "falcon/tiiuae__falcon-7b.json": (
+        'model architecture "RefinedWebModel" is unsupported', "Falcon-7B's first (remote-code) revision; the Hub's current file is "
+                                            "model_type falcon, which the view reads"),
+    "falcon/tiiuae__falcon-40b.json": (
+        'model architecture "RefinedWeb" is unsupported', "Falcon-40B's first (remote-code) revision, as above"),
+    "mpt/replit__replit-code-v1_5-3b.json": (
+        "attn_config.kv_n_heads 8", "grouped-query MPT: transformers' MPT has no GQA and the converter writes none"),
 }
 
 # Families with fewer than three collected, and why. For most the Hub publishes more, but the search reaches
@@ -36,8 +43,8 @@ FEWER: dict[str, str] = {
     "internlm3": "one released text model (InternLM3-8B-Instruct)",
     "smollm3": "two released models (SmolLM3-3B, SmolLM3-3B-Base); one copy reached",
     **dict.fromkeys((
-        "apertus", "arcee", "bloom", "cohere", "cohere2", "ernie4_5", "exaone", "exaone4", "falcon", "gemma",
-        "gemma2", "glm", "glm4", "gpt2", "gpt_bigcode", "gpt_neox", "granite", "granite_swa", "granitemoe",
+        "apertus", "arcee", "bloom", "cohere", "cohere2", "ernie4_5", "exaone", "exaone4", "gemma",
+        "gemma2", "glm", "glm4", "gpt_bigcode", "granite", "granite_swa", "granitemoe",
         "hunyuan_v1_dense", "internlm2", "iquestcoder", "jais2", "lfm2", "mamba", "mamba2", "minicpm",
         "mistral_format", "mpt", "nemotron", "olmo", "olmo2", "olmoe", "orion", "phi", "qwen2_moe", "seed_oss",
         "stablelm", "starcoder2",

@@ -24,6 +24,7 @@ DEFAULTS = {
 
 READS = frozenset({
     "vocab_size", "hidden_size", "n_embed", "n_layer", "n_head", "layer_norm_epsilon", "seq_length",
+    "num_attention_heads", "num_hidden_layers",
     "apply_residual_connection_post_layernorm", "tie_word_embeddings",
 })
 # Keys released BLOOM configs carry that transformers' BloomModel never reads (Megatron-DeepSpeed training
@@ -46,13 +47,6 @@ TENSORS = (
     Tensor("h.{bid}.mlp.dense_h_to_4h.{wb}", "blk.{bid}.ffn_up.{wb}"),
     Tensor("h.{bid}.mlp.dense_4h_to_h.{wb}", "blk.{bid}.ffn_down.{wb}"),
 )
-
-
-def normalise(h: dict) -> dict:
-    """BloomConfig's constructor takes the released alias n_embed for hidden_size."""
-    if h.get("n_embed") is not None:
-        h["hidden_size"] = h["n_embed"]
-    return h
 
 
 def check(h: dict, path: Path) -> None:
@@ -85,6 +79,8 @@ FAMILY = Family(
     parameters=parameters,
     vocab=vocab,
     check=check,
-    normalise=normalise,
     optional_prefix="transformer.",
+    # BloomConfig's constructor alias and attribute map (bloom-560m's release states n_head and
+    # num_attention_heads both; bloom's, n_embed for hidden_size)
+    aliases={"n_embed": "hidden_size", "num_attention_heads": "n_head", "num_hidden_layers": "n_layer"},
 )

@@ -35,7 +35,9 @@ READS = frozenset({
     "bias", "rope_parameters", "rope_scaling", "rope_theta", "ffn_hidden_size", "activation", "tie_word_embeddings",
 })
 # max_position_embeddings: the converter writes a context of 2048 whatever it says (rope is relative).
-HARMLESS: Harmless = {"max_position_embeddings": ANY}
+# apply_residual_connection_post_layernorm: Falcon-7B's release states it false, which is what transformers'
+# FalconModel computes (it never reads the key); true is refused by name.
+HARMLESS: Harmless = {"max_position_embeddings": ANY, "apply_residual_connection_post_layernorm": (False,)}
 
 
 def kv_heads(h: dict) -> int:
@@ -66,9 +68,7 @@ def _norms(h: dict) -> int:
 
 
 def normalise(h: dict) -> dict:
-    """FalconConfig's constructor: the n_embed alias, KV heads and FFN width filled in."""
-    if h.get("n_embed") is not None:
-        h["hidden_size"] = h["n_embed"]
+    """FalconConfig's constructor: KV heads and FFN width filled in."""
     if h["num_kv_heads"] is None:
         h["num_kv_heads"] = h["num_attention_heads"]
     if h["ffn_hidden_size"] is None:
@@ -117,4 +117,5 @@ FAMILY = Family(
     check=check,
     normalise=normalise,
     optional_prefix="transformer.",
+    aliases={"n_embed": "hidden_size"},  # FalconConfig's constructor alias
 )

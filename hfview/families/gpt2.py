@@ -13,7 +13,7 @@ from pathlib import Path
 from ..config import ANY, Harmless
 from ..errors import ConfigError
 from ..family import Family, Skip, Tensor
-from ..params import f32, u32
+from ..params import GELU, f32, u32
 from ..views import Transposed
 
 
@@ -78,9 +78,9 @@ def check(h: dict, path: Path) -> None:
         raise ConfigError(f"{path}: no n_ctx: the converter reads GPT-2's context length from n_ctx, which released "
                           f"GPT-2 configs carry and transformers 5 no longer writes; add \"n_ctx\": "
                           f"{h['n_positions']} (n_positions) to config.json")
-    if h["activation_function"] not in ("gelu_new", "gelu_pytorch_tanh"):
+    if h["activation_function"] not in GELU:
         raise ConfigError(f"{path}: activation_function {h['activation_function']!r}: llama.cpp's gpt2 computes GELU "
-                          f"with the tanh approximation (gelu_new) only; this checkpoint would run wrong")
+                          f"only; this checkpoint would run wrong")
     if h["n_inner"] is not None and h["n_inner"] != 4 * h["n_embd"]:
         raise ConfigError(f"{path}: n_inner {h['n_inner']}: the converter writes a feed-forward width of 4 x n_embd "
                           f"= {4 * h['n_embd']} for GPT-2, so llama.cpp could not load these MLP weights")

@@ -12,7 +12,7 @@ from pathlib import Path
 from ..config import ANY, Harmless
 from ..errors import ConfigError
 from ..family import Family, stored
-from ..params import f32, u32
+from ..params import GELU, f32, u32
 from .gpt2 import tensors
 
 # transformers 5.24's GPTBigCodeConfig defaults
@@ -31,8 +31,14 @@ READS = frozenset({
 })
 # Dropouts; the two softmax-in-float32 switches only change the precision transformers computes in under
 # half-precision weights (llama.cpp's softmax is float32 anyway).
+# The first releases (StarCoder, WizardCoder) also carry GPT-2's sequence-summary head keys and the switches of
+# BigCode's inference-runner fork (inference_runner, pre-allocated caches, key padding): transformers' GPTBigCode
+# reads none of them.
 HARMLESS: Harmless = {"resid_pdrop": ANY, "embd_pdrop": ANY, "attn_pdrop": ANY,
-    "attention_softmax_in_fp32": ANY, "scale_attention_softmax_in_fp32": ANY}
+    "attention_softmax_in_fp32": ANY, "scale_attention_softmax_in_fp32": ANY,
+    **dict.fromkeys(("summary_type", "summary_use_proj", "summary_activation", "summary_proj_to_labels",
+                     "summary_first_dropout", "inference_runner", "max_batch_size", "pad_key_length",
+                     "pre_allocate_kv_cache", "validate_runner_input"), ANY)}
 
 TENSORS = tensors(stored)
 
@@ -45,9 +51,9 @@ def check(h: dict, path: Path) -> None:
     if h["n_inner"] is not None and h["n_inner"] != 4 * h["n_embd"]:
         raise ConfigError(f"{path}: n_inner {h['n_inner']}: the converter writes a feed-forward width of 4 x n_embd "
                           f"= {4 * h['n_embd']}, so llama.cpp could not load these MLP weights")
-    if h["activation_function"] not in ("gelu_pytorch_tanh", "gelu_new", "gelu_fast"):
+    if h["activation_function"] not in GELU:
         raise ConfigError(f"{path}: activation_function {h['activation_function']!r}: llama.cpp's starcoder computes "
-                          f"the tanh GELU only; this checkpoint would run wrong")
+                          f"GELU only; this checkpoint would run wrong")
     if not h["scale_attn_weights"]:
         raise ConfigError(f"{path}: scale_attn_weights false: llama.cpp's starcoder scales attention by "
                           f"1/sqrt(head width)")

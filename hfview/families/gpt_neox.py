@@ -12,7 +12,7 @@ from pathlib import Path
 from ..config import ANY, Harmless
 from ..errors import ConfigError
 from ..family import Family, Tensor, qkv_by_part
-from ..params import boolean, f32, u32
+from ..params import GELU, boolean, f32, u32
 
 
 # transformers 5.24's GPTNeoXConfig defaults
@@ -32,7 +32,9 @@ READS = frozenset({
     "rope_parameters", "rope_scaling", "rope_theta", "rotary_pct", "rotary_emb_base", "attention_bias",
 })
 # classifier_dropout: the sequence-classification head's; is_decoder: encoder-decoder plumbing.
-HARMLESS: Harmless = {"classifier_dropout": ANY, "is_decoder": ANY}
+# attention_probs_dropout_prob / hidden_dropout_prob: gpt-neox-20b's release names its dropouts so.
+HARMLESS: Harmless = {"classifier_dropout": ANY, "is_decoder": ANY, "attention_probs_dropout_prob": ANY,
+                      "hidden_dropout_prob": ANY}
 
 TENSORS = (
     Tensor("gpt_neox.embed_in.weight", "token_embd.weight"),
@@ -68,7 +70,7 @@ def check(h: dict, path: Path) -> None:
         raise ConfigError(f"{path}: attention_bias {h['attention_bias']} / tie_word_embeddings "
                           f"{h['tie_word_embeddings']}: llama.cpp's gptneox needs the attention biases and a "
                           f"separate output matrix (embed_out); this checkpoint cannot load")
-    if h["hidden_act"] not in ("gelu", "gelu_new", "gelu_fast", "gelu_pytorch_tanh"):
+    if h["hidden_act"] not in GELU:
         raise ConfigError(f"{path}: hidden_act {h['hidden_act']!r}: llama.cpp's gptneox computes GELU only")
 
 

@@ -30,11 +30,14 @@ DEFAULTS = {
 
 READS = frozenset({
     "d_model", "n_heads", "n_layers", "expansion_ratio", "max_seq_len", "vocab_size", "layer_norm_epsilon",
-    "attn_config", "logit_scale", "no_bias", "tie_word_embeddings", "learned_pos_emb", "embedding_fraction",
+    "attn_config", "ffn_config", "logit_scale", "no_bias", "tie_word_embeddings", "learned_pos_emb", "embedding_fraction",
 })
 # Dropouts; where weights are initialised; norm_type names the same LayerNorm computed in lower precision during
 # training (transformers' MptModel computes a plain LayerNorm).
-HARMLESS: Harmless = {"resid_pdrop": ANY, "emb_pdrop": ANY, "init_device": ANY, "norm_type": ANY}
+# init_config: how weights are initialised (training only); fc_type "torch": plain nn.Linear layers, the only
+# kind transformers' MPT has (another, e.g. Transformer Engine's, is refused by name).
+HARMLESS: Harmless = {"resid_pdrop": ANY, "emb_pdrop": ANY, "init_device": ANY, "norm_type": ANY,
+                      "init_config": ANY, "fc_type": ("torch",)}
 
 TENSORS = (
     Tensor("transformer.wte.weight", "token_embd.weight"),
@@ -66,6 +69,8 @@ def check(h: dict, path: Path) -> None:
         ("attn_config.kv_n_heads", attn.get("kv_n_heads"), None), ("logit_scale", h["logit_scale"], None),
         ("no_bias", h["no_bias"], True), ("expansion_ratio", h["expansion_ratio"], 4),
         ("layer_norm_epsilon", h["layer_norm_epsilon"], 1e-5), ("embedding_fraction", h["embedding_fraction"], 1.0),
+        ("ffn_config.ffn_type", (h.get("ffn_config") or {}).get("ffn_type", "mptmlp"), "mptmlp"),
+        ("ffn_config.fc_type", (h.get("ffn_config") or {}).get("fc_type", "torch"), "torch"),
     ) if v != ok]
     if wrong:
         raise ConfigError(f"{path}: {', '.join(wrong)}: transformers' MPT and llama.cpp's mpt, fed what the converter "

@@ -12,7 +12,7 @@ from pathlib import Path
 from ..config import ANY, Harmless
 from ..errors import ConfigError
 from ..family import Family, Tensor
-from ..params import boolean, f32, u32
+from ..params import GELU, boolean, f32, u32
 
 # transformers 5.24's PhiConfig defaults
 DEFAULTS = {
@@ -66,8 +66,8 @@ def check(h: dict, path: Path) -> None:
         raise ConfigError(f"{path}: num_key_value_heads {h['num_key_value_heads']} / intermediate_size "
                           f"{h['intermediate_size']}: the converter writes as many KV heads as heads and a "
                           f"feed-forward width of 4 x hidden for Phi, so llama.cpp could not run these weights")
-    if h["hidden_act"] not in ("gelu_new", "gelu_pytorch_tanh", "gelu_fast"):
-        raise ConfigError(f"{path}: hidden_act {h['hidden_act']!r}: llama.cpp's phi2 computes the tanh GELU only")
+    if h["hidden_act"] not in GELU:
+        raise ConfigError(f"{path}: hidden_act {h['hidden_act']!r}: llama.cpp's phi2 computes GELU only")
     if h["tie_word_embeddings"]:
         raise ConfigError(f"{path}: tie_word_embeddings true: llama.cpp's phi2 needs its own output matrix and bias")
 
