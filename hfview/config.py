@@ -269,13 +269,15 @@ def check_keys(config: dict, path: Path, family: str, reads: frozenset[str], har
             changing.append(key)
     if unknown:
         unknown.sort()
-        raise ConfigError(f"{path}: config key {unknown[0]!r} (= {config[unknown[0]]!r}) is not one the {family} "
+        raise ConfigError(f"{path}: config key {unknown[0]!r} (= {shown(config[unknown[0]])}) is not one the {family} "
                           f"family knows; hfview will not guess whether it changes the model"
                           + (f" (also unknown: {', '.join(unknown[1:])})" if len(unknown) > 1 else ""))
     if changing:
         key = changing[0]
         offs = " or ".join(json.dumps(off) for off in known[key])
-        raise ConfigError(f"{path}: config key {key!r} is {json.dumps(config[key])}; the {family} family does not "
+        stated = json.dumps(config[key])
+        stated = stated if len(stated) <= 200 else stated[:200] + "…"  # a hostile value may be megabytes
+        raise ConfigError(f"{path}: config key {key!r} is {stated}; the {family} family does not "
                           f"read it and computes as if it were {offs}, so this checkpoint would run as a model it "
                           f"is not; use a checkpoint whose config has {key} {offs}, or run it through transformers")
 
