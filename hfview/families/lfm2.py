@@ -15,12 +15,7 @@ from ..errors import ConfigError
 from ..family import Family, Tensor
 from ..gguf_layout import KV, ValueType
 from ..params import f32, text_model_parameters, u32
-from ..views import Reshaped
-
-
-def squeezed(sources, h):
-    src = sources[0]
-    return Reshaped(src, (src.shape[0], src.shape[-1]), "squeezed")
+from .mamba import squeezed  # the same conv1d squeeze as Mamba's
 
 
 # transformers 5.24's Lfm2Config defaults (layer_types / full_attn_idxs are computed: see normalise)
