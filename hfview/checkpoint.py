@@ -16,7 +16,9 @@ from .gguf_layout import (KV, GGMLType, ValueType, encode_header, encode_kv, enc
 from .shards import StoredTensor, index_shards
 from .views import Presented
 
-OUTTYPES = {"f32": (GGMLType.F32, 0), "f16": (GGMLType.F16, 1), "bf16": (GGMLType.BF16, 32)}
+# --outtype -> (the type of the tensors it converts, general.file_type)
+OUTTYPES = {"f32": (GGMLType.F32, 0), "f16": (GGMLType.F16, 1), "bf16": (GGMLType.BF16, 32),
+            "q8_0": (GGMLType.Q8_0, 7)}
 
 # Tensors the converter keeps in F32 whatever the outtype (its prepare_tensors list), by GGUF base name.
 _ALWAYS_F32 = frozenset({
@@ -60,7 +62,8 @@ class HfCheckpoint:
     auto (the first matrix's dtype when bf16 or f16, else f16).
     """
 
-    def __init__(self, path: str | Path, outtype: str = "auto", *, model_name: str | None = None):
+    def __init__(self, path: str | Path, outtype: str = "auto", *, model_name: str | None = None,
+                 quant: str | None = None):
         self.path = Path(path)
         if not self.path.is_dir():
             raise CheckpointError(f"{self.path}: not a checkpoint directory")
@@ -110,6 +113,9 @@ class HfCheckpoint:
             rows = embedding.shape[0] if embedding.shape else 0
             config_values.check_vocab(config, rows, embedding.view.sources[0].name, config_path)
         self.kv: list[KV] = self._build_kv(model_name)
+        self.quant = None
+        if quant is not None:
+            self._requantize(quant.upper(), config_path)
         self._layout()
 
     # ------------------------------------------------------------ what the converter decides
@@ -117,17 +123,19 @@ class HfCheckpoint:
         if outtype in OUTTYPES:
             return outtype
         if outtype != "auto":
-            raise ValueError(f"outtype {outtype!r}: use one of f32, f16, bf16, auto")
+            raise ValueError(f"outtype {outtype!r}: use one of {', '.join(OUTTYPES)}, auto")
         for name, t in self._stored.items():
             if len(t.shape) >= 2:
                 return {"BF16": "bf16", "F16": "f16"}.get(t.dtype, "f16")
         return "f16"
 
-    def _type_for(self, gguf_name: str, n_dims: int) -> GGMLType:
-        if n_dims <= 1 or gguf_name.endswith("_norm.weight"):
+    def _type_for(self, gguf_name: str, shape: tuple[int, ...]) -> GGMLType:
+        if len(shape) <= 1 or gguf_name.endswith("_norm.weight"):
             return GGMLType.F32
         if _base_name(gguf_name) in _ALWAYS_F32 or gguf_name[-7:] not in (".weight", ".lora_a", ".lora_b"):
             return GGMLType.F32
+        if self._out_type == GGMLType.Q8_0 and shape[-1] % 32:
+            return GGMLType.F16  # the converter's fallback where a row is not whole Q8_0 blocks
         return self._out_type
 
     def _build_kv(self, model_name: str | None) -> list[KV]:
@@ -152,6 +160,36 @@ class HfCheckpoint:
                 merged[kv.key] = kv  # a key set twice keeps its first place and its last value
         return list(merged.values())
 
+    def _requantize(self, quant: str, config_path: Path) -> None:
+        """The file llama_model_quantize writes from the converter's: its tensor order and types, its KV edits."""
+        from . import quant as q
+
+        if quant not in q.FILE_TYPES:
+            if quant in q.NEEDS_IMATRIX:
+                raise ConfigError(f"--quant {quant} needs an importance matrix (--imatrix), as llama-quantize "
+                                  f"refuses it without one")
+            raise ConfigError(f"--quant {quant!r}: choose one of {', '.join(q.FILE_TYPES)}")
+        if self._out_type not in (GGMLType.F32, GGMLType.F16, GGMLType.BF16):
+            raise ConfigError(f"--quant {quant} over --outtype {self.outtype}: llama-quantize does not requantize "
+                              f"a quantized file; choose --outtype auto, f32, f16 or bf16")
+        kv = {k.key: k.value for k in self.kv}
+        facts = q.ModelFacts.from_kv(kv)
+        by_name = {t.name: t for t in self.tensors}
+        order = [by_name[n] for n in q.tensor_order(list(by_name))]
+        try:
+            types = q.choose_types([(t.name, t.ggml_dims, t.ggml_type) for t in order], quant, facts)
+        except ValueError as e:
+            raise ConfigError(f"{config_path}: --quant {quant}: {e}") from None
+        self.tensors = [t if new == t.ggml_type else Presented(t.name, t.view, new, t.steps, via=t.ggml_type)
+                        for t, new in zip(order, types)]
+        self._by_name = {t.name: t for t in self.tensors}
+        self.file_type = q.FILE_TYPES[quant][0]
+        # gguf_set_val_u32 removes a key and appends it: both move to the end
+        self.kv = [k for k in self.kv if k.key not in ("general.quantization_version", "general.file_type")]
+        self.kv += [KV("general.quantization_version", ValueType.UINT32, q.QUANTIZATION_VERSION),
+                    KV("general.file_type", ValueType.UINT32, self.file_type)]
+        self.quant = quant
+
     # ------------------------------------------------------------ the virtual file
     def _layout(self) -> None:
         parts = [encode_header(len(self.tensors), len(self.kv))]
@@ -159,7 +197,11 @@ class HfCheckpoint:
         offset = 0
         self._data_offsets: list[int] = []
         for t in self.tensors:
-            parts.append(encode_tensor_info(t.name, t.ggml_dims, t.ggml_type, offset))
+            dims = t.ggml_dims
+            if self.quant:  # gguf.cpp writes ggml_n_dims: trailing dims of one dropped
+                while len(dims) > 1 and dims[-1] == 1:
+                    dims = dims[:-1]
+            parts.append(encode_tensor_info(t.name, dims, t.ggml_type, offset))
             self._data_offsets.append(offset)
             offset += pad_to(t.nbytes)
         prefix = b"".join(parts)

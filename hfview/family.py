@@ -188,7 +188,7 @@ def converter_name(name: str) -> str:
 
 # ---------------------------------------------------------------- the tensor list
 def plan_tensors(family: Family, stored_tensors: dict[str, StoredTensor], h: dict, block_count: int,
-                 type_for: Callable[[str, int], GGMLType]) -> list[Presented]:
+                 type_for: Callable[[str, tuple[int, ...]], GGMLType]) -> list[Presented]:
     """The converter's tensor list: generated tensors first, then each stored tensor in order, mapped by
     the family's rules; experts are stacked and emitted when a block's last expert arrives."""
     compiled = [(rule, _regex(rule.hf)) for rule in family.tensors]
@@ -200,7 +200,7 @@ def plan_tensors(family: Family, stored_tensors: dict[str, StoredTensor], h: dic
                 what = "has no elements" if 0 in src.shape else f"is stored as {src.dtype}, which hfview does not read"
                 raise CheckpointError(f"{src.path.name}: tensor {src.name!r} (shape {list(src.shape)}) {what}; "
                                       f"the checkpoint cannot be presented as {name}")
-        out.append(Presented(name, view, type_for(name, len(view.shape)), tuple(steps)))
+        out.append(Presented(name, view, type_for(name, tuple(view.shape)), tuple(steps)))
 
     for name, values in family.generated(h):
         present(name, Generated(values, "computed from config"))

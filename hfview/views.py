@@ -13,7 +13,7 @@ from typing import Callable, Sequence
 import numpy as np
 
 from .errors import CheckpointError
-from .gguf_layout import GGML_ITEM_SIZE, GGMLType
+from .gguf_layout import GGML_ITEM_SIZE, GGMLType, row_bytes
 from .shards import StoredTensor
 
 
@@ -56,7 +56,10 @@ def to_output(values: np.ndarray, ggml_type: GGMLType) -> np.ndarray:
         return values.astype(np.float16, copy=False)
     if ggml_type == GGMLType.BF16:
         return bf16_bits(values)
-    raise ValueError(f"cannot write {ggml_type.name}")
+    if ggml_type in GGML_ITEM_SIZE:
+        raise ValueError(f"cannot write {ggml_type.name}")
+    from .ggml_quants import quantize  # quantized types: ggml's own kernels, from f32 as the converter passes them
+    return quantize(values, ggml_type)
 
 
 # ---------------------------------------------------------------- value steps
@@ -304,6 +307,9 @@ class Presented:
     view: View
     ggml_type: GGMLType
     steps: tuple[ValueStep, ...] = ()
+    # requantized (llama-quantize over the converter's file): the type the converter wrote, whose values ggml
+    # quantizes into ggml_type
+    via: GGMLType | None = None
 
     @property
     def shape(self) -> tuple[int, ...]:
@@ -315,7 +321,7 @@ class Presented:
 
     @property
     def row_bytes(self) -> int:
-        return (self.shape[-1] if self.shape else 1) * GGML_ITEM_SIZE[self.ggml_type]
+        return row_bytes(self.ggml_type, self.shape[-1] if self.shape else 1)
 
     @property
     def nbytes(self) -> int:
@@ -327,20 +333,27 @@ class Presented:
 
     def rows(self, start: int, stop: int) -> np.ndarray:
         """Rows [start, stop) as written to the file."""
+        if self.via is None:
+            return self._converted(start, stop, self.ggml_type)
+        from .ggml_quants import quantize
+        return quantize(to_working(self._converted(start, stop, self.via), self.via.name), self.ggml_type)
+
+    def _converted(self, start: int, stop: int, ggml_type: GGMLType) -> np.ndarray:
+        """Rows [start, stop) as the converter writes them in `ggml_type`."""
         raw = self.view.rows(start, stop)
-        if not self.steps and _PASSTHROUGH.get(self.stored_dtype) == self.ggml_type and self.view.sources:
+        if not self.steps and _PASSTHROUGH.get(self.stored_dtype) == ggml_type and self.view.sources:
             # the converter's round trip through f32 leaves these bits unchanged (bf16: but NaNs made quiet)
-            return quiet_bf16_nans(raw) if self.ggml_type == GGMLType.BF16 else raw
+            return quiet_bf16_nans(raw) if ggml_type == GGMLType.BF16 else raw
         values = to_working(raw, self.stored_dtype) if self.view.sources else raw
         for step in self.steps:
             values = step(values)
-        return to_output(values, self.ggml_type)
+        return to_output(values, ggml_type)
 
     def read(self) -> np.ndarray:
         out = self.rows(0, self.view.n_rows)
-        if self.ggml_type == GGMLType.BF16:
-            return out.reshape(self.shape)  # uint16 bits
-        return out.reshape(self.shape)
+        if self.ggml_type not in GGML_ITEM_SIZE:  # quantized: each row's blocks as bytes
+            return out.reshape(*self.shape[:-1], self.row_bytes)
+        return out.reshape(self.shape)  # BF16 as its uint16 bits
 
     def describe(self) -> str:
         parts = [self.view.describe()] + [s.name for s in self.steps]

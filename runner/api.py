@@ -22,7 +22,7 @@ from .sampling import Sampling
 __all__ = ["load", "Runner", "DeviceError", "ModelNotFound", "default_model_path", "DEFAULT_N_CTX"]
 
 DEFAULT_N_CTX = 4096
-PRECISIONS = ("auto", "f32", "f16", "bf16")
+PRECISIONS = ("auto", "f32", "f16", "bf16", "q8_0")
 BACKENDS = ("auto", "llama.cpp", "torch")
 
 
@@ -189,10 +189,12 @@ def _n_threads() -> int:
 
 def load(model: str | os.PathLike | None = None, *, precision: str = "auto", device: str = "cpu",
          n_ctx: int | None = None, revision: str | None = None, progress: bool = False,
-         n_threads: int | None = None, verbose: bool = False, backend: str = "auto") -> Runner:
+         n_threads: int | None = None, verbose: bool = False, backend: str = "auto",
+         quant: str | None = None) -> Runner:
     """Load MODEL (a checkpoint directory, a Hub id, or None for the embedded default) into llama.cpp.
 
-    precision: the view's outtype (auto | f32 | f16 | bf16). device: cpu | cuda | metal (refused when
+    precision: the view's outtype (auto | f32 | f16 | bf16 | q8_0). quant: a llama-quantize file type (Q4_K_M,
+    ...) applied over it, as llama_model_quantize would from the converter's file. device: cpu | cuda | metal (refused when
     this build lacks it). n_ctx: context length (default min(4096, the model's training context),
     capped to a sliding window, see ``Runner.notes``). backend: auto (llama.cpp when the view covers
     the family, else transformers), llama.cpp, or torch; a torch run returns a ``TorchRunner``.
@@ -215,6 +217,9 @@ def load(model: str | os.PathLike | None = None, *, precision: str = "auto", dev
     path, model_revision, fmt, weight_files, gated, family = _resolve(
         model, revision, progress, require="view" if backend == "llama.cpp" else None)
     notes: list[str] = []
+    if quant is not None and (gated == "torch" or backend == "torch" or fmt == "gguf"):
+        raise HfviewError(f"--quant {quant}: quantizes the view for llama.cpp; "
+                          + ("a GGUF file is read as it is" if fmt == "gguf" else "this run uses transformers"))
     if gated == "torch" or backend == "torch":
         from .torch_backend import TorchRunner
         if gated == "torch":
@@ -230,7 +235,7 @@ def load(model: str | os.PathLike | None = None, *, precision: str = "auto", dev
         template = _gguf_chat_template(lm)
         window = None
     else:
-        ckpt = HfCheckpoint(path, precision)
+        ckpt = HfCheckpoint(path, precision, quant=quant)
         template = next((kv.value for kv in ckpt.kv if kv.key == "tokenizer.chat_template"), None) or None
         window = unapplied_window(ckpt.family, ckpt.hparams)
         lm = load_model(ckpt, n_gpu_layers=layers, progress=progress, verbose=verbose)

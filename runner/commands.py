@@ -8,7 +8,7 @@ import click
 
 from hfview.errors import HfviewError
 
-PRECISION = click.Choice(["auto", "f32", "f16", "bf16"])
+PRECISION = click.Choice(["auto", "f32", "f16", "bf16", "q8_0"])
 DEVICE = click.Choice(["cpu", "cuda", "metal"], case_sensitive=False)
 
 
@@ -35,6 +35,9 @@ def _note(text: str) -> None:
               help="Sampling seed: the same seed gives the same output (default: a new one, shown by --json).")
 @click.option("--precision", type=PRECISION, default="auto", show_default=True,
               help="The view's outtype (what convert_hf_to_gguf.py --outtype would write).")
+@click.option("--quant", default=None, metavar="TYPE",
+              help="A llama-quantize file type (Q4_K_M, Q8_0, ...) over --precision, quantized as llama.cpp reads "
+                   "each tensor: the model llama_model_quantize would write, with no file written.")
 @click.option("--device", type=DEVICE, default="cpu", show_default=True)
 @click.option("--revision", default=None, help="Hub revision (branch, tag or commit).")
 @click.option("--n-ctx", type=click.IntRange(min=1), default=None,
@@ -47,7 +50,7 @@ def _note(text: str) -> None:
 @click.option("--progress/--no-progress", default=None, help="Loading bar (default: on a terminal).")
 @click.pass_context
 def generate(ctx, model, prompt, system, max_tokens, temperature, top_k, top_p, min_p, repeat_penalty,
-             repeat_last_n, seed, precision, device, revision, n_ctx, backend, chat, as_json, progress):
+             repeat_last_n, seed, precision, quant, device, revision, n_ctx, backend, chat, as_json, progress):
     """Generate text from a checkpoint, run by llama.cpp straight from the view."""
     from .api import load
     from .chat import read_system
@@ -58,7 +61,7 @@ def generate(ctx, model, prompt, system, max_tokens, temperature, top_k, top_p, 
     runner = None
     try:
         runner = load(model, precision=precision, device=device.lower(), n_ctx=n_ctx, revision=revision,
-                      progress=progress, backend=backend)
+                      progress=progress, backend=backend, quant=quant)
         for note in runner.notes:
             _note(note)
         if chat and not runner.chat_template:
@@ -83,6 +86,7 @@ def generate(ctx, model, prompt, system, max_tokens, temperature, top_k, top_p, 
                 else round(result.tokens_per_second, 2),
                 "chat": chat if chat is not None else runner.chat_template is not None,
                 "precision": runner.checkpoint.outtype if runner.checkpoint is not None else None,
+                "quant": runner.checkpoint.quant if runner.checkpoint is not None else None,
                 "device": device.lower(), "n_ctx": runner.n_ctx, "seed": result.sampling["seed"],
                 "sampling": result.sampling, "backend": runner.backend,
             }, ensure_ascii=False))

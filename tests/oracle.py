@@ -157,6 +157,27 @@ class ConverterFailed(RuntimeError):
     pass
 
 
+_QUANTIZE = """
+import sys
+import llama_cpp.llama_cpp as L
+L.llama_backend_init()
+p = L.llama_model_quantize_default_params()
+p.ftype = int(sys.argv[3])
+p.nthread = 2
+sys.exit(L.llama_model_quantize(sys.argv[1].encode(), sys.argv[2].encode(), p))
+"""
+
+
+def quantize(gguf: Path, outfile: Path, ftype: int) -> Path:
+    """llama.cpp's own llama_model_quantize (bound in llama-cpp-python) with default parameters, in a process of
+    its own: a failed GGML_ASSERT aborts the process."""
+    proc = subprocess.run([sys.executable, "-c", _QUANTIZE, str(gguf), str(outfile), str(ftype)],
+                          capture_output=True, text=True, stdin=subprocess.DEVNULL)
+    if proc.returncode != 0:
+        raise ConverterFailed(f"llama_model_quantize {ftype} exit {proc.returncode}: {proc.stderr[-4000:]}")
+    return outfile
+
+
 def sha256(path: Path) -> str:
     h = hashlib.sha256()
     with open(path, "rb") as f:
