@@ -28,7 +28,13 @@ _ALWAYS_F32 = frozenset({
     "indexer.proj", "altup_correct_coef", "altup_predict_coef",
 })
 
-_CHUNK_BYTES = 32 << 20  # a transformed tensor is produced at most this much at a time
+_CHUNK_BYTES = 32 << 20  # a transformed tensor is produced at most this much at a time (its f32 working rows,
+                         # for a quantized one)
+
+
+def _rows_per_chunk(t: Presented) -> int:
+    work = t.row_bytes if t.via is None else max(t.row_bytes, (t.shape[-1] if t.shape else 1) * 4)
+    return max(1, _CHUNK_BYTES // work)
 
 
 def _bytes_view(array: np.ndarray) -> memoryview:
@@ -258,7 +264,7 @@ class HfCheckpoint:
             return take
         row_bytes = t.row_bytes
         first_row = within // row_bytes
-        rows_per_chunk = max(1, _CHUNK_BYTES // row_bytes)
+        rows_per_chunk = _rows_per_chunk(t)
         want_end = min(t.nbytes, within + len(out))
         last_row = min(t.view.n_rows, -(-want_end // row_bytes), first_row + rows_per_chunk)
         cached = self._cache
@@ -280,7 +286,7 @@ class HfCheckpoint:
         yield self._prefix, None
         for t in self.tensors:
             row_bytes = t.row_bytes
-            step = max(1, _CHUNK_BYTES // row_bytes)
+            step = _rows_per_chunk(t)
             for r in range(0, t.view.n_rows, step):
                 yield _bytes_view(t.rows(r, min(t.view.n_rows, r + step))), t.name
             if pad := pad_to(t.nbytes) - t.nbytes:

@@ -7,7 +7,9 @@ from __future__ import annotations
 
 import ctypes
 import functools
+import os
 import pathlib
+from concurrent.futures import ThreadPoolExecutor
 
 import numpy as np
 
@@ -64,8 +66,37 @@ def quantize(values: np.ndarray, ggml_type: GGMLType, imatrix: np.ndarray | None
         if imatrix.shape != (n_per_row,):
             raise ValueError(f"importance matrix of {imatrix.shape} for rows of {n_per_row}")
         weights = imatrix.ctypes.data
-    written = _lib().ggml_quantize_chunk(int(ggml_type), src.ctypes.data, out.ctypes.data, 0, n_rows, n_per_row,
-                                         weights)
+    lib, row_out = _lib(), out.shape[1]
+
+    def rows(start: int, stop: int) -> int:
+        # rows are quantized independently: any split gives the same bytes; ctypes releases the GIL meanwhile
+        return lib.ggml_quantize_chunk(int(ggml_type), src.ctypes.data + start * n_per_row * 4,
+                                       out.ctypes.data + start * row_out, 0, stop - start, n_per_row, weights)
+
+    n_threads = min(threads(), max(1, n_rows * n_per_row // _MIN_VALUES_PER_THREAD))
+    if n_threads == 1:
+        written = rows(0, n_rows)
+    else:
+        bounds = [n_rows * i // n_threads for i in range(n_threads + 1)]
+        written = sum(_pool().map(lambda i: rows(bounds[i], bounds[i + 1]), range(n_threads)))
     if written != out.nbytes:  # ggml's own size disagreeing with its type table would be a broken libggml
         raise RuntimeError(f"ggml_quantize_chunk wrote {written} bytes, expected {out.nbytes}")
     return out
+
+
+_MIN_VALUES_PER_THREAD = 1 << 16  # below this a thread costs more than it saves
+
+
+def threads() -> int:
+    """Threads quantizing one chunk: HFVIEW_QUANT_THREADS, else every CPU this process may use."""
+    if (n := os.environ.get("HFVIEW_QUANT_THREADS")):
+        return max(1, int(n))
+    try:
+        return len(os.sched_getaffinity(0))
+    except AttributeError:  # macOS
+        return os.cpu_count() or 1
+
+
+@functools.lru_cache(maxsize=1)
+def _pool() -> ThreadPoolExecutor:
+    return ThreadPoolExecutor(max_workers=threads(), thread_name_prefix="hfview-quant")

@@ -141,3 +141,19 @@ def test_generate_quant_json(checkpoint):
     assert result.exit_code == 0, result.output
     out = json.loads(result.output)
     assert out["quant"] == "Q4_K_M" and out["precision"] == "f16"
+
+
+def test_threads_give_the_same_bytes(monkeypatch):
+    """Rows split over threads quantize to the bytes of one call (ggml quantizes each row on its own)."""
+    import numpy as np
+
+    from hfview import ggml_quants
+    from hfview.gguf_layout import GGMLType
+
+    values = np.random.default_rng(0).standard_normal((333, 512)).astype(np.float32)
+    monkeypatch.setattr(ggml_quants, "threads", lambda: 1)
+    one = ggml_quants.quantize(values, GGMLType.Q4_K)
+    monkeypatch.setattr(ggml_quants, "threads", lambda: 3)
+    ggml_quants._pool.cache_clear()
+    assert np.array_equal(ggml_quants.quantize(values, GGMLType.Q4_K), one)
+    ggml_quants._pool.cache_clear()
