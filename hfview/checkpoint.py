@@ -69,7 +69,7 @@ class HfCheckpoint:
     """
 
     def __init__(self, path: str | Path, outtype: str = "auto", *, model_name: str | None = None,
-                 quant: str | None = None):
+                 quant: str | None = None, imatrix=None):
         self.path = Path(path)
         if not self.path.is_dir():
             raise CheckpointError(f"{self.path}: not a checkpoint directory")
@@ -121,7 +121,9 @@ class HfCheckpoint:
         self.kv: list[KV] = self._build_kv(model_name)
         self.quant = None
         if quant is not None:
-            self._requantize(quant.upper(), config_path)
+            self._requantize(quant.upper(), config_path, imatrix)
+        elif imatrix is not None:
+            raise ConfigError("an importance matrix (--imatrix) applies only with --quant")
         self._layout()
 
     # ------------------------------------------------------------ what the converter decides
@@ -166,35 +168,69 @@ class HfCheckpoint:
                 merged[kv.key] = kv  # a key set twice keeps its first place and its last value
         return list(merged.values())
 
-    def _requantize(self, quant: str, config_path: Path) -> None:
-        """The file llama_model_quantize writes from the converter's: its tensor order and types, its KV edits."""
+    def _requantize(self, quant: str, config_path: Path, imatrix) -> None:
+        """The file llama_model_quantize writes from the converter's: its tensor order and types, its KV edits;
+        with an importance matrix, as llama-quantize --imatrix writes it."""
         from . import quant as q
+        from .imatrix import Imatrix, load
 
         if quant not in q.FILE_TYPES:
-            if quant in q.NEEDS_IMATRIX:
-                raise ConfigError(f"--quant {quant} needs an importance matrix (--imatrix), as llama-quantize "
-                                  f"refuses it without one")
             raise ConfigError(f"--quant {quant!r}: choose one of {', '.join(q.FILE_TYPES)}")
         if self._out_type not in (GGMLType.F32, GGMLType.F16, GGMLType.BF16):
             raise ConfigError(f"--quant {quant} over --outtype {self.outtype}: llama-quantize does not requantize "
                               f"a quantized file; choose --outtype auto, f32, f16 or bf16")
+        if imatrix is not None and not isinstance(imatrix, Imatrix):
+            imatrix = load(imatrix)
         kv = {k.key: k.value for k in self.kv}
         facts = q.ModelFacts.from_kv(kv)
         by_name = {t.name: t for t in self.tensors}
         order = [by_name[n] for n in q.tensor_order(list(by_name))]
         try:
-            types = q.choose_types([(t.name, t.ggml_dims, t.ggml_type) for t in order], quant, facts)
+            types = q.choose_types([(t.name, t.ggml_dims, t.ggml_type) for t in order], quant, facts,
+                                   imatrix=imatrix is not None)
         except ValueError as e:
             raise ConfigError(f"{config_path}: --quant {quant}: {e}") from None
-        self.tensors = [t if new == t.ggml_type else Presented(t.name, t.view, new, t.steps, via=t.ggml_type)
-                        for t, new in zip(order, types)]
+        self.tensors = []
+        for t, new in zip(order, types):
+            if new != t.ggml_type:
+                weights = self._importance(imatrix, t, new, quant) if imatrix is not None else None
+                t = Presented(t.name, t.view, new, t.steps, via=t.ggml_type, imatrix=weights)
+            self.tensors.append(t)
         self._by_name = {t.name: t for t in self.tensors}
         self.file_type = q.FILE_TYPES[quant][0]
-        # gguf_set_val_u32 removes a key and appends it: both move to the end
-        self.kv = [k for k in self.kv if k.key not in ("general.quantization_version", "general.file_type")]
-        self.kv += [KV("general.quantization_version", ValueType.UINT32, q.QUANTIZATION_VERSION),
-                    KV("general.file_type", ValueType.UINT32, self.file_type)]
+        # gguf_set_val_* removes a key and appends it: these move to the end, in llama-quantize's order
+        edits = [KV("general.quantization_version", ValueType.UINT32, q.QUANTIZATION_VERSION),
+                 KV("general.file_type", ValueType.UINT32, self.file_type)]
+        if imatrix is not None:
+            def cut(text):  # its override values are 127 bytes at most
+                return text.encode()[:127].decode("utf-8", "ignore")
+            edits.append(KV("quantize.imatrix.file", ValueType.STRING, cut(imatrix.path)))
+            if imatrix.datasets:
+                edits.append(KV("quantize.imatrix.dataset", ValueType.STRING, cut(imatrix.datasets[0])))
+            edits.append(KV("quantize.imatrix.entries_count", ValueType.UINT32, len(imatrix.entries)))
+            if imatrix.chunk_count > 0:
+                edits.append(KV("quantize.imatrix.chunks_count", ValueType.UINT32, imatrix.chunk_count))
+        edited = {e.key for e in edits}
+        self.kv = [k for k in self.kv if k.key not in edited] + edits
         self.quant = quant
+
+    @staticmethod
+    def _importance(imatrix, t: Presented, new: GGMLType, quant: str):
+        from .quant import requires_imatrix
+
+        weights = imatrix.entries.get(t.name)
+        dims = t.ggml_dims
+        expected = dims[0] * (dims[2] if len(dims) > 2 else 1)
+        if weights is not None and weights.size != expected:
+            if t.name in ("token_embd.weight", "per_layer_token_embd.weight"):
+                weights = None  # llama-quantize ignores a mismatched one here only
+            else:
+                raise ConfigError(f"{imatrix.path}: importance matrix of {weights.size} values for {t.name}, "
+                                  f"which needs {expected}: it was computed for another model")
+        if weights is None and requires_imatrix(t.name, new, quant):
+            raise ConfigError(f"{imatrix.path}: no importance data for {t.name}, which {quant} quantizes as "
+                              f"{new.name} (llama-quantize refuses it without)")
+        return weights
 
     # ------------------------------------------------------------ the virtual file
     def _layout(self) -> None:

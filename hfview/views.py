@@ -310,6 +310,8 @@ class Presented:
     # requantized (llama-quantize over the converter's file): the type the converter wrote, whose values ggml
     # quantizes into ggml_type
     via: GGMLType | None = None
+    # llama-quantize's importance weights for it: n_per_row per expert (field: not compared, an array)
+    imatrix: np.ndarray | None = field(default=None, compare=False, repr=False)
 
     @property
     def shape(self) -> tuple[int, ...]:
@@ -336,7 +338,19 @@ class Presented:
         if self.via is None:
             return self._converted(start, stop, self.ggml_type)
         from .ggml_quants import quantize
-        return quantize(to_working(self._converted(start, stop, self.via), self.via.name), self.ggml_type)
+        values = to_working(self._converted(start, stop, self.via), self.via.name)
+        if self.imatrix is None:
+            return quantize(values, self.ggml_type)
+        # each expert's rows take that expert's weights, as llama-quantize splits them
+        n_per_row = self.shape[-1]
+        per_expert = self.shape[-2] if len(self.shape) > 2 else self.view.n_rows
+        parts, row = [], start
+        while row < stop:
+            expert, end = row // per_expert, min(stop, (row // per_expert + 1) * per_expert)
+            weights = self.imatrix[expert * n_per_row:(expert + 1) * n_per_row]
+            parts.append(quantize(values[row - start:end - start], self.ggml_type, weights))
+            row = end
+        return np.concatenate(parts) if len(parts) > 1 else parts[0]
 
     def _converted(self, start: int, stop: int, ggml_type: GGMLType) -> np.ndarray:
         """Rows [start, stop) as the converter writes them in `ggml_type`."""

@@ -190,7 +190,7 @@ def _n_threads() -> int:
 def load(model: str | os.PathLike | None = None, *, precision: str = "auto", device: str = "cpu",
          n_ctx: int | None = None, revision: str | None = None, progress: bool = False,
          n_threads: int | None = None, verbose: bool = False, backend: str = "auto",
-         quant: str | None = None) -> Runner:
+         quant: str | None = None, imatrix: str | None = None) -> Runner:
     """Load MODEL (a checkpoint directory, a Hub id, or None for the embedded default) into llama.cpp.
 
     precision: the view's outtype (auto | f32 | f16 | bf16 | q8_0). quant: a llama-quantize file type (Q4_K_M,
@@ -235,7 +235,7 @@ def load(model: str | os.PathLike | None = None, *, precision: str = "auto", dev
         template = _gguf_chat_template(lm)
         window = None
     else:
-        ckpt = HfCheckpoint(path, precision, quant=quant)
+        ckpt = HfCheckpoint(path, precision, quant=quant, imatrix=imatrix)
         template = next((kv.value for kv in ckpt.kv if kv.key == "tokenizer.chat_template"), None) or None
         window = unapplied_window(ckpt.family, ckpt.hparams)
         lm = load_model(ckpt, n_gpu_layers=layers, progress=progress, verbose=verbose)

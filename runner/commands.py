@@ -38,6 +38,8 @@ def _note(text: str) -> None:
 @click.option("--quant", default=None, metavar="TYPE",
               help="A llama-quantize file type (Q4_K_M, Q8_0, ...) over --precision, quantized as llama.cpp reads "
                    "each tensor: the model llama_model_quantize would write, with no file written.")
+@click.option("--imatrix", default=None, metavar="FILE",
+              help="llama-imatrix's importance matrix for --quant (GGUF or legacy .dat).")
 @click.option("--device", type=DEVICE, default="cpu", show_default=True)
 @click.option("--revision", default=None, help="Hub revision (branch, tag or commit).")
 @click.option("--n-ctx", type=click.IntRange(min=1), default=None,
@@ -50,7 +52,7 @@ def _note(text: str) -> None:
 @click.option("--progress/--no-progress", default=None, help="Loading bar (default: on a terminal).")
 @click.pass_context
 def generate(ctx, model, prompt, system, max_tokens, temperature, top_k, top_p, min_p, repeat_penalty,
-             repeat_last_n, seed, precision, quant, device, revision, n_ctx, backend, chat, as_json, progress):
+             repeat_last_n, seed, precision, quant, imatrix, device, revision, n_ctx, backend, chat, as_json, progress):
     """Generate text from a checkpoint, run by llama.cpp straight from the view."""
     from .api import load
     from .chat import read_system
@@ -61,7 +63,7 @@ def generate(ctx, model, prompt, system, max_tokens, temperature, top_k, top_p, 
     runner = None
     try:
         runner = load(model, precision=precision, device=device.lower(), n_ctx=n_ctx, revision=revision,
-                      progress=progress, backend=backend, quant=quant)
+                      progress=progress, backend=backend, quant=quant, imatrix=imatrix)
         for note in runner.notes:
             _note(note)
         if chat and not runner.chat_template:

@@ -91,11 +91,13 @@ def test_quant_70b_attn_v_rule(quant, checkpoint, quantized, tmp_path):
     ("Q4_K_M", "q8_0", "does not requantize"),
 ])
 def test_quant_refusals(quant, outtype, reason, checkpoint):
+    """On widths of 256 (at 32 the very low-bit types fall back to IQ4_NL / Q4_0, which need none, and
+    llama-quantize accepts them too)."""
     from hfview import HfCheckpoint
     from hfview.errors import ConfigError
 
     with pytest.raises(ConfigError, match=reason):
-        HfCheckpoint(checkpoint("llama3-bpe"), outtype, quant=quant)
+        HfCheckpoint(checkpoint("llama-q256"), outtype, quant=quant)
 
 
 def test_quant_reads_nothing_until_asked(checkpoint):
@@ -157,3 +159,103 @@ def test_threads_give_the_same_bytes(monkeypatch):
     ggml_quants._pool.cache_clear()
     assert np.array_equal(ggml_quants.quantize(values, GGMLType.Q4_K), one)
     ggml_quants._pool.cache_clear()
+
+
+# ------------------------------------------------------------------ with an importance matrix
+def write_imatrix(view, path, *, legacy=False, seed=0):
+    """An importance matrix for every matrix llama-imatrix would see (not token_embd), with known sums and
+    counts (one expert of each stack never chosen: its weights are ones), in llama-imatrix's GGUF or legacy
+    .dat; returns the weights llama-quantize normalises them to (sums / count), written here independently."""
+    import struct
+
+    import numpy as np
+
+    rng = np.random.default_rng(seed)
+    weights, sums, counts = {}, {}, {}
+    for t in view.tensors:
+        dims = t.ggml_dims
+        if len(dims) < 2 or t.name == "token_embd.weight" or not t.name.endswith(".weight") \
+                or t.name.endswith("_norm.weight"):
+            continue
+        experts = dims[2] if len(dims) > 2 else 1
+        s = (rng.random((experts, dims[0]), dtype=np.float32) * 50).astype(np.float32)
+        n = rng.integers(1, 40, experts).astype(np.float32)
+        if experts > 1:
+            n[-1] = 0
+        sums[t.name], counts[t.name] = s, n
+        w = np.where(n[:, None] > 0, s / np.maximum(n, 1)[:, None], np.float32(1)).astype(np.float32)
+        weights[t.name] = w.reshape(-1)
+    if legacy:
+        with open(path, "wb") as f:
+            f.write(struct.pack("<i", len(sums)))
+            for name, s in sums.items():
+                ncall = int(counts[name][0])
+                f.write(struct.pack("<i", len(name)) + name.encode() + struct.pack("<ii", ncall, s.size))
+                f.write((s.reshape(-1) * ncall).astype("<f4").tobytes())  # legacy files hold sums x ncall
+                weights[name] = ((s.reshape(-1) * ncall).astype(np.float32) / np.float32(ncall))
+            f.write(struct.pack("<i", 17) + struct.pack("<i", 7) + b"wiki.tx")
+        return weights, [("quantize.imatrix.file", str(path)), ("quantize.imatrix.dataset", "wiki.tx"),
+                         ("quantize.imatrix.entries_count", len(sums)), ("quantize.imatrix.chunks_count", 17)]
+    import gguf
+    w = gguf.GGUFWriter(str(path), arch="imatrix")
+    w.add_array("imatrix.datasets", ["calibration.txt"])
+    w.add_uint32("imatrix.chunk_count", 23)
+    w.add_uint32("imatrix.chunk_size", 512)
+    for name in sums:
+        w.add_tensor(name + ".in_sum2", sums[name])
+        w.add_tensor(name + ".counts", counts[name].reshape(-1, 1))
+    w.write_header_to_file()
+    w.write_kv_data_to_file()
+    w.write_tensors_to_file()
+    w.close()
+    return weights, [("quantize.imatrix.file", str(path)), ("quantize.imatrix.dataset", "calibration.txt"),
+                     ("quantize.imatrix.entries_count", len(sums)), ("quantize.imatrix.chunks_count", 23)]
+
+
+# one of each rule an importance matrix changes or unlocks: the IQ2 mixes (IQ2_XXS, IQ2_S), IQ3_XXS's attn_v, IQ1_S,
+# Q2_K_S, ffn_down's Q4_0 -> Q4_1 and IQ4_XS's Q5_K (both only with / without an imatrix), Q4_K_M's plain mix
+IMATRIX_TYPES = ["IQ2_XXS", "IQ2_S", "IQ3_XXS", "IQ1_S", "Q2_K_S", "Q4_0", "Q4_K_M", "IQ4_XS"]
+IMATRIX_CASES = [("llama-q256", False, q) for q in IMATRIX_TYPES] + \
+    [("mixtral-q256", False, q) for q in IMATRIX_TYPES] + [("llama-q256", True, q) for q in ("IQ2_XS", "Q4_0")]
+
+
+@pytest.mark.parametrize("name, legacy, quant", IMATRIX_CASES,
+                         ids=[f"{n}-{'dat' if legacy else 'gguf'}-{q}" for n, legacy, q in IMATRIX_CASES])
+def test_imatrix_quant_is_llama_quantizes(name, legacy, quant, checkpoint, converted, tmp_path):
+    """--imatrix: the file llama_model_quantize writes given the same importance weights and the KV that
+    llama-quantize --imatrix adds (file, dataset, entries, chunks), byte for byte; per-expert weights on the
+    mixture; the very low-bit types it unlocks."""
+    import numpy as np
+
+    import oracle
+    from hfview import HfCheckpoint
+    from hfview.export import export
+    from hfview.quant import FILE_TYPES
+
+    path = checkpoint(name)
+    imatrix = tmp_path / ("imatrix.dat" if legacy else "imatrix.gguf")
+    weights, overrides = write_imatrix(HfCheckpoint(path), imatrix, legacy=legacy)
+    np.savez(tmp_path / "weights.npz", **weights)
+    theirs = oracle.quantize(converted(name, "auto"), tmp_path / "theirs.gguf", FILE_TYPES[quant][0],
+                             tmp_path / "weights.npz", overrides)
+    ours = export(HfCheckpoint(path, quant=quant, imatrix=str(imatrix)), tmp_path / "ours.gguf")
+    if oracle.sha256(ours) != oracle.sha256(theirs):
+        pytest.fail(f"{name} --quant {quant} --imatrix: {oracle.first_difference(ours, theirs)}")
+
+
+def test_imatrix_refusals(checkpoint, tmp_path):
+    from hfview import HfCheckpoint
+    from hfview.errors import CheckpointError, ConfigError
+
+    path = checkpoint("llama-q256")
+    imatrix = tmp_path / "imatrix.gguf"
+    write_imatrix(HfCheckpoint(path), imatrix)
+    with pytest.raises(ConfigError, match="only with --quant"):
+        HfCheckpoint(path, imatrix=str(imatrix))
+    other = tmp_path / "other.gguf"
+    write_imatrix(HfCheckpoint(checkpoint("mixtral-q256")), other)
+    with pytest.raises(ConfigError, match="computed for another model|no importance data"):
+        HfCheckpoint(path, quant="IQ2_XS", imatrix=str(other))
+    (tmp_path / "junk.dat").write_bytes(b"\x05\x00\x00\x00\xff\xff\xff\x7f")
+    with pytest.raises(CheckpointError, match="junk.dat"):
+        HfCheckpoint(path, quant="IQ2_XS", imatrix=str(tmp_path / "junk.dat"))
