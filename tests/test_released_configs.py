@@ -50,6 +50,8 @@ FEWER: dict[str, str] = {
         "stablelm", "starcoder2",
     ), _UNREACHED),
 }
+# mixtures, part A (issue 11)
+FEWER.update(dict.fromkeys(("phimoe",), _UNREACHED))
 
 
 def _through_the_config_path(rel: str) -> dict:
