@@ -126,6 +126,8 @@ class HfCheckpoint:
     def _type_for(self, gguf_name: str, n_dims: int) -> GGMLType:
         if n_dims <= 1 or gguf_name.endswith("_norm.weight"):
             return GGMLType.F32
+        if self.family.matrices_at_outtype:
+            return self._out_type
         if _base_name(gguf_name) in _ALWAYS_F32 or gguf_name[-7:] not in (".weight", ".lora_a", ".lora_b"):
             return GGMLType.F32
         return self._out_type

@@ -51,7 +51,7 @@ FEWER: dict[str, str] = {
     ), _UNREACHED),
 }
 # mixtures, part A (issue 11)
-FEWER.update(dict.fromkeys(("phimoe",), _UNREACHED))
+FEWER.update(dict.fromkeys(("phimoe", "dbrx"), _UNREACHED))
 
 
 def _through_the_config_path(rel: str) -> dict:
