@@ -214,6 +214,10 @@ class Transposed(View):
     holds one block's worth at most per view being read (one expert's: never the stack twice)."""
     source: StoredTensor
     blocks: int | None = None
+    # only these stored columns, in this order, become each block's presented rows (gpt-oss's gate: the even
+    # columns of each expert's [hidden, 2 x ffn] gate_up_proj, see interleaved); `label` names the pick
+    columns: np.ndarray | None = None
+    label: str = ""
     _block: tuple[int, np.ndarray] | None = field(default=None, init=False, repr=False, compare=False)
 
     def __post_init__(self):
@@ -225,10 +229,16 @@ class Transposed(View):
             raise CheckpointError(f"cannot split the {_rows(src)} rows of {self.source.name!r} into {blocks} "
                                   f"equal blocks to transpose")
         per = _rows(src) // blocks
+        width = src[-1] if self.columns is None else len(self.columns)
+        if self.columns is not None and len(self.columns) and not 0 <= int(np.min(self.columns)) <= int(
+                np.max(self.columns)) < src[-1]:
+            raise CheckpointError(f"cannot pick columns of {self.source.name!r}: it has {src[-1]}")
         self.sources = (self.source,)
-        self.shape = (src[-1], per) if len(src) == 2 and blocks == 1 else (blocks, src[-1], per)
+        self.shape = (width, per) if len(src) == 2 and blocks == 1 else (blocks, width, per)
         self.name = ("transposed (stored inputs-first)" if len(self.shape) == 2 else
                      f"each of {blocks} experts transposed (stored inputs-first)")
+        if self.label:
+            self.name = f"{self.label}, {self.name}"
 
     def rows(self, start, stop):
         width, per = self.shape[-2], self.shape[-1]  # presented rows per block, stored rows per block
@@ -238,7 +248,9 @@ class Transposed(View):
             take = min(total - done, width - r)
             if self._block is None or self._block[0] != b:
                 self._block = None  # the previous block's transpose goes before the next is made
-                self._block = (b, np.ascontiguousarray(_flat_rows(self.source, b * per, (b + 1) * per).T))
+                block = _flat_rows(self.source, b * per, (b + 1) * per).T
+                self._block = (b, np.ascontiguousarray(block if self.columns is None else block[self.columns]))
+                del block
             piece = self._block[1][r:r + take]
             if r + take >= width:
                 self._block = None
@@ -250,6 +262,34 @@ class Transposed(View):
             del piece  # a finished block's transpose goes before the next block is read
             done += take
         return out if out is not None else np.empty((0, per), dtype=_flat_rows(self.source, 0, 0).dtype)
+
+
+@dataclass
+class ColumnSelection(View):
+    """Some columns of a tensor (its last axis), in a given order: out[..., j] = in[..., columns[j]], rows read as
+    stored — gpt-oss's gate or up biases, the even or odd columns of each expert's interleaved gate_up bias."""
+    source: StoredTensor
+    columns: np.ndarray
+    label: str
+
+    def __post_init__(self):
+        src = self.source.shape
+        if not len(self.columns) or not 0 <= int(np.min(self.columns)) <= int(np.max(self.columns)) < src[-1]:
+            raise CheckpointError(f"cannot pick columns of {self.source.name!r}: it has {src[-1]}")
+        self.sources = (self.source,)
+        self.shape = (*src[:-1], len(self.columns))
+        self.name = self.label
+
+    def rows(self, start, stop):
+        return np.ascontiguousarray(_flat_rows(self.source, start, stop)[:, self.columns])
+
+
+def interleaved(width: int, part: int, parts: int = 2) -> np.ndarray:
+    """Part `part` of `parts` interleaved along a width: indices part, part + parts, ... (gpt-oss's gate_up
+    columns: gate at the even ones, up at the odd)."""
+    if width % parts:
+        raise CheckpointError(f"{width} interleaved columns do not split into {parts} parts")
+    return np.arange(part, width, parts)
 
 
 def rotation_pairs(n_rows: int, n_head: int) -> np.ndarray:
