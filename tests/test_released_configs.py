@@ -51,7 +51,7 @@ FEWER: dict[str, str] = {
     ), _UNREACHED),
 }
 # mixtures, part A (issue 11)
-FEWER.update(dict.fromkeys(("phimoe", "dbrx", "gpt_oss"), _UNREACHED))
+FEWER.update(dict.fromkeys(("phimoe", "dbrx", "gpt_oss", "ernie4_5_moe"), _UNREACHED))
 REFUSED.update({
     "gpt_oss/openai__gpt-oss-120b.json": ("quantized checkpoints are unsupported",
                                           "MXFP4 as released (quantization_config quant_method mxfp4)"),
