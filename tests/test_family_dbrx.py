@@ -170,8 +170,13 @@ _FFN = {"ffn_hidden_size": 56, "model_type": "", "moe_jitter_eps": 0.01, "moe_lo
     (dict(ffn_config=dict(_FFN, moe_num_experts="4")), "moe_num_experts is '4'"),
     (dict(tie_word_embeddings=True), "tie_word_embeddings"),
     (dict(rope_scaling={"type": "linear", "factor": 2.0}), "rope type 'linear'"),
-], ids=["no_clip", "no_rope_theta", "unknown_attn_key", "p_norm_2", "gelu", "top_k", "count_type", "tied", "scaled"])
+    (dict(ffn_config=dict(_FFN, uniform_expert_assignment=True)), "uniform_expert_assignment is True"),
+    (dict(ffn_config=dict(_FFN, moe_normalize_expert_weights=1)), "the integer 1: transformers 5.24"),
+], ids=["no_clip", "no_rope_theta", "unknown_attn_key", "p_norm_2", "gelu", "top_k", "count_type", "tied", "scaled",
+        "uniform_assignment", "int_normalisation"])
 def test_refuses_what_dbrx_cannot_run(changes, reason, checkpoint, tmp_path):
     """What the converter fails on (no clamp, no rope base), sub-config keys the family does not know, routing or
-    activations llama.cpp's dbrx does not compute, a tied output and scaled rope are refused by name."""
+    activations llama.cpp's dbrx does not compute, a tied output, scaled rope, the release's benchmarking switch on,
+    and an integer where transformers 5.24's strict DbrxFFNConfig takes a float (it then refuses the config, and the
+    converter reads the raw file) are refused by name."""
     assert_refused(checkpoint("dbrx"), tmp_path, reason, **changes)

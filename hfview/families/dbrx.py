@@ -16,7 +16,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from ..config import ANY, Harmless
+from ..config import ANY, COMMON_HARMLESS, Harmless
 from ..errors import ConfigError, shown
 from ..family import Family, Tensor
 from ..params import f32, u32
@@ -48,14 +48,20 @@ READS = frozenset({
 })
 HARMLESS: Harmless = {"resid_pdrop": ANY, "emb_pdrop": ANY}
 
-# sub-config keys: read, or harmless (dropout, training noise and loss weights; what every transformers
-# sub-config carries when saved; ffn_config.hidden_size, which DbrxConfig sets to d_model)
-_SUB_COMMON = {"model_type", "architectures", "output_hidden_states", "return_dict", "dtype", "torch_dtype",
-               "chunk_size_feed_forward", "is_encoder_decoder", "id2label", "label2id", "problem_type",
-               "_name_or_path", "output_attentions", "transformers_version"}
+# sub-config keys: read, or harmless (dropout, training noise and loss weights; ffn_config.hidden_size, which
+# DbrxConfig sets to d_model; and the generic fields every transformers config carries, which released DBRX
+# configs dump into both sub-configs: return_dict, temperature, max_length, tie_word_embeddings, ...: inside a
+# sub-config they configure nothing)
+_SUB_COMMON = set(COMMON_HARMLESS) | {"tie_word_embeddings"}
 _ATTN_KEYS = {"clip_qkv", "kv_n_heads", "rope_theta", "attn_pdrop"} | _SUB_COMMON
 _FFN_KEYS = {"ffn_act_fn", "ffn_hidden_size", "moe_num_experts", "moe_top_k", "moe_normalize_expert_weights",
              "moe_jitter_eps", "moe_loss_weight", "hidden_size"} | _SUB_COMMON
+# the release's remote-code DbrxFFNConfig option (a benchmarking switch), which transformers' DbrxFFN does not
+# read: harmless off, refused on
+_FFN_OFF = {"uniform_expert_assignment": False}
+# DbrxFFNConfig (transformers 5.24, strict) takes these as floats only and refuses the whole config on an integer,
+# after which the converter reads the raw config.json instead of the config class's view of it
+_FLOAT_ONLY = ("moe_normalize_expert_weights", "moe_loss_weight")
 
 
 def _as_stack(proj: str):
@@ -110,11 +116,20 @@ def _positive_int(v) -> bool:
 def check(h: dict, path: Path) -> None:
     check_architecture(h, path, "dbrx", ("DbrxForCausalLM",))
     attn, ffn = h["attn_config"], h["ffn_config"]
-    for where, sub, known in (("attn_config", attn, _ATTN_KEYS), ("ffn_config", ffn, _FFN_KEYS)):
+    for where, sub, known in (("attn_config", attn, _ATTN_KEYS), ("ffn_config", ffn, _FFN_KEYS | set(_FFN_OFF))):
         unknown = sorted(set(sub) - known)
         if unknown:
             raise ConfigError(f"{path}: config key {where}.{unknown[0]} (= {shown(sub[unknown[0]])}) is not one the "
                               f"dbrx family knows; hfview will not guess whether it changes the model")
+    for key, off in _FFN_OFF.items():
+        if key in ffn and ffn[key] is not off:
+            raise ConfigError(f"{path}: ffn_config.{key} is {shown(ffn[key])}; transformers' DBRX does not read it and "
+                              f"computes as if it were {off}, so this checkpoint would run as a model it is not")
+    for key in _FLOAT_ONLY:
+        if key in ffn and isinstance(ffn[key], int) and not isinstance(ffn[key], bool):
+            raise ConfigError(f"{path}: ffn_config.{key} is the integer {ffn[key]}: transformers 5.24's DbrxFFNConfig "
+                              f"takes a float only and refuses this config, so the converter would read the raw "
+                              f"config.json instead; write {float(ffn[key])}")
     for where, sub, key in (("attn_config", attn, "kv_n_heads"), ("ffn_config", ffn, "ffn_hidden_size"),
                             ("ffn_config", ffn, "moe_num_experts"), ("ffn_config", ffn, "moe_top_k")):
         if not _positive_int(sub[key]):
