@@ -157,6 +157,9 @@ class Family:
     # Released names the config class reads as another key (its attribute map or constructor aliases: BLOOM's
     # n_embed for hidden_size): read as that key before the defaults fill in the rest
     aliases: dict[str, str] = field(default_factory=dict)
+    # The converter's tensor_force_quant asks every matrix at the outtype (DBRX): none is kept F32 by its name
+    # (a router included); vectors and norms still are
+    matrices_at_outtype: bool = False
 
     def __post_init__(self) -> None:
         from .config import ANY  # config.py names Family only for type checking

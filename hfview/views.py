@@ -208,27 +208,91 @@ class Reshaped(View):
 
 @dataclass
 class Transposed(View):
-    """A 2-D weight stored inputs-first ([in, out]: GPT-2's Conv1D) presented outputs-first ([out, in]).
-    A presented row is a stored column, which no positioned read returns on its own: the tensor is read
-    once and its transpose kept until its last rows are asked for (reads come in order), so memory is
-    one tensor's worth at most per view being read."""
+    """A weight stored inputs-first presented outputs-first: a 2-D [in, out] (GPT-2's Conv1D) as [out, in]. With
+    `blocks` (or a 3-D source: one block per first index), the stored rows are that many equal blocks, each
+    transposed on its own — a mixture's experts stored inputs-first, in one [experts x in, out] tensor (DBRX's
+    w2) or one [experts, in, out] (gpt-oss), presented [experts, out, in].
+    A presented row is a stored column, which no positioned read returns on its own: a block is read whole and
+    its transpose kept until its last rows are asked for (reads come in order), so besides the result memory
+    holds one block's worth at most per view being read (one expert's: never the stack twice)."""
     source: StoredTensor
-    _whole: np.ndarray | None = field(default=None, init=False, repr=False, compare=False)
+    blocks: int | None = None
+    # only these stored columns, in this order, become each block's presented rows (gpt-oss's gate: the even
+    # columns of each expert's [hidden, 2 x ffn] gate_up_proj, see interleaved); `label` names the pick
+    columns: np.ndarray | None = None
+    label: str = ""
+    _block: tuple[int, np.ndarray] | None = field(default=None, init=False, repr=False, compare=False)
 
     def __post_init__(self):
-        if len(self.source.shape) != 2:
-            raise CheckpointError(f"cannot transpose {self.source.name!r}: {len(self.source.shape)}-D")
+        src = self.source.shape
+        if len(src) not in (2, 3):
+            raise CheckpointError(f"cannot transpose {self.source.name!r}: {len(src)}-D")
+        blocks = self.blocks or (src[0] if len(src) == 3 else 1)
+        if _rows(src) % blocks:
+            raise CheckpointError(f"cannot split the {_rows(src)} rows of {self.source.name!r} into {blocks} "
+                                  f"equal blocks to transpose")
+        per = _rows(src) // blocks
+        width = src[-1] if self.columns is None else len(self.columns)
+        if self.columns is not None and len(self.columns) and not 0 <= int(np.min(self.columns)) <= int(
+                np.max(self.columns)) < src[-1]:
+            raise CheckpointError(f"cannot pick columns of {self.source.name!r}: it has {src[-1]}")
         self.sources = (self.source,)
-        self.shape = (self.source.shape[1], self.source.shape[0])
-        self.name = "transposed (stored inputs-first)"
+        self.shape = (width, per) if len(src) == 2 and blocks == 1 else (blocks, width, per)
+        self.name = ("transposed (stored inputs-first)" if len(self.shape) == 2 else
+                     f"each of {blocks} experts transposed (stored inputs-first)")
+        if self.label:
+            self.name = f"{self.label}, {self.name}"
 
     def rows(self, start, stop):
-        if self._whole is None:
-            self._whole = np.ascontiguousarray(self.source.read().T)
-        out = self._whole[start:stop]
-        if stop >= self.shape[0]:
-            self._whole = None
-        return out
+        width, per = self.shape[-2], self.shape[-1]  # presented rows per block, stored rows per block
+        total, out, done = stop - start, None, 0
+        while done < total:
+            b, r = divmod(start + done, width)
+            take = min(total - done, width - r)
+            if self._block is None or self._block[0] != b:
+                self._block = None  # the previous block's transpose goes before the next is made
+                block = _flat_rows(self.source, b * per, (b + 1) * per).T
+                self._block = (b, np.ascontiguousarray(block if self.columns is None else block[self.columns]))
+                del block
+            piece = self._block[1][r:r + take]
+            if r + take >= width:
+                self._block = None
+            if take == total:
+                return piece
+            if out is None:
+                out = np.empty((total, per), dtype=piece.dtype)
+            out[done:done + take] = piece
+            del piece  # a finished block's transpose goes before the next block is read
+            done += take
+        return out if out is not None else np.empty((0, per), dtype=_flat_rows(self.source, 0, 0).dtype)
+
+
+@dataclass
+class ColumnSelection(View):
+    """Some columns of a tensor (its last axis), in a given order: out[..., j] = in[..., columns[j]], rows read as
+    stored — gpt-oss's gate or up biases, the even or odd columns of each expert's interleaved gate_up bias."""
+    source: StoredTensor
+    columns: np.ndarray
+    label: str
+
+    def __post_init__(self):
+        src = self.source.shape
+        if not len(self.columns) or not 0 <= int(np.min(self.columns)) <= int(np.max(self.columns)) < src[-1]:
+            raise CheckpointError(f"cannot pick columns of {self.source.name!r}: it has {src[-1]}")
+        self.sources = (self.source,)
+        self.shape = (*src[:-1], len(self.columns))
+        self.name = self.label
+
+    def rows(self, start, stop):
+        return np.ascontiguousarray(_flat_rows(self.source, start, stop)[:, self.columns])
+
+
+def interleaved(width: int, part: int, parts: int = 2) -> np.ndarray:
+    """Part `part` of `parts` interleaved along a width: indices part, part + parts, ... (gpt-oss's gate_up
+    columns: gate at the even ones, up at the odd)."""
+    if width % parts:
+        raise CheckpointError(f"{width} interleaved columns do not split into {parts} parts")
+    return np.arange(part, width, parts)
 
 
 def rotation_pairs(n_rows: int, n_head: int) -> np.ndarray:
