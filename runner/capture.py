@@ -169,6 +169,8 @@ def capture(runner, ids: list[int], layers: Iterable[int]) -> dict[int, np.ndarr
         cvec = getattr(runner.sm, "_cvec", None)
         if cvec is not None:
             sm.set_control_vector(cvec, *runner.sm._cvec_range)
+            tap.raise_if_failed()
+            tap.reset()  # setting it decodes one token (see StreamModel.set_control_vector): not the prompt's
         try:
             sm.logits(ids)
         except RuntimeError:
