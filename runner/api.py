@@ -190,7 +190,7 @@ def _n_threads() -> int:
 def load(model: str | os.PathLike | None = None, *, precision: str = "auto", device: str = "cpu",
          n_ctx: int | None = None, revision: str | None = None, progress: bool = False,
          n_threads: int | None = None, verbose: bool = False, backend: str = "auto",
-         steer=None, steer_layers: tuple[int, int] | None = None, kv_cache: str = "f16") -> Runner:
+         steer=None, steer_layers: tuple[int, int] | None = None, kv_cache: str = "f16", lora=None) -> Runner:
     """Load MODEL (a checkpoint directory, a Hub id, or None for the embedded default) into llama.cpp.
 
     precision: the view's outtype (auto | f32 | f16 | bf16). device: cpu | cuda | metal (refused when
@@ -200,6 +200,8 @@ def load(model: str | os.PathLike | None = None, *, precision: str = "auto", dev
     steer: control vectors, each ``"FILE[:STRENGTH]"`` or a runner.steer.SteerSpec, summed and added to the
     residual stream after layers steer_layers (inclusive; default all llama.cpp steers, 1..n_layer-1).
     kv_cache: "f16" (llama.cpp's default) or "f32" (with no flash attention: exact to float32, see StreamModel).
+    lora: PEFT LoRA adapter directories, each ``"DIR[:SCALE]"`` or a runner.lora.LoraSpec, presented as the GGUF
+    convert_lora_to_gguf.py writes (runner.lora) and loaded through a FILE*.
     """
     import llama_cpp.llama_cpp as ll
 
@@ -222,6 +224,12 @@ def load(model: str | os.PathLike | None = None, *, precision: str = "auto", dev
     path, model_revision, fmt, weight_files, gated, family = _resolve(
         model, revision, progress, require="view" if backend == "llama.cpp" else None)
     notes: list[str] = []
+    if lora and (gated == "torch" or backend == "torch"):
+        raise HfviewError("--lora is applied by llama.cpp: the transformers backend cannot take it"
+                          + (f" (family {family!r} is not covered by the view)" if gated == "torch" else ""))
+    if lora and fmt == "gguf":
+        raise HfviewError("--lora presents a PEFT adapter over a checkpoint directory's view; the model is a GGUF "
+                          "file (convert the adapter with convert_lora_to_gguf.py for it)")
     if steer and (gated == "torch" or backend == "torch"):
         raise HfviewError("--steer applies a llama.cpp control vector: the transformers backend cannot take one "
                           f"(family {family!r})" if gated == "torch" else "--steer needs the llama.cpp backend")
@@ -243,8 +251,16 @@ def load(model: str | os.PathLike | None = None, *, precision: str = "auto", dev
         ckpt = HfCheckpoint(path, precision)
         template = next((kv.value for kv in ckpt.kv if kv.key == "tokenizer.chat_template"), None) or None
         window = unapplied_window(ckpt.family, ckpt.hparams)
+        adapters = []
+        if lora:  # read and checked before llama.cpp loads anything
+            from .lora import lora_files
+            adapters = lora_files([lora] if isinstance(lora, (str, os.PathLike)) else list(lora), ckpt)
         lm = load_model(ckpt, n_gpu_layers=layers, progress=progress, verbose=verbose)
     try:
+        lora_ptrs = []
+        if fmt != "gguf" and adapters:
+            from .lora import load_adapter
+            lora_ptrs = [load_adapter(lm, f) for _, f in adapters]
         n_train = int(ll.llama_model_n_ctx_train(lm.ptr))
         asked = n_ctx
         if n_ctx is None:
@@ -277,6 +293,13 @@ def load(model: str | os.PathLike | None = None, *, precision: str = "auto", dev
     except BaseException:
         lm.close()
         raise
+    if lora_ptrs:
+        try:
+            sm.set_lora(lora_ptrs, [spec.scale for spec, _ in adapters])
+        except BaseException:
+            sm.close()
+            raise
+        notes.append(f"LoRA: {', '.join(str(spec) for spec, _ in adapters)}")
     if rows is not None:
         try:
             sm.set_control_vector(rows, *layer_range)

@@ -166,6 +166,11 @@ def capture(runner, ids: list[int], layers: Iterable[int]) -> dict[int, np.ndarr
                      n_threads=_n_threads(), verbose=runner.sm.verbose, eval_callback=tap.c_callback,
                      owns_model=False, kv_cache=getattr(runner.sm, "kv_cache", "f16"))
     try:
+        lora = getattr(runner.sm, "_lora", None)
+        if lora and lora[0]:
+            sm.set_lora(*lora)
+            tap.raise_if_failed()
+            tap.reset()
         cvec = getattr(runner.sm, "_cvec", None)
         if cvec is not None:
             sm.set_control_vector(cvec, *runner.sm._cvec_range)

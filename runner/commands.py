@@ -53,10 +53,13 @@ def _note(text: str) -> None:
               help="Layers the control vectors apply to, inclusive (default: 1..n_layer-1, all llama.cpp steers).")
 @click.option("--kv-cache", type=click.Choice(["f16", "f32"]), default="f16", show_default=True,
               help="KV cache type (f32 also turns flash attention off: exact to float32).")
+@click.option("--lora", "lora", multiple=True, metavar="DIR[:SCALE]",
+              help="A PEFT LoRA adapter directory (adapter_config.json + adapter_model.safetensors), times SCALE "
+                   "(default 1); repeatable.")
 @click.pass_context
 def generate(ctx, model, prompt, system, max_tokens, temperature, top_k, top_p, min_p, repeat_penalty,
              repeat_last_n, seed, precision, device, revision, n_ctx, backend, chat, as_json, progress, steer,
-             steer_layers, kv_cache):
+             steer_layers, kv_cache, lora):
     """Generate text from a checkpoint, run by llama.cpp straight from the view."""
     from .api import load
     from .chat import read_system
@@ -69,7 +72,7 @@ def generate(ctx, model, prompt, system, max_tokens, temperature, top_k, top_p, 
         from .steer import parse_layer_range
         runner = load(model, precision=precision, device=device.lower(), n_ctx=n_ctx, revision=revision,
                       progress=progress, backend=backend, steer=list(steer) or None,
-                      steer_layers=parse_layer_range(steer_layers), kv_cache=kv_cache)
+                      steer_layers=parse_layer_range(steer_layers), kv_cache=kv_cache, lora=list(lora) or None)
         for note in runner.notes:
             _note(note)
         if chat and not runner.chat_template:
@@ -167,6 +170,8 @@ _ANALYSIS_PRECISION = click.option("--precision", type=PRECISION, default="auto"
 
 
 def _steer_options(f):
+    f = click.option("--lora", "lora", multiple=True, metavar="DIR[:SCALE]",
+                     help="A PEFT LoRA adapter applied while running (see hfview generate --lora).")(f)
     f = click.option("--steer-layers", default=None, metavar="A-B",
                      help="Layers the control vectors apply to (default: all llama.cpp steers).")(f)
     return click.option("--steer", "steer", multiple=True, metavar="FILE[:STRENGTH]",
@@ -179,13 +184,13 @@ _ANALYSIS_KV = click.option("--kv-cache", type=KV_CACHE, default="f32", show_def
                                  "llama.cpp's default.")
 
 
-def _load_for(model, precision, device, revision, n_ctx=None, steer=(), steer_layers=None, kv_cache="f32"):
+def _load_for(model, precision, device, revision, n_ctx=None, steer=(), steer_layers=None, kv_cache="f32", lora=()):
     from .api import load
     from .steer import parse_layer_range
 
     runner = load(model, precision=precision, device=device.lower(), revision=revision, n_ctx=n_ctx,
                   backend="llama.cpp", steer=list(steer) or None, steer_layers=parse_layer_range(steer_layers),
-                  kv_cache=kv_cache)
+                  kv_cache=kv_cache, lora=list(lora) or None)
     for note in runner.notes:
         _note(note)
     return runner
@@ -210,13 +215,13 @@ def _load_for(model, precision, device, revision, n_ctx=None, steer=(), steer_la
 @_steer_options
 @click.option("--json", "as_json", is_flag=True, help="Print one JSON object.")
 def decide(model, prompt, options, by, chat, system, precision, device, revision, n_ctx, kv_cache, steer,
-           steer_layers, as_json):
+           steer_layers, lora, as_json):
     """Rank options by the log-probability llama.cpp gives their tokens after the prompt."""
     from .chat import read_system
     from .decide import decide as run
 
     system_text = read_system(system)
-    with _load_for(model, precision, device, revision, n_ctx, steer, steer_layers, kv_cache) as runner:
+    with _load_for(model, precision, device, revision, n_ctx, steer, steer_layers, kv_cache, lora) as runner:
         scores = run(runner, prompt, list(options), chat=chat, system=system_text, by=by)
         model_name = str(model) if model is not None else str(runner.model_path)
     if as_json:
@@ -245,20 +250,20 @@ def decide(model, prompt, options, by, chat, system, precision, device, revision
 @_steer_options
 @click.option("--json", "as_json", is_flag=True, help="Print what was written as one JSON object.")
 def capture(model, prompt, layer_spec, out, chat, precision, device, revision, kv_cache, steer, steer_layers,
-            as_json):
+            lora, as_json):
     """Write the residual stream after chosen layers, for every token, read through llama.cpp's eval callback."""
     from .capture import capture as run
     from .capture import parse_layers, write_safetensors
 
     layers = parse_layers(layer_spec)
-    with _load_for(model, precision, device, revision, None, steer, steer_layers, kv_cache) as runner:
+    with _load_for(model, precision, device, revision, None, steer, steer_layers, kv_cache, lora) as runner:
         ids = runner.prompt_ids(prompt, chat=chat)
         states = run(runner, ids, layers)
         model_name = str(model) if model is not None else str(runner.model_path)
     tensors = {f"l_out.{n}": a for n, a in states.items()}
     tensors["tokens"] = np.asarray(ids, dtype=np.int64)
     meta = {"model": model_name, "prompt": prompt, "layers": layers, "precision": precision, "chat": chat,
-            "steer": [str(s) for s in steer], "producer": "hfview capture (llama.cpp l_out-N)"}
+            "steer": [str(s) for s in steer], "lora": list(lora), "producer": "hfview capture (llama.cpp l_out-N)"}
     write_safetensors(out, tensors, meta)
     info = {"out": str(out), "layers": layers, "n_tokens": len(ids),
             "hidden": int(next(iter(states.values())).shape[1])}
@@ -310,6 +315,30 @@ def steer_vector(model, positive, negative, positive_file, negative_file, out, p
                f"wrote {out}: {len(layers)} directions (direction.{layers[0]}..{layers[-1]}) from {len(pos)} pairs")
 
 
+@click.command("export-lora")
+@click.argument("adapter", type=click.Path(exists=True, file_okay=False))
+@click.argument("out", type=click.Path(dir_okay=False))
+@click.option("--base", default=None,
+              help="The base model (directory or Hub id; default: adapter_config.json's base_model_name_or_path).")
+@click.option("--outtype", type=click.Choice(["f32", "f16", "bf16"]), default="f32", show_default=True,
+              help="As convert_lora_to_gguf.py --outtype (f32 is its default too).")
+@click.option("--revision", default=None, help="Hub revision of the base model.")
+def export_lora(adapter, out, base, outtype, revision):
+    """Write a PEFT LoRA adapter as the GGUF convert_lora_to_gguf.py writes, byte for byte (atomically)."""
+    from hfview import HfCheckpoint
+    from hfview.cli import _local_dir
+
+    from .lora import LoraError, base_of
+    from .lora import export_lora as run
+
+    base = base or base_of(adapter)
+    if base is None:
+        raise LoraError(f"{adapter}: adapter_config.json names no base_model_name_or_path: pass --base MODEL")
+    base_dir, _ = _local_dir(base, revision)
+    path = run(adapter, HfCheckpoint(base_dir, "f32"), out, outtype)
+    click.echo(f"wrote {path} ({path.stat().st_size} bytes)")
+
+
 from tokenizer.commands import COMMANDS as _TOKENIZER_COMMANDS  # noqa: E402 - tokenize, tokenizer-check
 
-COMMANDS = [generate, parity, serve, decide, capture, steer_vector, *_TOKENIZER_COMMANDS]
+COMMANDS = [generate, parity, serve, decide, capture, steer_vector, export_lora, *_TOKENIZER_COMMANDS]

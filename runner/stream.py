@@ -616,6 +616,41 @@ class StreamModel(_Closing):
             ll.llama_batch_free(batch)
         return out
 
+    def set_lora(self, adapters: list, scales: list[float]) -> None:
+        """``llama_set_adapters_lora``: LoRA adapters (handles from runner.lora.load_adapter, owned by the model)
+        applied to this context, each times its scale (an empty list removes them)."""
+        ll = _llama()
+        if self.ctx is None:
+            raise ValueError("StreamModel is closed")
+        n = len(adapters)
+        arr = (ll.llama_adapter_lora_p_ctypes * max(n, 1))(*adapters)
+        sc = (ctypes.c_float * max(n, 1))(*[float(s) for s in scales])
+        with _LlamaLog(self.verbose) as log:
+            rc = ll.llama_set_adapters_lora(self.ctx, arr if n else None, n, sc if n else None)
+        if rc != 0:
+            raise ModelLoadError(f"llama.cpp refused the LoRA adapters for {self.model.description}: "
+                                 f"{log.errors() or 'no error message'}")
+        self._lora = (list(adapters), [float(s) for s in scales])
+        self._replan()
+
+    def _replan(self) -> None:
+        """llama.cpp re-plans its compute graph at the next decode after an adapter change (and logs it at INFO
+        level): do that now, with its log routed here, by decoding one token and clearing the cache again."""
+        ll = _llama()
+        batch = ll.llama_batch_init(1, 0, 1)
+        try:
+            batch.token[0], batch.pos[0], batch.n_seq_id[0], batch.logits[0] = 0, 0, 1, 0
+            batch.seq_id[0][0] = 0
+            batch.n_tokens = 1
+            with _LlamaLog(self.verbose) as log:
+                rc = ll.llama_decode(self.ctx, batch)
+            ll.llama_memory_clear(ll.llama_get_memory(self.ctx), True)
+            if rc != 0:
+                raise ModelLoadError(f"llama.cpp could not run {self.model.description} with the adapter "
+                                     f"(llama_decode returned {rc}): {log.errors() or 'no error message'}")
+        finally:
+            ll.llama_batch_free(batch)
+
     def set_control_vector(self, data: np.ndarray | None, il_start: int = -1, il_end: int = -1) -> None:
         """``llama_set_adapter_cvec``: ``data`` float32 [rows, n_embd], row i for llama.cpp layer i + 1 (llama.cpp
         never steers layer 0), added to the residual stream after each layer in il_start..il_end (inclusive);
@@ -635,21 +670,7 @@ class StreamModel(_Closing):
                                      f"{self.model.description}: {log.errors() or 'no error message'}")
         self._cvec = data
         self._cvec_range = (int(il_start), int(il_end))
-        # llama.cpp re-plans its compute graph at the next decode after a change (and logs it at INFO level):
-        # do that now, with its log routed here, by decoding one token and clearing the cache again
-        batch = ll.llama_batch_init(1, 0, 1)
-        try:
-            batch.token[0], batch.pos[0], batch.n_seq_id[0], batch.logits[0] = 0, 0, 1, 0
-            batch.seq_id[0][0] = 0
-            batch.n_tokens = 1
-            with _LlamaLog(self.verbose) as log:
-                rc = ll.llama_decode(self.ctx, batch)
-            ll.llama_memory_clear(ll.llama_get_memory(self.ctx), True)
-            if rc != 0:
-                raise ModelLoadError(f"llama.cpp could not run {self.model.description} with the control vector "
-                                     f"(llama_decode returned {rc}): {log.errors() or 'no error message'}")
-        finally:
-            ll.llama_batch_free(batch)
+        self._replan()
 
     def close(self) -> None:
         if self.ctx is not None:
