@@ -122,14 +122,16 @@ def generate(ctx, model, prompt, system, max_tokens, temperature, top_k, top_p, 
               help="Pass when NMSE is below this.")
 @click.option("--precision", type=PRECISION, default="f32", show_default=True)
 @click.option("--revision", default=None)
+@click.option("--lora", "lora", multiple=True, metavar="DIR[:SCALE]",
+              help="PEFT LoRA adapters on both sides (transformers through peft).")
 @click.option("--json", "as_json", is_flag=True)
 @click.pass_context
-def parity(ctx, model, prompt, threshold, precision, revision, as_json):
+def parity(ctx, model, prompt, threshold, precision, revision, lora, as_json):
     """Compare llama.cpp (from the view) with transformers' forward pass: exit 0 only under the threshold."""
     from .parity import DEFAULT_PROMPT, compare
 
     report = compare(model, prompt=prompt or DEFAULT_PROMPT, threshold=threshold, precision=precision,
-                     revision=revision)
+                     revision=revision, lora=list(lora) or None)
     click.echo(json.dumps(report.as_dict()) if as_json else report.render())
     ctx.exit(0 if report.passed else 1)
 

@@ -245,3 +245,12 @@ def test_lora_spec():
 
     assert parse_lora("a/b:0.25").scale == 0.25 and parse_lora("a/b").scale == 1.0
     assert parse_lora("c:/x").path == Path("c:/x")
+
+
+def test_parity_with_an_adapter(checkpoint, adapter):
+    """hfview parity --lora: llama.cpp with the adapter vs transformers + peft, through the parity command."""
+    lora = adapter("qwen3")
+    res = _cli("parity", "--model", str(checkpoint("qwen3")), "--lora", f"{lora}:0.7", "--json")
+    assert res.exit_code == 0, res.output
+    rep = json.loads(res.stdout)
+    assert rep["passed"] and rep["nmse"] < 1e-4 and rep["reference"].startswith("transformers + peft")
