@@ -152,15 +152,17 @@ def parity(ctx, model, prompt, threshold, precision, revision, lora, as_json):
 @click.option("--revision", default=None, help="Hub revision (branch, tag or commit).")
 @click.option("--rpc", default=None, metavar="HOST:PORT,...",
               help="llama.cpp rpc-servers to split the layers over (needs a build with -DGGML_RPC=ON).")
+@click.option("--lora", "lora", multiple=True, metavar="DIR[:SCALE]",
+              help="A PEFT LoRA adapter directory applied to every request (see hfview generate --lora).")
 @click.pass_context
-def serve(ctx, model, host, port, n_ctx, api_key, precision, revision, rpc):
+def serve(ctx, model, host, port, n_ctx, api_key, precision, revision, rpc, lora):
     """OpenAI-compatible server (llama-cpp-python's) over the view: /v1/models, /v1/completions,
     /v1/chat/completions, /health. Ctrl-C stops it (exit 0)."""
     from .serve import serve as run
 
     try:
         run(model, host=host, port=port, n_ctx=n_ctx, api_key=api_key, precision=precision, revision=revision,
-            rpc=[e.strip() for e in rpc.split(",") if e.strip()] if rpc else None, log=_note)
+            rpc=[e.strip() for e in rpc.split(",") if e.strip()] if rpc else None, log=_note, lora=list(lora) or None)
     except KeyboardInterrupt:
         # Ctrl-C while loading, before serving (once serving, Ctrl-C is how it stops: exit 0)
         ctx.exit(130)

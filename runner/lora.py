@@ -275,3 +275,28 @@ def lora_files(specs: Sequence["str | LoraSpec"], base) -> list[tuple[LoraSpec, 
     for spec in map(parse_lora, specs):
         out.append((spec, LoraFile(spec.path, base, "f32")))
     return out
+
+
+class _ModelPtr:
+    def __init__(self, ptr):
+        self.ptr = ptr
+
+
+def apply_to_llama(llm, specs: Sequence["str | LoraSpec"], view) -> None:
+    """Load ``specs`` over ``view`` (the Llama's HfCheckpoint) into a ``llama_cpp.Llama``'s model and set them on
+    its context (llama-cpp-python's own ``lora_path`` takes only a file). The handles stay referenced by ``llm``;
+    llama.cpp frees them with the model."""
+    import ctypes
+
+    import llama_cpp.llama_cpp as ll
+
+    from .stream import ModelLoadError
+
+    files = lora_files(specs, view)
+    ptrs = [load_adapter(_ModelPtr(llm._model.model), f) for _, f in files]
+    arr = (ll.llama_adapter_lora_p_ctypes * len(ptrs))(*ptrs)
+    scales = (ctypes.c_float * len(ptrs))(*[spec.scale for spec, _ in files])
+    if ll.llama_set_adapters_lora(llm._ctx.ctx, arr, len(ptrs), scales) != 0:
+        raise ModelLoadError("llama.cpp refused the LoRA adapters for the Llama's context")
+    llm._hfview_lora = (ptrs, [spec.scale for spec, _ in files])
+

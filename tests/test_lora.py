@@ -247,10 +247,48 @@ def test_lora_spec():
     assert parse_lora("c:/x").path == Path("c:/x")
 
 
-def test_parity_with_an_adapter(checkpoint, adapter):
-    """hfview parity --lora: llama.cpp with the adapter vs transformers + peft, through the parity command."""
+@pytest.mark.parametrize("scales", [[0.7], [0.5, -0.25]])
+def test_parity_with_adapters(checkpoint, adapter, scales):
+    """hfview parity --lora (once, and twice: two adapters active at once, each scaled): llama.cpp with the
+    adapters vs transformers + peft, through the parity command."""
     lora = adapter("qwen3")
-    res = _cli("parity", "--model", str(checkpoint("qwen3")), "--lora", f"{lora}:0.7", "--json")
+    args = [a for s in scales for a in ("--lora", f"{lora}:{s}")]
+    res = _cli("parity", "--model", str(checkpoint("qwen3")), *args, "--json")
     assert res.exit_code == 0, res.output
     rep = json.loads(res.stdout)
     assert rep["passed"] and rep["nmse"] < 1e-4 and rep["reference"].startswith("transformers + peft")
+
+
+def _peft_logits(base, lora, ids):
+    model = transformers.AutoModelForCausalLM.from_pretrained(str(base), dtype=torch.float32)
+    pm = peft.PeftModel.from_pretrained(model, str(lora)).eval()
+    with torch.no_grad():
+        return pm(torch.tensor([ids])).logits[0].numpy()
+
+
+def test_llama_object_and_server_take_an_adapter(checkpoint, adapter):
+    """runner.llama(..., lora=[...]) and the server's Llama (create_app(lora=...)): logits == transformers + peft."""
+    pytest.importorskip("fastapi")
+    import runner
+    from runner.serve import create_app
+
+    base, lora = checkpoint("llama-spm"), adapter("llama-spm")
+    llm = runner.llama(str(base), precision="f32", lora=[str(lora)], logits_all=True, n_ctx=128)
+    try:
+        ids = llm.tokenize(PROMPT.encode())
+        llm.eval(ids)
+        ours = np.array(llm.scores[:len(ids)], dtype=np.float32)
+    finally:
+        llm.close()
+    ref = _peft_logits(base, lora, ids)
+    assert nmse(ours, ref) < 1e-4
+    notes = []
+    app, proxy = create_app(str(base), precision="f32", n_ctx=128, lora=[f"{lora}:1"], notes=notes)
+    try:
+        served = proxy()
+        served.reset()
+        served.eval(ids)
+        assert nmse(np.array(served.scores[:len(ids)], dtype=np.float32), ref) < 1e-4
+        assert any(n.startswith("LoRA:") for n in notes)
+    finally:
+        proxy.free()
