@@ -243,6 +243,7 @@ def load(model: str | os.PathLike | None = None, *, precision: str = "auto", dev
     device = _check_device(device)
     layers = 0 if device == "cpu" else -1
     ckpt = None
+    adapters: list = []
     if fmt == "gguf":  # a ready GGUF: llama.cpp reads it itself
         lm = load_model_from_path(weight_files[0], n_gpu_layers=layers, verbose=verbose)
         template = _gguf_chat_template(lm)
@@ -251,14 +252,13 @@ def load(model: str | os.PathLike | None = None, *, precision: str = "auto", dev
         ckpt = HfCheckpoint(path, precision)
         template = next((kv.value for kv in ckpt.kv if kv.key == "tokenizer.chat_template"), None) or None
         window = unapplied_window(ckpt.family, ckpt.hparams)
-        adapters = []
         if lora:  # read and checked before llama.cpp loads anything
             from .lora import lora_files
             adapters = lora_files([lora] if isinstance(lora, (str, os.PathLike)) else list(lora), ckpt)
         lm = load_model(ckpt, n_gpu_layers=layers, progress=progress, verbose=verbose)
     try:
         lora_ptrs = []
-        if fmt != "gguf" and adapters:
+        if adapters:
             from .lora import load_adapter
             lora_ptrs = [load_adapter(lm, f) for _, f in adapters]
         n_train = int(ll.llama_model_n_ctx_train(lm.ptr))
