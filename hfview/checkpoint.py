@@ -140,9 +140,8 @@ class HfCheckpoint:
     def _type_for(self, gguf_name: str, shape: tuple[int, ...]) -> GGMLType:
         if len(shape) <= 1 or gguf_name.endswith("_norm.weight"):
             return GGMLType.F32
-        if self.family.matrices_at_outtype:
-            return self._out_type
-        if _base_name(gguf_name) in _ALWAYS_F32 or gguf_name[-7:] not in (".weight", ".lora_a", ".lora_b"):
+        if not self.family.matrices_at_outtype and (
+                _base_name(gguf_name) in _ALWAYS_F32 or gguf_name[-7:] not in (".weight", ".lora_a", ".lora_b")):
             return GGMLType.F32
         if self._out_type == GGMLType.Q8_0 and shape[-1] % 32:
             return GGMLType.F16  # the converter's fallback where a row is not whole Q8_0 blocks

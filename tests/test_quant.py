@@ -5,8 +5,9 @@ import pytest
 from family_oracle import check_export, check_logits
 
 # a Llama, a tied embedding (Qwen2's), a mixture whose expert rows (12) are not whole Q8_0 blocks (the converter's
-# F16 fallback), LFM2 (its short convolution stays F32), a bf16 checkpoint with value steps (Gemma's 1 + w)
-Q8_FIXTURES = ["llama3-bpe", "qwen2-tied", "qwen3_moe", "lfm2", "gemma"]
+# F16 fallback), LFM2 (its short convolution stays F32), a bf16 checkpoint with value steps (Gemma's 1 + w),
+# DBRX (every matrix at the outtype, its router too, yet the Q8_0 fallback still applies)
+Q8_FIXTURES = ["llama3-bpe", "qwen2-tied", "qwen3_moe", "lfm2", "gemma", "dbrx"]
 
 
 @pytest.mark.parametrize("name", Q8_FIXTURES)
