@@ -102,6 +102,8 @@ OVERRIDES: dict[tuple[str, str], Rule] = {
     # EXAONE 4: 0 with no sliding window (1.2B), a layer-kind string ("LLLG", 32B)
     ("exaone4", "sliding_window_pattern"): Rule("an integer >= 0 or a pattern string such as \"LLLG\"",
                                                 lambda v: is_int(v) and 0 <= v <= U32_MAX or isinstance(v, str)),
+    # DeepseekV2Config defaults it to None (the family refuses a config without one)
+    ("deepseek_v2", "num_experts_per_tok"): COUNT.or_null(),
 }
 PER_LAYER = ("layer_types", "no_rope_layers", "layer_rope_theta")
 LAYER_COUNTS = ("n_layers", "num_hidden_layers", "n_layer", "num_layers")  # the converter's search order
