@@ -50,6 +50,9 @@ FEWER: dict[str, str] = {
         "stablelm", "starcoder2",
     ), _UNREACHED),
 }
+# latent attention and DeepSeek-style routing (issue 12): DeepSeek-MoE, V3/R1 and MiniCPM3 copies found only
+# embedded in code or edited; DeepSeek-V2-Lite's one copy reached
+FEWER.update(dict.fromkeys(("deepseek", "deepseek_v2", "deepseek_v3", "minicpm3"), _UNREACHED))
 
 
 def _through_the_config_path(rel: str) -> dict:
