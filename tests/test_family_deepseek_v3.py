@@ -8,7 +8,7 @@ import pytest
 
 from family_defaults import check_defaults
 from family_oracle import oracle_tests
-from family_variants import DROP, assert_refused, variant
+from family_variants import DROP, variant
 from released_config import config_path_kv, released_configs
 
 test_export, _ = oracle_tests("deepseek_v3", ["deepseek_v3"])
@@ -145,3 +145,31 @@ def test_logits_four_groups_keeping_two_within_the_converter_files_measured_ceil
     print(f"deepseek_v3 n_group 4 topk_group 2 f32: NMSE {value:.3e}, measured ceiling {ceiling:.3e}")
     assert ceiling > NMSE_BAR, f"the converter's file now meets the ordinary bar ({ceiling:.3e}): drop this ceiling"
     assert value <= ceiling * (1 + 1e-6)
+
+
+def test_fp8_release_on_the_hub_is_refused_before_any_weight_request(checkpoint, tmp_path, monkeypatch):
+    """DeepSeek-V3 / R1 as published (FP8): resolving the repository fetches config.json alone, then refuses
+    naming the BF16 export; no shard is requested (the fake Hub of tests/test_resolve_hub.py)."""
+    from hub_server import FakeHub, tiny_checkpoint
+    from runner.errors import QuantizedCheckpoint
+    from runner.resolve import resolve
+
+    server = FakeHub().start()
+    try:
+        monkeypatch.setenv("HF_ENDPOINT", server.endpoint)
+        monkeypatch.setenv("HF_HOME", str(tmp_path / "hf_home"))
+        for name in ("HF_HUB_CACHE", "HF_HUB_OFFLINE", "TRANSFORMERS_OFFLINE", "HF_TOKEN"):
+            monkeypatch.delenv(name, raising=False)
+        monkeypatch.chdir(tmp_path)
+        from huggingface_hub import constants
+        monkeypatch.setattr(constants, "HF_HUB_DISABLE_TELEMETRY", True)
+        config = json.loads((checkpoint("deepseek_v3") / "config.json").read_text())
+        config["quantization_config"] = {"activation_scheme": "dynamic", "fmt": "e4m3", "quant_method": "fp8",
+                                         "weight_block_size": [128, 128]}
+        server.add_repo("acme/tiny-deepseek-v3-fp8", tiny_checkpoint(config, shards=2))
+        with pytest.raises(QuantizedCheckpoint, match="BF16 export"):
+            resolve("acme/tiny-deepseek-v3-fp8", progress=False)
+        assert server.weight_requests() == []
+        assert server.files_requested() == ["config.json"]
+    finally:
+        server.stop()
