@@ -37,7 +37,7 @@ def test_defaults_match_transformers():
 def test_key_and_value_halves_are_views_of_kv_b_proj(checkpoint):
     """attn_k_b is each head's key rows of kv_b_proj transposed, attn_v_b its value rows, read in any row range."""
     import numpy as np
-    from safetensors.numpy import load_file
+    from safetensors.torch import load_file
 
     from hfview import HfCheckpoint
 
@@ -45,9 +45,7 @@ def test_key_and_value_halves_are_views_of_kv_b_proj(checkpoint):
     view = HfCheckpoint(path, "f32")
     c = json.loads((path / "config.json").read_text())
     n, nope, v, rank = c["num_attention_heads"], c["qk_nope_head_dim"], c["v_head_dim"], c["kv_lora_rank"]
-    import torch
-    from safetensors.torch import load_file as load_torch
-    kv_b = load_torch(str(path / "model.safetensors"))["model.layers.1.self_attn.kv_b_proj.weight"].float().numpy()
+    kv_b = load_file(str(path / "model.safetensors"))["model.layers.1.self_attn.kv_b_proj.weight"].float().numpy()
     heads = kv_b.reshape(n, nope + v, rank)
     k_b, v_b = view.tensor("blk.1.attn_k_b.weight"), view.tensor("blk.1.attn_v_b.weight")
     assert k_b.shape == (n, rank, nope) and v_b.shape == (n, v, rank)
