@@ -89,12 +89,21 @@ RULES: dict[str, Rule] = {
     "moe": ANY, "vision_encoder": ANY, "llama_4_scaling": ANY,
     # merged over the top level / refused before any value is read
     "text_config": ANY, "quantization_config": ANY,
+    # DeepSeek's mixture and latent attention (deepseek, deepseek_v2, deepseek_v3, minicpm3)
+    **{k: COUNT for k in ("moe_intermediate_size", "moe_layer_freq", "kv_lora_rank", "qk_nope_head_dim",
+                          "qk_rope_head_dim", "v_head_dim")},
+    **{k: COUNT.or_null() for k in ("q_lora_rank", "n_group", "topk_group")},
+    **{k: ZERO_OR_COUNT for k in ("first_k_dense_replace", "n_shared_experts", "num_nextn_predict_layers")},
+    **{k: STRING for k in ("scoring_func", "topk_method")},
+    "norm_topk_prob": BOOL, "routed_scaling_factor": NUMBER,
 }
 # where one family's config class types a key unlike the others
 OVERRIDES: dict[tuple[str, str], Rule] = {
     # EXAONE 4: 0 with no sliding window (1.2B), a layer-kind string ("LLLG", 32B)
     ("exaone4", "sliding_window_pattern"): Rule("an integer >= 0 or a pattern string such as \"LLLG\"",
                                                 lambda v: is_int(v) and 0 <= v <= U32_MAX or isinstance(v, str)),
+    # DeepseekV2Config defaults it to None (the family refuses a config without one)
+    ("deepseek_v2", "num_experts_per_tok"): COUNT.or_null(),
 }
 PER_LAYER = ("layer_types", "no_rope_layers", "layer_rope_theta")
 LAYER_COUNTS = ("n_layers", "num_hidden_layers", "n_layer", "num_layers")  # the converter's search order

@@ -108,6 +108,14 @@ class Skip:
     rule applies."""
     hf: str
     when: Callable[[dict], bool] | None = None
+    # drop only blocks from this index on (DeepSeek-V3's next-token-prediction layers after its
+    # num_hidden_layers, which the converter skips); the pattern names {bid}
+    from_block: Callable[[dict], int] | None = None
+
+    def drops(self, h: dict, m: re.Match) -> bool:
+        if self.when is not None and not self.when(h):
+            return False
+        return self.from_block is None or int(m.group("bid")) >= self.from_block(h)
 
 
 Rule = Tensor | Experts | Stacked | Split | Skip
@@ -218,7 +226,7 @@ def plan_tensors(family: Family, stored_tensors: dict[str, StoredTensor], h: dic
             continue
         for rule, rx in compiled:
             m = rx.match(name)
-            if m and not (isinstance(rule, Skip) and rule.when is not None and not rule.when(h)):
+            if m and not (isinstance(rule, Skip) and not rule.drops(h, m)):
                 break
         else:
             raise CheckpointError(f"{tensor.path.name}: tensor {hf_name!r} is not one the {family.name} family "

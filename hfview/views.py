@@ -436,3 +436,48 @@ class Presented:
     def describe(self) -> str:
         parts = [self.view.describe()] + [s.name for s in self.steps]
         return ", ".join(parts)
+
+
+@dataclass
+class BlocksTransposed(View):
+    """Blocks of a 2-D weight's rows, each presented transposed: out[b] = in[rows[b]].T, so `rows`
+    ([blocks, rows per block]) gives the presented shape [blocks, columns, rows per block]. DeepSeek's latent
+    attention: the key half of each head's kv_b_proj rows, presented [heads, kv_lora_rank, qk_nope_head_dim]
+    for llama.cpp's absorbed attention. A presented row lies in one block, whose few rows are read and
+    transposed on their own (reads come in order: the block in hand is kept until its last row is asked for)."""
+    source: StoredTensor
+    blocks: np.ndarray
+    label: str
+    _held: tuple[int, np.ndarray] | None = field(default=None, init=False, repr=False, compare=False)
+
+    def __post_init__(self):
+        if len(self.source.shape) != 2 or self.blocks.ndim != 2:
+            raise CheckpointError(f"cannot present blocks of {self.source.name!r} {list(self.source.shape)} "
+                                  f"transposed")
+        self.sources = (self.source,)
+        self.shape = (self.blocks.shape[0], self.source.shape[1], self.blocks.shape[1])
+        self.name = self.label
+
+    def _block(self, b: int) -> np.ndarray:
+        if self._held is None or self._held[0] != b:
+            picked = self.blocks[b]
+            lo, hi = int(picked.min()), int(picked.max()) + 1
+            self._held = (b, np.ascontiguousarray(self.source.read_rows(lo, hi)[picked - lo].T))
+        return self._held[1]
+
+    def rows(self, start, stop):
+        per = self.shape[1]
+        parts = []
+        for b in range(start // per, -(-stop // per)):
+            lo, hi = max(start - b * per, 0), min(stop - b * per, per)
+            parts.append(self._block(b)[lo:hi])
+        if stop >= self.n_rows:
+            self._held = None
+        return parts[0] if len(parts) == 1 else np.concatenate(parts)
+
+
+def latent_kv_halves(n_head: int, k_width: int, v_width: int) -> tuple[np.ndarray, np.ndarray]:
+    """The rows of DeepSeek's kv_b_proj ([heads][k_width key rows, v_width value rows][kv_lora_rank]) split into
+    the key rows per head ([heads, k_width]) and the value rows, head by head ([heads * v_width])."""
+    heads = np.arange(n_head * (k_width + v_width)).reshape(n_head, k_width + v_width)
+    return heads[:, :k_width], heads[:, k_width:].reshape(-1)

@@ -81,6 +81,11 @@ def test_refusal_table_names_collected_files():
     assert not set(REFUSED) - set(CONFIGS), "REFUSED names files that are not collected"
 
 
+# latent attention and DeepSeek-style routing (issue 12): DeepSeek-MoE, V3/R1 and MiniCPM3 copies found only
+# embedded in code or edited; DeepSeek-V2-Lite's one copy reached
+FEWER.update(dict.fromkeys(("deepseek", "deepseek_v2", "deepseek_v3", "minicpm3"), _UNREACHED))
+
+
 @pytest.mark.parametrize("family", FAMILIES)
 def test_every_family_has_three_released_configs(family):
     have = [rel for rel in CONFIGS if rel.startswith(family + "/")]

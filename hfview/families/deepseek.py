@@ -1,0 +1,130 @@
+"""DeepSeek-MoE (deepseek-moe-16b-base / -chat: DeepseekForCausalLM, remote code) -> llama.cpp `deepseek` (the
+converter's DeepseekModel).
+
+Llama's attention (Q/K regrouped into rotation pairs, plain rope, no biases) over DeepSeek's mixture: the first
+`first_k_dense_replace` layers dense SwiGLU FFNs of intermediate_size, every later one a softmax router over
+n_routed_experts (the chosen weights used as they are, not renormalised), the experts stacked (down, gate, up)
+and n_shared_experts always-on experts fused into one SwiGLU of n_shared_experts x moe_intermediate_size rows.
+Transformers has no class for it: the config is read as stated, as the converter reads config.json.
+"""
+from __future__ import annotations
+
+from pathlib import Path
+
+from ..config import ANY, Harmless
+from ..errors import ConfigError
+from ..family import Experts, Family, Skip, Tensor, rope_pairs
+from ..params import f32, string, text_model_parameters, u32
+from .qwen2 import check_architecture, gpt2_or_sentencepiece_vocab
+
+DEFAULTS = {"deepseek": {}}  # no transformers class: nothing is filled in
+
+READS = frozenset({
+    "vocab_size", "hidden_size", "intermediate_size", "num_hidden_layers", "num_attention_heads",
+    "num_key_value_heads", "head_dim", "max_position_embeddings", "rms_norm_eps", "rope_scaling", "rope_theta",
+    "hidden_act", "tie_word_embeddings", "attention_bias",
+    "n_routed_experts", "n_shared_experts", "num_experts_per_tok", "moe_intermediate_size",
+    "first_k_dense_replace", "moe_layer_freq", "norm_topk_prob", "scoring_func",
+})
+# the remote code's training-only switches: the auxiliary balance loss and its sequence-level variant
+HARMLESS: Harmless = {"aux_loss_alpha": ANY, "seq_aux": ANY}
+
+_LAYER = "model.layers.{bid}."
+_moe_only = False  # dense and mixture tensors each exist in some layers only: llama.cpp checks which
+
+TENSORS = (
+    Tensor("model.embed_tokens.weight", "token_embd.weight"),
+    Tensor("model.norm.weight", "output_norm.weight"),
+    Tensor("lm_head.weight", "output.weight", required=False),  # llama.cpp falls back to the embeddings
+    Tensor(f"{_LAYER}input_layernorm.weight", "blk.{bid}.attn_norm.weight"),
+    Tensor(f"{_LAYER}self_attn.q_proj.weight", "blk.{bid}.attn_q.weight", rope_pairs("num_attention_heads")),
+    Tensor(f"{_LAYER}self_attn.k_proj.weight", "blk.{bid}.attn_k.weight", rope_pairs("_k_heads")),
+    Tensor(f"{_LAYER}self_attn.v_proj.weight", "blk.{bid}.attn_v.weight"),
+    Tensor(f"{_LAYER}self_attn.o_proj.weight", "blk.{bid}.attn_output.weight"),
+    Tensor(f"{_LAYER}post_attention_layernorm.weight", "blk.{bid}.ffn_norm.weight"),
+    *(Tensor(f"{_LAYER}mlp.{proj}_proj.weight", f"blk.{{bid}}.ffn_{proj}.weight", required=_moe_only)
+      for proj in ("gate", "up", "down")),
+    Tensor(f"{_LAYER}mlp.gate.weight", "blk.{bid}.ffn_gate_inp.weight", required=_moe_only),
+    *(Experts(f"{_LAYER}mlp.experts.{{x}}.{proj}_proj.weight", f"blk.{{bid}}.ffn_{proj}_exps.weight",
+              "n_routed_experts", required=_moe_only) for proj in ("down", "gate", "up")),
+    *(Tensor(f"{_LAYER}mlp.shared_experts.{proj}_proj.weight", f"blk.{{bid}}.ffn_{proj}_shexp.weight",
+             required=_moe_only) for proj in ("gate", "up", "down")),
+    Skip(f"{_LAYER}self_attn.rotary_emb.inv_freq"),
+)
+
+_NEEDED = ("vocab_size", "hidden_size", "intermediate_size", "num_hidden_layers", "num_attention_heads",
+           "n_routed_experts", "n_shared_experts", "num_experts_per_tok", "moe_intermediate_size",
+           "first_k_dense_replace", "rms_norm_eps")
+
+
+def check(h: dict, path: Path) -> None:
+    check_architecture(h, path, "deepseek", ("DeepseekForCausalLM",))
+    for key in _NEEDED:
+        if h.get(key) is None:
+            raise ConfigError(f"{path}: DeepSeek-MoE needs {key!r} (read as stated: transformers has no class for "
+                              f"DeepseekForCausalLM to fill it in); add it as the released config.json has it")
+    if h.get("hidden_act", "silu") != "silu":
+        raise ConfigError(f"{path}: hidden_act {h['hidden_act']!r}: llama.cpp's deepseek architecture computes "
+                          f"SiLU only; this checkpoint would run wrong")
+    rope = h["rope_parameters"]
+    if set(rope) - {"rope_type", "rope_theta"} or rope.get("rope_type", "default") != "default":
+        raise ConfigError(f"{path}: rope_scaling {rope!r}: the converter writes rope scaling type none for "
+                          f"DeepSeek-MoE whatever the config states, so a scaled rope would run unscaled")
+    if h.get("moe_layer_freq", 1) != 1:
+        raise ConfigError(f"{path}: moe_layer_freq {h['moe_layer_freq']!r}: the remote code then makes every "
+                          f"layer i with i % {h['moe_layer_freq']!r} != 0 dense; llama.cpp's deepseek architecture "
+                          f"has a mixture in every layer after the first first_k_dense_replace")
+    if h.get("norm_topk_prob"):
+        raise ConfigError(f"{path}: norm_topk_prob true: llama.cpp's deepseek architecture never renormalises "
+                          f"the chosen experts' weights, so this checkpoint would run wrong")
+    if h.get("scoring_func", "softmax") != "softmax":
+        raise ConfigError(f"{path}: scoring_func {h['scoring_func']!r}: llama.cpp's deepseek architecture "
+                          f"scores experts by softmax only")
+    if h.get("attention_bias"):
+        raise ConfigError(f"{path}: attention_bias true: no DeepSeek-MoE release has q/k/v biases and the view "
+                          f"does not present them for llama.cpp's deepseek architecture")
+    if not h["n_shared_experts"]:
+        raise ConfigError(f"{path}: n_shared_experts {h['n_shared_experts']!r}: llama.cpp's deepseek "
+                          f"architecture needs shared-expert tensors in every mixture layer")
+    head_dim = h.get("head_dim")
+    if head_dim is not None and head_dim * h["num_attention_heads"] != h["hidden_size"]:
+        raise ConfigError(f"{path}: head_dim {head_dim} x {h['num_attention_heads']} heads is not hidden_size "
+                          f"{h['hidden_size']}; llama.cpp's deepseek architecture rotates whole heads of "
+                          f"hidden_size / heads")
+
+
+def normalise(h: dict) -> dict:
+    """The heads K's rotation pairs are grouped by: the KV heads where stated, else every head (the converter
+    writes head_count_kv only where the config states it)."""
+    h["_k_heads"] = h.get("num_key_value_heads") or h["num_attention_heads"]
+    return h
+
+
+def parameters(h: dict, block_count: int, file_type: int) -> list:
+    """DeepseekModel.set_gguf_parameters: TextModel's entries, then the rope width, rope scaling none, the
+    leading dense layers, the vocabulary size and the expert counts and widths (expert weights scale 1)."""
+    arch = "deepseek"
+    return [*text_model_parameters(h, arch, block_count, file_type),
+            u32(f"{arch}.rope.dimension_count", h.get("head_dim") or h["hidden_size"] // h["num_attention_heads"]),
+            string(f"{arch}.rope.scaling.type", "none"),
+            u32(f"{arch}.leading_dense_block_count", h["first_k_dense_replace"]),
+            u32(f"{arch}.vocab_size", h["vocab_size"]),
+            u32(f"{arch}.expert_feed_forward_length", h["moe_intermediate_size"]),
+            f32(f"{arch}.expert_weights_scale", 1.0),
+            u32(f"{arch}.expert_count", h["n_routed_experts"]),
+            u32(f"{arch}.expert_shared_count", h["n_shared_experts"])]
+
+
+FAMILY = Family(
+    name="deepseek",
+    gguf_arch="deepseek",
+    architectures=("DeepseekForCausalLM",),
+    defaults=DEFAULTS,
+    reads=READS,
+    harmless=HARMLESS,
+    tensors=TENSORS,
+    parameters=parameters,
+    vocab=gpt2_or_sentencepiece_vocab,  # DeepseekModel.set_vocab: tokenizer.model when there is one
+    check=check,
+    normalise=normalise,
+)

@@ -1,0 +1,81 @@
+"""DeepSeek-V3 (DeepSeek-V3, V3-0324, V3.1, R1 and R1-0528 as BF16 exports: DeepseekV3ForCausalLM) -> llama.cpp
+`deepseek2` (the converter's DeepseekV2Model, as DeepSeek-V2: hfview/families/deepseek_v2.py).
+
+DeepSeek-V2's latent attention over DeepSeek-V3's router: sigmoid scores, a per-expert selection bias
+(`mlp.gate.e_score_correction_bias`, added for choosing only: llama.cpp's exp_probs_b) and group limits
+(n_group groups ranked by the sum of their two best biased scores, the best topk_group kept), the chosen
+weights taken unbiased, renormalised where norm_topk_prob says, times routed_scaling_factor. The scoring
+function is KV the converter writes from scoring_func as the release states it: transformers' DeepseekV3 always
+scores by sigmoid, but without the key the converter writes no gating function and llama.cpp falls back to
+softmax, so a config without it is refused by name. The next-token-prediction layers stored after
+num_hidden_layers are skipped, as the converter skips them. FP8 releases are refused before any download
+(hfview.config.refuse_quantized), naming the BF16 export to use.
+"""
+from __future__ import annotations
+
+from pathlib import Path
+
+from ..config import Harmless
+from ..errors import ConfigError
+from ..family import Family
+from .deepseek_v2 import (LATENT_HARMLESS, LATENT_READS, TENSORS, check_latent_attention, check_mixture,
+                          latent_parameters, normalise)
+from .qwen2 import check_architecture
+from .qwen2_moe import gpt2_vocab
+
+# transformers 5.24's DeepseekV3Config defaults (head_dim and qk_head_dim are computed: normalise)
+DEFAULTS = {
+    "deepseek_v3": dict(vocab_size=129280, hidden_size=7168, intermediate_size=18432, moe_intermediate_size=2048,
+                        num_hidden_layers=61, num_attention_heads=128, num_key_value_heads=128, n_shared_experts=1,
+                        n_routed_experts=256, routed_scaling_factor=2.5, kv_lora_rank=512, q_lora_rank=1536,
+                        qk_rope_head_dim=64, v_head_dim=128, qk_nope_head_dim=128, n_group=8, topk_group=4,
+                        num_experts_per_tok=8, first_k_dense_replace=3, norm_topk_prob=True, hidden_act="silu",
+                        max_position_embeddings=4096, initializer_range=0.02, rms_norm_eps=1e-06, use_cache=True,
+                        pad_token_id=None, bos_token_id=0, eos_token_id=1, pretraining_tp=1,
+                        tie_word_embeddings=False, rope_parameters={"rope_theta": 10000.0, "rope_type": "default"},
+                        rope_interleave=True, attention_bias=False, attention_dropout=0.0,
+                        num_nextn_predict_layers=1),
+}
+
+READS = LATENT_READS | {"rope_interleave", "num_nextn_predict_layers"}
+HARMLESS: Harmless = dict(LATENT_HARMLESS)
+
+
+def check(h: dict, path: Path) -> None:
+    check_architecture(h, path, "deepseek_v3", ("DeepseekV3ForCausalLM",))
+    check_latent_attention(h, path, "DeepSeek-V3")
+    check_mixture(h, path)
+    if "scoring_func" not in h:
+        raise ConfigError(f"{path}: no scoring_func: transformers' DeepseekV3 scores experts by sigmoid, but without "
+                          f"the key the converter writes no gating function and llama.cpp's deepseek2 then scores "
+                          f"by softmax; state scoring_func \"sigmoid\" as every DeepSeek-V3 release does "
+                          f"(transformers 5 leaves it out when it saves a config)")
+    if h["scoring_func"] != "sigmoid":
+        raise ConfigError(f"{path}: scoring_func {h['scoring_func']!r}: transformers' DeepseekV3 scores experts by "
+                          f"sigmoid only, so the converter's {h['scoring_func']!r} gating would run otherwise")
+    if h.get("topk_method", "noaux_tc") != "noaux_tc":
+        raise ConfigError(f"{path}: topk_method {h['topk_method']!r}: transformers' DeepseekV3 and llama.cpp's "
+                          f"deepseek2 choose experts by noaux_tc (biased sigmoid scores, groups by their two best) "
+                          f"only")
+    if not h.get("rope_interleave", True):
+        raise ConfigError(f"{path}: rope_interleave false: llama.cpp's deepseek2 rotates interleaved pairs, and the "
+                          f"converter writes q_pe / k_pe as stored without regrouping them")
+    n_group, topk_group, n_expert = h.get("n_group"), h.get("topk_group"), h["n_routed_experts"]
+    if not n_group or not topk_group or n_expert % n_group or n_expert // n_group < 2 or topk_group > n_group:
+        raise ConfigError(f"{path}: n_group {n_group!r}, topk_group {topk_group!r} over {n_expert} experts: "
+                          f"DeepSeek-V3's router keeps topk_group of n_group equal groups of at least two experts")
+
+
+FAMILY = Family(
+    name="deepseek_v3",
+    gguf_arch="deepseek2",
+    architectures=("DeepseekV3ForCausalLM",),
+    defaults=DEFAULTS,
+    reads=READS,
+    harmless=HARMLESS,
+    tensors=TENSORS,
+    parameters=latent_parameters,
+    vocab=gpt2_vocab,  # DeepseekV2Model.set_vocab: byte-level BPE (Kimi's tiktoken path is not presented)
+    check=check,
+    normalise=normalise,
+)
