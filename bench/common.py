@@ -18,8 +18,9 @@ import oracle  # noqa: E402
 WORK = oracle.CACHE / "bench"
 
 
-def make_checkpoint(out: Path, layers: int, hidden: int, vocab: int = 32000) -> Path:
-    """Random bf16 Llama weights written with numpy + safetensors (no torch), with a real tokenizer."""
+def make_checkpoint(out: Path, layers: int, hidden: int, vocab: int = 32000, experts: int = 0) -> Path:
+    """Random bf16 Llama weights written with numpy + safetensors (no torch), with a real tokenizer; with
+    `experts`, a Mixtral (that many experts of width hidden / 2 per layer, 2 per token)."""
     if (out / "config.json").is_file():
         return out
     tmp = out.with_name(out.name + ".partial")
@@ -55,13 +56,21 @@ def make_checkpoint(out: Path, layers: int, hidden: int, vocab: int = 32000) -> 
             p + "input_layernorm.weight": bf16(hidden), p + "post_attention_layernorm.weight": bf16(hidden),
             p + "self_attn.q_proj.weight": bf16(hidden, hidden), p + "self_attn.k_proj.weight": bf16(kvd, hidden),
             p + "self_attn.v_proj.weight": bf16(kvd, hidden), p + "self_attn.o_proj.weight": bf16(hidden, hidden),
-            p + "mlp.gate_proj.weight": bf16(ff, hidden), p + "mlp.up_proj.weight": bf16(ff, hidden),
-            p + "mlp.down_proj.weight": bf16(hidden, ff)})
+            **({p + "mlp.gate_proj.weight": bf16(ff, hidden), p + "mlp.up_proj.weight": bf16(ff, hidden),
+                p + "mlp.down_proj.weight": bf16(hidden, ff)} if not experts else {
+                p + "block_sparse_moe.gate.weight": bf16(experts, hidden),
+                **{f"{p}block_sparse_moe.experts.{x}.{w}.weight": bf16(*shape) for x in range(experts)
+                   for w, shape in (("w1", (hidden // 2, hidden)), ("w2", (hidden, hidden // 2)),
+                                    ("w3", (hidden // 2, hidden)))}})})
+    mixture = {"architectures": ["MixtralForCausalLM"], "model_type": "mixtral", "num_local_experts": experts,
+               "num_experts_per_tok": 2, "intermediate_size": hidden // 2, "sliding_window": None}
     config = {"architectures": ["LlamaForCausalLM"], "model_type": "llama", "vocab_size": vocab,
               "hidden_size": hidden, "intermediate_size": ff, "num_hidden_layers": layers,
               "num_attention_heads": heads, "num_key_value_heads": kv_heads, "rms_norm_eps": 1e-5,
               "max_position_embeddings": 4096, "rope_theta": 10000.0, "torch_dtype": "bfloat16",
               "bos_token_id": 1, "eos_token_id": 2, "tie_word_embeddings": False}
+    if experts:
+        config.update(mixture)
     (tmp / "config.json").write_text(json.dumps(config, indent=2))
     shutil.copy(ROOT / "fixtures" / "tokenizers" / "llama-spm" / "tokenizer.model", tmp)
     tmp.rename(out)
@@ -85,14 +94,14 @@ def run(cmd: list[str], env=None) -> tuple[float, int, str]:
         return wall, usage.ru_maxrss * 1024, out.read()
 
 
-def checkpoint(layers: int, hidden: int) -> Path:
+def checkpoint(layers: int, hidden: int, experts: int = 0) -> Path:
     """The benchmark checkpoint, made once in a child process (a forked child's peak RSS would otherwise
     include this process's arrays), with its shards read once so every contender starts warm."""
-    path = WORK / f"llama-{layers}x{hidden}"
+    path = WORK / (f"mixtral-{layers}x{hidden}x{experts}" if experts else f"llama-{layers}x{hidden}")
     if not (path / "config.json").is_file():
         subprocess.run([sys.executable, "-c", f"import sys; sys.path.insert(0, {str(ROOT / 'bench')!r}); "
-                        f"import common; common.make_checkpoint(common.WORK / {path.name!r}, {layers}, {hidden})"],
-                       check=True)
+                        f"import common; common.make_checkpoint(common.WORK / {path.name!r}, {layers}, {hidden}, "
+                        f"experts={experts})"], check=True)
     for f in path.glob("*.safetensors"):
         with open(f, "rb") as fh:
             while fh.read(64 << 20):
