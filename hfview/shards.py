@@ -55,6 +55,13 @@ class StoredTensor:
         raw = _pread(self, self.offset + start * self.row_bytes, n * self.row_bytes)
         return np.frombuffer(raw, self.numpy_dtype).reshape((n, *self.shape[1:]))
 
+    def read_rows_into(self, start: int, stop: int, out: np.ndarray) -> None:
+        """Rows [start, stop) read straight into `out` (C-contiguous, the stored dtype): no copy in between."""
+        n = (stop - start) * self.row_bytes
+        if out.nbytes != n or not out.flags.c_contiguous:
+            raise ValueError(f"{self.name}: {out.nbytes} bytes of destination for {n}")
+        _pread(self, self.offset + start * self.row_bytes, n, into=memoryview(out.reshape(-1)).cast("B"))
+
     def read(self) -> np.ndarray:
         return self.read_rows(0, self.shape[0] if self.shape else 0)
 
@@ -64,7 +71,8 @@ def _identity(st: os.stat_result) -> tuple[int, ...]:
     return st.st_dev, st.st_ino, st.st_size, st.st_mtime_ns
 
 
-def _pread(t: StoredTensor, offset: int, n: int) -> bytes:
+def _pread(t: StoredTensor, offset: int, n: int, into: memoryview | None = None) -> bytes | None:
+    """n bytes of `t`'s shard from `offset`, returned, or read into `into` (then None)."""
     try:
         fd = os.open(t.path, os.O_RDONLY)
     except OSError as e:
@@ -74,12 +82,18 @@ def _pread(t: StoredTensor, offset: int, n: int) -> bytes:
         if t.stamp and _identity(os.fstat(fd)) != t.stamp:
             raise CheckpointError(f"{t.path}: the shard changed after hfview opened it (reading tensor {t.name!r} "
                                   f"at byte {offset}); open the checkpoint again once nothing writes to it")
-        data = os.pread(fd, n, offset)
+        if into is None:
+            data = os.pread(fd, n, offset)
+            got = len(data)
+        else:
+            data, got = None, 0
+            while got < n and (step := os.preadv(fd, [into[got:]], offset + got)) > 0:
+                got += step
     except OSError as e:
         raise CheckpointError(f"{t.path}: cannot read tensor {t.name!r} at byte {offset}: {e.strerror}") from e
     finally:
         os.close(fd)
-    if len(data) != n:
+    if got != n:
         raise CheckpointError(f"{t.path}: shard is truncated: tensor {t.name!r} needs bytes "
                               f"{offset}..{offset + n}, the file ends first; re-download it")
     return data

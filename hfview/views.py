@@ -7,6 +7,7 @@ byte range of the presented tensor maps to a row range of its sources.
 """
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass, field
 from typing import Callable, Sequence
 
@@ -81,7 +82,7 @@ NEG_EXP = ValueStep("-exp(w)", lambda x: (-np.exp(x.astype(np.float64))).astype(
 
 # ---------------------------------------------------------------- views
 def _rows(shape: Sequence[int]) -> int:
-    return int(np.prod(shape[:-1], dtype=np.int64)) if len(shape) > 1 else 1
+    return math.prod(shape[:-1]) if len(shape) > 1 else 1
 
 
 def _flat_rows(t: StoredTensor, start: int, stop: int) -> np.ndarray:
@@ -334,9 +335,16 @@ class Stack(View):
         total, out, done = stop - start, None, 0
         if total <= 0:
             return _flat_rows(self.parts[0], 0, 0)
+        first = self.parts[0]
+        if len(first.shape) == 2:  # matrices (experts): each part's rows read straight into the destination
+            out = np.empty((total, first.shape[1]), dtype=first.numpy_dtype)
         while done < total:
             i, r = divmod(start + done, per)
             take = min(total - done, per - r)
+            if out is not None and len(first.shape) == 2:
+                self.parts[i].read_rows_into(r, r + take, out[done:done + take])
+                done += take
+                continue
             piece = _flat_rows(self.parts[i], r, r + take)
             if take == total:
                 return piece  # the whole range lies in one part
