@@ -59,7 +59,7 @@ RULES: dict[str, Rule] = {
     "sliding_window": ZERO_OR_COUNT.or_null(),
     # Mamba's step rank: a count, or "auto" (the width / 16, rounded up)
     **{k: Rule("an integer >= 1 or \"auto\"", lambda v: is_int(v) and 1 <= v <= U32_MAX or v == "auto")
-       for k in ("time_step_rank", "dt_rank")},
+       for k in ("time_step_rank", "dt_rank", "mamba_dt_rank")},
     "time_step_limit": list_of(NUMBER), "full_attn_idxs": list_of(ZERO_OR_COUNT).or_null(),
     "mixer_rms_eps": NON_NEGATIVE, "rotary_emb_base": POSITIVE,
     **{k: BOOL for k in ("use_bias", "use_conv_bias", "norm_before_gate")},
