@@ -89,10 +89,20 @@ RULES: dict[str, Rule] = {
     "moe": ANY, "vision_encoder": ANY, "llama_4_scaling": ANY,
     # merged over the top level / refused before any value is read
     "text_config": ANY, "quantization_config": ANY,
+    # the Mamba-2 hybrids' mixer sizes (Granite 4.0, Bamba), read as written, and Granite's multipliers
+    **{k: COUNT for k in ("mamba_n_heads", "mamba_d_state", "mamba_n_groups", "mamba_d_conv", "mamba_expand",
+                          "attn_rotary_emb")},
+    "mamba_d_head": Rule("an integer >= 1 or \"auto\"", lambda v: is_int(v) and 1 <= v <= U32_MAX or v == "auto"),
+    **{k: BOOL for k in ("mamba_conv_bias", "mamba_proj_bias")},
+    **{k: NUMBER for k in ("embedding_multiplier", "attention_multiplier", "residual_multiplier", "logits_scaling")},
+    **{k: STRING.or_null() for k in ("position_embedding_type", "normalization_function")},
+    "attn_layer_indices": list_of(ZERO_OR_COUNT).or_null(),
 }
 # where one family's config class types a key unlike the others
 OVERRIDES: dict[tuple[str, str], Rule] = {
     # EXAONE 4: 0 with no sliding window (1.2B), a layer-kind string ("LLLG", 32B)
+    # Granite 4.0's dense hybrids (granite-4.0-h-micro) state 0 experts and 0 per token
+    ("granitemoehybrid", "num_experts_per_tok"): ZERO_OR_COUNT,
     ("exaone4", "sliding_window_pattern"): Rule("an integer >= 0 or a pattern string such as \"LLLG\"",
                                                 lambda v: is_int(v) and 0 <= v <= U32_MAX or isinstance(v, str)),
 }

@@ -69,6 +69,9 @@ class Tensor:
     view: ViewMaker = stored
     steps: tuple[ValueStep, ...] = ()
     required: bool | Callable[[dict], bool] = True   # may depend on the config (e.g. dense vs mixture)
+    # applies only where it holds for the hyperparameters (elsewhere the next matching rule does): one stored
+    # name the converter writes under two GGUF names (Granite 4's shared MLP: *_shexp beside experts, else ffn_*)
+    when: Callable[[dict], bool] | None = None
 
 
 @dataclass(frozen=True)
@@ -98,6 +101,7 @@ class Split:
     hf: str
     parts: tuple[tuple[str, ViewMaker], ...]
     required: bool | Callable[[dict], bool] = True
+    when: Callable[[dict], bool] | None = None  # as Tensor.when
 
 
 @dataclass(frozen=True)
@@ -215,7 +219,7 @@ def plan_tensors(family: Family, stored_tensors: dict[str, StoredTensor], h: dic
             continue
         for rule, rx in compiled:
             m = rx.match(name)
-            if m and not (isinstance(rule, Skip) and rule.when is not None and not rule.when(h)):
+            if m and not (getattr(rule, "when", None) is not None and not rule.when(h)):
                 break
         else:
             raise CheckpointError(f"{tensor.path.name}: tensor {hf_name!r} is not one the {family.name} family "
@@ -275,6 +279,8 @@ def _check_required(family: Family, seen: set[str], block_count: int, h: dict) -
         if isinstance(rule, Skip):
             continue
         if not (rule.required(h) if callable(rule.required) else rule.required):
+            continue
+        if getattr(rule, "when", None) is not None and not rule.when(h):
             continue
         wbs = ["weight"] if "{wb}" in rule.hf else [None]
         bids = range(block_count) if "{bid}" in rule.hf else [None]
