@@ -97,6 +97,12 @@ RULES: dict[str, Rule] = {
     **{k: NUMBER for k in ("embedding_multiplier", "attention_multiplier", "residual_multiplier", "logits_scaling")},
     **{k: STRING.or_null() for k in ("position_embedding_type", "normalization_function")},
     "attn_layer_indices": list_of(ZERO_OR_COUNT).or_null(),
+    # Falcon-H1's mixer width and switches, and its muP multipliers (folded into the weights)
+    "mamba_d_ssm": COUNT,
+    **{k: BOOL for k in ("mamba_rms_norm", "mamba_norm_before_gate", "projectors_bias")},
+    **{k: NUMBER for k in ("lm_head_multiplier", "key_multiplier", "attention_in_multiplier",
+                           "attention_out_multiplier", "ssm_in_multiplier", "ssm_out_multiplier")},
+    **{k: list_of(NUMBER) for k in ("mlp_multipliers", "ssm_multipliers")},
 }
 # where one family's config class types a key unlike the others
 OVERRIDES: dict[tuple[str, str], Rule] = {

@@ -67,7 +67,8 @@ class Tensor:
     hf: str
     gguf: str
     view: ViewMaker = stored
-    steps: tuple[ValueStep, ...] = ()
+    # or a function of the hyperparameters giving them (Falcon-H1's multipliers, which the converter folds in)
+    steps: tuple[ValueStep, ...] | Callable[[dict], tuple[ValueStep, ...]] = ()
     required: bool | Callable[[dict], bool] = True   # may depend on the config (e.g. dense vs mixture)
     # applies only where it holds for the hyperparameters (elsewhere the next matching rule does): one stored
     # name the converter writes under two GGUF names (Granite 4's shared MLP: *_shexp beside experts, else ffn_*)
@@ -239,7 +240,7 @@ def plan_tensors(family: Family, stored_tensors: dict[str, StoredTensor], h: dic
         gguf_name = rule.gguf.format(bid=bid, wb=groups.get("wb"))
         seen.add(rule.hf.format(bid=bid, wb=groups.get("wb"), x="{x}"))
         if isinstance(rule, Tensor):
-            present(gguf_name, rule.view([tensor], h), rule.steps)
+            present(gguf_name, rule.view([tensor], h), rule.steps(h) if callable(rule.steps) else rule.steps)
             continue
         if isinstance(rule, Stacked):
             n, x = h[rule.count_key], int(groups["x"])
