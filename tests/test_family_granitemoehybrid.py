@@ -44,12 +44,15 @@ def test_export_of_transformers_5_layer_names_is_the_converters_file_of_the_rele
     shutil.copytree(path, copy)
     config["layer_types"] = [_RELEASED_SPELLING[t] for t in config["layer_types"]]
     (copy / "config.json").write_text(json.dumps(config, indent=2), encoding="utf-8")
-    theirs = {}
 
-    def converted(name, outtype):
-        if outtype not in theirs:
-            theirs[outtype] = oracle.convert(copy, tmp_path / f"theirs-{outtype}.gguf", outtype)
-        return theirs[outtype]
+    def converted(name, outtype):  # cached by the checkpoint's content, which its directory name carries
+        out = oracle.CACHE / "converted" / f"{path.name}-released-spelling-{outtype}.gguf"
+        if not out.is_file():
+            out.parent.mkdir(parents=True, exist_ok=True)
+            tmp = out.with_name(out.name + ".partial")
+            oracle.convert(copy, tmp, outtype)
+            tmp.rename(out)
+        return out
 
     export_within_one_ulp_of_a("granite-4.0-h-saved", outtype, checkpoint, converted, tmp_path,
                                a_source=lambda bid: f"model.layers.{bid}.mamba.A_log")
