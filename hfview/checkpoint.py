@@ -16,7 +16,9 @@ from .gguf_layout import (KV, GGMLType, ValueType, encode_header, encode_kv, enc
 from .shards import StoredTensor, index_shards
 from .views import Presented
 
-OUTTYPES = {"f32": (GGMLType.F32, 0), "f16": (GGMLType.F16, 1), "bf16": (GGMLType.BF16, 32)}
+# --outtype -> (the type of the tensors it converts, general.file_type)
+OUTTYPES = {"f32": (GGMLType.F32, 0), "f16": (GGMLType.F16, 1), "bf16": (GGMLType.BF16, 32),
+            "q8_0": (GGMLType.Q8_0, 7)}
 
 # Tensors the converter keeps in F32 whatever the outtype (its prepare_tensors list), by GGUF base name.
 _ALWAYS_F32 = frozenset({
@@ -26,7 +28,13 @@ _ALWAYS_F32 = frozenset({
     "indexer.proj", "altup_correct_coef", "altup_predict_coef",
 })
 
-_CHUNK_BYTES = 32 << 20  # a transformed tensor is produced at most this much at a time
+_CHUNK_BYTES = 32 << 20  # a transformed tensor is produced at most this much at a time (its f32 working rows,
+                         # for a quantized one)
+
+
+def _rows_per_chunk(t: Presented) -> int:
+    work = t.row_bytes if t.via is None else max(t.row_bytes, (t.shape[-1] if t.shape else 1) * 4)
+    return max(1, _CHUNK_BYTES // work)
 
 
 def _bytes_view(array: np.ndarray) -> memoryview:
@@ -60,7 +68,8 @@ class HfCheckpoint:
     auto (the first matrix's dtype when bf16 or f16, else f16).
     """
 
-    def __init__(self, path: str | Path, outtype: str = "auto", *, model_name: str | None = None):
+    def __init__(self, path: str | Path, outtype: str = "auto", *, model_name: str | None = None,
+                 quant: str | None = None, imatrix=None):
         self.path = Path(path)
         if not self.path.is_dir():
             raise CheckpointError(f"{self.path}: not a checkpoint directory")
@@ -110,6 +119,11 @@ class HfCheckpoint:
             rows = embedding.shape[0] if embedding.shape else 0
             config_values.check_vocab(config, rows, embedding.view.sources[0].name, config_path)
         self.kv: list[KV] = self._build_kv(model_name)
+        self.quant = None
+        if quant is not None:
+            self._requantize(quant.upper(), config_path, imatrix)
+        elif imatrix is not None:
+            raise ConfigError("an importance matrix (--imatrix) applies only with --quant")
         self._layout()
 
     # ------------------------------------------------------------ what the converter decides
@@ -117,17 +131,20 @@ class HfCheckpoint:
         if outtype in OUTTYPES:
             return outtype
         if outtype != "auto":
-            raise ValueError(f"outtype {outtype!r}: use one of f32, f16, bf16, auto")
+            raise ValueError(f"outtype {outtype!r}: use one of {', '.join(OUTTYPES)}, auto")
         for name, t in self._stored.items():
             if len(t.shape) >= 2:
                 return {"BF16": "bf16", "F16": "f16"}.get(t.dtype, "f16")
         return "f16"
 
-    def _type_for(self, gguf_name: str, n_dims: int) -> GGMLType:
-        if n_dims <= 1 or gguf_name.endswith("_norm.weight"):
+    def _type_for(self, gguf_name: str, shape: tuple[int, ...]) -> GGMLType:
+        if len(shape) <= 1 or gguf_name.endswith("_norm.weight"):
             return GGMLType.F32
-        if _base_name(gguf_name) in _ALWAYS_F32 or gguf_name[-7:] not in (".weight", ".lora_a", ".lora_b"):
+        if not self.family.matrices_at_outtype and (
+                _base_name(gguf_name) in _ALWAYS_F32 or gguf_name[-7:] not in (".weight", ".lora_a", ".lora_b")):
             return GGMLType.F32
+        if self._out_type == GGMLType.Q8_0 and shape[-1] % 32:
+            return GGMLType.F16  # the converter's fallback where a row is not whole Q8_0 blocks
         return self._out_type
 
     def _build_kv(self, model_name: str | None) -> list[KV]:
@@ -152,6 +169,70 @@ class HfCheckpoint:
                 merged[kv.key] = kv  # a key set twice keeps its first place and its last value
         return list(merged.values())
 
+    def _requantize(self, quant: str, config_path: Path, imatrix) -> None:
+        """The file llama_model_quantize writes from the converter's: its tensor order and types, its KV edits;
+        with an importance matrix, as llama-quantize --imatrix writes it."""
+        from . import quant as q
+        from .imatrix import Imatrix, load
+
+        if quant not in q.FILE_TYPES:
+            raise ConfigError(f"--quant {quant!r}: choose one of {', '.join(q.FILE_TYPES)}")
+        if self._out_type not in (GGMLType.F32, GGMLType.F16, GGMLType.BF16):
+            raise ConfigError(f"--quant {quant} over --outtype {self.outtype}: llama-quantize does not requantize "
+                              f"a quantized file; choose --outtype auto, f32, f16 or bf16")
+        if imatrix is not None and not isinstance(imatrix, Imatrix):
+            imatrix = load(imatrix)
+        kv = {k.key: k.value for k in self.kv}
+        facts = q.ModelFacts.from_kv(kv)
+        by_name = {t.name: t for t in self.tensors}
+        order = [by_name[n] for n in q.tensor_order(list(by_name))]
+        try:
+            types = q.choose_types([(t.name, t.ggml_dims, t.ggml_type) for t in order], quant, facts,
+                                   imatrix=imatrix is not None)
+        except ValueError as e:
+            raise ConfigError(f"{config_path}: --quant {quant}: {e}") from None
+        self.tensors = []
+        for t, new in zip(order, types):
+            if new != t.ggml_type:
+                weights = self._importance(imatrix, t, new, quant) if imatrix is not None else None
+                t = Presented(t.name, t.view, new, t.steps, via=t.ggml_type, imatrix=weights)
+            self.tensors.append(t)
+        self._by_name = {t.name: t for t in self.tensors}
+        self.file_type = q.FILE_TYPES[quant][0]
+        # gguf_set_val_* removes a key and appends it: these move to the end, in llama-quantize's order
+        edits = [KV("general.quantization_version", ValueType.UINT32, q.QUANTIZATION_VERSION),
+                 KV("general.file_type", ValueType.UINT32, self.file_type)]
+        if imatrix is not None:
+            def cut(text):  # its override values are 127 bytes at most
+                return text.encode()[:127].decode("utf-8", "ignore")
+            edits.append(KV("quantize.imatrix.file", ValueType.STRING, cut(imatrix.path)))
+            if imatrix.datasets:
+                edits.append(KV("quantize.imatrix.dataset", ValueType.STRING, cut(imatrix.datasets[0])))
+            edits.append(KV("quantize.imatrix.entries_count", ValueType.UINT32, len(imatrix.entries)))
+            if imatrix.chunk_count > 0:
+                edits.append(KV("quantize.imatrix.chunks_count", ValueType.UINT32, imatrix.chunk_count))
+        edited = {e.key for e in edits}
+        self.kv = [k for k in self.kv if k.key not in edited] + edits
+        self.quant = quant
+
+    @staticmethod
+    def _importance(imatrix, t: Presented, new: GGMLType, quant: str):
+        from .quant import requires_imatrix
+
+        weights = imatrix.entries.get(t.name)
+        dims = t.ggml_dims
+        expected = dims[0] * (dims[2] if len(dims) > 2 else 1)
+        if weights is not None and weights.size != expected:
+            if t.name in ("token_embd.weight", "per_layer_token_embd.weight"):
+                weights = None  # llama-quantize ignores a mismatched one here only
+            else:
+                raise ConfigError(f"{imatrix.path}: importance matrix of {weights.size} values for {t.name}, "
+                                  f"which needs {expected}: it was computed for another model")
+        if weights is None and requires_imatrix(t.name, new, quant):
+            raise ConfigError(f"{imatrix.path}: no importance data for {t.name}, which {quant} quantizes as "
+                              f"{new.name} (llama-quantize refuses it without)")
+        return weights
+
     # ------------------------------------------------------------ the virtual file
     def _layout(self) -> None:
         parts = [encode_header(len(self.tensors), len(self.kv))]
@@ -159,7 +240,11 @@ class HfCheckpoint:
         offset = 0
         self._data_offsets: list[int] = []
         for t in self.tensors:
-            parts.append(encode_tensor_info(t.name, t.ggml_dims, t.ggml_type, offset))
+            dims = t.ggml_dims
+            if self.quant:  # gguf.cpp writes ggml_n_dims: trailing dims of one dropped
+                while len(dims) > 1 and dims[-1] == 1:
+                    dims = dims[:-1]
+            parts.append(encode_tensor_info(t.name, dims, t.ggml_type, offset))
             self._data_offsets.append(offset)
             offset += pad_to(t.nbytes)
         prefix = b"".join(parts)
@@ -216,7 +301,7 @@ class HfCheckpoint:
             return take
         row_bytes = t.row_bytes
         first_row = within // row_bytes
-        rows_per_chunk = max(1, _CHUNK_BYTES // row_bytes)
+        rows_per_chunk = _rows_per_chunk(t)
         want_end = min(t.nbytes, within + len(out))
         last_row = min(t.view.n_rows, -(-want_end // row_bytes), first_row + rows_per_chunk)
         cached = self._cache
@@ -238,7 +323,7 @@ class HfCheckpoint:
         yield self._prefix, None
         for t in self.tensors:
             row_bytes = t.row_bytes
-            step = max(1, _CHUNK_BYTES // row_bytes)
+            step = _rows_per_chunk(t)
             for r in range(0, t.view.n_rows, step):
                 yield _bytes_view(t.rows(r, min(t.view.n_rows, r + step))), t.name
             if pad := pad_to(t.nbytes) - t.nbytes:

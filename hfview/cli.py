@@ -9,7 +9,10 @@ import click
 
 from .errors import HfviewError
 
-OUTTYPES = click.Choice(["auto", "f32", "f16", "bf16"])
+OUTTYPES = click.Choice(["auto", "f32", "f16", "bf16", "q8_0"])
+QUANT_HELP = ("A llama-quantize file type (Q4_K_M, Q8_0, ...), applied over --outtype: the file "
+              "llama_model_quantize would write from the converter's.")
+IMATRIX_HELP = "llama-imatrix's importance matrix (GGUF or legacy .dat), as llama-quantize --imatrix reads it."
 
 
 INTERNAL_ERROR = 70  # sysexits' EX_SOFTWARE: hfview itself failed, not the input
@@ -63,14 +66,17 @@ def _local_dir(model: str, revision: str | None) -> tuple[Path, str | None]:
 @click.argument("model")
 @click.option("--revision", default=None, help="Hub revision (branch, tag or commit); default main.")
 @click.option("--outtype", type=OUTTYPES, default="auto", show_default=True)
+@click.option("--quant", default=None, metavar="TYPE", help=QUANT_HELP)
+@click.option("--imatrix", default=None, metavar="FILE", help=IMATRIX_HELP)
 @click.option("--json", "as_json", is_flag=True, help="Machine-readable output.")
-def inspect(model: str, revision: str | None, outtype: str, as_json: bool) -> None:
+def inspect(model: str, revision: str | None, outtype: str, quant: str | None, imatrix: str | None,
+            as_json: bool) -> None:
     """Architecture, KV and tensor table of MODEL's view (a directory or Hub id; reads headers only)."""
     from .checkpoint import HfCheckpoint
     from .inspect import describe, render
 
     path, model_revision = _local_dir(model, revision)
-    info = {"model_revision": model_revision, **describe(HfCheckpoint(path, outtype))}
+    info = {"model_revision": model_revision, **describe(HfCheckpoint(path, outtype, quant=quant, imatrix=imatrix))}
     click.echo(json.dumps(info, indent=1, default=str) if as_json else render(info))
 
 
@@ -79,15 +85,20 @@ def inspect(model: str, revision: str | None, outtype: str, as_json: bool) -> No
 @click.argument("out", type=click.Path(dir_okay=False, path_type=Path))
 @click.option("--revision", default=None, help="Hub revision (branch, tag or commit); default main.")
 @click.option("--outtype", type=OUTTYPES, default="auto", show_default=True)
+@click.option("--quant", default=None, metavar="TYPE", help=QUANT_HELP)
+@click.option("--imatrix", default=None, metavar="FILE", help=IMATRIX_HELP)
 @click.option("--progress/--no-progress", default=True)
-def export(model: str, out: Path, revision: str | None, outtype: str, progress: bool) -> None:
-    """Write MODEL's view to OUT as a GGUF file (byte-identical to convert_hf_to_gguf.py's)."""
+def export(model: str, out: Path, revision: str | None, outtype: str, quant: str | None, imatrix: str | None,
+           progress: bool) -> None:
+    """Write MODEL's view to OUT as a GGUF file (byte-identical to convert_hf_to_gguf.py's, and with --quant to
+    llama-quantize's over it)."""
     from .checkpoint import HfCheckpoint
     from .export import export as write
 
-    ckpt = HfCheckpoint(_local_dir(model, revision)[0], outtype)
+    ckpt = HfCheckpoint(_local_dir(model, revision)[0], outtype, quant=quant, imatrix=imatrix)
     write(ckpt, out, progress=progress)
-    click.echo(f"wrote {out} ({ckpt.size:,} bytes, {ckpt.arch}, {ckpt.outtype})", err=True)
+    click.echo(f"wrote {out} ({ckpt.size:,} bytes, {ckpt.arch}, {ckpt.outtype}"
+               f"{', ' + ckpt.quant if ckpt.quant else ''})", err=True)
 
 
 def _register_runner_commands() -> None:

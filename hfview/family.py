@@ -162,6 +162,9 @@ class Family:
     # Released names the config class reads as another key (its attribute map or constructor aliases: BLOOM's
     # n_embed for hidden_size): read as that key before the defaults fill in the rest
     aliases: dict[str, str] = field(default_factory=dict)
+    # The converter's tensor_force_quant asks every matrix at the outtype (DBRX): none is kept F32 by its name
+    # (a router included); vectors and norms still are
+    matrices_at_outtype: bool = False
 
     def __post_init__(self) -> None:
         from .config import ANY  # config.py names Family only for type checking
@@ -193,7 +196,7 @@ def converter_name(name: str) -> str:
 
 # ---------------------------------------------------------------- the tensor list
 def plan_tensors(family: Family, stored_tensors: dict[str, StoredTensor], h: dict, block_count: int,
-                 type_for: Callable[[str, int], GGMLType]) -> list[Presented]:
+                 type_for: Callable[[str, tuple[int, ...]], GGMLType]) -> list[Presented]:
     """The converter's tensor list: generated tensors first, then each stored tensor in order, mapped by
     the family's rules; experts are stacked and emitted when a block's last expert arrives."""
     compiled = [(rule, _regex(rule.hf)) for rule in family.tensors]
@@ -205,7 +208,7 @@ def plan_tensors(family: Family, stored_tensors: dict[str, StoredTensor], h: dic
                 what = "has no elements" if 0 in src.shape else f"is stored as {src.dtype}, which hfview does not read"
                 raise CheckpointError(f"{src.path.name}: tensor {src.name!r} (shape {list(src.shape)}) {what}; "
                                       f"the checkpoint cannot be presented as {name}")
-        out.append(Presented(name, view, type_for(name, len(view.shape)), tuple(steps)))
+        out.append(Presented(name, view, type_for(name, tuple(view.shape)), tuple(steps)))
 
     for name, values in family.generated(h):
         present(name, Generated(values, "computed from config"))

@@ -35,17 +35,48 @@ class ValueType(IntEnum):
 class GGMLType(IntEnum):
     F32 = 0
     F16 = 1
-    BF16 = 30
+    Q4_0 = 2
+    Q4_1 = 3
+    Q5_0 = 6
+    Q5_1 = 7
+    Q8_0 = 8
+    Q2_K = 10
+    Q3_K = 11
+    Q4_K = 12
+    Q5_K = 13
+    Q6_K = 14
+    IQ2_XXS = 16
+    IQ2_XS = 17
+    IQ3_XXS = 18
+    IQ1_S = 19
+    IQ4_NL = 20
+    IQ3_S = 21
+    IQ2_S = 22
+    IQ4_XS = 23
     I8 = 24
     I16 = 25
     I32 = 26
     I64 = 27
     F64 = 28
+    IQ1_M = 29
+    BF16 = 30
+    TQ1_0 = 34
+    TQ2_0 = 35
+    MXFP4 = 39
 
 
 # bytes per element of the unquantized ggml types
 GGML_ITEM_SIZE = {GGMLType.F32: 4, GGMLType.F16: 2, GGMLType.BF16: 2, GGMLType.I8: 1,
                   GGMLType.I16: 2, GGMLType.I32: 4, GGMLType.I64: 8, GGMLType.F64: 8}
+
+
+def row_bytes(ggml_type: GGMLType, n_per_row: int) -> int:
+    """Bytes of one row of `n_per_row` values; a quantized type's block sizes are ggml's own."""
+    if ggml_type in GGML_ITEM_SIZE:
+        return n_per_row * GGML_ITEM_SIZE[ggml_type]
+    from .ggml_quants import block
+    per_block, block_bytes = block(ggml_type)
+    return n_per_row // per_block * block_bytes
 
 
 @dataclass(frozen=True)

@@ -13,7 +13,7 @@ from typing import Callable, Sequence
 import numpy as np
 
 from .errors import CheckpointError
-from .gguf_layout import GGML_ITEM_SIZE, GGMLType
+from .gguf_layout import GGML_ITEM_SIZE, GGMLType, row_bytes
 from .shards import StoredTensor
 
 
@@ -56,7 +56,10 @@ def to_output(values: np.ndarray, ggml_type: GGMLType) -> np.ndarray:
         return values.astype(np.float16, copy=False)
     if ggml_type == GGMLType.BF16:
         return bf16_bits(values)
-    raise ValueError(f"cannot write {ggml_type.name}")
+    if ggml_type in GGML_ITEM_SIZE:
+        raise ValueError(f"cannot write {ggml_type.name}")
+    from .ggml_quants import quantize  # quantized types: ggml's own kernels, from f32 as the converter passes them
+    return quantize(values, ggml_type)
 
 
 # ---------------------------------------------------------------- value steps
@@ -237,27 +240,91 @@ class Reshaped(View):
 
 @dataclass
 class Transposed(View):
-    """A 2-D weight stored inputs-first ([in, out]: GPT-2's Conv1D) presented outputs-first ([out, in]).
-    A presented row is a stored column, which no positioned read returns on its own: the tensor is read
-    once and its transpose kept until its last rows are asked for (reads come in order), so memory is
-    one tensor's worth at most per view being read."""
+    """A weight stored inputs-first presented outputs-first: a 2-D [in, out] (GPT-2's Conv1D) as [out, in]. With
+    `blocks` (or a 3-D source: one block per first index), the stored rows are that many equal blocks, each
+    transposed on its own — a mixture's experts stored inputs-first, in one [experts x in, out] tensor (DBRX's
+    w2) or one [experts, in, out] (gpt-oss), presented [experts, out, in].
+    A presented row is a stored column, which no positioned read returns on its own: a block is read whole and
+    its transpose kept until its last rows are asked for (reads come in order), so besides the result memory
+    holds one block's worth at most per view being read (one expert's: never the stack twice)."""
     source: StoredTensor
-    _whole: np.ndarray | None = field(default=None, init=False, repr=False, compare=False)
+    blocks: int | None = None
+    # only these stored columns, in this order, become each block's presented rows (gpt-oss's gate: the even
+    # columns of each expert's [hidden, 2 x ffn] gate_up_proj, see interleaved); `label` names the pick
+    columns: np.ndarray | None = None
+    label: str = ""
+    _block: tuple[int, np.ndarray] | None = field(default=None, init=False, repr=False, compare=False)
 
     def __post_init__(self):
-        if len(self.source.shape) != 2:
-            raise CheckpointError(f"cannot transpose {self.source.name!r}: {len(self.source.shape)}-D")
+        src = self.source.shape
+        if len(src) not in (2, 3):
+            raise CheckpointError(f"cannot transpose {self.source.name!r}: {len(src)}-D")
+        blocks = self.blocks or (src[0] if len(src) == 3 else 1)
+        if _rows(src) % blocks:
+            raise CheckpointError(f"cannot split the {_rows(src)} rows of {self.source.name!r} into {blocks} "
+                                  f"equal blocks to transpose")
+        per = _rows(src) // blocks
+        width = src[-1] if self.columns is None else len(self.columns)
+        if self.columns is not None and len(self.columns) and not 0 <= int(np.min(self.columns)) <= int(
+                np.max(self.columns)) < src[-1]:
+            raise CheckpointError(f"cannot pick columns of {self.source.name!r}: it has {src[-1]}")
         self.sources = (self.source,)
-        self.shape = (self.source.shape[1], self.source.shape[0])
-        self.name = "transposed (stored inputs-first)"
+        self.shape = (width, per) if len(src) == 2 and blocks == 1 else (blocks, width, per)
+        self.name = ("transposed (stored inputs-first)" if len(self.shape) == 2 else
+                     f"each of {blocks} experts transposed (stored inputs-first)")
+        if self.label:
+            self.name = f"{self.label}, {self.name}"
 
     def rows(self, start, stop):
-        if self._whole is None:
-            self._whole = np.ascontiguousarray(self.source.read().T)
-        out = self._whole[start:stop]
-        if stop >= self.shape[0]:
-            self._whole = None
-        return out
+        width, per = self.shape[-2], self.shape[-1]  # presented rows per block, stored rows per block
+        total, out, done = stop - start, None, 0
+        while done < total:
+            b, r = divmod(start + done, width)
+            take = min(total - done, width - r)
+            if self._block is None or self._block[0] != b:
+                self._block = None  # the previous block's transpose goes before the next is made
+                block = _flat_rows(self.source, b * per, (b + 1) * per).T
+                self._block = (b, np.ascontiguousarray(block if self.columns is None else block[self.columns]))
+                del block
+            piece = self._block[1][r:r + take]
+            if r + take >= width:
+                self._block = None
+            if take == total:
+                return piece
+            if out is None:
+                out = np.empty((total, per), dtype=piece.dtype)
+            out[done:done + take] = piece
+            del piece  # a finished block's transpose goes before the next block is read
+            done += take
+        return out if out is not None else np.empty((0, per), dtype=_flat_rows(self.source, 0, 0).dtype)
+
+
+@dataclass
+class ColumnSelection(View):
+    """Some columns of a tensor (its last axis), in a given order: out[..., j] = in[..., columns[j]], rows read as
+    stored — gpt-oss's gate or up biases, the even or odd columns of each expert's interleaved gate_up bias."""
+    source: StoredTensor
+    columns: np.ndarray
+    label: str
+
+    def __post_init__(self):
+        src = self.source.shape
+        if not len(self.columns) or not 0 <= int(np.min(self.columns)) <= int(np.max(self.columns)) < src[-1]:
+            raise CheckpointError(f"cannot pick columns of {self.source.name!r}: it has {src[-1]}")
+        self.sources = (self.source,)
+        self.shape = (*src[:-1], len(self.columns))
+        self.name = self.label
+
+    def rows(self, start, stop):
+        return np.ascontiguousarray(_flat_rows(self.source, start, stop)[:, self.columns])
+
+
+def interleaved(width: int, part: int, parts: int = 2) -> np.ndarray:
+    """Part `part` of `parts` interleaved along a width: indices part, part + parts, ... (gpt-oss's gate_up
+    columns: gate at the even ones, up at the odd)."""
+    if width % parts:
+        raise CheckpointError(f"{width} interleaved columns do not split into {parts} parts")
+    return np.arange(part, width, parts)
 
 
 def rotation_pairs(n_rows: int, n_head: int) -> np.ndarray:
@@ -336,6 +403,11 @@ class Presented:
     view: View
     ggml_type: GGMLType
     steps: tuple[ValueStep, ...] = ()
+    # requantized (llama-quantize over the converter's file): the type the converter wrote, whose values ggml
+    # quantizes into ggml_type
+    via: GGMLType | None = None
+    # llama-quantize's importance weights for it: n_per_row per expert (field: not compared, an array)
+    imatrix: np.ndarray | None = field(default=None, compare=False, repr=False)
 
     @property
     def shape(self) -> tuple[int, ...]:
@@ -347,7 +419,7 @@ class Presented:
 
     @property
     def row_bytes(self) -> int:
-        return (self.shape[-1] if self.shape else 1) * GGML_ITEM_SIZE[self.ggml_type]
+        return row_bytes(self.ggml_type, self.shape[-1] if self.shape else 1)
 
     @property
     def nbytes(self) -> int:
@@ -359,20 +431,39 @@ class Presented:
 
     def rows(self, start: int, stop: int) -> np.ndarray:
         """Rows [start, stop) as written to the file."""
+        if self.via is None:
+            return self._converted(start, stop, self.ggml_type)
+        from .ggml_quants import quantize
+        values = to_working(self._converted(start, stop, self.via), self.via.name)
+        if self.imatrix is None:
+            return quantize(values, self.ggml_type)
+        # each expert's rows take that expert's weights, as llama-quantize splits them
+        n_per_row = self.shape[-1]
+        per_expert = self.shape[-2] if len(self.shape) > 2 else self.view.n_rows
+        parts, row = [], start
+        while row < stop:
+            expert, end = row // per_expert, min(stop, (row // per_expert + 1) * per_expert)
+            weights = self.imatrix[expert * n_per_row:(expert + 1) * n_per_row]
+            parts.append(quantize(values[row - start:end - start], self.ggml_type, weights))
+            row = end
+        return np.concatenate(parts) if len(parts) > 1 else parts[0]
+
+    def _converted(self, start: int, stop: int, ggml_type: GGMLType) -> np.ndarray:
+        """Rows [start, stop) as the converter writes them in `ggml_type`."""
         raw = self.view.rows(start, stop)
-        if not self.steps and _PASSTHROUGH.get(self.stored_dtype) == self.ggml_type and self.view.sources:
+        if not self.steps and _PASSTHROUGH.get(self.stored_dtype) == ggml_type and self.view.sources:
             # the converter's round trip through f32 leaves these bits unchanged (bf16: but NaNs made quiet)
-            return quiet_bf16_nans(raw) if self.ggml_type == GGMLType.BF16 else raw
+            return quiet_bf16_nans(raw) if ggml_type == GGMLType.BF16 else raw
         values = to_working(raw, self.stored_dtype) if self.view.sources else raw
         for step in self.steps:
             values = step.at(values, start, stop)
-        return to_output(values, self.ggml_type)
+        return to_output(values, ggml_type)
 
     def read(self) -> np.ndarray:
         out = self.rows(0, self.view.n_rows)
-        if self.ggml_type == GGMLType.BF16:
-            return out.reshape(self.shape)  # uint16 bits
-        return out.reshape(self.shape)
+        if self.ggml_type not in GGML_ITEM_SIZE:  # quantized: each row's blocks as bytes
+            return out.reshape(*self.shape[:-1], self.row_bytes)
+        return out.reshape(self.shape)  # BF16 as its uint16 bits
 
     def describe(self) -> str:
         parts = [self.view.describe()] + [s.name for s in self.steps]

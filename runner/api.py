@@ -22,7 +22,7 @@ from .sampling import Sampling
 __all__ = ["load", "Runner", "DeviceError", "ModelNotFound", "default_model_path", "DEFAULT_N_CTX"]
 
 DEFAULT_N_CTX = 4096
-PRECISIONS = ("auto", "f32", "f16", "bf16")
+PRECISIONS = ("auto", "f32", "f16", "bf16", "q8_0")
 BACKENDS = ("auto", "llama.cpp", "torch")
 
 
@@ -189,13 +189,21 @@ def _n_threads() -> int:
 
 def load(model: str | os.PathLike | None = None, *, precision: str = "auto", device: str = "cpu",
          n_ctx: int | None = None, revision: str | None = None, progress: bool = False,
-         n_threads: int | None = None, verbose: bool = False, backend: str = "auto") -> Runner:
+         n_threads: int | None = None, verbose: bool = False, backend: str = "auto",
+         steer=None, steer_layers: tuple[int, int] | None = None, kv_cache: str = "f16", lora=None,
+         quant: str | None = None, imatrix: str | None = None) -> Runner:
     """Load MODEL (a checkpoint directory, a Hub id, or None for the embedded default) into llama.cpp.
 
-    precision: the view's outtype (auto | f32 | f16 | bf16). device: cpu | cuda | metal (refused when
-    this build lacks it). n_ctx: context length (default min(4096, the model's training context),
+    precision: the view's outtype (auto | f32 | f16 | bf16 | q8_0). quant: a llama-quantize file type (Q4_K_M,
+    ...) applied over it, as llama_model_quantize would from the converter's file; imatrix: its importance
+    matrix file. device: cpu | cuda | metal (refused when this build lacks it). n_ctx: context length (default min(4096, the model's training context),
     capped to a sliding window, see ``Runner.notes``). backend: auto (llama.cpp when the view covers
     the family, else transformers), llama.cpp, or torch; a torch run returns a ``TorchRunner``.
+    steer: control vectors, each ``"FILE[:STRENGTH]"`` or a runner.steer.SteerSpec, summed and added to the
+    residual stream after layers steer_layers (inclusive; default all llama.cpp steers, 1..n_layer-1).
+    kv_cache: "f16" (llama.cpp's default) or "f32" (with no flash attention: exact to float32, see StreamModel).
+    lora: PEFT LoRA adapter directories, each ``"DIR[:SCALE]"`` or a runner.lora.LoraSpec, presented as the GGUF
+    convert_lora_to_gguf.py writes (runner.lora) and loaded through a FILE*.
     """
     import llama_cpp.llama_cpp as ll
 
@@ -203,6 +211,9 @@ def load(model: str | os.PathLike | None = None, *, precision: str = "auto", dev
 
     from .stream import StreamModel, load_model, load_model_from_path
 
+    from .stream import KV_CACHE_TYPES
+    if kv_cache not in KV_CACHE_TYPES:
+        raise HfviewError(f"kv_cache {kv_cache!r}: choose one of {', '.join(KV_CACHE_TYPES)}")
     if precision not in PRECISIONS:
         raise HfviewError(f"precision {precision!r}: choose one of {', '.join(PRECISIONS)}")
     if backend not in BACKENDS:
@@ -215,6 +226,18 @@ def load(model: str | os.PathLike | None = None, *, precision: str = "auto", dev
     path, model_revision, fmt, weight_files, gated, family = _resolve(
         model, revision, progress, require="view" if backend == "llama.cpp" else None)
     notes: list[str] = []
+    if quant is not None and (gated == "torch" or backend == "torch" or fmt == "gguf"):
+        raise HfviewError(f"--quant {quant}: quantizes the view for llama.cpp; "
+                          + ("a GGUF file is read as it is" if fmt == "gguf" else "this run uses transformers"))
+    if lora and (gated == "torch" or backend == "torch"):
+        raise HfviewError("--lora is applied by llama.cpp: the transformers backend cannot take it"
+                          + (f" (family {family!r} is not covered by the view)" if gated == "torch" else ""))
+    if lora and fmt == "gguf":
+        raise HfviewError("--lora presents a PEFT adapter over a checkpoint directory's view; the model is a GGUF "
+                          "file (convert the adapter with convert_lora_to_gguf.py for it)")
+    if steer and (gated == "torch" or backend == "torch"):
+        raise HfviewError("--steer applies a llama.cpp control vector: the transformers backend cannot take one "
+                          f"(family {family!r})" if gated == "torch" else "--steer needs the llama.cpp backend")
     if gated == "torch" or backend == "torch":
         from .torch_backend import TorchRunner
         if gated == "torch":
@@ -225,16 +248,24 @@ def load(model: str | os.PathLike | None = None, *, precision: str = "auto", dev
     device = _check_device(device)
     layers = 0 if device == "cpu" else -1
     ckpt = None
+    adapters: list = []
     if fmt == "gguf":  # a ready GGUF: llama.cpp reads it itself
         lm = load_model_from_path(weight_files[0], n_gpu_layers=layers, verbose=verbose)
         template = _gguf_chat_template(lm)
         window = None
     else:
-        ckpt = HfCheckpoint(path, precision)
+        ckpt = HfCheckpoint(path, precision, quant=quant, imatrix=imatrix)
         template = next((kv.value for kv in ckpt.kv if kv.key == "tokenizer.chat_template"), None) or None
         window = unapplied_window(ckpt.family, ckpt.hparams)
+        if lora:  # read and checked before llama.cpp loads anything
+            from .lora import lora_files
+            adapters = lora_files([lora] if isinstance(lora, (str, os.PathLike)) else list(lora), ckpt)
         lm = load_model(ckpt, n_gpu_layers=layers, progress=progress, verbose=verbose)
     try:
+        lora_ptrs = []
+        if adapters:
+            from .lora import load_adapter
+            lora_ptrs = [load_adapter(lm, f) for _, f in adapters]
         n_train = int(ll.llama_model_n_ctx_train(lm.ptr))
         asked = n_ctx
         if n_ctx is None:
@@ -255,11 +286,32 @@ def load(model: str | os.PathLike | None = None, *, precision: str = "auto", dev
         if not_applied:
             notes.append(f"the model's sampling defaults also state {', '.join(not_applied)}; hfview's sampler "
                          f"does not apply them")
+        rows = layer_range = None
+        if steer:  # read and checked before the context exists: a bad file costs no allocation
+            from .steer import check_layer_range, control_vector_rows, parse_steer
+            steer = [parse_steer(s) for s in ([steer] if isinstance(steer, (str, os.PathLike)) else steer)]
+            n_layer, n_embd = int(ll.llama_model_n_layer(lm.ptr)), int(ll.llama_model_n_embd(lm.ptr))
+            rows = control_vector_rows(list(steer), n_layer, n_embd)
+            layer_range = check_layer_range(steer_layers, n_layer)
         sm = StreamModel(lm, device=device, n_ctx=n_ctx, n_batch=min(n_ctx, 512),
-                         n_threads=n_threads or _n_threads(), verbose=verbose)
+                         n_threads=n_threads or _n_threads(), verbose=verbose, kv_cache=kv_cache)
     except BaseException:
         lm.close()
         raise
+    if lora_ptrs:
+        try:
+            sm.set_lora(lora_ptrs, [spec.scale for spec, _ in adapters])
+        except BaseException:
+            sm.close()
+            raise
+        notes.append(f"LoRA: {', '.join(str(spec) for spec, _ in adapters)}")
+    if rows is not None:
+        try:
+            sm.set_control_vector(rows, *layer_range)
+        except BaseException:
+            sm.close()
+            raise
+        notes.append(f"steering: {', '.join(map(str, steer))} on layers {layer_range[0]}..{layer_range[1]}")
     return Runner(sm, checkpoint=ckpt, model_path=Path(path), model_revision=model_revision,
                   chat_template=template, notes=notes, sampling=sampling, unapplied_window=window)
 

@@ -97,12 +97,13 @@ def open_view(model: str | os.PathLike | None = None, *, precision: str = "auto"
 
 
 def llama(model: str | os.PathLike | None = None, *, precision: str = "auto", revision: str | None = None,
-          rpc: list[str] | None = None, **kwargs: Any) -> llama_cpp.Llama:
+          rpc: list[str] | None = None, lora: list | None = None, **kwargs: Any) -> llama_cpp.Llama:
     """A ``llama_cpp.Llama`` over MODEL's view (no converted file). ``kwargs`` are Llama's own (n_ctx,
     n_threads, logits_all, seed, chat_format, ...), with two defaults of hfview's: ``verbose=False`` and
     ``chat_format="hfview"`` (the model's chat template as ``hfview generate`` renders it). The model is
     read through the FILE* once, so ``use_mmap`` has no effect. ``rpc``: ["HOST:PORT", ...], llama.cpp
-    rpc-servers the layers are split over (n_gpu_layers then defaults to all). Close it with ``close()``."""
+    rpc-servers the layers are split over (n_gpu_layers then defaults to all). ``lora``: PEFT adapter
+    directories ("DIR[:SCALE]", runner.lora) set on its context. Close it with ``close()``."""
     if rpc:
         add_rpc_servers(rpc)
         kwargs.setdefault("n_gpu_layers", -1)
@@ -111,9 +112,24 @@ def llama(model: str | os.PathLike | None = None, *, precision: str = "auto", re
         kwargs.setdefault("chat_format", CHAT_FORMAT)
     path, view = open_view(model, precision=precision, revision=revision)
     if view is None:
+        if lora:
+            raise HfviewError("--lora presents a PEFT adapter over a checkpoint directory's view; the model is a "
+                              "GGUF file")
         return llama_cpp.Llama(str(path), **kwargs)
+    files = None
+    if lora:  # checked before llama.cpp loads anything
+        from .lora import lora_files
+        files = lora_files(lora, view)
     with from_view(path, view) as model_path:
-        return llama_cpp.Llama(model_path, **kwargs)
+        llm = llama_cpp.Llama(model_path, **kwargs)
+    if files:
+        from .lora import apply_to_llama
+        try:
+            apply_to_llama(llm, [spec for spec, _ in files], view)
+        except BaseException:
+            llm.close()
+            raise
+    return llm
 
 
 # --------------------------------------------------------------------------------------------------

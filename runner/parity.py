@@ -97,8 +97,32 @@ def _import_torch():
     return torch, transformers
 
 
-def torch_logits(path: Path, ids: list[int]) -> np.ndarray:
-    """transformers' float32 logits [len(ids), vocab] for ``ids`` (no remote code)."""
+def _with_adapters(model, lora):
+    """transformers + peft: each adapter loaded and active at once, each LoRA layer's scaling times its scale."""
+    try:
+        import peft
+    except ImportError:
+        raise NeedsTorch("parity --lora compares with transformers + peft, which is not installed: "
+                         "pip install peft==0.21.2") from None
+    from .lora import parse_lora
+
+    specs = [parse_lora(s) for s in lora]
+    names = [f"a{i}" for i in range(len(specs))]
+    model = peft.PeftModel.from_pretrained(model, str(specs[0].path), adapter_name=names[0])
+    for name, spec in zip(names[1:], specs[1:]):
+        model.load_adapter(str(spec.path), adapter_name=name)
+    model.base_model.set_adapter(names)
+    for module in model.modules():
+        if isinstance(module, peft.tuners.lora.LoraLayer):
+            for name, spec in zip(names, specs):
+                if name in module.scaling:
+                    module.scaling[name] *= spec.scale
+    return model
+
+
+def torch_logits(path: Path, ids: list[int], lora=None) -> np.ndarray:
+    """transformers' float32 logits [len(ids), vocab] for ``ids`` (no remote code); with ``lora`` adapters
+    ("DIR[:SCALE]"), through peft."""
     torch, transformers = _import_torch()
     from huggingface_hub.utils import are_progress_bars_disabled, enable_progress_bars
 
@@ -111,6 +135,8 @@ def torch_logits(path: Path, ids: list[int]) -> np.ndarray:
         if not bars_were_off:
             transformers.utils.logging.enable_progress_bar()
             enable_progress_bars()
+    if lora:
+        model = _with_adapters(model, lora)
     model.eval()
     with torch.no_grad():
         out = model(torch.tensor([ids], dtype=torch.long)).logits[0]
@@ -118,7 +144,7 @@ def torch_logits(path: Path, ids: list[int]) -> np.ndarray:
 
 
 def compare(model: str | None = None, *, prompt: str = DEFAULT_PROMPT, threshold: float = 1e-4,
-            precision: str = "f32", revision: str | None = None, device: str = "cpu") -> ParityReport:
+            precision: str = "f32", revision: str | None = None, device: str = "cpu", lora=None) -> ParityReport:
     import time
 
     from runner.errors import NotInView
@@ -127,7 +153,8 @@ def compare(model: str | None = None, *, prompt: str = DEFAULT_PROMPT, threshold
 
     _import_torch()  # refuse before loading anything
     try:
-        runner = load(model, precision=precision, device=device, revision=revision, backend="llama.cpp")
+        runner = load(model, precision=precision, device=device, revision=revision, backend="llama.cpp",
+                      lora=list(lora) if lora else None)
     except NotInView as exc:
         from hfview.families import NOT_PRESENTED
         why = f" ({NOT_PRESENTED[exc.family]})" if exc.family in NOT_PRESENTED else ""
@@ -150,7 +177,7 @@ def compare(model: str | None = None, *, prompt: str = DEFAULT_PROMPT, threshold
         a = runner.logits(ids)
         t1 = time.perf_counter()
         path, revision_seen = runner.model_path, runner.model_revision
-    b = torch_logits(path, ids)
+    b = torch_logits(path, ids, lora)
     t2 = time.perf_counter()
     if b.shape[1] != a.shape[1]:
         raise HfviewError(f"vocabulary sizes differ: llama.cpp has {a.shape[1]} logits, transformers "
@@ -159,4 +186,6 @@ def compare(model: str | None = None, *, prompt: str = DEFAULT_PROMPT, threshold
     return ParityReport(model=str(model if model is not None else path), model_revision=revision_seen,
                         precision=precision, n_tokens=len(ids), n_vocab=a.shape[1], threshold=threshold,
                         passed=bool(m["nmse"] < threshold), seconds_llama_cpp=t1 - t0,
-                        seconds_transformers=t2 - t1, note=note, **m)
+                        seconds_transformers=t2 - t1, note=note,
+                        **({"reference": "transformers + peft (" + ", ".join(map(str, lora)) + ")"} if lora else {}),
+                        **m)

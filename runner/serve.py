@@ -184,7 +184,7 @@ def _chat_template_refusal(request, match):
 def create_app(model: str | None = None, *, n_ctx: int | None = None, api_key: str | None = None,
                precision: str = "auto", revision: str | None = None, host: str = "127.0.0.1",
                port: int = 8080, n_threads: int | None = None, rpc: list[str] | None = None,
-               notes: list[str] | None = None):
+               notes: list[str] | None = None, lora: list | None = None):
     """(app, proxy): llama-cpp-python's server app over MODEL's view, and its LlamaProxy (``free()`` it).
     Sampling values a request leaves out are the model's (general.sampling.*) over llama.cpp's defaults;
     n_ctx defaults to min(4096, the training context), as ``hfview generate``. ``rpc``: rpc-servers
@@ -201,6 +201,9 @@ def create_app(model: str | None = None, *, n_ctx: int | None = None, api_key: s
     if rpc:
         add_rpc_servers(rpc)  # before anything loads, so a bad endpoint is refused at once
     path, view = open_view(model, precision=precision, revision=revision)
+    if lora:  # read and checked before the server loads the model
+        from .lora import lora_files
+        lora = [spec for spec, _ in lora_files(lora, view)]
     meta, n_train, window = _model_facts(path, view)
     values, not_applied = from_metadata(meta)
     sampling = Sampling().over(values, "model")
@@ -226,6 +229,14 @@ def create_app(model: str | None = None, *, n_ctx: int | None = None, api_key: s
     with from_view(path, view) if view is not None else nullcontext():
         app = server_app.create_app(server_settings=server_settings, model_settings=[model_settings])
     proxy = server_app._llama_proxy  # create_app keeps its LlamaProxy in this module global (no accessor)
+    if lora:
+        from .lora import apply_to_llama
+        try:
+            apply_to_llama(proxy(), lora, view)
+        except BaseException:
+            proxy.free()
+            raise
+        notes.append(f"LoRA: {', '.join(map(str, lora))}")
 
     # The library's route handler answers unknown exceptions 500; a template's refusal is the request's fault.
     RouteErrorHandler.pattern_and_formatters[
@@ -250,13 +261,13 @@ def create_app(model: str | None = None, *, n_ctx: int | None = None, api_key: s
 
 def serve(model: str | None = None, *, host: str = "127.0.0.1", port: int = 8080, n_ctx: int | None = None,
           api_key: str | None = None, precision: str = "auto", revision: str | None = None,
-          rpc: list[str] | None = None, log=print) -> None:
+          rpc: list[str] | None = None, log=print, lora: list | None = None) -> None:
     """Run the server until Ctrl-C or SIGTERM (uvicorn's graceful shutdown), then free the model and return."""
     import uvicorn
 
     notes: list[str] = []
     app, proxy = create_app(model, n_ctx=n_ctx, api_key=api_key, precision=precision, revision=revision,
-                            host=host, port=port, rpc=rpc, notes=notes)
+                            host=host, port=port, rpc=rpc, notes=notes, lora=lora)
     for note in notes:
         log(note)
     s = app.state.sampling

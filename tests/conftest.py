@@ -79,6 +79,21 @@ def converted(checkpoint, builder):
     return get
 
 
+@pytest.fixture(scope="session")
+def quantized(converted):
+    """quantized(name, outtype, ftype_id) -> llama_model_quantize's file from the converter's, cached."""
+    def get(name: str, outtype: str, ftype: int) -> Path:
+        src = converted(name, outtype)
+        out = CACHE / "quantized" / f"{src.stem}-q{ftype}-{oracle.sha256(src)[:12]}.gguf"
+        if not out.is_file():
+            out.parent.mkdir(parents=True, exist_ok=True)
+            tmp = out.with_name(out.name + f".{os.getpid()}.partial")
+            oracle.quantize(src, tmp, ftype)
+            tmp.rename(out)
+        return out
+    return get
+
+
 # ---------------------------------------------------------------- the family table's record
 # Each oracle test records (family, oracle); the outcomes of a run are merged into family-status.json,
 # from which tools/family_table.py writes the README's table.

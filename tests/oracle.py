@@ -157,6 +157,49 @@ class ConverterFailed(RuntimeError):
     pass
 
 
+_QUANTIZE = """
+import json, sys, ctypes
+import numpy as np
+import llama_cpp.llama_cpp as L
+L.llama_backend_init()
+p = L.llama_model_quantize_default_params()
+p.ftype = int(sys.argv[3])
+p.nthread = 2
+if sys.argv[4]:  # importance weights by tensor (.npz) and the KV overrides llama-quantize adds for them
+    weights = dict(np.load(sys.argv[4]))
+    keep = {k: np.ascontiguousarray(v, dtype=np.float32) for k, v in weights.items()}
+    data = (L.llama_model_imatrix_data * (len(keep) + 1))()
+    for i, (k, v) in enumerate(keep.items()):
+        data[i].name, data[i].data, data[i].size = k.encode(), v.ctypes.data_as(ctypes.POINTER(ctypes.c_float)), v.size
+    p.imatrix = ctypes.cast(data, ctypes.POINTER(L.llama_model_imatrix_data))
+    overrides = json.loads(sys.argv[5])
+    kvo = (L.llama_model_kv_override * (len(overrides) + 1))()
+    for i, (key, value) in enumerate(overrides):
+        kvo[i].key = key.encode()
+        if isinstance(value, str):
+            kvo[i].tag, kvo[i].value.val_str = L.LLAMA_KV_OVERRIDE_TYPE_STR, value.encode()[:127]
+        else:
+            kvo[i].tag, kvo[i].value.val_i64 = L.LLAMA_KV_OVERRIDE_TYPE_INT, value
+    p.kv_overrides = ctypes.cast(kvo, ctypes.POINTER(L.llama_model_kv_override))
+sys.exit(L.llama_model_quantize(sys.argv[1].encode(), sys.argv[2].encode(), p))
+"""
+
+
+def quantize(gguf: Path, outfile: Path, ftype: int, weights: Path | None = None,
+             overrides: list | None = None) -> Path:
+    """llama.cpp's own llama_model_quantize (bound in llama-cpp-python) with default parameters, in a process of
+    its own (a failed GGML_ASSERT aborts the process). `weights`: an .npz of importance weights by tensor name
+    and `overrides` the (key, value) KV overrides, as llama-quantize --imatrix passes them."""
+    import json
+
+    proc = subprocess.run([sys.executable, "-c", _QUANTIZE, str(gguf), str(outfile), str(ftype),
+                           str(weights or ""), json.dumps(overrides or [])],
+                          capture_output=True, text=True, stdin=subprocess.DEVNULL)
+    if proc.returncode != 0:
+        raise ConverterFailed(f"llama_model_quantize {ftype} exit {proc.returncode}: {proc.stderr[-4000:]}")
+    return outfile
+
+
 def sha256(path: Path) -> str:
     h = hashlib.sha256()
     with open(path, "rb") as f:

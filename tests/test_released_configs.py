@@ -51,6 +51,12 @@ FEWER: dict[str, str] = {
     ), _UNREACHED),
     **dict.fromkeys(("jamba", "granitemoehybrid", "falcon_h1"), _UNREACHED),
 }
+# mixtures, part A (issue 11)
+FEWER.update(dict.fromkeys(("phimoe", "dbrx", "gpt_oss", "ernie4_5_moe"), _UNREACHED))
+REFUSED.update({
+    "gpt_oss/openai__gpt-oss-120b.json": ("quantized checkpoints are unsupported",
+                                          "MXFP4 as released (quantization_config quant_method mxfp4)"),
+})
 
 
 def _through_the_config_path(rel: str) -> dict:

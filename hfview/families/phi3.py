@@ -77,7 +77,7 @@ def original_context(h: dict) -> int:
 
 
 def rope_dims(h: dict) -> int:
-    return int(h["rope_parameters"]["partial_rotary_factor"] * h["hidden_size"]) // h["num_attention_heads"]
+    return int(h["rope_parameters"].get("partial_rotary_factor", 1.0) * h["hidden_size"]) // h["num_attention_heads"]
 
 
 def check(h: dict, path: Path) -> None:

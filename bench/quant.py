@@ -1,0 +1,88 @@
+"""Benchmark: a checkpoint run as Q4_K_M, side by side in one run.
+
+  view at Q4_K_M         HfCheckpoint(dir, quant=Q4_K_M) -> llama.cpp -> first logits, then tokens/s (0 bytes written)
+  convert + quantize     convert_hf_to_gguf.py (bf16 file), llama_model_quantize Q4_K_M (second file), llama.cpp
+                         loading it (mmap) -> first logits, then tokens/s
+
+Wall time, peak RSS and bytes written per step (each its own process). Targets: the view's first logits in at most
+half the convert + quantize + load time; the same tokens/s (the tensors are the same bytes).
+Usage: python bench/quant.py [--layers 9] [--hidden 2048] [--quant Q4_K_M]
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from common import ROOT, WORK, checkpoint, convert, run  # noqa: E402
+
+# first logits, then 32 decoded tokens timed on their own
+CHILD = r"""
+import sys, time, json
+t0 = time.perf_counter()
+mode, path, quant = sys.argv[1], sys.argv[2], sys.argv[3]
+from runner.stream import StreamModel, load_model_from_path
+if mode == "view":
+    from hfview import HfCheckpoint
+    src = HfCheckpoint(path, quant=quant)
+else:
+    src = load_model_from_path(path, use_mmap=True)
+with StreamModel(src, n_ctx=64) as m:
+    logits = m.logits([1, 450, 4996])
+    first = time.perf_counter() - t0
+    t1 = time.perf_counter()
+    ids = [1, 450, 4996]
+    for _ in range(32):
+        ids.append(int(m.logits(ids)[-1].argmax()))
+    rate = 32 / (time.perf_counter() - t1)
+print(json.dumps({"first": first, "tokens_per_s": rate, "ids": ids}))
+"""
+
+QUANTIZE = r"""
+import sys, llama_cpp.llama_cpp as L
+from hfview.quant import FILE_TYPES
+L.llama_backend_init()
+p = L.llama_model_quantize_default_params()
+p.ftype = FILE_TYPES[sys.argv[3]][0]
+sys.exit(L.llama_model_quantize(sys.argv[1].encode(), sys.argv[2].encode(), p))
+"""
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--layers", type=int, default=9)
+    ap.add_argument("--hidden", type=int, default=2048)
+    ap.add_argument("--quant", default="Q4_K_M")
+    args = ap.parse_args()
+    ckpt = checkpoint(args.layers, args.hidden)
+    env = dict(os.environ, PYTHONPATH=str(ROOT))
+    view_wall, view_rss, out = run([sys.executable, "-c", CHILD, "view", str(ckpt), args.quant], env)
+    view = json.loads(out)
+    converted, quantized = WORK / "quant-bench.gguf", WORK / f"quant-bench-{args.quant}.gguf"
+    conv_wall, conv_rss = convert(ckpt, converted)
+    q_wall, q_rss, _ = run([sys.executable, "-c", QUANTIZE, str(converted), str(quantized), args.quant], env)
+    written = converted.stat().st_size + quantized.stat().st_size
+    load_wall, load_rss, out = run([sys.executable, "-c", CHILD, "file", str(quantized), args.quant], env)
+    file = json.loads(out)
+    converted.unlink()
+    quantized.unlink()
+    files_first = conv_wall + q_wall + file["first"]
+    print(f"\ncheckpoint: {ckpt}, {args.quant}")
+    print(f"{'step':<46} {'wall s':>8} {'peak RSS MB':>12} {'bytes written':>15} {'tok/s':>7}")
+    print(f"{'view -> first logits':<46} {view['first']:>8.2f} {view_rss / 1e6:>12.0f} {0:>15,} "
+          f"{view['tokens_per_s']:>7.1f}")
+    print(f"{'convert':<46} {conv_wall:>8.2f} {conv_rss / 1e6:>12.0f} {converted.name:>15}")
+    print(f"{'llama_model_quantize':<46} {q_wall:>8.2f} {q_rss / 1e6:>12.0f}")
+    print(f"{'load quantized file -> first logits':<46} {file['first']:>8.2f} {load_rss / 1e6:>12.0f} "
+          f"{'':>15} {file['tokens_per_s']:>7.1f}")
+    print(f"{'convert + quantize + load -> first logits':<46} {files_first:>8.2f} {'':>12} {written:>15,}")
+    print(f"\nview vs convert + quantize + load: {files_first / view['first']:.2f}x faster (target >= 2x); "
+          f"tokens/s view/file {view['tokens_per_s'] / file['tokens_per_s']:.2f} (target 1.00); "
+          f"same greedy tokens: {view['ids'] == file['ids']}; view wrote 0 bytes")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,210 @@
+"""DBRX (DbrxForCausalLM) -> llama.cpp `dbrx` (the converter's DbrxModel).
+
+LayerNorms without bias, one fused Wqkv (q, k, v in that order, rotate-half rope: as stored) clamped at
+clip_qkv, and a mixture in every layer whose experts are stored fused: one [experts x ffn, d_model] tensor per
+projection (w1 gate, v1 up, w2 down; no `.weight` suffix). The converter views w1 and v1 as [experts, ffn,
+d_model] and transposes each expert of w2, which is stored inputs-first (views.Transposed over expert
+blocks). Its own short hyperparameter list comes from attn_config and ffn_config, with a LayerNorm epsilon of
+1e-5; every matrix, the router included, is written at the outtype (its tensor_force_quant).
+
+transformers 5.24 no longer reads attn_config.rope_theta: DBRX as released (rope_theta 500000 there only) runs
+in transformers with the default 10000, while the converter writes 500000, the theta DBRX was trained with.
+tests/test_family_dbrx.py measures that ceiling on a released-layout fixture and shows the view matches
+transformers once transformers rotates with the written theta.
+"""
+from __future__ import annotations
+
+from pathlib import Path
+
+from ..config import ANY, COMMON_HARMLESS, Harmless
+from ..errors import ConfigError, shown
+from ..family import Family, Tensor
+from ..params import f32, u32
+from ..views import Reshaped, Transposed
+from .qwen2 import check_architecture
+
+# transformers 5.24's DbrxAttentionConfig and DbrxFFNConfig fields that reach the converter (its sub-config
+# dicts); the attention config has no rope_theta default (the converter fails where none is stated)
+ATTN_DEFAULTS = dict(attn_pdrop=0.0, clip_qkv=None, kv_n_heads=1)
+FFN_DEFAULTS = dict(ffn_act_fn={"name": "silu"}, ffn_hidden_size=3584, moe_num_experts=4, moe_top_k=1,
+                    moe_jitter_eps=None, moe_loss_weight=0.01, moe_normalize_expert_weights=1.0)
+
+# transformers 5.24's DbrxConfig defaults
+DEFAULTS = {
+    "dbrx": dict(d_model=2048, n_heads=16, n_layers=24, max_seq_len=2048, vocab_size=32000, resid_pdrop=0.0,
+                 emb_pdrop=0.0, attn_config=ATTN_DEFAULTS, ffn_config=FFN_DEFAULTS, use_cache=True,
+                 initializer_range=0.02, output_router_logits=False,
+                 rope_parameters={"rope_theta": 10000.0, "rope_type": "default"}, pad_token_id=None,
+                 bos_token_id=None, eos_token_id=None, tie_word_embeddings=False),
+}
+
+READS = frozenset({
+    "d_model", "n_heads", "n_layers", "max_seq_len", "vocab_size", "attn_config", "ffn_config",
+    "tie_word_embeddings",
+    # what DbrxConfig computes from attn_config (kv_n_heads), saved beside it by transformers 5
+    "num_key_value_heads",
+    # transformers 5.24 rotates with these; the converter writes attn_config.rope_theta (see the module note)
+    "rope_parameters", "rope_scaling", "rope_theta",
+})
+HARMLESS: Harmless = {"resid_pdrop": ANY, "emb_pdrop": ANY}
+
+# sub-config keys: read, or harmless (dropout, training noise and loss weights; ffn_config.hidden_size, which
+# DbrxConfig sets to d_model; and the generic fields every transformers config carries, which released DBRX
+# configs dump into both sub-configs: return_dict, temperature, max_length, tie_word_embeddings, ...: inside a
+# sub-config they configure nothing)
+_SUB_COMMON = set(COMMON_HARMLESS) | {"tie_word_embeddings"}
+_ATTN_KEYS = {"clip_qkv", "kv_n_heads", "rope_theta", "attn_pdrop"} | _SUB_COMMON
+_FFN_KEYS = {"ffn_act_fn", "ffn_hidden_size", "moe_num_experts", "moe_top_k", "moe_normalize_expert_weights",
+             "moe_jitter_eps", "moe_loss_weight", "hidden_size"} | _SUB_COMMON
+# the release's remote-code DbrxFFNConfig option (a benchmarking switch), which transformers' DbrxFFN does not
+# read: harmless off, refused on
+_FFN_OFF = {"uniform_expert_assignment": False}
+# DbrxFFNConfig (transformers 5.24, strict) takes these as floats only and refuses the whole config on an integer,
+# after which the converter reads the raw config.json instead of the config class's view of it
+_FLOAT_ONLY = ("moe_normalize_expert_weights", "moe_loss_weight")
+
+
+def _as_stack(proj: str):
+    """w1 / v1: [experts x ffn, d_model] presented [experts, ffn, d_model] (the same rows)."""
+    def make(sources, h):
+        ffn = h["ffn_config"]
+        shape = (ffn["moe_num_experts"], ffn["ffn_hidden_size"], h["d_model"])
+        return Reshaped(sources[0], shape, f"{proj} viewed as [experts, ffn, d_model]")
+    return make
+
+
+def _down_stack(sources, h):
+    """w2: each expert's [ffn, d_model] block stored inputs-first, presented [experts, d_model, ffn]."""
+    return Transposed(sources[0], blocks=h["ffn_config"]["moe_num_experts"])
+
+
+_BLOCK = "transformer.blocks.{bid}."
+TENSORS = (
+    Tensor("transformer.wte.weight", "token_embd.weight"),
+    Tensor("transformer.norm_f.weight", "output_norm.weight"),
+    Tensor("lm_head.weight", "output.weight"),
+    Tensor(_BLOCK + "norm_attn_norm.norm_1.weight", "blk.{bid}.attn_norm.weight"),
+    Tensor(_BLOCK + "norm_attn_norm.attn.Wqkv.weight", "blk.{bid}.attn_qkv.weight"),
+    Tensor(_BLOCK + "norm_attn_norm.attn.out_proj.weight", "blk.{bid}.attn_output.weight"),
+    Tensor(_BLOCK + "norm_attn_norm.norm_2.weight", "blk.{bid}.attn_output_norm.weight"),
+    Tensor(_BLOCK + "ffn.router.layer.weight", "blk.{bid}.ffn_gate_inp.weight"),
+    Tensor(_BLOCK + "ffn.experts.mlp.w1", "blk.{bid}.ffn_gate_exps.weight", _as_stack("w1")),
+    Tensor(_BLOCK + "ffn.experts.mlp.v1", "blk.{bid}.ffn_up_exps.weight", _as_stack("v1")),
+    Tensor(_BLOCK + "ffn.experts.mlp.w2", "blk.{bid}.ffn_down_exps.weight", _down_stack),
+)
+
+
+def _sub(h: dict, key: str, defaults: dict) -> dict:
+    stated = h.get(key) or {}
+    if not isinstance(stated, dict):
+        raise ConfigError(f"{key} must be a JSON object, found {shown(stated)}")
+    return {**defaults, **stated}
+
+
+def normalise(h: dict) -> dict:
+    """DbrxConfig's constructor: each sub-config with its class's defaults; the KV heads are attn_config's."""
+    h["attn_config"] = _sub(h, "attn_config", ATTN_DEFAULTS)
+    h["ffn_config"] = _sub(h, "ffn_config", FFN_DEFAULTS)
+    h["num_key_value_heads"] = h["attn_config"]["kv_n_heads"]
+    return h
+
+
+def _positive_int(v) -> bool:
+    return isinstance(v, int) and not isinstance(v, bool) and 0 < v < 1 << 32
+
+
+def check(h: dict, path: Path) -> None:
+    check_architecture(h, path, "dbrx", ("DbrxForCausalLM",))
+    attn, ffn = h["attn_config"], h["ffn_config"]
+    for where, sub, known in (("attn_config", attn, _ATTN_KEYS), ("ffn_config", ffn, _FFN_KEYS | set(_FFN_OFF))):
+        unknown = sorted(set(sub) - known)
+        if unknown:
+            raise ConfigError(f"{path}: config key {where}.{unknown[0]} (= {shown(sub[unknown[0]])}) is not one the "
+                              f"dbrx family knows; hfview will not guess whether it changes the model")
+    for key, off in _FFN_OFF.items():
+        if key in ffn and ffn[key] is not off:
+            raise ConfigError(f"{path}: ffn_config.{key} is {shown(ffn[key])}; transformers' DBRX does not read it and "
+                              f"computes as if it were {off}, so this checkpoint would run as a model it is not")
+    for key in _FLOAT_ONLY:
+        if key in ffn and isinstance(ffn[key], int) and not isinstance(ffn[key], bool):
+            raise ConfigError(f"{path}: ffn_config.{key} is the integer {ffn[key]}: transformers 5.24's DbrxFFNConfig "
+                              f"takes a float only and refuses this config, so the converter would read the raw "
+                              f"config.json instead; write {float(ffn[key])}")
+    for where, sub, key in (("attn_config", attn, "kv_n_heads"), ("ffn_config", ffn, "ffn_hidden_size"),
+                            ("ffn_config", ffn, "moe_num_experts"), ("ffn_config", ffn, "moe_top_k")):
+        if not _positive_int(sub[key]):
+            raise ConfigError(f"{path}: {where}.{key} is {shown(sub[key])}; expected an integer >= 1")
+    if ffn["moe_top_k"] > ffn["moe_num_experts"]:
+        raise ConfigError(f"{path}: ffn_config.moe_top_k {ffn['moe_top_k']} is more than the "
+                          f"{ffn['moe_num_experts']} experts")
+    if h["n_heads"] % attn["kv_n_heads"] or h["d_model"] % h["n_heads"]:
+        raise ConfigError(f"{path}: d_model {h['d_model']}, n_heads {h['n_heads']}, attn_config.kv_n_heads "
+                          f"{attn['kv_n_heads']}: the heads do not split d_model and the KV heads evenly")
+    if "rope_theta" not in attn:
+        raise ConfigError(f"{path}: attn_config.rope_theta is not stated: the converter writes it as DBRX's rope "
+                          f"base and fails without it (KeyError), as every released DBRX states it")
+    theta = attn["rope_theta"]
+    if isinstance(theta, bool) or not isinstance(theta, (int, float)) or not theta > 0:
+        raise ConfigError(f"{path}: attn_config.rope_theta is {shown(theta)}; expected a number > 0")
+    clip = attn["clip_qkv"]
+    if isinstance(clip, bool) or not isinstance(clip, (int, float)) or not clip > 0:
+        raise ConfigError(f"{path}: attn_config.clip_qkv is {shown(clip)}: the converter writes it as the clamp of "
+                          f"q, k, v (a number > 0, as every released DBRX has 8) and fails on anything else")
+    act = ffn["ffn_act_fn"]
+    if not isinstance(act, dict) or act.get("name", "silu") != "silu" or set(act) - {"name"}:
+        raise ConfigError(f"{path}: ffn_config.ffn_act_fn {shown(act)}: llama.cpp's dbrx computes SwiGLU (SiLU) "
+                          f"only; this checkpoint would run wrong")
+    if ffn["moe_normalize_expert_weights"] != 1:
+        raise ConfigError(f"{path}: ffn_config.moe_normalize_expert_weights "
+                          f"{shown(ffn['moe_normalize_expert_weights'])}: llama.cpp's dbrx renormalises the chosen "
+                          f"experts' weights to sum to one (a p-norm of 1) and nothing else")
+    rope = h["rope_parameters"]
+    if rope.get("rope_type", "default") != "default":
+        raise ConfigError(f"{path}: rope type {rope.get('rope_type')!r}: the converter writes no rope scaling for "
+                          f"dbrx, so llama.cpp would rotate unscaled")
+    if h.get("tie_word_embeddings"):
+        raise ConfigError(f"{path}: tie_word_embeddings true: DbrxConfig refuses it and llama.cpp's dbrx needs an "
+                          f"output matrix of its own")
+
+
+def parameters(h: dict, block_count: int, file_type: int) -> list:
+    """DbrxModel.set_gguf_parameters, in its order."""
+    attn, ffn = h["attn_config"], h["ffn_config"]
+    return [
+        u32("dbrx.block_count", block_count),
+        u32("dbrx.context_length", h["max_seq_len"]),
+        u32("dbrx.embedding_length", h["d_model"]),
+        u32("dbrx.feed_forward_length", ffn["ffn_hidden_size"]),
+        u32("dbrx.attention.head_count", h["n_heads"]),
+        u32("dbrx.attention.head_count_kv", attn["kv_n_heads"]),
+        f32("dbrx.rope.freq_base", attn["rope_theta"]),
+        f32("dbrx.attention.clamp_kqv", attn["clip_qkv"]),
+        u32("dbrx.expert_count", ffn["moe_num_experts"]),
+        u32("dbrx.expert_used_count", ffn["moe_top_k"]),
+        f32("dbrx.attention.layer_norm_epsilon", 1e-5),
+        u32("general.file_type", file_type),
+    ]
+
+
+def vocab(model_dir: Path, h: dict) -> list:
+    """TextModel.set_vocab: byte-level BPE."""
+    from tokenizer.vocab import gpt2_vocab
+    return gpt2_vocab(model_dir, h)
+
+
+FAMILY = Family(
+    name="dbrx",
+    gguf_arch="dbrx",
+    architectures=("DbrxForCausalLM",),
+    defaults=DEFAULTS,
+    reads=READS,
+    harmless=HARMLESS,
+    tensors=TENSORS,
+    parameters=parameters,
+    vocab=vocab,
+    check=check,
+    normalise=normalise,
+    matrices_at_outtype=True,
+    notes={"ceiling": "transformers 5.24 ignores attn_config.rope_theta, which the converter writes: released "
+                      "configs are tested against the converter's own file's measured miss"},
+)

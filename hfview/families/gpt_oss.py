@@ -1,0 +1,175 @@
+"""gpt-oss, BF16 exports (GptOssForCausalLM) -> llama.cpp `gpt-oss` (the converter's GptOssModel).
+
+RMS norms, q/k/v/o with biases (rotate-half rope: as stored), one learned attention sink per head, layers
+alternating sliding-window and full attention, yarn rope, and a mixture in every layer: a router with a bias
+(softmax over the top-k logits) and experts stored fused and inputs-first. gate_up_proj [experts, hidden, 2 x
+ffn] holds gate and up in interleaved columns (even, odd): each is presented [experts, ffn, hidden], its
+columns picked and transposed expert by expert (views.Transposed with columns); down_proj [experts, ffn,
+hidden] is transposed the same way; the biases' columns are picked alike (views.ColumnSelection).
+
+The released checkpoints are MXFP4-quantized (quantization_config quant_method mxfp4): refused before any
+weight is read or downloaded (hfview.config.refuse_quantized), as every quantized checkpoint is.
+"""
+from __future__ import annotations
+
+from pathlib import Path
+
+from ..config import ANY, Harmless
+from ..errors import CheckpointError, ConfigError
+from ..family import Family, Split, Tensor
+from ..params import text_model_parameters, u32
+from ..views import ColumnSelection, Transposed, interleaved
+from .qwen2 import check_architecture
+
+# transformers 5.24's GptOssConfig defaults
+DEFAULTS = {
+    "gpt_oss": dict(num_hidden_layers=36, num_local_experts=128, vocab_size=201088, hidden_size=2880,
+                    intermediate_size=2880, head_dim=64, num_attention_heads=64, num_key_value_heads=8,
+                    sliding_window=128, tie_word_embeddings=False, hidden_act="silu", initializer_range=0.02,
+                    max_position_embeddings=131072, rms_norm_eps=1e-05,
+                    rope_parameters={"rope_type": "yarn", "factor": 32.0, "beta_fast": 32.0, "beta_slow": 1.0,
+                                     "truncate": False, "original_max_position_embeddings": 4096,
+                                     "rope_theta": 150000.0},
+                    attention_dropout=0.0, num_experts_per_tok=4, swiglu_alpha=1.702, swiglu_limit=7.0,
+                    router_aux_loss_coef=0.001, output_router_logits=False, use_cache=True, pad_token_id=None,
+                    bos_token_id=None, eos_token_id=None, attention_bias=True),
+}
+
+READS = frozenset({
+    "vocab_size", "hidden_size", "intermediate_size", "num_hidden_layers", "num_attention_heads",
+    "num_key_value_heads", "head_dim", "max_position_embeddings", "rms_norm_eps", "rope_parameters",
+    "rope_scaling", "rope_theta", "tie_word_embeddings", "num_local_experts", "num_experts_per_tok",
+    "sliding_window", "layer_types",  # checked: llama.cpp's gpt-oss alternates sliding and full from layer 0
+    "attention_bias",  # checked: llama.cpp's gpt-oss needs the output bias
+    "swiglu_alpha", "swiglu_limit",  # checked: llama.cpp's gpt-oss fixes them at 1.702 and 7.0
+})
+# GptOssConfig carries hidden_act, which its experts never read (their gate is the clamped SwiGLU above). The
+# release also states OpenAI's own names, which GptOssConfig does not define and neither transformers nor the
+# converter reads: experts_per_token (num_experts_per_tok) and initial_context_length (the rope's original context)
+HARMLESS: Harmless = {"hidden_act": ANY, "experts_per_token": ANY, "initial_context_length": ANY}
+
+# llama.cpp's LLM_FFN_SWIGLU_OAI_MOE constants (src/llama-graph.cpp)
+_ALPHA, _LIMIT = 1.702, 7.0
+
+
+def _experts_first(src, h):
+    if src.shape[0] != h["num_local_experts"]:
+        raise CheckpointError(f"tensor {src.name!r} holds {src.shape[0]} experts, but num_local_experts = "
+                              f"{h['num_local_experts']}")
+
+
+def _gate_up(part: int):
+    """gate (0) or up (1): the even or odd columns of each expert's [hidden, 2 x ffn] block, transposed."""
+    def make(sources, h):
+        src = sources[0]
+        _experts_first(src, h)
+        return Transposed(src, columns=interleaved(src.shape[-1], part), label=("gate", "up")[part] + " columns")
+    return make
+
+
+def _gate_up_bias(part: int):
+    def make(sources, h):
+        src = sources[0]
+        _experts_first(src, h)
+        return ColumnSelection(src, interleaved(src.shape[-1], part), ("gate", "up")[part] + " columns of each "
+                               "expert's interleaved gate_up bias")
+    return make
+
+
+def _down(sources, h):
+    _experts_first(sources[0], h)
+    return Transposed(sources[0])
+
+
+_LAYER = "model.layers.{bid}."
+TENSORS = (
+    Tensor("model.embed_tokens.weight", "token_embd.weight"),
+    Tensor("model.norm.weight", "output_norm.weight"),
+    Tensor("lm_head.weight", "output.weight"),
+    Tensor(_LAYER + "input_layernorm.weight", "blk.{bid}.attn_norm.weight"),
+    Tensor(_LAYER + "post_attention_layernorm.weight", "blk.{bid}.post_attention_norm.weight"),
+    *(Tensor(f"{_LAYER}self_attn.{p}_proj.{wb}", f"blk.{{bid}}.attn_{g}.{wb}")
+      for p, g in (("q", "q"), ("k", "k"), ("v", "v"), ("o", "output")) for wb in ("weight", "bias")),
+    Tensor(_LAYER + "self_attn.sinks", "blk.{bid}.attn_sinks.weight"),
+    Tensor(_LAYER + "mlp.router.weight", "blk.{bid}.ffn_gate_inp.weight"),
+    Tensor(_LAYER + "mlp.router.bias", "blk.{bid}.ffn_gate_inp.bias"),
+    Split(_LAYER + "mlp.experts.gate_up_proj", (("blk.{bid}.ffn_gate_exps.weight", _gate_up(0)),
+                                                ("blk.{bid}.ffn_up_exps.weight", _gate_up(1)))),
+    Split(_LAYER + "mlp.experts.gate_up_proj_bias", (("blk.{bid}.ffn_gate_exps.bias", _gate_up_bias(0)),
+                                                     ("blk.{bid}.ffn_up_exps.bias", _gate_up_bias(1)))),
+    Tensor(_LAYER + "mlp.experts.down_proj", "blk.{bid}.ffn_down_exps.weight", _down),
+    Tensor(_LAYER + "mlp.experts.down_proj_bias", "blk.{bid}.ffn_down_exps.bias"),
+)
+
+
+def _layer_kinds(n: int) -> list[str]:
+    """GptOssConfig's default, and the only pattern llama.cpp's gpt-oss runs: sliding on even layers."""
+    return ["sliding_attention" if (i + 1) % 2 else "full_attention" for i in range(n)]
+
+
+def normalise(h: dict) -> dict:
+    """GptOssConfig's constructor: layer kinds alternate from sliding where none are stated."""
+    if h.get("num_key_value_heads") is None:
+        h["num_key_value_heads"] = h["num_attention_heads"]
+    if h.get("layer_types") is None:
+        h["layer_types"] = _layer_kinds(h["num_hidden_layers"])
+    return h
+
+
+def check(h: dict, path: Path) -> None:
+    check_architecture(h, path, "gpt_oss", ("GptOssForCausalLM",))
+    if h["layer_types"] != _layer_kinds(h["num_hidden_layers"]):
+        raise ConfigError(f"{path}: layer_types {h['layer_types']}: llama.cpp's gpt-oss makes the even layers "
+                          f"sliding-window and the odd ones full attention (the converter writes no pattern), so "
+                          f"these layers would run as other kinds")
+    if not h.get("sliding_window"):
+        raise ConfigError(f"{path}: sliding_window {h.get('sliding_window')!r}: the converter writes it as the "
+                          f"window of the sliding layers (and fails without it); llama.cpp's gpt-oss needs one")
+    for key, want in (("swiglu_alpha", _ALPHA), ("swiglu_limit", _LIMIT)):
+        if float(h[key]) != want:
+            raise ConfigError(f"{path}: {key} {h[key]!r}: llama.cpp's gpt-oss computes its experts' clamped SwiGLU "
+                              f"with {key.split('_')[1]} {want} (a constant), so this checkpoint would run wrong")
+    if not h.get("attention_bias"):
+        raise ConfigError(f"{path}: attention_bias {h.get('attention_bias')!r}: llama.cpp's gpt-oss requires the "
+                          f"attention output bias (attn_output.bias), which this checkpoint does not store")
+    if h.get("tie_word_embeddings"):
+        raise ConfigError(f"{path}: tie_word_embeddings true: llama.cpp's gpt-oss needs an output matrix of its "
+                          f"own, which a tied checkpoint does not store")
+    if not h.get("num_local_experts"):
+        raise ConfigError(f"{path}: num_local_experts {h.get('num_local_experts')!r}: llama.cpp's gpt-oss needs "
+                          f"experts")
+    rope = h["rope_parameters"]
+    if rope.get("rope_type", "default") not in ("default", "yarn"):
+        raise ConfigError(f"{path}: rope type {rope.get('rope_type')!r}: gpt-oss is released with yarn rope; the "
+                          f"view presents default or yarn only")
+
+
+def parameters(h: dict, block_count: int, file_type: int) -> list:
+    """TextModel's list, then the window and the expert width (GptOssModel.set_gguf_parameters)."""
+    return [*text_model_parameters(h, "gpt-oss", block_count, file_type),
+            u32("gpt-oss.attention.sliding_window", h["sliding_window"]),
+            u32("gpt-oss.expert_feed_forward_length", h["intermediate_size"])]
+
+
+def vocab(model_dir: Path, h: dict) -> list:
+    """GptOssModel.set_vocab: byte-level BPE."""
+    from tokenizer.vocab import gpt2_vocab
+    return gpt2_vocab(model_dir, h)
+
+
+FAMILY = Family(
+    name="gpt_oss",
+    gguf_arch="gpt-oss",
+    architectures=("GptOssForCausalLM",),
+    defaults=DEFAULTS,
+    reads=READS,
+    harmless=HARMLESS,
+    tensors=TENSORS,
+    parameters=parameters,
+    vocab=vocab,
+    check=check,
+    normalise=normalise,
+    # llama.cpp's gpt-oss applies the window on its sliding layers (LLAMA_SWA_TYPE_STANDARD, pattern 2:
+    # src/models/openai-moe.cpp), as transformers does
+    llama_cpp_applies_window=True,
+)
