@@ -59,7 +59,7 @@ RULES: dict[str, Rule] = {
     "sliding_window": ZERO_OR_COUNT.or_null(),
     # Mamba's step rank: a count, or "auto" (the width / 16, rounded up)
     **{k: Rule("an integer >= 1 or \"auto\"", lambda v: is_int(v) and 1 <= v <= U32_MAX or v == "auto")
-       for k in ("time_step_rank", "dt_rank")},
+       for k in ("time_step_rank", "dt_rank", "mamba_dt_rank")},
     "time_step_limit": list_of(NUMBER), "full_attn_idxs": list_of(ZERO_OR_COUNT).or_null(),
     "mixer_rms_eps": NON_NEGATIVE, "rotary_emb_base": POSITIVE,
     **{k: BOOL for k in ("use_bias", "use_conv_bias", "norm_before_gate")},
@@ -96,10 +96,26 @@ RULES: dict[str, Rule] = {
     **{k: ZERO_OR_COUNT for k in ("first_k_dense_replace", "n_shared_experts", "num_nextn_predict_layers")},
     **{k: STRING for k in ("scoring_func", "topk_method")},
     "norm_topk_prob": BOOL, "routed_scaling_factor": NUMBER,
+    # the Mamba-2 hybrids' mixer sizes (Granite 4.0, Bamba), read as written, and Granite's multipliers
+    **{k: COUNT for k in ("mamba_n_heads", "mamba_d_state", "mamba_n_groups", "mamba_d_conv", "mamba_expand",
+                          "attn_rotary_emb")},
+    "mamba_d_head": Rule("an integer >= 1 or \"auto\"", lambda v: is_int(v) and 1 <= v <= U32_MAX or v == "auto"),
+    **{k: BOOL for k in ("mamba_conv_bias", "mamba_proj_bias")},
+    **{k: NUMBER for k in ("embedding_multiplier", "attention_multiplier", "residual_multiplier", "logits_scaling")},
+    **{k: STRING.or_null() for k in ("position_embedding_type", "normalization_function")},
+    "attn_layer_indices": list_of(ZERO_OR_COUNT).or_null(),
+    # Falcon-H1's mixer width and switches, and its muP multipliers (folded into the weights)
+    "mamba_d_ssm": COUNT,
+    **{k: BOOL for k in ("mamba_rms_norm", "mamba_norm_before_gate", "projectors_bias")},
+    **{k: NUMBER for k in ("lm_head_multiplier", "key_multiplier", "attention_in_multiplier",
+                           "attention_out_multiplier", "ssm_in_multiplier", "ssm_out_multiplier")},
+    **{k: list_of(NUMBER) for k in ("mlp_multipliers", "ssm_multipliers")},
 }
 # where one family's config class types a key unlike the others
 OVERRIDES: dict[tuple[str, str], Rule] = {
     # EXAONE 4: 0 with no sliding window (1.2B), a layer-kind string ("LLLG", 32B)
+    # Granite 4.0's dense hybrids (granite-4.0-h-micro) state 0 experts and 0 per token
+    ("granitemoehybrid", "num_experts_per_tok"): ZERO_OR_COUNT,
     ("exaone4", "sliding_window_pattern"): Rule("an integer >= 0 or a pattern string such as \"LLLG\"",
                                                 lambda v: is_int(v) and 0 <= v <= U32_MAX or isinstance(v, str)),
     # DeepseekV2Config defaults it to None (the family refuses a config without one)

@@ -67,8 +67,12 @@ class Tensor:
     hf: str
     gguf: str
     view: ViewMaker = stored
-    steps: tuple[ValueStep, ...] = ()
+    # or a function of the hyperparameters giving them (Falcon-H1's multipliers, which the converter folds in)
+    steps: tuple[ValueStep, ...] | Callable[[dict], tuple[ValueStep, ...]] = ()
     required: bool | Callable[[dict], bool] = True   # may depend on the config (e.g. dense vs mixture)
+    # applies only where it holds for the hyperparameters (elsewhere the next matching rule does): one stored
+    # name the converter writes under two GGUF names (Granite 4's shared MLP: *_shexp beside experts, else ffn_*)
+    when: Callable[[dict], bool] | None = None
 
 
 @dataclass(frozen=True)
@@ -98,6 +102,7 @@ class Split:
     hf: str
     parts: tuple[tuple[str, ViewMaker], ...]
     required: bool | Callable[[dict], bool] = True
+    when: Callable[[dict], bool] | None = None  # as Tensor.when
 
 
 @dataclass(frozen=True)
@@ -119,6 +124,12 @@ class Skip:
 
 
 Rule = Tensor | Experts | Stacked | Split | Skip
+
+
+def rule_applies(rule: Rule, h: dict) -> bool:
+    """Whether a rule that names a tensor holds for these hyperparameters (its `when`, where it has one)."""
+    when = getattr(rule, "when", None)
+    return when is None or when(h)
 
 
 def _regex(pattern: str) -> re.Pattern:
@@ -226,7 +237,7 @@ def plan_tensors(family: Family, stored_tensors: dict[str, StoredTensor], h: dic
             continue
         for rule, rx in compiled:
             m = rx.match(name)
-            if m and not (isinstance(rule, Skip) and not rule.drops(h, m)):
+            if m and (rule.drops(h, m) if isinstance(rule, Skip) else rule_applies(rule, h)):
                 break
         else:
             raise CheckpointError(f"{tensor.path.name}: tensor {hf_name!r} is not one the {family.name} family "
@@ -246,7 +257,7 @@ def plan_tensors(family: Family, stored_tensors: dict[str, StoredTensor], h: dic
         gguf_name = rule.gguf.format(bid=bid, wb=groups.get("wb"))
         seen.add(rule.hf.format(bid=bid, wb=groups.get("wb"), x="{x}"))
         if isinstance(rule, Tensor):
-            present(gguf_name, rule.view([tensor], h), rule.steps)
+            present(gguf_name, rule.view([tensor], h), rule.steps(h) if callable(rule.steps) else rule.steps)
             continue
         if isinstance(rule, Stacked):
             n, x = h[rule.count_key], int(groups["x"])
@@ -286,6 +297,8 @@ def _check_required(family: Family, seen: set[str], block_count: int, h: dict) -
         if isinstance(rule, Skip):
             continue
         if not (rule.required(h) if callable(rule.required) else rule.required):
+            continue
+        if not rule_applies(rule, h):
             continue
         wbs = ["weight"] if "{wb}" in rule.hf else [None]
         bids = range(block_count) if "{bid}" in rule.hf else [None]

@@ -73,6 +73,38 @@ class ValueStep:
     def __call__(self, x: np.ndarray) -> np.ndarray:
         return self.fn(x)
 
+    def at(self, x: np.ndarray, start: int, stop: int) -> np.ndarray:
+        """The step on rows [start, stop) of the tensor (the same for every row here; see RowSegmentsScaled)."""
+        return self.fn(x)
+
+
+def _times(x: np.ndarray, factor: float) -> np.ndarray:
+    """x * factor as torch computes a tensor times a Python number: in float32 (the number rounded to it), the
+    product rounded to x's dtype."""
+    return (x.astype(np.float32, copy=False) * np.float32(factor)).astype(x.dtype, copy=False)
+
+
+def scaled(factor: float, label: str) -> ValueStep:
+    """Every value times a config multiplier (Falcon-H1's muP multipliers, which the converter folds into the
+    weights), in the converter's working dtype."""
+    return ValueStep(f"x {label} ({factor!r})", lambda x: _times(x, factor))
+
+
+@dataclass(frozen=True)
+class RowSegmentsScaled(ValueStep):
+    """Rows in consecutive segments, each segment times its own factor (Falcon-H1's in_proj: z, x, B, C and dt rows
+    each by one of ssm_multipliers). `bounds`: each segment's first row, then the row count."""
+    bounds: tuple[int, ...] = ()
+    factors: tuple[float, ...] = ()
+
+    def at(self, x: np.ndarray, start: int, stop: int) -> np.ndarray:
+        out = np.empty_like(x)
+        for lo, hi, factor in zip(self.bounds, self.bounds[1:], self.factors):
+            a, b = max(lo, start), min(hi, stop)
+            if a < b:
+                out[a - start:b - start] = _times(x[a - start:b - start], factor)
+        return out
+
 
 OFFSET_ONE = ValueStep("1 + w", lambda x: x + x.dtype.type(1))
 # Correctly rounded (through float64) in the converter's working dtype. The converter's own exponential is
@@ -432,7 +464,7 @@ class Presented:
             return quiet_bf16_nans(raw) if ggml_type == GGMLType.BF16 else raw
         values = to_working(raw, self.stored_dtype) if self.view.sources else raw
         for step in self.steps:
-            values = step(values)
+            values = step.at(values, start, stop)
         return to_output(values, ggml_type)
 
     def read(self) -> np.ndarray:

@@ -49,6 +49,7 @@ FEWER: dict[str, str] = {
         "mistral_format", "mpt", "nemotron", "olmo", "olmo2", "olmoe", "orion", "phi", "qwen2_moe", "seed_oss",
         "stablelm", "starcoder2",
     ), _UNREACHED),
+    **dict.fromkeys(("jamba", "granitemoehybrid", "falcon_h1"), _UNREACHED),
 }
 # mixtures, part A (issue 11)
 FEWER.update(dict.fromkeys(("phimoe", "dbrx", "gpt_oss", "ernie4_5_moe"), _UNREACHED))

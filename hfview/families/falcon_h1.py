@@ -1,0 +1,165 @@
+"""Falcon-H1 (FalconH1ForCausalLM: Falcon-H1-0.5B .. 34B) -> llama.cpp `falcon-h1` (the converter's FalconH1Model,
+a Mamba2Model).
+
+Every layer runs grouped-query attention (rope, nothing permuted) and a Mamba-2 mixer side by side on the same
+normed input, then a SwiGLU. Falcon-H1's muP multipliers are folded into the weights as the converter folds
+them, each a value step computed on read in the converter's working dtype (float32 for bfloat16 weights): the
+embedding and lm_head by theirs, q / v by attention_in_multiplier, k by key_multiplier then that, o_proj by
+attention_out_multiplier, the gate and down projections by mlp_multipliers, out_proj by ssm_out_multiplier, and
+in_proj by ssm_in_multiplier then each of its z, x, B, C and dt row segments by one of ssm_multipliers. A and D
+as mamba2 presents them ([heads, 1], A = -exp(A_log)), the optional gated norm as [groups, d_ssm / groups].
+
+The converter reads config.json as written (Mamba2Model avoids AutoConfig), so nothing is defaulted: the keys on
+which it and transformers would disagree when absent must be stated.
+"""
+from __future__ import annotations
+
+from pathlib import Path
+
+from ..config import ANY, Harmless
+from ..errors import ConfigError
+from ..family import Family, Tensor
+from ..params import f32, u32
+from ..views import NEG_EXP, RowSegmentsScaled, ValueStep, scaled
+from .granitemoehybrid import by_group
+from .mamba import squeezed
+from .mamba2 import per_head
+
+ARCH = "falcon-h1"
+
+# None: config.json is read as written, as the converter reads it (see the module's docstring)
+DEFAULTS = {"falcon_h1": {}}
+
+MULTIPLIERS = ("embedding_multiplier", "lm_head_multiplier", "key_multiplier", "attention_in_multiplier",
+               "attention_out_multiplier", "ssm_in_multiplier", "ssm_out_multiplier", "mlp_multipliers",
+               "ssm_multipliers")
+# the keys both the converter and transformers need, which the converter does not default as the config class
+STATED = ("vocab_size", "hidden_size", "intermediate_size", "num_hidden_layers", "num_attention_heads",
+          "num_key_value_heads", "head_dim", "max_position_embeddings", "rms_norm_eps", "mamba_d_ssm",
+          "mamba_n_heads", "mamba_d_head", "mamba_d_state", "mamba_n_groups", "mamba_d_conv", "mamba_rms_norm",
+          *MULTIPLIERS)
+
+READS = frozenset({
+    *STATED, "hidden_act", "tie_word_embeddings", "rope_parameters", "rope_scaling", "rope_theta", "mamba_expand",
+    "mamba_conv_bias", "mamba_proj_bias", "mamba_norm_before_gate", "projectors_bias", "attention_bias", "mlp_bias",
+    "time_step_limit",
+})
+# the scan's chunk length (the same result in chunks), how many logits a generation step keeps
+HARMLESS: Harmless = {"mamba_chunk_size": ANY, "num_logits_to_keep": ANY}
+
+
+def times(*keys: str):
+    """The value steps of a tensor the converter multiplies by these config multipliers, in this order (a key
+    "name[i]" names one element of a list)."""
+    def steps(h: dict) -> tuple[ValueStep, ...]:
+        out = []
+        for key in keys:
+            name, _, index = key.partition("[")
+            out.append(scaled(h[name][int(index[:-1])] if index else h[name], key))
+        return tuple(out)
+    return steps
+
+
+def _in_proj_segments(h: dict) -> ValueStep:
+    d, gs = h["mamba_d_ssm"], h["mamba_n_groups"] * h["mamba_d_state"]
+    bounds = (0, d, 2 * d, 2 * d + gs, 2 * d + 2 * gs, 2 * d + 2 * gs + h["mamba_n_heads"])
+    return RowSegmentsScaled("z, x, B, C, dt rows x ssm_multipliers", lambda x: x, bounds=bounds,  # (at() only)
+                             factors=tuple(h["ssm_multipliers"]))
+
+
+_L = "model.layers.{bid}."
+TENSORS = (
+    Tensor("model.embed_tokens.weight", "token_embd.weight", steps=times("embedding_multiplier")),
+    Tensor("lm_head.weight", "output.weight", steps=times("lm_head_multiplier")),
+    Tensor("model.final_layernorm.weight", "output_norm.weight"),
+    Tensor(_L + "input_layernorm.weight", "blk.{bid}.attn_norm.weight"),
+    Tensor(_L + "pre_ff_layernorm.weight", "blk.{bid}.ffn_norm"),
+    Tensor(_L + "self_attn.q_proj.weight", "blk.{bid}.attn_q.weight", steps=times("attention_in_multiplier")),
+    Tensor(_L + "self_attn.k_proj.weight", "blk.{bid}.attn_k.weight",
+           steps=times("key_multiplier", "attention_in_multiplier")),
+    Tensor(_L + "self_attn.v_proj.weight", "blk.{bid}.attn_v.weight", steps=times("attention_in_multiplier")),
+    Tensor(_L + "self_attn.o_proj.weight", "blk.{bid}.attn_output.weight", steps=times("attention_out_multiplier")),
+    Tensor(_L + "mamba.in_proj.weight", "blk.{bid}.ssm_in.weight",
+           steps=lambda h: (*times("ssm_in_multiplier")(h), _in_proj_segments(h))),
+    Tensor(_L + "mamba.conv1d.weight", "blk.{bid}.ssm_conv1d.weight", squeezed),
+    Tensor(_L + "mamba.conv1d.bias", "blk.{bid}.ssm_conv1d.bias"),
+    Tensor(_L + "mamba.dt_bias", "blk.{bid}.ssm_dt.bias"),
+    Tensor(_L + "mamba.A_log", "blk.{bid}.ssm_a", per_head, steps=(NEG_EXP,)),
+    Tensor(_L + "mamba.D", "blk.{bid}.ssm_d", per_head),
+    Tensor(_L + "mamba.norm.weight", "blk.{bid}.ssm_norm.weight", by_group, required=lambda h: h["mamba_rms_norm"]),
+    Tensor(_L + "mamba.out_proj.weight", "blk.{bid}.ssm_out.weight", steps=times("ssm_out_multiplier")),
+    Tensor(_L + "feed_forward.gate_proj.weight", "blk.{bid}.ffn_gate.weight", steps=times("mlp_multipliers[0]")),
+    Tensor(_L + "feed_forward.up_proj.weight", "blk.{bid}.ffn_up.weight"),
+    Tensor(_L + "feed_forward.down_proj.weight", "blk.{bid}.ffn_down.weight", steps=times("mlp_multipliers[1]")),
+)
+
+def check(h: dict, path: Path) -> None:
+    missing = [k for k in STATED if h.get(k) is None]
+    if h["rope_parameters"].get("rope_theta") is None:
+        missing.append("rope_theta")
+    if missing:
+        raise ConfigError(f"{path}: {', '.join(missing)} not stated: the converter reads config.json as written and "
+                          f"transformers' FalconH1Config defaults them (or the converter fails without them); state them")
+    if len(h["mlp_multipliers"]) != 2 or len(h["ssm_multipliers"]) != 5:
+        raise ConfigError(f"{path}: mlp_multipliers {h['mlp_multipliers']}, ssm_multipliers {h['ssm_multipliers']}: "
+                          f"Falcon-H1 has 2 (gate, down) and 5 (z, x, B, C, dt)")
+    if not isinstance(h["mamba_d_head"], int) or h["mamba_n_heads"] * h["mamba_d_head"] != h["mamba_d_ssm"]:
+        raise ConfigError(f"{path}: mamba_n_heads {h['mamba_n_heads']} x mamba_d_head {h['mamba_d_head']!r}: the Mamba "
+                          f"heads must fill mamba_d_ssm = {h['mamba_d_ssm']} (the converter needs the number)")
+    if h["mamba_d_ssm"] % h["mamba_n_groups"]:
+        raise ConfigError(f"{path}: mamba_n_groups {h['mamba_n_groups']} does not divide mamba_d_ssm {h['mamba_d_ssm']}")
+    if h.get("tie_word_embeddings"):
+        raise ConfigError(f"{path}: tie_word_embeddings true: llama.cpp would compute the logits from the embedding "
+                          f"as scaled by embedding_multiplier, not lm_head_multiplier")
+    limit = h.get("time_step_limit")
+    if limit is not None and list(limit) != [0.0, float("inf")]:
+        raise ConfigError(f"{path}: time_step_limit {limit}: llama.cpp's falcon-h1 does not clamp the step")
+    rope_type = h["rope_parameters"].get("rope_type", "default")
+    if rope_type != "default":
+        raise ConfigError(f"{path}: rope_parameters.rope_type {rope_type!r}: the converter writes Falcon-H1's rope "
+                          f"base only")
+    wrong = [f"{k} {h[k]!r}" for k, ok in (("hidden_act", "silu"), ("mamba_conv_bias", True), ("mamba_proj_bias", False),
+                                            ("projectors_bias", False), ("attention_bias", False), ("mlp_bias", False))
+             if k in h and h[k] != ok]
+    if h["mamba_rms_norm"] and h.get("mamba_norm_before_gate", True):
+        wrong.append(f"mamba_norm_before_gate {h.get('mamba_norm_before_gate', True)!r} with mamba_rms_norm")
+    if wrong:
+        raise ConfigError(f"{path}: {', '.join(wrong)}: llama.cpp's falcon-h1 computes SiLU, needs the conv1d bias, "
+                          f"has no projection biases the converter could scale as transformers does, and gates before "
+                          f"the mixer's norm; this checkpoint would run wrong")
+
+
+def parameters(h: dict, block_count: int, file_type: int) -> list:
+    """Mamba2Model's list (its context length, FFN width and head count then set again, keeping their places), then
+    FalconH1Model's vocabulary size, KV heads, head widths and rope base."""
+    return [u32(f"{ARCH}.context_length", h["max_position_embeddings"]), u32(f"{ARCH}.embedding_length", h["hidden_size"]),
+            u32(f"{ARCH}.feed_forward_length", h["intermediate_size"]),
+            u32(f"{ARCH}.attention.head_count", h["num_attention_heads"]), u32(f"{ARCH}.block_count", block_count),
+            u32(f"{ARCH}.ssm.conv_kernel", h["mamba_d_conv"]), u32(f"{ARCH}.ssm.inner_size", h["mamba_d_ssm"]),
+            u32(f"{ARCH}.ssm.state_size", h["mamba_d_state"]),
+            u32(f"{ARCH}.ssm.time_step_rank", h["mamba_d_ssm"] // h["mamba_d_head"]),
+            u32(f"{ARCH}.ssm.group_count", h["mamba_n_groups"]),
+            f32(f"{ARCH}.attention.layer_norm_rms_epsilon", h["rms_norm_eps"]), u32("general.file_type", file_type),
+            u32(f"{ARCH}.vocab_size", h["vocab_size"]),
+            u32(f"{ARCH}.attention.head_count_kv", h["num_key_value_heads"]),
+            u32(f"{ARCH}.attention.key_length", h["head_dim"]), u32(f"{ARCH}.attention.value_length", h["head_dim"]),
+            f32(f"{ARCH}.rope.freq_base", h["rope_parameters"]["rope_theta"])]
+
+
+def vocab(model_dir: Path, h: dict) -> list:
+    from tokenizer.vocab import gpt2_vocab
+    return gpt2_vocab(model_dir, h)
+
+
+FAMILY = Family(
+    name="falcon_h1",
+    gguf_arch=ARCH,
+    architectures=("FalconH1ForCausalLM",),
+    defaults=DEFAULTS,
+    reads=READS,
+    harmless=HARMLESS,
+    tensors=TENSORS,
+    parameters=parameters,
+    vocab=vocab,
+    check=check,
+)
