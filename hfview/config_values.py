@@ -96,6 +96,11 @@ OVERRIDES: dict[tuple[str, str], Rule] = {
     ("exaone4", "sliding_window_pattern"): Rule("an integer >= 0 or a pattern string such as \"LLLG\"",
                                                 lambda v: is_int(v) and 0 <= v <= U32_MAX or isinstance(v, str)),
 }
+# mixtures, wave 2a part B (MiniMax-M2, Hunyuan-A13B, Llama 4, Granite MoE SWA)
+RULES.update({
+    "rotary_dim": COUNT, "scoring_func": STRING, "qk_norm_type": STRING,
+    "attn_type_list": list_of(INT),
+})
 PER_LAYER = ("layer_types", "no_rope_layers", "layer_rope_theta")
 LAYER_COUNTS = ("n_layers", "num_hidden_layers", "n_layer", "num_layers")  # the converter's search order
 

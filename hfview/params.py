@@ -87,8 +87,30 @@ def text_model_parameters(h: dict, arch: str, block_count: int, file_type: int) 
         kv.append(u32(f"{arch}.expert_count", n))
     if (n := first(h, ["num_experts_per_tok", "num_experts_per_token", "top_k_experts"])) is not None:
         kv.append(u32(f"{arch}.expert_used_count", n))
+    kv += expert_routing_parameters(h, arch)
     if (head_dim := h.get("head_dim")) is not None:
         kv.append(u32(f"{arch}.attention.key_length", head_dim))
         kv.append(u32(f"{arch}.attention.value_length", head_dim))
     kv.append(u32("general.file_type", file_type))
+    return kv
+
+
+# TextModel's gating-function names (score_function, scoring_func, ...) -> gguf's ExpertGatingFuncType values
+EXPERT_GATING = {"softmax": 1, "sigmoid": 2, "sqrtsoftplus": 4}
+SCORE_FUNCTION_KEYS = ("score_function", "scoring_func", "score_func", "moe_router_activation",
+                       "moe_router_activation_func", "expert_selection_fn")
+
+
+def expert_routing_parameters(h: dict, arch: str) -> list[KV]:
+    """TextModel's expert-group counts (n_group, topk_group) and the router's scoring function, as stated."""
+    kv = []
+    if (n := h.get("n_group")) is not None:
+        kv.append(u32(f"{arch}.expert_group_count", n))
+    if (n := h.get("topk_group")) is not None:
+        kv.append(u32(f"{arch}.expert_group_used_count", n))
+    if (func := first(h, SCORE_FUNCTION_KEYS)) is not None:
+        if func not in EXPERT_GATING:
+            raise ConfigError(f"expert scoring function {func!r}: the converter writes only "
+                              f"{', '.join(EXPERT_GATING)}")
+        kv.append(u32(f"{arch}.expert_gating_func", EXPERT_GATING[func]))
     return kv

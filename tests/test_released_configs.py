@@ -49,6 +49,9 @@ FEWER: dict[str, str] = {
         "mistral_format", "mpt", "nemotron", "olmo", "olmo2", "olmoe", "orion", "phi", "qwen2_moe", "seed_oss",
         "stablelm", "starcoder2",
     ), _UNREACHED),
+    # mixtures, wave 2a part B
+    "minimax_m2": "MiniMax-M2, M2.1, M2.5 and M2.7 are released in FP8 only (refused as quantized before download); "
+                  "no copy of a config.json file reached, only copies quoted in documents",
 }
 
 
