@@ -99,7 +99,7 @@ OVERRIDES: dict[tuple[str, str], Rule] = {
 # mixtures, wave 2a part B (MiniMax-M2, Hunyuan-A13B, Llama 4, Granite MoE SWA)
 RULES.update({
     "rotary_dim": COUNT, "scoring_func": STRING, "qk_norm_type": STRING,
-    "attn_type_list": list_of(INT),
+    "attn_type_list": list_of(INT), "moe_layers": list_of(ZERO_OR_COUNT).or_null(),
 })
 PER_LAYER = ("layer_types", "no_rope_layers", "layer_rope_theta")
 LAYER_COUNTS = ("n_layers", "num_hidden_layers", "n_layer", "num_layers")  # the converter's search order

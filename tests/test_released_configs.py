@@ -52,6 +52,10 @@ FEWER: dict[str, str] = {
     # mixtures, wave 2a part B
     "minimax_m2": "MiniMax-M2, M2.1, M2.5 and M2.7 are released in FP8 only (refused as quantized before download); "
                   "no copy of a config.json file reached, only copies quoted in documents",
+    "llama4": "Llama-4-Scout and Maverick are gated on the Hub; no copy of their config.json files reached, only "
+              "fragments quoted in code and documents",
+    "granitemoe_swa": "no released config.json reached (transformers names ibm-granite/granite-swash-3b-a600m; the "
+                      "search finds only test configs)",
 }
 
 
