@@ -121,6 +121,15 @@ OVERRIDES: dict[tuple[str, str], Rule] = {
     # DeepseekV2Config defaults it to None (the family refuses a config without one)
     ("deepseek_v2", "num_experts_per_tok"): COUNT.or_null(),
 }
+# mixtures, wave 2a part B (MiniMax-M2, Hunyuan-A13B, Llama 4, Granite MoE SWA)
+from .shapes import any_of  # noqa: E402
+RULES.update({
+    "rotary_dim": COUNT, "scoring_func": STRING, "qk_norm_type": STRING,
+    "attn_type_list": list_of(INT), "moe_layers": list_of(ZERO_OR_COUNT).or_null(),
+    # Hunyuan-A13B: one entry per layer (the family checks their length and that they agree); an integer where
+    # transformers allows it, which the family refuses by name
+    **{k: any_of(COUNT, list_of(COUNT)) for k in ("moe_topk", "moe_intermediate_size", "num_shared_expert")},
+})
 PER_LAYER = ("layer_types", "no_rope_layers", "layer_rope_theta")
 LAYER_COUNTS = ("n_layers", "num_hidden_layers", "n_layer", "num_layers")  # the converter's search order
 

@@ -521,3 +521,51 @@ def latent_kv_halves(n_head: int, k_width: int, v_width: int) -> tuple[np.ndarra
     the key rows per head ([heads, k_width]) and the value rows, head by head ([heads * v_width])."""
     heads = np.arange(n_head * (k_width + v_width)).reshape(n_head, k_width + v_width)
     return heads[:, :k_width], heads[:, k_width:].reshape(-1)
+
+
+class ExpertColumns(View):
+    """Each expert's matrix stored inputs-first ([experts, in, out]: Llama 4's fused gate_up_proj and its
+    down_proj) presented outputs-first ([experts, out, in]), only the columns [start, stop) of each (the gate or
+    the up half of a fused one; all of them for down_proj). A presented row is a stored column, which no
+    positioned read returns on its own: each expert is read once, when its first row is asked for, and its
+    transposed columns are kept until the next expert's (reads come in order), so memory is one expert's worth."""
+    source: StoredTensor
+    start: int
+    stop: int
+    label: str
+    _cached: tuple[int, np.ndarray] | None = field(default=None, init=False, repr=False, compare=False)
+
+    def __post_init__(self):
+        src = self.source.shape
+        if len(src) != 3 or not 0 <= self.start < self.stop <= src[2]:
+            raise CheckpointError(f"cannot present columns [{self.start}, {self.stop}) of each expert of "
+                                  f"{self.source.name!r} {list(src)}: expected [experts, in, out]")
+        self.sources = (self.source,)
+        self.shape = (src[0], self.stop - self.start, src[1])
+        self.name = self.label
+
+    def _expert(self, e: int) -> np.ndarray:
+        if self._cached is None or self._cached[0] != e:
+            self._cached = None  # the previous expert's columns go before the next are read
+            block = self.source.read_rows(e, e + 1)[0]
+            self._cached = (e, np.ascontiguousarray(block[:, self.start:self.stop].T))
+        return self._cached[1]
+
+    def rows(self, start, stop):
+        per = self.shape[1]
+        total, out, done = stop - start, None, 0
+        while done < total:
+            e, r = divmod(start + done, per)
+            take = min(total - done, per - r)
+            piece = self._expert(e)[r:r + take]
+            if take == total:
+                out = piece
+            else:
+                if out is None:
+                    out = np.empty((total, piece.shape[1]), dtype=piece.dtype)
+                out[done:done + take] = piece
+                del piece  # not to keep the previous expert's columns alive past the next read
+            done += take
+        if stop >= self.n_rows:
+            self._cached = None
+        return out if out is not None else np.empty((0, self.shape[-1]), dtype=self.source.numpy_dtype)

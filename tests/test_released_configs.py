@@ -34,6 +34,9 @@ REFUSED: dict[str, tuple[str, str]] = {
         'model architecture "RefinedWeb" is unsupported', "Falcon-40B's first (remote-code) revision, as above"),
     "mpt/replit__replit-code-v1_5-3b.json": (
         "attn_config.kv_n_heads 8", "grouped-query MPT: transformers' MPT has no GQA and the converter writes none"),
+    "hunyuan_v1_moe/tencent__Hunyuan-A13B-Instruct.json": (
+        'model architecture "hunyuan" is unsupported', "Hunyuan-A13B's release: model_type hunyuan with its own remote "
+        "code; transformers 5.24 implements it as hunyuan_v1_moe, which the view reads"),
 }
 
 # Families with fewer than three collected, and why. For most the Hub publishes more, but the search reaches
@@ -50,6 +53,14 @@ FEWER: dict[str, str] = {
         "stablelm", "starcoder2",
     ), _UNREACHED),
     **dict.fromkeys(("jamba", "granitemoehybrid", "falcon_h1"), _UNREACHED),
+    # mixtures, wave 2a part B
+    "minimax_m2": "MiniMax-M2, M2.1, M2.5 and M2.7 are released in FP8 only (refused as quantized before download); "
+                  "no copy of a config.json file reached, only copies quoted in documents",
+    "llama4": "Llama-4-Scout and Maverick are gated on the Hub; no copy of their config.json files reached, only "
+              "fragments quoted in code and documents",
+    "granitemoe_swa": "no released config.json reached (transformers names ibm-granite/granite-swash-3b-a600m; the "
+                      "search finds only test configs)",
+    "hunyuan_v1_moe": "one released model (Hunyuan-A13B, Instruct and Pretrain share its config); one copy reached",
 }
 # mixtures, part A (issue 11)
 FEWER.update(dict.fromkeys(("phimoe", "dbrx", "gpt_oss", "ernie4_5_moe"), _UNREACHED))

@@ -38,6 +38,7 @@ NOT_PRESENTED: dict[str, str] = {
     "opt": "llama.cpp has no OPT architecture and its converter no class for OPTForCausalLM",
     "gptj": "the pinned converter has no class for GPTJForCausalLM (llama.cpp's gptj architecture has no "
             "converter to write it)",
+    "flex_olmo": "llama.cpp has no FlexOlmo architecture and its pinned converter no class for FlexOlmoForCausalLM",
 }
 
 

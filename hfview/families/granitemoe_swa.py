@@ -1,0 +1,67 @@
+"""Granite MoE SWA (GraniteMoeSWAForCausalLM) -> llama.cpp `granite_swa` (the converter's GraniteMoeSWAModel, derived
+from its GraniteSWAModel).
+
+Granite SWA's attention (Q/K in rotation pairs, Granite's four multipliers, interleaved sliding-window layers,
+per-head attention sinks) with Granite MoE's mixture in place of the MLP: the router, and every layer's experts
+stored fused — gate_up_proj [experts, 2 x ff, hidden] — which the converter keeps fused (llama.cpp's
+`ffn_gate_up_exps`), as it keeps the optional shared expert's fused input_linear (`ffn_up_shexp`, 2 x width rows).
+Every tensor is presented as stored.
+"""
+from __future__ import annotations
+
+from pathlib import Path
+
+from ..errors import ConfigError
+from ..family import Family, Tensor
+from ..params import u32
+from .granite_swa import HARMLESS, READS as _SWA_READS, TENSORS as _SWA_TENSORS
+from .granite_swa import check as _swa_check, normalise, parameters as _swa_parameters, vocab
+from .granitemoe import DEFAULTS as _MOE_DEFAULTS
+
+# transformers 5.24's GraniteMoeSWAConfig defaults: GraniteMoeSharedConfig's plus the window (layer_types and
+# layer_rope_theta derived)
+DEFAULTS = {"granitemoe_swa": {**_MOE_DEFAULTS["granitemoeshared"], "rms_norm_eps": 1e-06, "sliding_window": 128}}
+
+READS = (_SWA_READS - {"mlp_bias", "no_rope_layers"}) | {"num_local_experts", "num_experts_per_tok",
+                                                         "shared_intermediate_size"}
+
+_LAYER = "model.layers.{bid}."
+_shared = lambda h: bool(h.get("shared_intermediate_size"))  # noqa: E731
+TENSORS = (
+    *(r for r in _SWA_TENSORS if ".mlp." not in r.hf),
+    Tensor(_LAYER + "block_sparse_moe.router.weight", "blk.{bid}.ffn_gate_inp.weight"),
+    Tensor(_LAYER + "block_sparse_moe.experts.gate_up_proj", "blk.{bid}.ffn_gate_up_exps.weight"),
+    Tensor(_LAYER + "block_sparse_moe.experts.down_proj", "blk.{bid}.ffn_down_exps.weight"),
+    Tensor(_LAYER + "shared_mlp.input_linear.weight", "blk.{bid}.ffn_up_shexp.weight", required=_shared),
+    Tensor(_LAYER + "shared_mlp.output_linear.weight", "blk.{bid}.ffn_down_shexp.weight", required=_shared),
+)
+
+
+def check(h: dict, path: Path) -> None:
+    _swa_check(h, path)
+    if not h.get("num_local_experts"):
+        raise ConfigError(f"{path}: num_local_experts {h.get('num_local_experts')!r}: a Granite MoE SWA without "
+                          f"experts is not one the view presents (transformers would still build a router)")
+
+
+def parameters(h: dict, block_count: int, file_type: int) -> list:
+    kv = _swa_parameters(h, block_count, file_type)
+    if h.get("shared_intermediate_size"):
+        kv.append(u32("granite_swa.expert_shared_feed_forward_length", h["shared_intermediate_size"]))
+    return kv
+
+
+FAMILY = Family(
+    name="granitemoe_swa",
+    gguf_arch="granite_swa",
+    architectures=("GraniteMoeSWAForCausalLM",),
+    defaults=DEFAULTS,
+    reads=READS,
+    harmless=HARMLESS,
+    tensors=TENSORS,
+    parameters=parameters,
+    vocab=vocab,
+    check=check,
+    normalise=normalise,
+    llama_cpp_applies_window=True,  # llama.cpp's granite_swa slides on the layers layer_types names
+)
