@@ -76,23 +76,21 @@ class Tensor:
 
 
 @dataclass(frozen=True)
-class Experts:
-    """One tensor per expert ({x}), stacked into one `*_exps` tensor of the block. All Experts rules of a
-    family are emitted together, in declaration order, once a block's last expert tensor is read."""
-    hf: str
-    gguf: str
-    count_key: str
-    required: bool | Callable[[dict], bool] = True
-
-
-@dataclass(frozen=True)
 class Stacked:
-    """One tensor per index {x} (e.g. StableLM's per-head q/k norms), stacked in index order into one
-    tensor of the block, emitted as soon as that rule's last part is read (each rule on its own)."""
+    """One tensor per index {x}, stacked in index order into one tensor of the block. On its own (StableLM's
+    per-head q/k norms) a stack is emitted as soon as its last part is read; the stacks of one `group` (a
+    mixture's experts) are emitted together, in declaration order, once the block's last part of any is read,
+    as the converter writes them."""
     hf: str
     gguf: str
     count_key: str
     required: bool | Callable[[dict], bool] = True
+    group: str | None = None
+
+
+def Experts(hf: str, gguf: str, count_key: str, required: bool | Callable[[dict], bool] = True) -> Stacked:
+    """One tensor per expert ({x}) stacked into a `*_exps` tensor, emitted with the block's other expert stacks."""
+    return Stacked(hf, gguf, count_key, required, group="experts")
 
 
 @dataclass(frozen=True)
@@ -123,7 +121,7 @@ class Skip:
         return self.from_block is None or int(m.group("bid")) >= self.from_block(h)
 
 
-Rule = Tensor | Experts | Stacked | Split | Skip
+Rule = Tensor | Stacked | Split | Skip
 
 
 def rule_applies(rule: Rule, h: dict) -> bool:
@@ -227,9 +225,10 @@ def plan_tensors(family: Family, stored_tensors: dict[str, StoredTensor], h: dic
     for name, values in family.generated(h):
         present(name, Generated(values, "computed from config"))
 
-    pending: dict[int, dict[tuple[int, int], StoredTensor]] = {}
-    stacked: dict[tuple[str, int | None], dict[int, StoredTensor]] = {}
-    expert_rules = [r for r in family.tensors if isinstance(r, Experts)]
+    # (rule, or group, block) -> {(rule's place in its group, index): stored part}
+    pending: dict[tuple[str, int | None], dict[tuple[int, int], StoredTensor]] = {}
+    stack_groups = {g: [r for r in family.tensors if isinstance(r, Stacked) and r.group == g]
+                    for g in {r.group for r in family.tensors if isinstance(r, Stacked) and r.group}}
     seen: set[str] = set()
     for hf_name, tensor in stored_tensors.items():
         name = converter_name(hf_name).removeprefix(family.optional_prefix)
@@ -259,35 +258,23 @@ def plan_tensors(family: Family, stored_tensors: dict[str, StoredTensor], h: dic
         if isinstance(rule, Tensor):
             present(gguf_name, rule.view([tensor], h), rule.steps(h) if callable(rule.steps) else rule.steps)
             continue
-        if isinstance(rule, Stacked):
-            n, x = h[rule.count_key], int(groups["x"])
-            if x >= n:
-                raise CheckpointError(f"tensor {hf_name!r}: index {x}, but {rule.count_key} = {n}")
-            parts = stacked.setdefault((rule.hf, bid), {})
-            parts[x] = tensor
-            if len(parts) == n:
-                present(gguf_name, stack([parts[i] for i in range(n)], h))
-                del stacked[(rule.hf, bid)]
-            continue
-        n = h[rule.count_key]
-        x = int(groups["x"])
+        n, x = h[rule.count_key], int(groups["x"])
         if x >= n:
-            raise CheckpointError(f"tensor {hf_name!r}: expert {x}, but {rule.count_key} = {n}")
-        block = pending.setdefault(bid, {})
-        block[(expert_rules.index(rule), x)] = tensor
-        if len(block) == n * len(expert_rules):
-            for i, r in enumerate(expert_rules):
-                parts = [block[(i, e)] for e in range(n)]
-                present(r.gguf.format(bid=bid), stack(parts, h))
-            del pending[bid]
-    if stacked:
-        (hf, bid), parts = next(iter(stacked.items()))
-        raise CheckpointError(f"block {bid} has {len(parts)} of the tensors {hf.format(bid=bid, x='{x}', wb='weight')!r}; "
-                              f"a complete block has more: a shard may be missing")
+            raise CheckpointError(f"tensor {hf_name!r}: index {x}, but {rule.count_key} = {n}")
+        members = stack_groups[rule.group] if rule.group else [rule]
+        key = (rule.group or rule.hf, bid)
+        parts = pending.setdefault(key, {})
+        parts[(members.index(rule), x)] = tensor
+        if len(parts) == n * len(members):
+            for i, r in enumerate(members):
+                present(r.gguf.format(bid=bid, wb=groups.get("wb")), stack([parts[(i, e)] for e in range(n)], h))
+            del pending[key]
     if pending:
-        bid, block = next(iter(pending.items()))
-        raise CheckpointError(f"block {bid} has {len(block)} expert tensors; a complete block has "
-                              f"{len(expert_rules) * h[expert_rules[0].count_key]}: a shard may be missing")
+        (what, bid), parts = next(iter(pending.items()))
+        members = stack_groups.get(what) or [r for r in family.tensors if isinstance(r, Stacked) and r.hf == what]
+        names = " and ".join(repr(r.hf.format(bid=bid, x="{x}", wb="weight")) for r in members)
+        raise CheckpointError(f"block {bid} has {len(parts)} of the tensors {names}; a complete block has "
+                              f"{len(members) * h[members[0].count_key]}: a shard may be missing")
     _check_required(family, seen, block_count, h)
     return out
 

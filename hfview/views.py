@@ -523,6 +523,7 @@ def latent_kv_halves(n_head: int, k_width: int, v_width: int) -> tuple[np.ndarra
     return heads[:, :k_width], heads[:, k_width:].reshape(-1)
 
 
+@dataclass
 class ExpertColumns(View):
     """Each expert's matrix stored inputs-first ([experts, in, out]: Llama 4's fused gate_up_proj and its
     down_proj) presented outputs-first ([experts, out, in]), only the columns [start, stop) of each (the gate or

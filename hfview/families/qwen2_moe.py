@@ -12,7 +12,7 @@ from pathlib import Path
 
 from ..config import Harmless
 from ..errors import ConfigError
-from ..family import Experts, Family, Tensor
+from ..family import Experts, Family, Stacked, Tensor
 from ..params import text_model_parameters, u32
 from .qwen2 import check_architecture, check_no_pooling, check_no_sliding, check_rope, check_silu, decoder_tensors
 
@@ -45,7 +45,7 @@ def attention_tensors(prefix: str = "model.", **kw) -> tuple[Tensor, ...]:
     return tuple(r for r in decoder_tensors(prefix, **kw) if ".mlp." not in r.hf)
 
 
-def mixture_tensors(count_key: str, prefix: str = "model.") -> tuple[Tensor | Experts, ...]:
+def mixture_tensors(count_key: str, prefix: str = "model.") -> tuple[Tensor | Stacked, ...]:
     """The router and the stacked experts of every block, in the converter's merge order (down, gate, up)."""
     layer = f"{prefix}layers.{{bid}}.mlp."
     return (
