@@ -34,6 +34,8 @@ import numpy as np
 
 from hfview.errors import HfviewError
 
+from .options import path_and_number
+
 __all__ = ["LoraError", "LoraSpec", "parse_lora", "LoraFile", "export_lora", "load_adapter"]
 
 
@@ -54,17 +56,8 @@ def parse_lora(spec: "str | os.PathLike | LoraSpec") -> LoraSpec:
     """'DIR' or 'DIR:SCALE' (a trailing ':number' is the scale)."""
     if isinstance(spec, LoraSpec):
         return spec
-    text = os.fspath(spec)
-    head, sep, tail = text.rpartition(":")
-    if sep and head:
-        try:
-            scale = float(tail)
-        except ValueError:
-            return LoraSpec(Path(text))
-        if not np.isfinite(scale):
-            raise LoraError(f"--lora {text!r}: the scale {tail!r} is not a finite number")
-        return LoraSpec(Path(head), scale)
-    return LoraSpec(Path(text))
+    path, number = path_and_number(spec, "--lora", "scale", LoraError)
+    return LoraSpec(path) if number is None else LoraSpec(path, number)
 
 
 # refused adapter_config.json settings: key -> (the value at which it is harmless, why)

@@ -31,6 +31,8 @@ import numpy as np
 
 from hfview.errors import HfviewError
 
+from .options import path_and_number
+
 __all__ = ["SteerError", "SteerSpec", "parse_steer", "read_control_vector", "control_vector_rows",
            "write_control_vector", "steer_vector", "mean_direction", "contrast_ids"]
 
@@ -54,17 +56,8 @@ def parse_steer(spec: "str | os.PathLike | SteerSpec") -> SteerSpec:
     """'FILE' or 'FILE:STRENGTH' (a trailing ':number' is the strength; any other colon is the path's)."""
     if isinstance(spec, SteerSpec):
         return spec
-    text = os.fspath(spec)
-    head, sep, tail = text.rpartition(":")
-    if sep and head:
-        try:
-            strength = float(tail)
-        except ValueError:
-            return SteerSpec(Path(text))
-        if not np.isfinite(strength):
-            raise SteerError(f"--steer {text!r}: the strength {tail!r} is not a finite number")
-        return SteerSpec(Path(head), strength)
-    return SteerSpec(Path(text))
+    path, number = path_and_number(spec, "--steer", "strength", SteerError)
+    return SteerSpec(path) if number is None else SteerSpec(path, number)
 
 
 def read_control_vector(path: "str | os.PathLike") -> dict[int, np.ndarray]:
