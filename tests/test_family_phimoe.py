@@ -12,7 +12,7 @@ import numpy as np
 import pytest
 
 from family_defaults import check_defaults
-from family_oracle import NMSE_BAR, OUTTYPES, PROMPT, nmse, oracle_tests, transformers_logits
+from family_oracle import NMSE_BAR, OUTTYPES, nmse, oracle_tests, transformers_logits
 from family_variants import assert_refused
 from released_config import config_path_kv, released_configs
 
@@ -20,23 +20,8 @@ FIXTURES = ["phimoe", "phimoe-f32"]
 test_export, _ = oracle_tests("phimoe", FIXTURES)
 
 
-class _File:
-    """A GGUF file as a byte source: llama.cpp reads the converter's own file as it reads the view."""
-
-    def __init__(self, path: Path):
-        self.path, self.size = path, path.stat().st_size
-
-    def read(self, offset: int, n: int) -> bytes:
-        with open(self.path, "rb") as f:
-            f.seek(offset)
-            return f.read(n)
-
-
-def _logits(source, ids=None):
-    from runner.stream import StreamModel
-    with StreamModel(source, n_ctx=64) as m:
-        ids = ids or m.tokenize(PROMPT)[:16]
-        return ids, m.logits(ids)
+# llama.cpp reading a GGUF file (the converter's own) as it reads the view, and its logits
+from converter_ceiling import GGUFFile as _File, llama_cpp_logits as _logits  # noqa: E402
 
 
 @pytest.mark.parametrize("outtype", OUTTYPES)
