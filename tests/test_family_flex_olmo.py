@@ -31,7 +31,9 @@ def test_the_pinned_converter_and_llama_cpp_have_no_flex_olmo():
     assert not any("flexolmo" in t.lower().replace("_", "") for t in texts)
 
 
-def test_generate_runs_it_with_transformers(flex_olmo_dir):
+def test_generate_runs_it_with_transformers(flex_olmo_dir, record_property):
+    record_property("family", "flex_olmo")  # README's coverage table reads the outcome
+    record_property("oracle", "torch")
     gen = CliRunner().invoke(main, ["generate", "--model", str(flex_olmo_dir), "--prompt", "Hello", "--max-tokens",
                                     "3", "--temperature", "0", "--json", "--no-progress"])
     assert gen.exit_code == 0, gen.output

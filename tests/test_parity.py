@@ -201,7 +201,9 @@ def test_inspect_and_export_refuse_opt_naming_why(opt_dir, tmp_path, command):
     assert not (tmp_path / "out.gguf").exists() and not (tmp_path / "out.gguf.partial").exists()
 
 
-def test_gptj_runs_through_transformers_and_is_refused_by_inspect_and_parity(gptj_dir):
+def test_gptj_runs_through_transformers_and_is_refused_by_inspect_and_parity(gptj_dir, record_property):
+    record_property("family", "gptj")  # README's coverage table reads the outcome
+    record_property("oracle", "torch")
     gen = CliRunner().invoke(main, ["generate", "--model", str(gptj_dir), "--prompt", "Hello", "--max-tokens", "3",
                                     "--temperature", "0", "--json", "--no-progress"])
     assert gen.exit_code == 0, gen.output

@@ -54,11 +54,44 @@ def table() -> str:
     return "\n".join(rows)
 
 
+COVERAGE_START, COVERAGE_END = "<!-- coverage:start -->", "<!-- coverage:end -->"
+
+
+def coverage_table() -> str:
+    """Every model type of the design, the route this build takes for it, and that route's last outcome."""
+    from hfview.coverage import DESIGN_MODEL_TYPES, route_for
+    from hfview.families import family_for
+
+    status = json.loads((CACHE / "family-status.json").read_text()) if (CACHE / "family-status.json").is_file() else {}
+    rows = ["| model_type | route | status |", "|---|---|---|"]
+    for model_type in DESIGN_MODEL_TYPES:
+        route = route_for(model_type)
+        if route.kind == "view":
+            fam = family_for(model_type)
+            s = status.get(fam.name, {})
+            shown = f"view: `{fam.name}` as llama.cpp `{fam.gguf_arch}`"
+            cell = f"bytes {mark(s.get('bytes'))}; logits {mark(s.get('logits') or s.get('runs'))}"
+        elif route.kind == "torch":
+            cls, why = route.detail.split("; ", 1)
+            shown = f"torch: transformers `{cls}` ({why})"
+            outcome = mark(status.get(model_type, {}).get("torch"))
+            cell = {"✓": "generate runs it (tests/test_coverage.py)", "not run": "not run"}.get(outcome, outcome)
+        else:
+            shown, cell = f"none: {route.detail}", "refused by the architecture gate, naming the view's list"
+        rows.append(f"| {model_type} | {shown} | {cell} |")
+    return "\n".join(rows)
+
+
+def _replace(text: str, start: str, end: str, body: str) -> str:
+    a, b = text.index(start) + len(start), text.index(end)
+    return text[:a] + "\n" + body + "\n" + text[b:]
+
+
 def main() -> None:
     readme = ROOT / "README.md"
     text = readme.read_text()
-    a, b = text.index(START) + len(START), text.index(END)
-    readme.write_text(text[:a] + "\n" + table() + "\n" + text[b:])
+    text = _replace(text, START, END, table())
+    readme.write_text(_replace(text, COVERAGE_START, COVERAGE_END, coverage_table()))
     print(table())
 
 
