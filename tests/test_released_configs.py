@@ -217,5 +217,6 @@ REFUSED.update({
         "token count, fewer than the embedding's rows, and llama.cpp refuses that file (its SentencePiece "
         "tokenizer is not GLM-4's BPE either)"),
 })
+FEWER["codeshell"] = "one released model (CodeShell-7B); its organisation's own copy reached"
 FEWER["chatglm"] = ("one clean copy reached (chatglm2-6b); chatglm3-6b's copy was edited, glm-4-9b-chat's found only "
                     "quoted in code and logs")
