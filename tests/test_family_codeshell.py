@@ -1,7 +1,9 @@
 """CodeShell (CodeShellForCausalLM, remote code -> llama.cpp codeshell).
 
-transformers has no CodeShell class. Logits oracle: CodeShell's modeling code (modeling_codeshell.py, read in a
-copy the search reached) computes transformers' Starcoder2ForCausalLM: LayerNorms with weight and bias before
+transformers has no CodeShell class. Logits oracle: CodeShell's modeling code (modeling_codeshell.py, read in the
+release's own repository, github.com/WisdomShell/codeshell model/, commit d86d64ca, and in an earlier copy whose
+non-grouped c_attn interleaves per head, hence group_query_attention is refused off) computes transformers'
+Starcoder2ForCausalLM: LayerNorms with weight and bias before
 attention and MLP and at the end, c_attn split as q (n_embd rows) | k | v (num_query_groups heads each) when
 group_query_attention is set, k and v repeat_interleave'd over consecutive query heads (repeat_kv), Llama's
 rotate-half rotary over the whole head at base 10000 (no scaling when rope_scaling is null), scores scaled by
