@@ -213,3 +213,5 @@ def check_vocab(h: dict, embedding_rows: int, embedding: str, path: Path) -> Non
             raise ConfigError(f"{path}: {key} = {h[key]} is more than the {embedding_rows} rows of the token "
                               f"embedding {embedding!r}: tokens past them would have no embedding. Fix {key} or "
                               f"re-download the weights")
+# older families with their own tensor paths (issue 13): CodeShell's KV group count
+RULES.update({"num_query_groups": COUNT})

@@ -1,0 +1,144 @@
+"""ChatGLM2/3 and GLM-4-9B in their own layout (ChatGLMModel / ChatGLMForConditionalGeneration, model_type chatglm,
+remote code) -> llama.cpp `chatglm` (the converter's ChatGLMModel, the class that also reads GlmForCausalLM).
+
+The block is GLM's (hfview/families/glm.py) under ChatGLM's own names: one fused `query_key_value` (all q rows,
+then k, then v, with biases), kept fused as the converter keeps it (llama.cpp's attn_qkv); `dense_h_to_4h` holds
+gate then up, kept fused; rotary on the first half of each head in interleaved pairs (ggml's own layout), base
+10000 x `rope_ratio`. transformers has no ChatGLM config class, so the converter reads config.json as written
+(no defaults). The switches ChatGLM's modeling code reads are harmless only in the position every release has
+them in (RMSNorm, a final norm, no biases beside q/k/v, grouped KV heads); otherwise refused by name.
+
+Released ChatGLM configs state padded_vocab_size and no vocab_size; the converter then writes the tokenizer's
+token count, fewer than the embedding's rows, a file llama.cpp refuses to load: refused by name here, unless
+vocab_size is stated.
+
+Vocabulary: GLM-4's BPE from tokenizer.json (the converter's ChatGLM set_vocab for every config whose
+`_name_or_path` does not name THUDM/chatglm3-6b). ChatGLM3's SentencePiece vocabulary (set_vocab_chatglm3) and a
+directory with only a tiktoken/SentencePiece `tokenizer.model` and remote tokenizer code are refused by name.
+"""
+from __future__ import annotations
+
+from pathlib import Path
+
+from ..config import ANY, Harmless
+from ..errors import ConfigError
+from ..family import Family, Skip, Tensor
+from ..params import boolean, f32, u32
+from .glm_common import glm_special_vocab
+
+DEFAULTS = {"chatglm": {}}  # no transformers config class: config.json is read as written
+
+READS = frozenset({
+    "padded_vocab_size", "vocab_size", "hidden_size", "ffn_hidden_size", "num_layers", "num_hidden_layers",
+    "num_attention_heads", "multi_query_group_num", "kv_channels", "seq_length", "layernorm_epsilon", "rope_ratio",
+    "tie_word_embeddings",
+})
+HARMLESS: Harmless = {
+    # the modeling code's numerics switches: query-key layer scaling divides q by the layer number and the fp32
+    # softmax multiplies it back (a no-op in exact arithmetic, as llama.cpp computes); fusion is a kernel choice
+    "apply_query_key_layer_scaling": ANY, "attention_softmax_in_fp32": ANY, "bias_dropout_fusion": ANY,
+    "attn_implementation": ANY, "classifier_dropout": ANY,
+    # the layout every ChatGLM2/3 and GLM-4-9B release has; any other is a computation llama.cpp's chatglm lacks
+    "rmsnorm": (True,), "post_layer_norm": (True,), "add_bias_linear": (False,), "add_qkv_bias": (True,),
+    "apply_residual_connection_post_layernorm": (False,), "fp32_residual_connection": (False,),
+    "multi_query_attention": (True,), "original_rope": (True,),
+    # P-tuning prefixes and the remote code's own int4/int8 quantization, both off
+    "pre_seq_len": (None,), "prefix_projection": (False,), "quantization_bit": (0,),
+}
+
+_QKV = "encoder.layers.{bid}.self_attention.query_key_value.{wb}"
+TENSORS = (
+    Tensor("embedding.word_embeddings.weight", "token_embd.weight"),
+    Tensor("encoder.final_layernorm.weight", "output_norm.weight"),
+    Tensor("output_layer.weight", "output.weight", required=False),
+    Tensor("encoder.layers.{bid}.input_layernorm.weight", "blk.{bid}.attn_norm.weight"),
+    Tensor(_QKV, "blk.{bid}.attn_qkv.{wb}"),
+    Tensor("encoder.layers.{bid}.self_attention.dense.weight", "blk.{bid}.attn_output.weight"),
+    Tensor("encoder.layers.{bid}.post_attention_layernorm.weight", "blk.{bid}.ffn_norm.weight"),
+    Tensor("encoder.layers.{bid}.mlp.dense_h_to_4h.weight", "blk.{bid}.ffn_up.weight"),
+    Tensor("encoder.layers.{bid}.mlp.dense_4h_to_h.weight", "blk.{bid}.ffn_down.weight"),
+    Skip("rotary_pos_emb.inv_freq"),
+)
+
+_ROPE_BASE = 10000.0
+_CHATGLM3 = "THUDM/chatglm3-6b"
+
+
+def _kv_heads(h: dict) -> int:
+    return h.get("multi_query_group_num", h.get("num_key_value_heads", h["num_attention_heads"]))
+
+
+def check(h: dict, path: Path) -> None:
+    for key in ("hidden_size", "num_attention_heads", "multi_query_group_num"):
+        if key not in h:
+            raise ConfigError(f"{path}: {key} is missing; ChatGLM's config.json states it (no defaults apply)")
+    if _CHATGLM3 in str(h.get("_name_or_path", "")):
+        raise ConfigError(f"{path}: _name_or_path names {_CHATGLM3}: the converter then writes ChatGLM3's "
+                          f"SentencePiece vocabulary through its remote tokenizer code, which hfview does not "
+                          f"present yet")
+    if "vocab_size" not in h:
+        raise ConfigError(f"{path}: vocab_size is missing (ChatGLM releases state only padded_vocab_size): the "
+                          f"converter then writes only as many tokens as the tokenizer has, fewer than the "
+                          f"padded_vocab_size rows of the embedding, and llama.cpp refuses that file "
+                          f"(check_tensor_dims on token_embd.weight). State vocab_size = padded_vocab_size")
+    n_embd, n_head = h["hidden_size"], h["num_attention_heads"]
+    if n_embd % n_head:
+        raise ConfigError(f"{path}: hidden_size {n_embd} does not split into {n_head} heads")
+    head = n_embd // n_head
+    if h.get("kv_channels", head) != head:
+        raise ConfigError(f"{path}: kv_channels {h['kv_channels']} != hidden_size / num_attention_heads = {head}: "
+                          f"llama.cpp's chatglm sizes heads from the latter, so this checkpoint would run wrong")
+    if n_head % _kv_heads(h):
+        raise ConfigError(f"{path}: {n_head} heads do not split into multi_query_group_num = {_kv_heads(h)} groups")
+    if head % 4:
+        raise ConfigError(f"{path}: head width {head}: ChatGLM rotates half of each head in pairs, which needs a "
+                          f"multiple of 4")
+    layers = [h[k] for k in ("num_hidden_layers", "num_layers") if k in h]
+    if len(set(layers)) > 1:
+        raise ConfigError(f"{path}: num_hidden_layers {h['num_hidden_layers']} != num_layers {h['num_layers']}: "
+                          f"the converter counts the first, ChatGLM's modeling code the second")
+    if h.get("tie_word_embeddings"):
+        raise ConfigError(f"{path}: tie_word_embeddings true: every ChatGLM release stores its own output_layer")
+
+
+def parameters(h: dict, block_count: int, file_type: int) -> list:
+    n_embd = h["hidden_size"]
+    n_head = h["num_attention_heads"]
+    return [
+        u32("chatglm.context_length", h.get("seq_length", n_embd)),
+        u32("chatglm.embedding_length", n_embd),
+        u32("chatglm.feed_forward_length", h.get("ffn_hidden_size", h.get("intermediate_size", 4 * n_embd))),
+        u32("chatglm.block_count", block_count),
+        u32("chatglm.attention.head_count", n_head),
+        u32("chatglm.attention.head_count_kv", _kv_heads(h)),
+        f32("chatglm.attention.layer_norm_rms_epsilon", h.get("layernorm_epsilon", 1e-5)),
+        u32("general.file_type", file_type),
+        # ChatGLM rotates half of each head: the converter's default partial_rotary_factor, 0.5
+        u32("chatglm.rope.dimension_count", int((h.get("attention_dim") or n_embd // n_head) * 0.5)),
+        boolean("tokenizer.ggml.add_bos_token", False),
+        f32("chatglm.rope.freq_base", _ROPE_BASE * h.get("rope_ratio", 1)),
+    ]
+
+
+def vocab(model_dir: Path, h: dict) -> list:
+    from tokenizer.errors import TokenizerError
+    if not (Path(model_dir) / "tokenizer.json").is_file():
+        raise TokenizerError(f"{Path(model_dir) / 'tokenizer.json'} is missing: hfview reads ChatGLM's GLM-4 BPE "
+                             f"vocabulary from it (a tokenizer.model with remote tokenizer code is not read)")
+    return glm_special_vocab(model_dir, h, (("eos", "<|endoftext|>"), ("eot", "<|user|>"),
+                                            ("unk", "<|endoftext|>")))
+
+
+FAMILY = Family(
+    name="chatglm",
+    gguf_arch="chatglm",
+    architectures=("ChatGLMModel", "ChatGLMForConditionalGeneration"),
+    defaults=DEFAULTS,
+    reads=READS,
+    harmless=HARMLESS,
+    tensors=TENSORS,
+    parameters=parameters,
+    vocab=vocab,
+    check=check,
+    optional_prefix="transformer.",
+)
