@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import hashlib
 import importlib.util
-import os
 import sys
 from pathlib import Path
 
@@ -51,14 +50,7 @@ def checkpoint(builder):
             for f in builder.source_files(name):
                 h.update(f.read_bytes())
             out = CACHE / "fixtures" / f"{name}-{h.hexdigest()[:12]}"
-            if not out.is_dir():  # renamed into place only once complete
-                tmp = out.with_name(out.name + f".{os.getpid()}.partial")
-                if tmp.exists():
-                    import shutil
-                    shutil.rmtree(tmp)
-                builder.build(name, tmp)
-                tmp.rename(out)
-            made[name] = out
+            made[name] = oracle.made_once(out, lambda tmp: builder.build(name, tmp))
         return made[name]
     return get
 
@@ -70,12 +62,8 @@ def converted(checkpoint, builder):
         ckpt = checkpoint(name)
         # the directory name is part of the output (general.name), so it is part of the key
         out = CACHE / "converted" / f"{ckpt.name}-{_digest_dir(ckpt)}-{outtype}.gguf"
-        if not out.is_file():
-            out.parent.mkdir(parents=True, exist_ok=True)
-            tmp = out.with_name(out.name + f".{os.getpid()}.partial")
-            oracle.convert(ckpt, tmp, outtype, *builder.CONVERTER_ARGS.get(name, ()))
-            tmp.rename(out)
-        return out
+        return oracle.made_once(out, lambda tmp: oracle.convert(ckpt, tmp, outtype,
+                                                                *builder.CONVERTER_ARGS.get(name, ())))
     return get
 
 
@@ -85,12 +73,7 @@ def quantized(converted):
     def get(name: str, outtype: str, ftype: int) -> Path:
         src = converted(name, outtype)
         out = CACHE / "quantized" / f"{src.stem}-q{ftype}-{oracle.sha256(src)[:12]}.gguf"
-        if not out.is_file():
-            out.parent.mkdir(parents=True, exist_ok=True)
-            tmp = out.with_name(out.name + f".{os.getpid()}.partial")
-            oracle.quantize(src, tmp, ftype)
-            tmp.rename(out)
-        return out
+        return oracle.made_once(out, lambda tmp: oracle.quantize(src, tmp, ftype))
     return get
 
 
@@ -114,7 +97,7 @@ def pytest_runtest_logreport(report):
 
 def pytest_sessionfinish(session):
     """Merge this run's outcomes into family-status.json: per family and oracle, the set of outcomes."""
-    if not _status:
+    if not _status or hasattr(session.config, "workerinput"):  # under pytest -n the controller writes it
         return
     import json
     path = CACHE / "family-status.json"

@@ -17,30 +17,54 @@ CACHE = Path(os.environ.get("HFVIEW_CACHE", Path.home() / ".cache" / "hfview"))
 _WANTED = ("convert_hf_to_gguf.py", "conversion/", "gguf-py/", "models/ggml-vocab-")
 
 
+def made_once(out: Path, make) -> Path:
+    """`out` (a file or directory under the cache), made by make(tmp) into a temporary path and renamed into
+    place. Test processes running side by side (pytest -n) share the cache: the first to reach `out` makes it
+    under a lock while the others wait for it, so a converter run is never done twice nor seen half written."""
+    import fcntl
+    import shutil
+
+    if out.exists():
+        return out
+    out.parent.mkdir(parents=True, exist_ok=True)
+    with open(out.with_name(out.name + ".lock"), "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        if not out.exists():
+            tmp = out.with_name(f"{out.name}.{os.getpid()}.partial")
+            if tmp.is_dir():
+                shutil.rmtree(tmp)
+            elif tmp.exists():
+                tmp.unlink()
+            make(tmp)
+            tmp.rename(out)
+    return out
+
+
 def converter_root() -> Path:
     """vendor/llama.cpp of the pinned sdist, fetched and unpacked on first use."""
     root = CACHE / f"llama-cpp-python-{LLAMA_CPP_PYTHON}" / "llama.cpp"
     if (root / "convert_hf_to_gguf.py").is_file():
         return root
-    sdist_dir = CACHE / "sdist"
-    sdist_dir.mkdir(parents=True, exist_ok=True)
-    sdists = sorted(sdist_dir.glob(f"llama_cpp_python-{LLAMA_CPP_PYTHON}.tar.gz"))
-    if not sdists:
-        subprocess.run([sys.executable, "-m", "pip", "download", "--quiet", "--no-deps", "--no-binary", ":all:",
-                        f"llama-cpp-python=={LLAMA_CPP_PYTHON}", "-d", str(sdist_dir)], check=True)
+
+    def unpack(tmp: Path) -> None:
+        sdist_dir = CACHE / "sdist"
+        sdist_dir.mkdir(parents=True, exist_ok=True)
         sdists = sorted(sdist_dir.glob(f"llama_cpp_python-{LLAMA_CPP_PYTHON}.tar.gz"))
-    prefix = f"llama_cpp_python-{LLAMA_CPP_PYTHON}/vendor/llama.cpp/"
-    tmp = root.with_name("llama.cpp.partial")
-    with tarfile.open(sdists[0]) as tar:
-        for member in tar.getmembers():
-            if not member.name.startswith(prefix):
-                continue
-            rel = member.name[len(prefix):]
-            if member.isfile() and rel.startswith(_WANTED):
-                member.name = rel
-                tar.extract(member, tmp, filter="data")
-    tmp.rename(root)
-    return root
+        if not sdists:
+            subprocess.run([sys.executable, "-m", "pip", "download", "--quiet", "--no-deps", "--no-binary", ":all:",
+                            f"llama-cpp-python=={LLAMA_CPP_PYTHON}", "-d", str(sdist_dir)], check=True)
+            sdists = sorted(sdist_dir.glob(f"llama_cpp_python-{LLAMA_CPP_PYTHON}.tar.gz"))
+        prefix = f"llama_cpp_python-{LLAMA_CPP_PYTHON}/vendor/llama.cpp/"
+        with tarfile.open(sdists[0]) as tar:
+            for member in tar.getmembers():
+                if not member.name.startswith(prefix):
+                    continue
+                rel = member.name[len(prefix):]
+                if member.isfile() and rel.startswith(_WANTED):
+                    member.name = rel
+                    tar.extract(member, tmp, filter="data")
+
+    return made_once(root, unpack)
 
 
 def convert(model_dir: Path, outfile: Path, outtype: str = "auto", *extra: str) -> Path:

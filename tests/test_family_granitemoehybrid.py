@@ -47,12 +47,7 @@ def test_export_of_transformers_5_layer_names_is_the_converters_file_of_the_rele
 
     def converted(name, outtype):  # cached by the checkpoint's content, which its directory name carries
         out = oracle.CACHE / "converted" / f"{path.name}-released-spelling-{outtype}.gguf"
-        if not out.is_file():
-            out.parent.mkdir(parents=True, exist_ok=True)
-            tmp = out.with_name(out.name + ".partial")
-            oracle.convert(copy, tmp, outtype)
-            tmp.rename(out)
-        return out
+        return oracle.made_once(out, lambda tmp: oracle.convert(copy, tmp, outtype))
 
     export_within_one_ulp_of_a("granite-4.0-h-saved", outtype, checkpoint, converted, tmp_path,
                                a_source=lambda bid: f"model.layers.{bid}.mamba.A_log")

@@ -48,11 +48,7 @@ def adapter(checkpoint):
         if name not in made:
             base = checkpoint(name)
             out = oracle.CACHE / "lora" / f"{name}-lora-{base.name.rsplit('-', 1)[-1]}-{SEEDS[name]}-peft{peft.__version__}"
-            if not out.is_dir():
-                tmp = out.with_name(out.name + f".{os.getpid()}.partial")
-                make_adapter(base, tmp, SEEDS[name])
-                tmp.rename(out)
-            made[name] = out
+            made[name] = oracle.made_once(out, lambda tmp: make_adapter(base, tmp, SEEDS[name]))
         return made[name]
     return get
 
@@ -83,17 +79,16 @@ def converted_lora(base, lora, outtype: str):
             if f.is_file():
                 h.update(f.name.encode() + oracle.sha256(f).encode())
     out = oracle.CACHE / "converted-lora" / f"{lora.name}-{h.hexdigest()[:16]}-{outtype}.gguf"
-    if not out.is_file():
-        out.parent.mkdir(parents=True, exist_ok=True)
-        tmp = out.with_name(out.name + f".{os.getpid()}.partial")
+
+    def convert(tmp) -> None:
         root, script = lora_converter()
         proc = subprocess.run([sys.executable, str(script), "--base", str(base),
                                "--outtype", outtype, "--outfile", str(tmp), str(lora)], cwd=root,
                               env=oracle._converter_env(root), capture_output=True, text=True, stdin=subprocess.DEVNULL)
         if proc.returncode != 0:
             raise RuntimeError(f"convert_lora_to_gguf.py failed on {lora}:\n{proc.stderr[-3000:]}")
-        tmp.rename(out)
-    return out
+
+    return oracle.made_once(out, convert)
 
 
 @pytest.mark.parametrize("outtype", ["f32", "f16", "bf16"])

@@ -10,6 +10,7 @@ from __future__ import annotations
 import functools
 import hashlib
 import json
+import os
 import shutil
 from pathlib import Path
 
@@ -74,7 +75,7 @@ def llama3_tokenizer_json(dst: Path) -> Path:
                                           special_tokens=[(bos, tok.token_to_id(bos))]),
         ])
         OUT_CACHE.mkdir(parents=True, exist_ok=True)
-        tmp = cached.with_suffix(".partial")
+        tmp = cached.with_name(f"{cached.name}.{os.getpid()}.partial")
         tok.save(str(tmp))
         tmp.rename(cached)
     shutil.copyfile(cached, dst)
