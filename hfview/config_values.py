@@ -213,3 +213,6 @@ def check_vocab(h: dict, embedding_rows: int, embedding: str, path: Path) -> Non
             raise ConfigError(f"{path}: {key} = {h[key]} is more than the {embedding_rows} rows of the token "
                               f"embedding {embedding!r}: tokens past them would have no embedding. Fix {key} or "
                               f"re-download the weights")
+# Ling-style mixtures (Sarvam-MoE, Ling 2.0, Ling 1.x)
+RULES.update({"score_function": STRING, "moe_shared_expert_intermediate_size": COUNT,
+              "num_shared_experts": ZERO_OR_COUNT, "num_mtp_layers": ZERO_OR_COUNT, "use_qkv_bias": BOOL})
