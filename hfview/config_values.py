@@ -216,3 +216,5 @@ def check_vocab(h: dict, embedding_rows: int, embedding: str, path: Path) -> Non
 # Ling-style mixtures (Sarvam-MoE, Ling 2.0, Ling 1.x)
 RULES.update({"score_function": STRING, "moe_shared_expert_intermediate_size": COUNT,
               "num_shared_experts": ZERO_OR_COUNT, "num_mtp_layers": ZERO_OR_COUNT, "use_qkv_bias": BOOL})
+RULES.update({k: BOOL for k in ("use_bias", "norm_head", "norm_softmax", "use_rmsnorm",
+                                "using_split_qkv_in_self_attention")})
