@@ -218,3 +218,4 @@ RULES.update({"score_function": STRING, "moe_shared_expert_intermediate_size": C
               "num_shared_experts": ZERO_OR_COUNT, "num_mtp_layers": ZERO_OR_COUNT, "use_qkv_bias": BOOL})
 RULES.update({k: BOOL for k in ("use_bias", "norm_head", "norm_softmax", "use_rmsnorm",
                                 "using_split_qkv_in_self_attention")})
+RULES.update({"router_scaling_factor": NUMBER, "mlp_layer_types": list_of(STRING)})
