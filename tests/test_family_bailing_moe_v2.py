@@ -14,6 +14,7 @@ import pytest
 
 from family_oracle import NMSE_BAR, OUTTYPES, PROMPT, nmse, oracle_tests
 from family_variants import assert_refused
+from released_config import config_path_kv, released_configs
 
 test_export, _ = oracle_tests("bailing_moe_v2", ["bailing_moe_v2"])
 
@@ -87,3 +88,21 @@ def test_transformers_read_every_stored_weight(checkpoint):
         "rotary_dim", "two_shared", "groups_all_kept", "no_expert_width", "tied"])
 def test_refuses_what_bailingmoe2_cannot_run(changes, reason, checkpoint, tmp_path):
     assert_refused(checkpoint("bailing_moe_v2"), tmp_path, reason, **changes)
+
+
+@pytest.mark.xfail(len(released_configs("bailing_moe_v2")) < 2, strict=True,
+                   reason="published config.json files not reachable from this project's index: see "
+                          "tests/data/released_configs/bailing_moe_v2/SOURCES.md")
+def test_at_least_two_released_configs_collected():
+    assert len(released_configs("bailing_moe_v2")) >= 2, released_configs("bailing_moe_v2")
+
+
+@pytest.mark.parametrize("path", released_configs("bailing_moe_v2"), ids=lambda p: p.stem)
+def test_released_config_is_accepted(path):
+    """Each released config passes the key check and the family's checks; its KV carries the released counts."""
+    import json
+    released = json.loads(path.read_text(encoding="utf-8"))
+    kv = config_path_kv(path)
+    assert kv["bailingmoe2.block_count"] >= released["num_hidden_layers"]
+    assert kv["bailingmoe2.expert_count"] == released.get("num_experts", released.get("n_routed_experts"))
+    assert kv["bailingmoe2.expert_used_count"] == released["num_experts_per_tok"]
