@@ -10,7 +10,7 @@ from family_oracle import OUTTYPES, oracle_tests
 from family_variants import assert_refused
 from released_config import config_path_kv, released_configs
 
-FIXTURES = ["sarvam_moe"]
+FIXTURES = ["sarvam_moe", "sarvam_moe-f32"]
 CONVERTER_FAILS = ("the pinned converter reads num_experts and num_shared_experts, which transformers 5.24's "
                    "SarvamMoEConfig reads into n_routed_experts and n_shared_experts: KeyError")
 
