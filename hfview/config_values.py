@@ -215,3 +215,9 @@ def check_vocab(h: dict, embedding_rows: int, embedding: str, path: Path) -> Non
                               f"re-download the weights")
 # older families with their own tensor paths (issue 13): CodeShell's KV group count
 RULES.update({"num_query_groups": COUNT})
+# Ling-style mixtures (Sarvam-MoE, Ling 2.0, Ling 1.x)
+RULES.update({"score_function": STRING, "moe_shared_expert_intermediate_size": COUNT,
+              "num_shared_experts": ZERO_OR_COUNT, "num_mtp_layers": ZERO_OR_COUNT, "use_qkv_bias": BOOL})
+RULES.update({k: BOOL for k in ("use_bias", "norm_head", "norm_softmax", "use_rmsnorm",
+                                "using_split_qkv_in_self_attention")})
+RULES.update({"router_scaling_factor": NUMBER, "mlp_layer_types": list_of(STRING)})

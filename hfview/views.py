@@ -77,6 +77,10 @@ class ValueStep:
         """The step on rows [start, stop) of the tensor (the same for every row here; see RowSegmentsScaled)."""
         return self.fn(x)
 
+    def in_dtype(self, stored_dtype: str) -> "ValueStep":
+        """The step for a tensor stored in `stored_dtype` (the same for every dtype here; see DtypeStep)."""
+        return self
+
 
 def _times(x: np.ndarray, factor: float) -> np.ndarray:
     """x * factor as torch computes a tensor times a Python number: in float32 (the number rounded to it), the
@@ -464,7 +468,7 @@ class Presented:
             return quiet_bf16_nans(raw) if ggml_type == GGMLType.BF16 else raw
         values = to_working(raw, self.stored_dtype) if self.view.sources else raw
         for step in self.steps:
-            values = step.at(values, start, stop)
+            values = step.in_dtype(self.stored_dtype).at(values, start, stop)
         return to_output(values, ggml_type)
 
     def read(self) -> np.ndarray:
@@ -570,3 +574,51 @@ class ExpertColumns(View):
         if stop >= self.n_rows:
             self._cached = None
         return out if out is not None else np.empty((0, self.shape[-1]), dtype=self.source.numpy_dtype)
+
+
+# ---------------------------------------------------------------- steps that depend on the stored dtype
+@dataclass(frozen=True)
+class DtypeStep(ValueStep):
+    """A step the converter computes in the tensor's stored dtype (torch arithmetic on the tensor as loaded, before
+    its widening to f32): `by_dtype` gives the step's function for a stored dtype ("BF16", "F16"), `fn` the rest.
+    The function gets the working values (BF16 widened to f32, hfview.views.to_working)."""
+    by_dtype: tuple[tuple[str, Callable[[np.ndarray], np.ndarray]], ...] = ()
+
+    def in_dtype(self, stored_dtype: str) -> ValueStep:
+        fn = dict(self.by_dtype).get(stored_dtype)
+        return ValueStep(self.name, fn) if fn is not None else self
+
+
+def _bf16_rounded(x: np.ndarray) -> np.ndarray:
+    """f32 values rounded to bf16 (nearest even), kept as f32."""
+    return (bf16_bits(x).astype(np.uint32) << 16).view(np.float32)
+
+
+def _minus_mean_f32(x: np.ndarray) -> np.ndarray:
+    total = np.float32(0)
+    for v in x.reshape(-1).astype(np.float32):  # torch's order over a short vector: one element after another
+        total = np.float32(total + v)
+    return (x - total / np.float32(x.size)).astype(x.dtype)
+
+
+def _minus_mean_f16(x: np.ndarray) -> np.ndarray:
+    # torch: the sum accumulated in f32 (exact over f16 values) rounded to f16, divided in f16, subtracted in f16
+    mean = np.float16(np.float32(np.float16(np.float32(x.astype(np.float64).sum()))) / np.float32(x.size))
+    return (x.astype(np.float32) - np.float32(mean)).astype(np.float16)
+
+
+def _minus_mean_bf16(x: np.ndarray) -> np.ndarray:
+    # torch: the sum accumulated in f32 (exact over bf16 values) rounded to bf16, divided and subtracted in bf16
+    total = _bf16_rounded(np.array([x.astype(np.float64).sum()], dtype=np.float32))
+    mean = _bf16_rounded(total / np.float32(x.size))
+    return _bf16_rounded(x.astype(np.float32) - mean)
+
+
+# x - x.mean() over a whole (1-D) tensor, as torch computes it on the tensor as stored (Sarvam-MoE's expert
+# selection bias, which the converter centres). BF16 and F16 values sum exactly in f32, so their mean is torch's
+# wherever the count is a power of two (every release: 128 experts); an F32 tensor's mean follows torch's
+# one-by-one order, which torch's vectorised sum of a long vector (its order set by the CPU) may differ from by
+# one unit in the last place.
+MINUS_MEAN = DtypeStep("x - mean(x)", _minus_mean_f32, by_dtype=(("BF16", _minus_mean_bf16),
+                                                                   ("F16", _minus_mean_f16)))
+

@@ -9,7 +9,7 @@ import importlib
 import pytest
 
 # Computed by the config classes' constructors from other keys (the families' normalise does the same).
-DERIVED = {"layer_types", "no_rope_layers", "moe_layers", "layer_rope_theta"}  # moe_layers: Llama 4's, from interleave_moe_layer_step; layer_rope_theta: Granite SWA's, from rope_theta
+DERIVED = {"layer_types", "no_rope_layers", "moe_layers", "layer_rope_theta", "mlp_layer_types"}  # moe_layers: Llama 4's, from interleave_moe_layer_step; layer_rope_theta: Granite SWA's, from rope_theta; mlp_layer_types: Hy3's, from num_hidden_layers
 
 
 def check_defaults(family: str) -> None:

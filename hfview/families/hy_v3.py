@@ -1,0 +1,145 @@
+"""Hy3 (tencent/Hy3: HYV3ForCausalLM) -> llama.cpp `hy_v3` (the converter's HYV3Model).
+
+Llama's attention with per-head q/k RMSNorms before a rotate-half rope over the whole head (llama.cpp's NEOX
+order: Q/K as stored), then per mlp_layer_types a dense SwiGLU or a mixture: a sigmoid router
+(`mlp.router.gate`) whose top-k choice adds `mlp.expert_bias` (exp_probs_b), the chosen weights always
+renormalised and times router_scaling_factor, per-expert SwiGLUs stacked down, gate, up, and a shared SwiGLU
+(`mlp.shared_mlp`) of moe_intermediate_size x num_shared_experts. The converter writes no layer kinds: llama.cpp
+takes a layer without a router as dense, so each layer's stored FFN is checked against mlp_layer_types.
+"""
+from __future__ import annotations
+
+from pathlib import Path
+
+from ..config import ANY, Harmless
+from ..errors import CheckpointError, ConfigError
+from ..family import Experts, Family, Tensor
+from ..params import boolean, f32, text_model_parameters, u32
+from .qwen2 import check_architecture, check_no_pooling, check_rope, check_silu
+from .qwen2_moe import gpt2_vocab
+
+ARCH = "hy_v3"
+
+# transformers 5.24's HYV3Config defaults (mlp_layer_types is computed: normalise)
+DEFAULTS = {
+    "hy_v3": dict(vocab_size=120832, hidden_size=4096, intermediate_size=13312, num_hidden_layers=80,
+                  num_attention_heads=64, num_key_value_heads=8, head_dim=128, hidden_act="silu",
+                  max_position_embeddings=131072, initializer_range=0.006, rms_norm_eps=1e-05, use_cache=True,
+                  pad_token_id=None, bos_token_id=None, eos_token_id=None, tie_word_embeddings=False,
+                  attention_bias=False, attention_dropout=0.0, mlp_bias=False, num_experts=192,
+                  num_experts_per_tok=8, num_shared_experts=1, moe_intermediate_size=1536,
+                  router_scaling_factor=2.826, enable_moe_fp32_combine=True, output_router_logits=False,
+                  rope_parameters={"rope_theta": 11158840.0, "rope_type": "default"}),
+}
+
+READS = frozenset({
+    "vocab_size", "hidden_size", "intermediate_size", "num_hidden_layers", "num_attention_heads",
+    "num_key_value_heads", "head_dim", "max_position_embeddings", "rms_norm_eps", "rope_parameters",
+    "rope_scaling", "rope_theta", "hidden_act", "tie_word_embeddings",
+    "attention_bias", "mlp_bias",  # checked: none (llama.cpp's hy_v3 loads no biases)
+    "num_experts", "num_local_experts", "num_experts_per_tok", "num_shared_experts", "moe_intermediate_size",
+    "router_scaling_factor", "mlp_layer_types",  # checked against each layer's stored FFN
+})
+HARMLESS: Harmless = {
+    # the mixture's sum taken in f32 before rounding to the activations' dtype: llama.cpp sums in f32
+    "enable_moe_fp32_combine": ANY,
+}
+ALIASES = {"num_local_experts": "num_experts"}
+
+_L = "model.layers.{bid}."
+_MLP = _L + "mlp."
+TENSORS = (
+    Tensor("model.embed_tokens.weight", "token_embd.weight"),
+    Tensor("model.norm.weight", "output_norm.weight"),
+    Tensor("lm_head.weight", "output.weight", required=lambda h: not h.get("tie_word_embeddings")),
+    Tensor(_L + "input_layernorm.weight", "blk.{bid}.attn_norm.weight"),
+    *(Tensor(f"{_L}self_attn.{p}_proj.weight", f"blk.{{bid}}.attn_{p}.weight") for p in ("q", "k", "v")),
+    Tensor(_L + "self_attn.o_proj.weight", "blk.{bid}.attn_output.weight"),
+    Tensor(_L + "self_attn.q_norm.weight", "blk.{bid}.attn_q_norm.weight"),
+    Tensor(_L + "self_attn.k_norm.weight", "blk.{bid}.attn_k_norm.weight"),
+    Tensor(_L + "post_attention_layernorm.weight", "blk.{bid}.ffn_norm.weight"),
+    # a dense layer's FFN or a mixture, by mlp_layer_types: checked in stored_kv
+    *(Tensor(f"{_MLP}{p}_proj.weight", f"blk.{{bid}}.ffn_{p}.weight", required=False) for p in ("gate", "up", "down")),
+    Tensor(_MLP + "router.gate.weight", "blk.{bid}.ffn_gate_inp.weight", required=False),
+    Tensor(_MLP + "expert_bias", "blk.{bid}.exp_probs_b", required=False),
+    *(Experts(f"{_MLP}experts.{{x}}.{p}_proj.weight", f"blk.{{bid}}.ffn_{p}_exps.weight", "num_experts",
+              required=False) for p in ("down", "gate", "up")),
+    *(Tensor(f"{_MLP}shared_mlp.{p}_proj.weight", f"blk.{{bid}}.ffn_{p}_shexp.weight", required=False)
+      for p in ("gate", "up", "down")),
+)
+
+
+def normalise(h: dict) -> dict:
+    """HYV3Config.__post_init__: one leading dense layer, the rest mixtures, where mlp_layer_types is unstated."""
+    if h.get("mlp_layer_types") is None:
+        h["mlp_layer_types"] = ["dense"] + ["sparse"] * (h["num_hidden_layers"] - 1)
+    return h
+
+
+def check(h: dict, path: Path) -> None:
+    check_architecture(h, path, "hy_v3", ("HYV3ForCausalLM",))
+    check_silu(h, path, ARCH)
+    check_rope(h, path, ARCH, allowed=("default",))
+    check_no_pooling(path)
+    for key in ("attention_bias", "mlp_bias"):
+        if h.get(key):
+            raise ConfigError(f"{path}: {key} true: llama.cpp's {ARCH} loads no such biases, so they would be dropped")
+    if (h.get("rope_parameters") or {}).get("partial_rotary_factor", 1.0) != 1.0:
+        raise ConfigError(f"{path}: partial_rotary_factor {h['rope_parameters']['partial_rotary_factor']!r}: the "
+                          f"converter writes no rope width, so llama.cpp's {ARCH} rotates the whole head")
+    if not h.get("num_experts") or not h.get("num_shared_experts"):
+        raise ConfigError(f"{path}: num_experts {h.get('num_experts')!r}, num_shared_experts "
+                          f"{h.get('num_shared_experts')!r}: Hy3's mixture has routed experts and a shared MLP")
+    if h["num_experts_per_tok"] > h["num_experts"]:
+        raise ConfigError(f"{path}: num_experts_per_tok {h['num_experts_per_tok']} is more than the "
+                          f"{h['num_experts']} experts")
+    kinds = h["mlp_layer_types"]
+    if not isinstance(kinds, list) or len(kinds) != h["num_hidden_layers"] or set(kinds) - {"dense", "sparse"}:
+        raise ConfigError(f"{path}: mlp_layer_types {kinds!r}: one of \"dense\" / \"sparse\" per layer "
+                          f"({h['num_hidden_layers']} layers)")
+
+
+def check_layers(h: dict, stored: dict) -> list:
+    """No KV: each layer stores the FFN its mlp_layer_types entry names (llama.cpp decides by the router's
+    presence, transformers by the list)."""
+    for i, kind in enumerate(h["mlp_layer_types"]):
+        mlp = f"model.layers.{i}.mlp."
+        need = ([f"{mlp}router.gate.weight", f"{mlp}experts.0.gate_proj.weight", f"{mlp}shared_mlp.gate_proj.weight"]
+                if kind == "sparse" else [f"{mlp}gate_proj.weight", f"{mlp}up_proj.weight", f"{mlp}down_proj.weight"])
+        for name in need:
+            if name not in stored:
+                raise CheckpointError(f"tensor {name!r} is missing: layer {i} is {kind} by mlp_layer_types; a shard "
+                                      f"may be missing")
+        other = f"{mlp}gate_proj.weight" if kind == "sparse" else f"{mlp}router.gate.weight"
+        if other in stored:
+            raise CheckpointError(f"tensor {other!r}: layer {i} is {kind} by mlp_layer_types, but the checkpoint "
+                                  f"stores the other kind of FFN there")
+    return []
+
+
+def parameters(h: dict, block_count: int, file_type: int) -> list:
+    """TextModel's list, then HYV3Model's: expert widths, renormalisation (route_norm, absent: true), the
+    router's scale and the sigmoid gating."""
+    return [*text_model_parameters(h, ARCH, block_count, file_type),
+            u32(f"{ARCH}.expert_feed_forward_length", h["moe_intermediate_size"]),
+            u32(f"{ARCH}.expert_shared_feed_forward_length", h["moe_intermediate_size"] * h["num_shared_experts"]),
+            boolean(f"{ARCH}.expert_weights_norm", True),
+            f32(f"{ARCH}.expert_weights_scale", float(h["router_scaling_factor"])),
+            u32(f"{ARCH}.expert_gating_func", 2)]
+
+
+FAMILY = Family(
+    name="hy_v3",
+    gguf_arch=ARCH,
+    architectures=("HYV3ForCausalLM",),
+    defaults=DEFAULTS,
+    reads=READS,
+    harmless=HARMLESS,
+    tensors=TENSORS,
+    parameters=parameters,
+    vocab=gpt2_vocab,
+    check=check,
+    normalise=normalise,
+    stored_kv=check_layers,
+    aliases=ALIASES,
+)
