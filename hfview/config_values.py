@@ -213,3 +213,13 @@ def check_vocab(h: dict, embedding_rows: int, embedding: str, path: Path) -> Non
             raise ConfigError(f"{path}: {key} = {h[key]} is more than the {embedding_rows} rows of the token "
                               f"embedding {embedding!r}: tokens past them would have no embedding. Fix {key} or "
                               f"re-download the weights")
+# Nemotron-H (nemotron_h): its layer kinds in both spellings, Mamba-2 and mixture sizes (its config.json is read as
+# written, so no class default types them)
+RULES.update({
+    "hybrid_override_pattern": STRING, "mtp_hybrid_override_pattern": STRING,
+    "layers_block_type": list_of(STRING), "mtp_layers_block_type": list_of(STRING).or_null(),
+    **{k: COUNT for k in ("mamba_head_dim", "mamba_num_heads", "ssm_state_size",
+                          "moe_shared_expert_intermediate_size")},
+    "moe_latent_size": COUNT.or_null(), "residual_in_fp32": BOOL,
+    **{k: STRING for k in ("mamba_hidden_act", "mlp_hidden_act")},
+})
