@@ -86,6 +86,7 @@ def test_config_defaults_are_transformers():
     ("nemotron_h-moe", {"vocab_size": 50300}, "vocab_size 50300"),
     ("nemotron_h-moe", {"mlp_hidden_act": "silu"}, "mlp_hidden_act 'silu'"),
     ("nemotron_h-moe", {"time_step_limit": [0.0, 10.0]}, "time_step_limit"),
+    ("nemotron_h-moe", {"norm_eps": 1e-6}, "norm_eps 1e-06 beside layer_norm_epsilon"),
     ("nemotron_h-dense", {"num_experts_per_tok": 2}, "num_experts_per_tok in a config without mixture layers"),
     ("nemotron_h-dense", {"n_groups": DROP}, "n_groups not stated"),
     ("nemotron_h-dense", {"hybrid_override_pattern": DROP,
@@ -106,3 +107,20 @@ def test_transformers_5_spelling_of_a_mixture_reads_as_the_pattern(checkpoint, t
                                                       "full_attention", "moe"]), "f32")
     assert [t.name for t in base.tensors] == [t.name for t in spelled.tensors]
     assert base.hparams["num_hidden_layers"] == spelled.hparams["num_hidden_layers"] == 5
+
+
+NANO_KEYS = {"norm_eps": 1e-05, "partial_rotary_factor": 1.0, "rope_theta": 10000}
+
+
+def test_nemotron_3_nanos_extra_keys_read_as_the_converter_reads_them(checkpoint, tmp_path):
+    """NVIDIA-Nemotron-3-Nano-30B-A3B's config.json also states norm_eps, partial_rotary_factor and rope_theta
+    (which NemotronHConfig does not define; Nemotron-H applies no rope): the converter then writes an RMS epsilon
+    and a rope base. The view's bytes on the mixture fixture with those keys == the converter's, at f32."""
+    from family_variants import variant
+    from hfview import HfCheckpoint
+    from hfview.export import export
+
+    path = variant(checkpoint("nemotron_h-moe"), tmp_path / "nemotron_h-moe", **NANO_KEYS)
+    theirs = oracle.convert(path, tmp_path / "theirs.gguf", "f32")
+    ours = export(HfCheckpoint(path, "f32"), tmp_path / "ours.gguf")
+    assert oracle.sha256(ours) == oracle.sha256(theirs), oracle.first_difference(ours, theirs)

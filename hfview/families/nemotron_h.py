@@ -54,12 +54,18 @@ MIXTURE_KEYS = ("n_routed_experts", "n_shared_experts", "moe_intermediate_size",
 READS = frozenset({
     *CONFIG_DEFAULTS, "num_hidden_layers", "hybrid_override_pattern", "layers_block_type", "attention_head_dim",
     "rms_norm_eps", "mtp_layers_block_type", "mtp_hybrid_override_pattern",
+    # Nemotron 3 Nano's release also states these, which NemotronHConfig does not define: the converter writes
+    # norm_eps as the RMS epsilon (which llama.cpp then uses: it must be layer_norm_epsilon) and rope_theta as the
+    # rope base (which nemotron_h never applies)
+    "norm_eps", "rope_theta",
 })
 # how many logits a generation step keeps, which kernel computes the scan, its chunk length, the SSM cache's dtype
 # and the weights' initialisation (time_step_min / max / floor, rescale_prenorm_residual, dt rank of the init)
 HARMLESS: Harmless = {"num_logits_to_keep": ANY, "use_mamba_kernels": ANY, "chunk_size": ANY,
                       "mamba_ssm_cache_dtype": ANY, "time_step_min": ANY, "time_step_max": ANY, "time_step_floor": ANY,
-                      "rescale_prenorm_residual": ANY, "time_step_rank": ANY, "moe_shared_expert_overlap": ANY}
+                      "rescale_prenorm_residual": ANY, "time_step_rank": ANY, "moe_shared_expert_overlap": ANY,
+                      # no attention layer of Nemotron-H (nor llama.cpp's nemotron_h) applies rope
+                      "partial_rotary_factor": ANY}
 
 _KIND = {"M": "linear_attention", "*": "full_attention", "-": "mlp", "E": "moe",
          "mamba": "linear_attention", "attention": "full_attention"}
@@ -135,6 +141,8 @@ def normalise(h: dict) -> dict:
     layers = kinds(h)
     if layers and h.get("num_hidden_layers") is None:
         h["num_hidden_layers"] = len(layers)
+    if "rope_theta" in h and h.get("rope_parameters") is None:  # read by the converter as the rope base
+        h["rope_parameters"] = {"rope_theta": h["rope_theta"]}
     if h.get("num_key_value_heads") is None and "num_attention_heads" in h:
         h["num_key_value_heads"] = h["num_attention_heads"]
     return h
@@ -196,6 +204,10 @@ def check(h: dict, path: Path) -> None:
     if wrong:
         raise ConfigError(f"{path}: {', '.join(wrong)}: llama.cpp's nemotron_h has no projection biases, needs the "
                           f"conv1d bias, computes squared ReLU and SiLU; this checkpoint would run wrong")
+    for key in ("rms_norm_eps", "norm_eps"):
+        if key in r and r[key] != r.get("layer_norm_epsilon", r[key]):
+            raise ConfigError(f"{path}: {key} {r[key]} beside layer_norm_epsilon {r['layer_norm_epsilon']}: the "
+                              f"converter writes {key} as the RMS epsilon llama.cpp uses, transformers uses the other")
     if r.get("sliding_window") is not None:
         raise ConfigError(f"{path}: sliding_window {r['sliding_window']}: llama.cpp's nemotron_h attends over "
                           f"the whole context")
