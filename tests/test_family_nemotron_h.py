@@ -26,13 +26,23 @@ UNKNOWN_MODEL_TYPE = "hfview-oracle-unregistered"
 
 def convert_as_stated(model_dir: Path, outtype: str, tmp_path: Path) -> Path:
     """The pinned converter on `model_dir`'s config.json as written (its plain-config.json fallback): a copy under
-    the same directory name (general.name comes from it) whose model_type transformers does not know."""
+    the same directory name (general.name comes from it) whose model_type transformers does not know. Cached by
+    the checkpoint's content, as conftest's `converted` caches the converter's own runs."""
+    import hashlib
+    digest = hashlib.sha256("".join(f.name + oracle.sha256(f) for f in sorted(model_dir.iterdir())
+                                    if f.is_file()).encode()).hexdigest()[:16]
+    out = oracle.CACHE / "converted" / f"{model_dir.name}-{digest}-as-stated-{outtype}.gguf"
+    if out.is_file():
+        return out
     copy = tmp_path / "stated" / model_dir.name
     shutil.copytree(model_dir, copy)
     config = json.loads((model_dir / "config.json").read_text(encoding="utf-8"))
     config["model_type"] = UNKNOWN_MODEL_TYPE
     (copy / "config.json").write_text(json.dumps(config, indent=2, sort_keys=True), encoding="utf-8")
-    return oracle.convert(copy, tmp_path / f"theirs-{outtype}.gguf", outtype)
+    out.parent.mkdir(parents=True, exist_ok=True)
+    tmp = oracle.convert(copy, tmp_path / f"theirs-{outtype}.gguf", outtype)
+    shutil.move(str(tmp), str(out))
+    return out
 
 
 @pytest.mark.parametrize("outtype", OUTTYPES)
