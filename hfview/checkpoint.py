@@ -155,7 +155,7 @@ class HfCheckpoint:
         counts = parameter_counts((t.name, t.shape) for t in self.tensors)
         merged: dict[str, KV] = {}
         for entry in (
-            [_KV("general.architecture", ValueType.STRING, self.family.gguf_arch)],
+            [_KV("general.architecture", ValueType.STRING, self.family.arch_of(h))],
             self.family.tensor_time_kv(h),
             self.family.stored_kv(h, self._stored),
             [_KV("general.type", ValueType.STRING, "model")],
@@ -255,7 +255,7 @@ class HfCheckpoint:
 
     @property
     def arch(self) -> str:
-        return self.family.gguf_arch
+        return self.family.arch_of(self.hparams)
 
     def tensor(self, name: str) -> Presented:
         try:

@@ -221,3 +221,13 @@ RULES.update({"score_function": STRING, "moe_shared_expert_intermediate_size": C
 RULES.update({k: BOOL for k in ("use_bias", "norm_head", "norm_softmax", "use_rmsnorm",
                                 "using_split_qkv_in_self_attention")})
 RULES.update({"router_scaling_factor": NUMBER, "mlp_layer_types": list_of(STRING)})
+# Nemotron-H (nemotron_h): its layer kinds in both spellings, Mamba-2 and mixture sizes (its config.json is read as
+# written, so no class default types them)
+RULES.update({
+    "hybrid_override_pattern": STRING, "mtp_hybrid_override_pattern": STRING,
+    "layers_block_type": list_of(STRING), "mtp_layers_block_type": list_of(STRING).or_null(),
+    **{k: COUNT for k in ("mamba_head_dim", "mamba_num_heads", "ssm_state_size",
+                          "moe_shared_expert_intermediate_size")},
+    "moe_latent_size": COUNT.or_null(), "residual_in_fp32": BOOL,
+    **{k: STRING for k in ("mamba_hidden_act", "mlp_hidden_act")},
+})

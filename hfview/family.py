@@ -177,6 +177,12 @@ class Family:
     # The converter's tensor_force_quant asks every matrix at the outtype (DBRX): none is kept F32 by its name
     # (a router included); vectors and norms still are
     matrices_at_outtype: bool = False
+    # Where the converter picks llama.cpp's architecture from the config (Nemotron-H: nemotron_h, or nemotron_h_moe
+    # for a mixture): that choice from the hyperparameters; gguf_arch stays the family's usual one
+    gguf_arch_for: Callable[[dict], str] | None = None
+
+    def arch_of(self, h: dict) -> str:
+        return self.gguf_arch_for(h) if self.gguf_arch_for is not None else self.gguf_arch
 
     def __post_init__(self) -> None:
         from .config import ANY  # config.py names Family only for type checking

@@ -1,0 +1,287 @@
+"""Nemotron-H (Nemotron-H-8B/47B, Nemotron Nano 2: dense) and Nemotron 3 Nano / Super (mixtures; Super's experts
+at a latent width): NemotronHForCausalLM -> llama.cpp `nemotron_h` / `nemotron_h_moe` (the converter's
+NemotronHModel, a GraniteHybridModel).
+
+Each layer is one kind, as hybrid_override_pattern (M Mamba-2, * attention, - MLP, E mixture) or transformers 5's
+layers_block_type (linear_attention, full_attention, mlp, moe) says, behind one RMSNorm: Mamba-2's mixer (as
+mamba2: A = -exp(A_log) and D as [heads, 1], dt_bias as ssm_dt.bias, the gated norm as [groups, d_inner / groups]),
+attention without positions (Q/K in rotation pairs, as the converter's Granite base presents them), a squared-ReLU
+MLP (up, down), or a mixture: a sigmoid router with its correction bias, stacked squared-ReLU experts (down, up),
+optionally between a latent down and up projection, beside one shared expert. KV heads and the FFN width are
+written per layer (0 where the layer has none); llama.cpp reads a layer with neither as Mamba.
+
+How the pinned converter reads the config decides the file. It reads AutoConfig's to_dict(), and transformers 5.24's
+NemotronHConfig always carries num_experts_per_tok (a default) and writes the layers as layers_block_type: a dense
+checkpoint is then taken for a mixture (nemotron_h_moe, FFN width 0 on its MLP layers, 8 default experts), a file
+llama.cpp cannot load. The view presents a dense checkpoint as the converter does on config.json as written (the
+reading it was made for, before transformers had the class): nemotron_h, the MLP layers from the pattern, only
+the stated keys; a mixture as the converter presents it through to_dict (the class's defaults filled in).
+"""
+from __future__ import annotations
+
+from pathlib import Path
+
+from ..config import ANY, Harmless
+from ..errors import ConfigError
+from ..family import Experts, Family, Tensor, rope_pairs
+from ..gguf_layout import KV, ValueType
+from ..params import boolean, f32, text_model_parameters, u32
+from ..views import NEG_EXP, Reshaped
+from .mamba import padded_vocab, squeezed
+from .mamba2 import per_head
+
+# transformers 5.24's NemotronHConfig defaults: what the converter sees (through to_dict) beside a mixture's keys
+CONFIG_DEFAULTS = dict(
+    vocab_size=131072, hidden_size=4096, tie_word_embeddings=False, num_attention_heads=32, num_key_value_heads=8,
+    head_dim=128, max_position_embeddings=4096, attention_bias=False, sliding_window=None, intermediate_size=21504,
+    mlp_hidden_act="relu2", mlp_bias=False, ssm_state_size=128, mamba_num_heads=128, mamba_head_dim=64,
+    mamba_hidden_act="silu", n_groups=8, conv_kernel=4, expand=2, time_step_limit=[0.0, float("inf")],
+    use_conv_bias=True, mamba_proj_bias=False, n_routed_experts=8, n_shared_experts=1, moe_intermediate_size=7688,
+    moe_shared_expert_intermediate_size=7688, moe_latent_size=None, num_experts_per_tok=2,
+    routed_scaling_factor=1.0, n_group=1, topk_group=1, norm_topk_prob=True, num_nextn_predict_layers=0,
+    use_bias=False, layer_norm_epsilon=1e-5, residual_in_fp32=False,
+)
+# None: config.json is read as written (a dense checkpoint's reading; a mixture's fills CONFIG_DEFAULTS in)
+DEFAULTS = {"nemotron_h": {}}
+
+# the keys a dense checkpoint must state: the converter reads config.json as written and would otherwise fall
+# back to its own values where transformers takes the class's defaults
+STATED = ("vocab_size", "hidden_size", "num_attention_heads", "num_key_value_heads", "intermediate_size",
+          "ssm_state_size", "mamba_num_heads", "mamba_head_dim", "n_groups", "conv_kernel", "layer_norm_epsilon")
+MIXTURE_KEYS = ("n_routed_experts", "n_shared_experts", "moe_intermediate_size", "moe_shared_expert_intermediate_size",
+                "moe_latent_size", "num_experts_per_tok", "routed_scaling_factor", "n_group", "topk_group",
+                "norm_topk_prob")
+READS = frozenset({
+    *CONFIG_DEFAULTS, "num_hidden_layers", "hybrid_override_pattern", "layers_block_type", "attention_head_dim",
+    "rms_norm_eps", "mtp_layers_block_type", "mtp_hybrid_override_pattern",
+    # Nemotron 3 Nano's release also states these, which NemotronHConfig does not define: the converter writes
+    # norm_eps as the RMS epsilon (which llama.cpp then uses: it must be layer_norm_epsilon) and rope_theta as the
+    # rope base (which nemotron_h never applies)
+    "norm_eps", "rope_theta",
+})
+# how many logits a generation step keeps, which kernel computes the scan, its chunk length, the SSM cache's dtype
+# and the weights' initialisation (time_step_min / max / floor, rescale_prenorm_residual, dt rank of the init)
+HARMLESS: Harmless = {"num_logits_to_keep": ANY, "use_mamba_kernels": ANY, "chunk_size": ANY,
+                      "mamba_ssm_cache_dtype": ANY, "time_step_min": ANY, "time_step_max": ANY, "time_step_floor": ANY,
+                      "rescale_prenorm_residual": ANY, "time_step_rank": ANY, "moe_shared_expert_overlap": ANY,
+                      # no attention layer of Nemotron-H (nor llama.cpp's nemotron_h) applies rope
+                      "partial_rotary_factor": ANY}
+
+_KIND = {"M": "linear_attention", "*": "full_attention", "-": "mlp", "E": "moe",
+         "mamba": "linear_attention", "attention": "full_attention"}
+
+
+def kinds(h: dict) -> list[str]:
+    """Each layer's kind in transformers 5's words, from whichever spelling the config states."""
+    pattern = h.get("hybrid_override_pattern")
+    if pattern is not None:
+        return [_KIND.get(c, c) for c in pattern]
+    return [_KIND.get(t, t) for t in h.get("layers_block_type") or []]
+
+
+def is_moe(h: dict) -> bool:
+    return "moe" in kinds(h)
+
+
+def as_read(h: dict) -> dict:
+    """The hyperparameters as the converter reads them: a mixture's through to_dict (CONFIG_DEFAULTS filled in)."""
+    return {**CONFIG_DEFAULTS, **h} if is_moe(h) else h
+
+
+def by_group(sources, h):
+    src = sources[0]
+    groups = h["n_groups"]
+    return Reshaped(src, (groups, src.shape[0] // groups), f"as [{groups} groups, {src.shape[0] // groups}]")
+
+
+_L = "backbone.layers.{bid}."
+_M = _L + "mixer."
+_OPT = dict(required=False)  # on the layers of one kind only (check() places the kinds)
+TENSORS = (
+    Tensor("backbone.embeddings.weight", "token_embd.weight"),
+    Tensor("backbone.norm_f.weight", "output_norm.weight"),
+    Tensor("lm_head.weight", "output.weight", required=False),
+    Tensor(_L + "norm.weight", "blk.{bid}.attn_norm.weight"),
+    # Mamba-2 layers
+    Tensor(_M + "in_proj.weight", "blk.{bid}.ssm_in.weight", **_OPT),
+    Tensor(_M + "conv1d.weight", "blk.{bid}.ssm_conv1d.weight", squeezed, **_OPT),
+    Tensor(_M + "conv1d.bias", "blk.{bid}.ssm_conv1d.bias", **_OPT),
+    Tensor(_M + "dt_bias", "blk.{bid}.ssm_dt.bias", **_OPT),
+    Tensor(_M + "A_log", "blk.{bid}.ssm_a", per_head, steps=(NEG_EXP,), **_OPT),
+    Tensor(_M + "D", "blk.{bid}.ssm_d", per_head, **_OPT),
+    Tensor(_M + "norm.weight", "blk.{bid}.ssm_norm.weight", by_group, **_OPT),
+    Tensor(_M + "out_proj.weight", "blk.{bid}.ssm_out.weight", **_OPT),
+    # attention layers: Q/K in rotation pairs, as the converter's Granite base presents them (no rope: the
+    # same permutation of q and k leaves every score unchanged)
+    Tensor(_M + "q_proj.weight", "blk.{bid}.attn_q.weight", rope_pairs("num_attention_heads"), **_OPT),
+    Tensor(_M + "k_proj.weight", "blk.{bid}.attn_k.weight", rope_pairs("num_key_value_heads"), **_OPT),
+    Tensor(_M + "v_proj.weight", "blk.{bid}.attn_v.weight", **_OPT),
+    Tensor(_M + "o_proj.weight", "blk.{bid}.attn_output.weight", **_OPT),
+    # MLP layers
+    Tensor(_M + "up_proj.weight", "blk.{bid}.ffn_up.weight", **_OPT),
+    Tensor(_M + "down_proj.weight", "blk.{bid}.ffn_down.weight", **_OPT),
+    # mixture layers
+    Tensor(_M + "gate.weight", "blk.{bid}.ffn_gate_inp.weight", **_OPT),
+    Tensor(_M + "gate.e_score_correction_bias", "blk.{bid}.exp_probs_b.bias", **_OPT),
+    Experts(_M + "experts.{x}.down_proj.weight", "blk.{bid}.ffn_down_exps.weight", "n_routed_experts", **_OPT),
+    Experts(_M + "experts.{x}.up_proj.weight", "blk.{bid}.ffn_up_exps.weight", "n_routed_experts", **_OPT),
+    Tensor(_M + "shared_experts.up_proj.weight", "blk.{bid}.ffn_up_shexp.weight", **_OPT),
+    Tensor(_M + "shared_experts.down_proj.weight", "blk.{bid}.ffn_down_shexp.weight", **_OPT),
+    Tensor(_M + "fc1_latent_proj.weight", "blk.{bid}.ffn_latent_down.weight", **_OPT),
+    Tensor(_M + "fc2_latent_proj.weight", "blk.{bid}.ffn_latent_up.weight", **_OPT),
+)
+
+
+def normalise(h: dict) -> dict:
+    """NemotronHConfig's constructor: the layer count is the pattern's length; its mamba_* aliases."""
+    for alias, key in (("mamba_n_groups", "n_groups"), ("mamba_d_conv", "conv_kernel"), ("mamba_expand", "expand"),
+                       ("mamba_dt_limit", "time_step_limit"), ("mamba_conv_bias", "use_conv_bias")):
+        if alias in h:
+            h.setdefault(key, h.pop(alias))
+    layers = kinds(h)
+    if layers and h.get("num_hidden_layers") is None:
+        h["num_hidden_layers"] = len(layers)
+    if "rope_theta" in h and h.get("rope_parameters") is None:  # read by the converter as the rope base
+        h["rope_parameters"] = {"rope_theta": h["rope_theta"]}
+    if h.get("num_key_value_heads") is None and "num_attention_heads" in h:
+        h["num_key_value_heads"] = h["num_attention_heads"]
+    return h
+
+
+def check(h: dict, path: Path) -> None:
+    layers = kinds(h)
+    if not layers:
+        raise ConfigError(f"{path}: neither hybrid_override_pattern nor layers_block_type: which layer runs which "
+                          f"mixer cannot be known")
+    if h["num_hidden_layers"] != len(layers):
+        raise ConfigError(f"{path}: {'hybrid_override_pattern' if 'hybrid_override_pattern' in h else 'layers_block_type'} "
+                          f"lists {len(layers)} layers, num_hidden_layers says {h['num_hidden_layers']}: the converter "
+                          f"refuses the mismatch (transformers would take the list's length)")
+    unknown = sorted(set(layers) - {"linear_attention", "full_attention", "mlp", "moe"})
+    if unknown:
+        raise ConfigError(f"{path}: layer kind {unknown[0]!r}: a Nemotron-H layer is M / * / - / E in "
+                          f"hybrid_override_pattern (linear_attention, full_attention, mlp, moe in layers_block_type)")
+    if "hybrid_override_pattern" in h and "layers_block_type" in h and \
+            [_KIND.get(t, t) for t in h["layers_block_type"]] != layers:
+        raise ConfigError(f"{path}: hybrid_override_pattern and layers_block_type disagree")
+    if "linear_attention" not in layers:
+        raise ConfigError(f"{path}: no Mamba layer: llama.cpp's nemotron_h keeps a hybrid cache that needs one")
+    if "full_attention" not in layers:
+        raise ConfigError(f"{path}: no attention layer: every released Nemotron-H has some")
+    moe = is_moe(h)
+    if moe and "mlp" in layers:
+        raise ConfigError(f"{path}: MLP ('-') layers beside mixture ('E') layers: the converter writes a mixture's "
+                          f"FFN width on its 'E' layers only, so llama.cpp would read the MLP layers as Mamba")
+    if not moe:
+        missing = [k for k in STATED if h.get(k) is None]
+        if missing:
+            raise ConfigError(f"{path}: {', '.join(missing)} not stated: a dense Nemotron-H is read as config.json "
+                              f"states it (see hfview.families.nemotron_h), and transformers would default them")
+        if "hybrid_override_pattern" not in h:
+            raise ConfigError(f"{path}: a dense Nemotron-H's layers given as layers_block_type only: the converter "
+                              f"finds the MLP layers by hybrid_override_pattern's '-' (the spelling every release "
+                              f"uses), and would write them without width")
+        stated_moe = [k for k in ("num_experts_per_tok", "n_routed_experts") if k in h]
+        if stated_moe:
+            raise ConfigError(f"{path}: {stated_moe[0]} in a config without mixture layers: the converter would then "
+                              f"write it as nemotron_h_moe, which llama.cpp cannot load without experts")
+    r = as_read(h)
+    if padded_vocab({"vocab_size": r["vocab_size"], "pad_vocab_size_multiple": 8}) != r["vocab_size"]:
+        raise ConfigError(f"{path}: vocab_size {r['vocab_size']}: the converter pads a Nemotron-H vocabulary to a "
+                          f"multiple of 8 but not the embedding, and llama.cpp refuses such a file")
+    d_inner = r.get("mamba_num_heads", 128) * r.get("mamba_head_dim", 64)
+    if d_inner != r.get("expand", 2) * r["hidden_size"] or d_inner % r.get("n_groups", 8):
+        raise ConfigError(f"{path}: mamba_num_heads x mamba_head_dim = {d_inner}: must be expand x hidden_size and "
+                          f"divide into n_groups (the converter's Mamba-2 sizes)")
+    limit = r.get("time_step_limit")
+    if limit is not None and list(limit) != [0.0, float("inf")]:
+        raise ConfigError(f"{path}: time_step_limit {limit}: llama.cpp's nemotron_h does not clamp the step")
+    wrong = [f"{k} {r[k]!r}" for k, ok in (("mamba_proj_bias", False), ("use_conv_bias", True), ("use_bias", False),
+                                            ("attention_bias", False), ("mlp_bias", False),
+                                            ("mlp_hidden_act", "relu2"), ("mamba_hidden_act", "silu"),
+                                            ("residual_in_fp32", False))
+             if k in r and r[k] != ok]
+    if wrong:
+        raise ConfigError(f"{path}: {', '.join(wrong)}: llama.cpp's nemotron_h has no projection biases, needs the "
+                          f"conv1d bias, computes squared ReLU and SiLU; this checkpoint would run wrong")
+    for key in ("rms_norm_eps", "norm_eps"):
+        if key in r and r[key] != r.get("layer_norm_epsilon", r[key]):
+            raise ConfigError(f"{path}: {key} {r[key]} beside layer_norm_epsilon {r['layer_norm_epsilon']}: the "
+                              f"converter writes {key} as the RMS epsilon llama.cpp uses, transformers uses the other")
+    if r.get("sliding_window") is not None:
+        raise ConfigError(f"{path}: sliding_window {r['sliding_window']}: llama.cpp's nemotron_h attends over "
+                          f"the whole context")
+    if moe:
+        if r["n_group"] != 1 or r["topk_group"] != 1:
+            raise ConfigError(f"{path}: n_group {r['n_group']} / topk_group {r['topk_group']}: llama.cpp's "
+                              f"nemotron_h_moe does not route by expert groups")
+        if not 0 < r["num_experts_per_tok"] <= r["n_routed_experts"]:
+            raise ConfigError(f"{path}: num_experts_per_tok {r['num_experts_per_tok']} of {r['n_routed_experts']}")
+        if r["n_shared_experts"] != 1:
+            raise ConfigError(f"{path}: n_shared_experts {r['n_shared_experts']}: transformers' Nemotron-H builds one "
+                              f"shared expert of moe_shared_expert_intermediate_size whatever it says; state 1")
+        if r.get("num_nextn_predict_layers"):
+            raise ConfigError(f"{path}: num_nextn_predict_layers {r['num_nextn_predict_layers']}: the multi-token "
+                              f"prediction head is not presented; this family reads checkpoints without it")
+
+
+def parameters(h: dict, block_count: int, file_type: int) -> list:
+    """NemotronHModel.set_gguf_parameters: GraniteMoeModel's list (TextModel's without head_dim, the vocabulary size,
+    Llama's rope width), the Mamba-2 sizes, the KV heads per layer and no rope, then the head width, the FFN width
+    per layer and a mixture's expert keys; keys set twice keep their first place."""
+    moe = is_moe(h)
+    arch = "nemotron_h_moe" if moe else "nemotron_h"
+    r = as_read(h)
+    layers = kinds(r)
+    kv = text_model_parameters({k: v for k, v in r.items() if k != "head_dim"}, arch, block_count, file_type)
+    kv += [u32(f"{arch}.vocab_size", r["vocab_size"]),
+           u32(f"{arch}.rope.dimension_count", r["hidden_size"] // r["num_attention_heads"]),
+           u32(f"{arch}.ssm.conv_kernel", r["conv_kernel"]), u32(f"{arch}.ssm.state_size", r["ssm_state_size"]),
+           u32(f"{arch}.ssm.group_count", r["n_groups"]),
+           u32(f"{arch}.ssm.inner_size", r["mamba_num_heads"] * r["mamba_head_dim"]),
+           u32(f"{arch}.ssm.time_step_rank", r["mamba_num_heads"]),
+           KV(f"{arch}.attention.head_count_kv", ValueType.ARRAY,
+              [r["num_key_value_heads"] if t == "full_attention" else 0 for t in layers], ValueType.INT32),
+           boolean(f"{arch}.rope.scaling.finetuned", False), u32(f"{arch}.context_length", 2 ** 20)]
+    head_dim = r.get("head_dim", r.get("attention_head_dim"))
+    kv += [u32(f"{arch}.attention.key_length", head_dim), u32(f"{arch}.attention.value_length", head_dim)]
+    ffn = "moe" if moe else "mlp"
+    width = r["moe_intermediate_size"] if moe else r["intermediate_size"]
+    kv.append(KV(f"{arch}.feed_forward_length", ValueType.ARRAY, [width if t == ffn else 0 for t in layers],
+                 ValueType.INT32))
+    if moe:
+        kv += [u32(f"{arch}.expert_used_count", r["num_experts_per_tok"]),
+               u32(f"{arch}.expert_feed_forward_length", r["moe_intermediate_size"]),
+               u32(f"{arch}.expert_shared_feed_forward_length", r["moe_shared_expert_intermediate_size"]),
+               u32(f"{arch}.expert_count", r["n_routed_experts"]),
+               u32(f"{arch}.expert_shared_count", r["n_shared_experts"]),
+               boolean(f"{arch}.expert_weights_norm", r["norm_topk_prob"]),
+               f32(f"{arch}.expert_weights_scale", r["routed_scaling_factor"]),
+               u32(f"{arch}.expert_group_count", r["n_group"])]
+        if r.get("moe_latent_size") is not None:
+            kv.append(u32(f"{arch}.moe_latent_size", r["moe_latent_size"]))
+    return kv
+
+
+def vocab(model_dir: Path, h: dict) -> list:
+    """NemotronHModel.set_vocab: TextModel's byte-level BPE over the vocabulary padded to a multiple of 8."""
+    from tokenizer.vocab import gpt2_vocab
+    r = as_read(h)
+    return gpt2_vocab(model_dir, {**h, "vocab_size": padded_vocab({"vocab_size": r["vocab_size"],
+                                                                    "pad_vocab_size_multiple": 8})})
+
+
+FAMILY = Family(
+    name="nemotron_h",
+    gguf_arch="nemotron_h",
+    architectures=("NemotronHForCausalLM",),
+    defaults=DEFAULTS,
+    reads=READS,
+    harmless=HARMLESS,
+    tensors=TENSORS,
+    parameters=parameters,
+    vocab=vocab,
+    check=check,
+    normalise=normalise,
+    gguf_arch_for=lambda h: "nemotron_h_moe" if is_moe(h) else "nemotron_h",
+)
