@@ -130,6 +130,8 @@ RULES.update({
     # transformers allows it, which the family refuses by name
     **{k: any_of(COUNT, list_of(COUNT)) for k in ("moe_topk", "moe_intermediate_size", "num_shared_expert")},
 })
+# mixtures, wave 2a part C (AFMoE): keys of Trinity's config.json AfmoeConfig does not define
+RULES.update({"route_norm": BOOL, "score_func": STRING})
 PER_LAYER = ("layer_types", "no_rope_layers", "layer_rope_theta")
 LAYER_COUNTS = ("n_layers", "num_hidden_layers", "n_layer", "num_layers")  # the converter's search order
 
