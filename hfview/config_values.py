@@ -132,6 +132,12 @@ RULES.update({
 })
 # mixtures, wave 2a part C (AFMoE): keys of Trinity's config.json AfmoeConfig does not define
 RULES.update({"route_norm": BOOL, "score_func": STRING})
+# (Cohere 2 MoE): one MLP kind per layer (the family checks the length and the kinds)
+RULES.update({"mlp_layer_types": list_of(STRING).or_null(), "shared_expert_combination_strategy": STRING,
+              "expert_selection_fn": STRING})
+# Cohere2MoeConfig defaults it to None (the family refuses a dense layer without it)
+OVERRIDES[("cohere2_moe", "prefix_dense_intermediate_size")] = COUNT.or_null()
+OVERRIDES[("cohere2_moe", "rms_norm_eps")] = NON_NEGATIVE.or_null()  # None: Cohere's LayerNorm instead
 PER_LAYER = ("layer_types", "no_rope_layers", "layer_rope_theta")
 LAYER_COUNTS = ("n_layers", "num_hidden_layers", "n_layer", "num_layers")  # the converter's search order
 
