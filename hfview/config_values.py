@@ -138,6 +138,9 @@ RULES.update({"mlp_layer_types": list_of(STRING).or_null(), "shared_expert_combi
 # Cohere2MoeConfig defaults it to None (the family refuses a dense layer without it)
 OVERRIDES[("cohere2_moe", "prefix_dense_intermediate_size")] = COUNT.or_null()
 OVERRIDES[("cohere2_moe", "rms_norm_eps")] = NON_NEGATIVE.or_null()  # None: Cohere's LayerNorm instead
+# (Mellum): its MTP layer count (null: none) and the MTP layers' kinds, read only to refuse them
+OVERRIDES[("mellum", "num_nextn_predict_layers")] = ZERO_OR_COUNT.or_null()
+RULES.update({k: list_of(STRING).or_null() for k in ("mtp_layer_types", "mtp_mlp_layer_types")})
 PER_LAYER = ("layer_types", "no_rope_layers", "layer_rope_theta")
 LAYER_COUNTS = ("n_layers", "num_hidden_layers", "n_layer", "num_layers")  # the converter's search order
 
