@@ -141,6 +141,10 @@ OVERRIDES[("cohere2_moe", "rms_norm_eps")] = NON_NEGATIVE.or_null()  # None: Coh
 # (Mellum): its MTP layer count (null: none) and the MTP layers' kinds, read only to refuse them
 OVERRIDES[("mellum", "num_nextn_predict_layers")] = ZERO_OR_COUNT.or_null()
 RULES.update({k: list_of(STRING).or_null() for k in ("mtp_layer_types", "mtp_mlp_layer_types")})
+# (Laguna): per-layer head counts and gate kinds, the gate switch (true, or "per-head" / "per-element"), the router
+RULES.update({"num_attention_heads_per_layer": list_of(COUNT).or_null(), "gating_types": list_of(STRING).or_null(),
+              "gating": ANY, "moe_routed_scaling_factor": NUMBER, "moe_router_logit_softcapping": NUMBER,
+              "moe_apply_router_weight_on_input": BOOL})
 PER_LAYER = ("layer_types", "no_rope_layers", "layer_rope_theta")
 LAYER_COUNTS = ("n_layers", "num_hidden_layers", "n_layer", "num_layers")  # the converter's search order
 
