@@ -96,7 +96,8 @@ def test_refusal_table_names_collected_files():
 # latent attention and DeepSeek-style routing (issue 12): DeepSeek-MoE, V3/R1 and MiniCPM3 copies found only
 # embedded in code or edited; DeepSeek-V2-Lite's one copy reached
 FEWER.update(dict.fromkeys(("deepseek", "deepseek_v2", "deepseek_v3", "minicpm3"), _UNREACHED))
-# mixtures, part C (issue 11): Trinity's config.json copies found only as dicts embedded in code
+# mixtures, part C (issue 11): Trinity, North Mini Code, K-EXAONE, Mellum 2 and Laguna publish on the Hub only;
+# copies found only as fields quoted in code
 FEWER.update(dict.fromkeys(("afmoe", "cohere2_moe", "exaone_moe", "mellum", "laguna"), _UNREACHED))
 
 
