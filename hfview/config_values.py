@@ -130,6 +130,21 @@ RULES.update({
     # transformers allows it, which the family refuses by name
     **{k: any_of(COUNT, list_of(COUNT)) for k in ("moe_topk", "moe_intermediate_size", "num_shared_expert")},
 })
+# mixtures, wave 2a part C (AFMoE): keys of Trinity's config.json AfmoeConfig does not define
+RULES.update({"route_norm": BOOL, "score_func": STRING})
+# (Cohere 2 MoE): one MLP kind per layer (the family checks the length and the kinds)
+RULES.update({"mlp_layer_types": list_of(STRING).or_null(), "shared_expert_combination_strategy": STRING,
+              "expert_selection_fn": STRING})
+# Cohere2MoeConfig defaults it to None (the family refuses a dense layer without it)
+OVERRIDES[("cohere2_moe", "prefix_dense_intermediate_size")] = COUNT.or_null()
+OVERRIDES[("cohere2_moe", "rms_norm_eps")] = NON_NEGATIVE.or_null()  # None: Cohere's LayerNorm instead
+# (Mellum): its MTP layer count (null: none) and the MTP layers' kinds, read only to refuse them
+OVERRIDES[("mellum", "num_nextn_predict_layers")] = ZERO_OR_COUNT.or_null()
+RULES.update({k: list_of(STRING).or_null() for k in ("mtp_layer_types", "mtp_mlp_layer_types")})
+# (Laguna): per-layer head counts and gate kinds, the gate switch (true, or "per-head" / "per-element"), the router
+RULES.update({"num_attention_heads_per_layer": list_of(COUNT).or_null(), "gating_types": list_of(STRING).or_null(),
+              "gating": ANY, "moe_routed_scaling_factor": NUMBER, "moe_router_logit_softcapping": NUMBER,
+              "moe_apply_router_weight_on_input": BOOL})
 PER_LAYER = ("layer_types", "no_rope_layers", "layer_rope_theta")
 LAYER_COUNTS = ("n_layers", "num_hidden_layers", "n_layer", "num_layers")  # the converter's search order
 
@@ -220,7 +235,7 @@ RULES.update({"score_function": STRING, "moe_shared_expert_intermediate_size": C
               "num_shared_experts": ZERO_OR_COUNT, "num_mtp_layers": ZERO_OR_COUNT, "use_qkv_bias": BOOL})
 RULES.update({k: BOOL for k in ("use_bias", "norm_head", "norm_softmax", "use_rmsnorm",
                                 "using_split_qkv_in_self_attention")})
-RULES.update({"router_scaling_factor": NUMBER, "mlp_layer_types": list_of(STRING)})
+RULES.update({"router_scaling_factor": NUMBER})  # mlp_layer_types: a list or null, above
 # Nemotron-H (nemotron_h): its layer kinds in both spellings, Mamba-2 and mixture sizes (its config.json is read as
 # written, so no class default types them)
 RULES.update({

@@ -1,0 +1,168 @@
+"""AFMoE (Arcee Trinity Nano / Mini / Large: AfmoeForCausalLM) -> llama.cpp `afmoe` (the converter's AfmoeModel,
+a LlamaModel that skips Llama's Q/K regrouping).
+
+Per-head q/k RMS norms, a sigmoid gate on the attention output (`self_attn.gate_proj`, before o_proj), norms
+before and after both attention and the FFN, embeddings scaled by sqrt(hidden) (muP). The first
+num_dense_layers layers have a dense SwiGLU FFN, the rest a mixture: sigmoid router scores, a per-expert
+selection bias (`mlp.expert_bias`, for choosing only), the chosen weights renormalised and times route_scale,
+plus num_shared_experts always-on experts. llama.cpp's afmoe fixes the layer pattern: every 4th layer global
+without rope, the others sliding with rope, which is transformers' pattern when global_attn_every_n_layers is 4.
+The expert stacks are written gate, up, down (the converter's merge order for this class).
+"""
+from __future__ import annotations
+
+from pathlib import Path
+
+from ..config import ANY, Harmless
+from ..errors import ConfigError
+from ..family import Experts, Family, Skip, Tensor
+from ..params import boolean, f32, u32
+from .llama import llama_parameters, vocab
+from .qwen2 import check_architecture, check_no_pooling
+
+# transformers 5.24's AfmoeConfig defaults (layer_types and num_key_value_heads are derived: normalise)
+DEFAULTS = {
+    "afmoe": dict(vocab_size=200192, hidden_size=2048, intermediate_size=6144, moe_intermediate_size=1408,
+                  num_hidden_layers=32, num_dense_layers=1, num_attention_heads=16, num_key_value_heads=None,
+                  head_dim=128, hidden_act="silu", max_position_embeddings=16384, initializer_range=0.02,
+                  rms_norm_eps=1e-05, use_cache=True, tie_word_embeddings=False,
+                  rope_parameters={"rope_theta": 10000.0, "rope_type": "default"}, num_experts=64,
+                  num_experts_per_tok=6, num_shared_experts=2, route_scale=1.0, output_router_logits=False,
+                  global_attn_every_n_layers=4, sliding_window=1024, layer_types=None, attention_dropout=0.0,
+                  mup_enabled=False, eos_token_id=None, pad_token_id=None, bos_token_id=None,
+                  attention_bias=False),
+}
+
+READS = frozenset({
+    "vocab_size", "hidden_size", "intermediate_size", "num_hidden_layers", "num_attention_heads",
+    "num_key_value_heads", "head_dim", "max_position_embeddings", "rms_norm_eps", "rope_parameters",
+    "rope_scaling", "rope_theta", "hidden_act", "tie_word_embeddings", "attention_bias",
+    "num_experts", "num_experts_per_tok", "moe_intermediate_size", "num_shared_experts", "num_dense_layers",
+    "route_scale", "route_norm", "mup_enabled", "sliding_window", "global_attn_every_n_layers", "layer_types",
+    # keys of Trinity's config.json the converter writes (TextModel: group counts, scoring function); the
+    # family checks each says what transformers' AFMoE computes
+    "score_func", "n_group", "topk_group",
+})
+# Trinity's config.json also states these, which AfmoeConfig does not define and transformers' AFMoE never
+# reads (its router has no groups; use_grouped_mm picks a kernel of Arcee's own code)
+HARMLESS: Harmless = {"num_expert_groups": (1,), "num_limited_groups": (1,), "use_grouped_mm": ANY}
+
+_LAYER = "model.layers.{bid}."
+_MIXTURE = "model.layers.{bid}.mlp."
+TENSORS = (
+    Tensor("model.embed_tokens.weight", "token_embd.weight"),
+    Tensor("model.norm.weight", "output_norm.weight"),
+    Tensor("lm_head.weight", "output.weight", required=lambda h: not h.get("tie_word_embeddings")),
+    Tensor(f"{_LAYER}input_layernorm.weight", "blk.{bid}.attn_norm.weight"),
+    Tensor(f"{_LAYER}post_attention_layernorm.weight", "blk.{bid}.post_attention_norm.weight"),
+    Tensor(f"{_LAYER}pre_mlp_layernorm.weight", "blk.{bid}.ffn_norm.weight"),
+    Tensor(f"{_LAYER}post_mlp_layernorm.weight", "blk.{bid}.post_ffw_norm.weight"),
+    *(Tensor(f"{_LAYER}self_attn.{p}_proj.weight", f"blk.{{bid}}.attn_{p}.weight") for p in ("q", "k", "v")),
+    Tensor(f"{_LAYER}self_attn.o_proj.weight", "blk.{bid}.attn_output.weight"),
+    Tensor(f"{_LAYER}self_attn.gate_proj.weight", "blk.{bid}.attn_gate.weight"),
+    Tensor(f"{_LAYER}self_attn.q_norm.weight", "blk.{bid}.attn_q_norm.weight"),
+    Tensor(f"{_LAYER}self_attn.k_norm.weight", "blk.{bid}.attn_k_norm.weight"),
+    # each of these exists in some layers only: dense FFNs before num_dense_layers, mixtures from there on
+    *(Tensor(f"{_MIXTURE}{p}_proj.weight", f"blk.{{bid}}.ffn_{p}.weight", required=False)
+      for p in ("gate", "up", "down")),
+    Tensor(f"{_MIXTURE}router.gate.weight", "blk.{bid}.ffn_gate_inp.weight", required=False),
+    Tensor(f"{_MIXTURE}expert_bias", "blk.{bid}.exp_probs_b.bias", required=False),
+    *(Experts(f"{_MIXTURE}experts.{{x}}.{p}_proj.weight", f"blk.{{bid}}.ffn_{p}_exps.weight", "num_experts",
+              required=False) for p in ("gate", "up", "down")),
+    *(Tensor(f"{_MIXTURE}shared_experts.{p}_proj.weight", f"blk.{{bid}}.ffn_{p}_shexp.weight", required=False)
+      for p in ("gate", "up", "down")),
+    Skip(f"{_LAYER}self_attn.rotary_emb.inv_freq"),
+)
+
+# llama.cpp's afmoe: every 4th layer global (full attention, no rope), the others sliding with rope
+_GLOBAL_EVERY = 4
+
+
+def _layer_pattern(n_layer: int, every: int) -> list[str]:
+    """AfmoeConfig's layer_types from global_attn_every_n_layers."""
+    return ["sliding_attention" if (i + 1) % every else "full_attention" for i in range(n_layer)]
+
+
+def normalise(h: dict) -> dict:
+    """What AfmoeConfig's __post_init__ computes: layer kinds and KV heads."""
+    if h.get("layer_types") is None:
+        h["layer_types"] = _layer_pattern(h["num_hidden_layers"], h["global_attn_every_n_layers"])
+    if h.get("num_key_value_heads") is None:
+        h["num_key_value_heads"] = h["num_attention_heads"]
+    if h.get("head_dim") is None:
+        h["head_dim"] = h["hidden_size"] // h["num_attention_heads"]
+    return h
+
+
+def check(h: dict, path: Path) -> None:
+    check_architecture(h, path, "afmoe", ("AfmoeForCausalLM",))
+    check_no_pooling(path)
+    if h.get("hidden_act") != "silu":
+        raise ConfigError(f"{path}: hidden_act {h.get('hidden_act')!r}: llama.cpp's afmoe computes SiLU only; "
+                          f"this checkpoint would run wrong")
+    if h.get("attention_bias"):
+        raise ConfigError(f"{path}: attention_bias true: llama.cpp's afmoe has no attention biases")
+    rope_type = h["rope_parameters"].get("rope_type", "default")
+    if rope_type != "default":
+        raise ConfigError(f"{path}: rope type {rope_type!r}: llama.cpp's afmoe computes plain rope only")
+    if not h.get("mup_enabled"):
+        raise ConfigError(f"{path}: mup_enabled {h.get('mup_enabled')!r}: llama.cpp's afmoe always scales the "
+                          f"embeddings by sqrt(hidden_size), which transformers does only with mup_enabled true "
+                          f"(every Trinity release states it)")
+    if list(h["layer_types"]) != _layer_pattern(h["num_hidden_layers"], _GLOBAL_EVERY):
+        raise ConfigError(f"{path}: layer_types {h['layer_types']} (global_attn_every_n_layers "
+                          f"{h.get('global_attn_every_n_layers')!r}): llama.cpp's afmoe makes every 4th layer "
+                          f"global without rope and the others sliding with rope; this pattern would run wrong")
+    if not h.get("num_experts"):
+        raise ConfigError(f"{path}: num_experts {h.get('num_experts')!r}: llama.cpp's afmoe needs a mixture "
+                          f"after its leading dense layers")
+    if not h.get("num_shared_experts"):
+        raise ConfigError(f"{path}: num_shared_experts {h.get('num_shared_experts')!r}: transformers' AFMoE then "
+                          f"holds a shared expert of width 0, which no GGUF tensor can carry")
+    if not 0 <= h["num_dense_layers"] <= h["num_hidden_layers"]:
+        raise ConfigError(f"{path}: num_dense_layers {h['num_dense_layers']} of {h['num_hidden_layers']} layers")
+    if h.get("route_norm") is not True:
+        raise ConfigError(f"{path}: route_norm {h.get('route_norm')!r}: transformers' AFMoE always renormalises "
+                          f"the chosen experts' weights, llama.cpp's afmoe only where the converter writes "
+                          f"route_norm true (Trinity's config.json states it; transformers 5 leaves it out when "
+                          f"it saves a config)")
+    if h.get("score_func", "sigmoid") != "sigmoid":
+        raise ConfigError(f"{path}: score_func {h['score_func']!r}: transformers' AFMoE scores experts by sigmoid "
+                          f"only, so the converter's {h['score_func']!r} gating would run otherwise")
+    for key in ("n_group", "topk_group"):
+        if h.get(key) not in (None, 1):
+            raise ConfigError(f"{path}: {key} {h[key]!r}: transformers' AFMoE routes without expert groups, "
+                              f"llama.cpp would limit the choice to groups")
+
+
+_llama = llama_parameters("afmoe")
+
+
+def parameters(h: dict, block_count: int, file_type: int) -> list:
+    """AfmoeModel.set_gguf_parameters: LlamaModel's entries, then the mixture's, routing and window."""
+    kv = [*_llama(h, block_count, file_type),
+          u32("afmoe.expert_shared_count", h["num_shared_experts"]),
+          u32("afmoe.expert_feed_forward_length", h["moe_intermediate_size"]),
+          u32("afmoe.leading_dense_block_count", h["num_dense_layers"])]
+    if h.get("route_norm") is not None:
+        kv.append(boolean("afmoe.expert_weights_norm", h["route_norm"]))
+    kv.append(f32("afmoe.expert_weights_scale", h["route_scale"]))
+    if h.get("sliding_window") is not None:
+        kv.append(u32("afmoe.attention.sliding_window", h["sliding_window"]))
+    return kv
+
+
+FAMILY = Family(
+    name="afmoe",
+    gguf_arch="afmoe",
+    architectures=("AfmoeForCausalLM",),
+    defaults=DEFAULTS,
+    reads=READS,
+    harmless=HARMLESS,
+    tensors=TENSORS,
+    parameters=parameters,
+    vocab=vocab,
+    check=check,
+    normalise=normalise,
+    llama_cpp_applies_window=True,  # llama.cpp's afmoe slides on three layers of four, as the model does
+)

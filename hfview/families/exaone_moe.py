@@ -1,0 +1,165 @@
+"""EXAONE MoE (K-EXAONE: ExaoneMoeForCausalLM, released first as ExaoneMoEForCausalLM) -> llama.cpp `exaone-moe`
+(the converter's ExaoneMoEModel, an Exaone4Model).
+
+EXAONE 4's attention (per-head q/k RMS norms, Q/K as stored, rope on the sliding layers only, global layers
+without rope, the layer kinds written as an array) in OLMoE's pre-norm block, over DeepSeek-V3's mixture:
+first_k_dense_replace leading dense layers, then sigmoid-scored experts chosen with a selection bias
+(`mlp.e_score_correction_bias`), renormalised where norm_topk_prob says, times routed_scaling_factor, plus
+shared experts. llama.cpp's exaone-moe needs the gating function as KV, which the converter writes only from a
+stated scoring_func (K-EXAONE's config.json states it; ExaoneMoeConfig does not define it).
+"""
+from __future__ import annotations
+
+from pathlib import Path
+
+from ..config import Harmless
+from ..errors import ConfigError
+from ..family import Experts, Family, Skip, Tensor
+from ..gguf_layout import KV, ValueType
+from ..params import boolean, f32, string, text_model_parameters, u32
+from .exaone4 import normalise as normalise_exaone4, vocab
+from .qwen2 import check_architecture, check_no_pooling
+
+ARCHITECTURES = ("ExaoneMoeForCausalLM", "ExaoneMoEForCausalLM")
+
+# transformers 5.24's ExaoneMoeConfig defaults (layer_types and mlp_layer_types are derived: normalise)
+DEFAULTS = {
+    "exaone_moe": dict(vocab_size=102400, hidden_size=4096, intermediate_size=16384, num_hidden_layers=32,
+                       num_attention_heads=32, num_key_value_heads=32, hidden_act="silu", max_position_embeddings=2048,
+                       initializer_range=0.02, rms_norm_eps=1e-05, use_cache=True, bos_token_id=1, eos_token_id=53,
+                       pad_token_id=0, tie_word_embeddings=False,
+                       rope_parameters={"rope_theta": 10000.0, "rope_type": "default"}, attention_dropout=0.0,
+                       sliding_window=4096, sliding_window_pattern=4, mlp_layer_types=None, first_k_dense_replace=1,
+                       moe_intermediate_size=1024, num_experts=64, num_experts_per_tok=8, output_router_logits=False,
+                       num_shared_experts=1, norm_topk_prob=True, routed_scaling_factor=2.5, n_group=1, topk_group=1),
+}
+
+READS = frozenset({
+    "vocab_size", "hidden_size", "intermediate_size", "num_hidden_layers", "num_attention_heads",
+    "num_key_value_heads", "head_dim", "max_position_embeddings", "rms_norm_eps", "rope_parameters",
+    "rope_scaling", "rope_theta", "hidden_act", "tie_word_embeddings", "sliding_window", "sliding_window_pattern",
+    "layer_types", "mlp_layer_types", "first_k_dense_replace", "moe_intermediate_size", "num_experts",
+    "num_experts_per_tok", "num_shared_experts", "norm_topk_prob", "routed_scaling_factor", "n_group", "topk_group",
+    "scoring_func",  # written as the gating function; checked: sigmoid, as the router computes
+    "num_nextn_predict_layers",  # refused above 0: the view does not present next-token-prediction layers
+})
+HARMLESS: Harmless = {}
+
+_LAYER = "model.layers.{bid}."
+TENSORS = (
+    Tensor("model.embed_tokens.weight", "token_embd.weight"),
+    Tensor("model.norm.weight", "output_norm.weight"),
+    Tensor("lm_head.weight", "output.weight"),
+    Tensor(f"{_LAYER}input_layernorm.weight", "blk.{bid}.attn_norm.weight"),
+    Tensor(f"{_LAYER}post_attention_layernorm.weight", "blk.{bid}.ffn_norm.weight"),
+    *(Tensor(f"{_LAYER}self_attn.{p}_proj.weight", f"blk.{{bid}}.attn_{p}.weight") for p in ("q", "k", "v")),
+    Tensor(f"{_LAYER}self_attn.o_proj.weight", "blk.{bid}.attn_output.weight"),
+    Tensor(f"{_LAYER}self_attn.q_norm.weight", "blk.{bid}.attn_q_norm.weight"),
+    Tensor(f"{_LAYER}self_attn.k_norm.weight", "blk.{bid}.attn_k_norm.weight"),
+    # each of these exists in some layers only: dense FFNs first, then the mixtures
+    *(Tensor(f"{_LAYER}mlp.{p}_proj.weight", f"blk.{{bid}}.ffn_{p}.weight", required=False)
+      for p in ("gate", "up", "down")),
+    Tensor(f"{_LAYER}mlp.gate.weight", "blk.{bid}.ffn_gate_inp.weight", required=False),
+    Tensor(f"{_LAYER}mlp.e_score_correction_bias", "blk.{bid}.exp_probs_b.bias", required=False),
+    *(Experts(f"{_LAYER}mlp.experts.{{x}}.{p}_proj.weight", f"blk.{{bid}}.ffn_{p}_exps.weight", "num_experts",
+              required=False) for p in ("down", "gate", "up")),
+    *(Tensor(f"{_LAYER}mlp.shared_experts.{p}_proj.weight", f"blk.{{bid}}.ffn_{p}_shexp.weight", required=False)
+      for p in ("gate", "up", "down")),
+    Skip(f"{_LAYER}self_attn.rotary_emb.inv_freq"),
+)
+
+
+def normalise(h: dict) -> dict:
+    """ExaoneMoeConfig's __post_init__: MLP kinds from first_k_dense_replace, then EXAONE 4's layer kinds."""
+    if h.get("mlp_layer_types") is None:
+        h["mlp_layer_types"] = ["dense" if i < h["first_k_dense_replace"] else "sparse"
+                                for i in range(h["num_hidden_layers"])]
+    return normalise_exaone4(h)
+
+
+def check(h: dict, path: Path) -> None:
+    check_architecture(h, path, "exaone_moe", ARCHITECTURES)
+    check_no_pooling(path)
+    if h.get("sliding_window") is None:
+        raise ConfigError(f"{path}: sliding_window is null: transformers then ropes every layer, while llama.cpp's "
+                          f"exaone-moe, without the window and pattern the converter would not write, slides "
+                          f"(128 tokens) and leaves rope out of every 4th layer")
+    if h.get("hidden_act", "silu") != "silu":
+        raise ConfigError(f"{path}: hidden_act {h['hidden_act']!r}: llama.cpp's exaone-moe computes SiLU only; "
+                          f"this checkpoint would run wrong")
+    if h.get("layer_types") is None:
+        raise ConfigError(f"{path}: neither layer_types nor an integer sliding_window_pattern: the layer pattern "
+                          f"cannot be derived; state layer_types")
+    if len(h["layer_types"]) != h["num_hidden_layers"]:
+        raise ConfigError(f"{path}: layer_types lists {len(h['layer_types'])} layers, num_hidden_layers is "
+                          f"{h['num_hidden_layers']}")
+    if h["rope_parameters"].get("rope_type", "default") != "default":
+        raise ConfigError(f"{path}: rope type {h['rope_parameters']['rope_type']!r}: the converter writes rope "
+                          f"scaling 'none' for exaone-moe (and fails on linear or yarn, writing the type twice)")
+    n = h["num_hidden_layers"]
+    if len(h["mlp_layer_types"]) != n:
+        raise ConfigError(f"{path}: mlp_layer_types lists {len(h['mlp_layer_types'])} layers, num_hidden_layers "
+                          f"is {n}")
+    lead = h["first_k_dense_replace"]
+    if list(h["mlp_layer_types"]) != ["dense" if i < lead else "sparse" for i in range(n)]:
+        raise ConfigError(f"{path}: mlp_layer_types {h['mlp_layer_types']} with first_k_dense_replace {lead}: the "
+                          f"converter writes {lead} leading dense layers and llama.cpp's exaone-moe has dense "
+                          f"layers exactly there")
+    if lead >= n or not h.get("num_experts"):
+        raise ConfigError(f"{path}: first_k_dense_replace {lead} of {n} layers with {h.get('num_experts')!r} "
+                          f"experts: llama.cpp's exaone-moe needs mixtures")
+    if not h.get("num_shared_experts"):
+        raise ConfigError(f"{path}: num_shared_experts {h.get('num_shared_experts')!r}: llama.cpp's exaone-moe "
+                          f"needs a shared expert in every mixture")
+    if h.get("tie_word_embeddings"):
+        raise ConfigError(f"{path}: tie_word_embeddings true: llama.cpp's exaone-moe needs an output matrix of its "
+                          f"own, which a tied checkpoint does not store")
+    if "scoring_func" not in h:
+        raise ConfigError(f"{path}: no scoring_func: the converter then writes no gating function, which "
+                          f"llama.cpp's exaone-moe requires; state scoring_func \"sigmoid\" as K-EXAONE's config "
+                          f"does (transformers 5 leaves it out when it saves a config)")
+    if h["scoring_func"] != "sigmoid":
+        raise ConfigError(f"{path}: scoring_func {h['scoring_func']!r}: transformers' EXAONE MoE scores experts by "
+                          f"sigmoid only")
+    for key in ("n_group", "topk_group"):
+        if h.get(key) != 1:
+            raise ConfigError(f"{path}: {key} {h.get(key)!r}: K-EXAONE routes without expert groups (1 and 1); "
+                              f"llama.cpp's exaone-moe would limit the choice to groups")
+    if h.get("num_nextn_predict_layers"):
+        raise ConfigError(f"{path}: num_nextn_predict_layers {h['num_nextn_predict_layers']}: the converter adds "
+                          f"next-token-prediction blocks, which the view does not present")
+
+
+def parameters(h: dict, block_count: int, file_type: int) -> list:
+    """ExaoneMoEModel.set_gguf_parameters: Exaone4Model's entries (text model, vocab size, window and its layer
+    pattern), then the mixture's."""
+    shared = h["num_shared_experts"]
+    return [*text_model_parameters(h, "exaone-moe", block_count, file_type),
+            u32("exaone-moe.vocab_size", h["vocab_size"]),
+            u32("exaone-moe.attention.sliding_window", h["sliding_window"]),
+            KV("exaone-moe.attention.sliding_window_pattern", ValueType.ARRAY,
+               [t == "sliding_attention" for t in h["layer_types"]], ValueType.BOOL),
+            u32("exaone-moe.expert_feed_forward_length", h["moe_intermediate_size"]),
+            u32("exaone-moe.expert_shared_count", shared),
+            u32("exaone-moe.expert_shared_feed_forward_length", h["moe_intermediate_size"] * shared),
+            f32("exaone-moe.expert_weights_scale", h["routed_scaling_factor"]),
+            boolean("exaone-moe.expert_weights_norm", h["norm_topk_prob"]),
+            u32("exaone-moe.leading_dense_block_count", h["first_k_dense_replace"]),
+            u32("exaone-moe.nextn_predict_layers", h.get("num_nextn_predict_layers", 0)),
+            string("exaone-moe.rope.scaling.type", "none")]
+
+
+FAMILY = Family(
+    name="exaone_moe",
+    gguf_arch="exaone-moe",
+    architectures=ARCHITECTURES,
+    defaults=DEFAULTS,
+    reads=READS,
+    harmless=HARMLESS,
+    tensors=TENSORS,
+    parameters=parameters,
+    vocab=vocab,
+    check=check,
+    normalise=normalise,
+    llama_cpp_applies_window=True,  # llama.cpp's exaone-moe slides on the layers layer_types names
+)

@@ -1,0 +1,194 @@
+"""Laguna (poolside Laguna-XS.2 / S.2 / M.1: LagunaForCausalLM) -> llama.cpp `laguna` (the converter's LagunaModel).
+
+Per-head q/k RMS norms, a gate on the attention output (`self_attn.g_proj`: one value per head, or per element),
+a head count per layer (num_attention_heads_per_layer, written as an array in place of the scalar), one rope per
+layer kind (rope_parameters.full_attention / sliding_attention, each with its partial_rotary_factor), leading
+dense layers (mlp_layer_types) then sigmoid-routed experts chosen with a selection bias
+(`mlp.experts.e_score_correction_bias`), always renormalised, times moe_routed_scaling_factor, plus a shared
+expert. llama.cpp's laguna fixes the layer pattern where a window is set: global at every 4th layer from layer 0,
+the others sliding; the converter writes no pattern.
+"""
+from __future__ import annotations
+
+from pathlib import Path
+
+from ..config import Harmless
+from ..errors import ConfigError
+from ..family import Experts, Family, Tensor
+from ..gguf_layout import KV, ValueType
+from ..params import boolean, f32, text_model_parameters, u32
+from .qwen2 import check_architecture, check_no_pooling, check_silu
+
+_ROPE = {"full_attention": {"rope_type": "default", "rope_theta": 500000.0, "partial_rotary_factor": 0.5},
+         "sliding_attention": {"rope_type": "default", "rope_theta": 10000.0, "partial_rotary_factor": 1.0}}
+
+# transformers 5.24's LagunaConfig defaults (layer_types, mlp_layer_types and num_attention_heads_per_layer are
+# derived: normalise)
+DEFAULTS = {
+    "laguna": dict(vocab_size=100352, hidden_size=2048, intermediate_size=8192, num_hidden_layers=40,
+                   num_attention_heads=48, num_key_value_heads=8, hidden_act="silu", max_position_embeddings=131072,
+                   initializer_range=0.02, rms_norm_eps=1e-06, use_cache=True, tie_word_embeddings=False,
+                   rope_parameters=_ROPE, attention_bias=False, attention_dropout=0.0, head_dim=128,
+                   sliding_window=512, layer_types=None, mlp_layer_types=None, num_attention_heads_per_layer=None,
+                   gating=True, moe_intermediate_size=512, shared_expert_intermediate_size=512, num_experts=256,
+                   num_experts_per_tok=8, moe_routed_scaling_factor=1.0, moe_apply_router_weight_on_input=False,
+                   moe_router_logit_softcapping=0.0, output_router_logits=False, router_aux_loss_coef=0.001,
+                   pad_token_id=None, bos_token_id=None, eos_token_id=None),
+}
+
+READS = frozenset({
+    "vocab_size", "hidden_size", "intermediate_size", "num_hidden_layers", "num_attention_heads",
+    "num_attention_heads_per_layer", "num_key_value_heads", "head_dim", "max_position_embeddings", "rms_norm_eps",
+    "rope_parameters", "rope_scaling", "rope_theta", "hidden_act", "tie_word_embeddings", "attention_bias",
+    "sliding_window", "layer_types", "mlp_layer_types", "gating", "gating_types", "moe_intermediate_size",
+    "shared_expert_intermediate_size", "num_experts", "num_experts_per_tok", "moe_routed_scaling_factor",
+    "moe_apply_router_weight_on_input", "moe_router_logit_softcapping",
+})
+HARMLESS: Harmless = {}
+
+_LAYER = "model.layers.{bid}."
+TENSORS = (
+    Tensor("model.embed_tokens.weight", "token_embd.weight"),
+    Tensor("model.norm.weight", "output_norm.weight"),
+    Tensor("lm_head.weight", "output.weight"),
+    Tensor(f"{_LAYER}input_layernorm.weight", "blk.{bid}.attn_norm.weight"),
+    Tensor(f"{_LAYER}post_attention_layernorm.weight", "blk.{bid}.ffn_norm.weight"),
+    *(Tensor(f"{_LAYER}self_attn.{p}_proj.weight", f"blk.{{bid}}.attn_{p}.weight") for p in ("q", "k", "v")),
+    Tensor(f"{_LAYER}self_attn.o_proj.weight", "blk.{bid}.attn_output.weight"),
+    Tensor(f"{_LAYER}self_attn.g_proj.weight", "blk.{bid}.attn_gate.weight"),
+    Tensor(f"{_LAYER}self_attn.q_norm.weight", "blk.{bid}.attn_q_norm.weight"),
+    Tensor(f"{_LAYER}self_attn.k_norm.weight", "blk.{bid}.attn_k_norm.weight"),
+    # each of these exists in some layers only: dense FFNs first, then the mixtures
+    *(Tensor(f"{_LAYER}mlp.{p}_proj.weight", f"blk.{{bid}}.ffn_{p}.weight", required=False)
+      for p in ("gate", "up", "down")),
+    Tensor(f"{_LAYER}mlp.gate.weight", "blk.{bid}.ffn_gate_inp.weight", required=False),
+    Tensor(f"{_LAYER}mlp.experts.e_score_correction_bias", "blk.{bid}.exp_probs_b.bias", required=False),
+    *(Experts(f"{_LAYER}mlp.experts.{{x}}.{p}_proj.weight", f"blk.{{bid}}.ffn_{p}_exps.weight", "num_experts",
+              required=False) for p in ("gate", "up", "down")),
+    *(Tensor(f"{_LAYER}mlp.shared_expert.{p}_proj.weight", f"blk.{{bid}}.ffn_{p}_shexp.weight", required=False)
+      for p in ("gate", "up", "down")),
+)
+
+
+def normalise(h: dict) -> dict:
+    """What LagunaConfig's __post_init__ computes: layer kinds (all global unless stated), MLP kinds (one dense
+    layer, then mixtures), per-layer heads, and its per-layer-kind rope where config.json names none."""
+    n = h["num_hidden_layers"]
+    if h.get("layer_types") is None:
+        h["layer_types"] = ["full_attention"] * n
+    if h.get("mlp_layer_types") is None:
+        h["mlp_layer_types"] = ["dense"] + ["sparse"] * (n - 1)
+    if h.get("num_attention_heads_per_layer") is None:
+        h["num_attention_heads_per_layer"] = [h["num_attention_heads"]] * n
+    rope = h.get("rope_parameters") or {}
+    if "full_attention" not in rope and "sliding_attention" not in rope and "rope_theta" not in rope:
+        h["rope_parameters"] = {kind: dict(r) for kind, r in _ROPE.items()}
+    return h
+
+
+def _dense_lead(h: dict) -> int:
+    kinds = h["mlp_layer_types"]
+    return next((i for i, t in enumerate(kinds) if t != "dense"), len(kinds))
+
+
+def check(h: dict, path: Path) -> None:
+    check_architecture(h, path, "laguna", ("LagunaForCausalLM",))
+    check_silu(h, path, "laguna")
+    check_no_pooling(path)
+    n = h["num_hidden_layers"]
+    for key in ("layer_types", "mlp_layer_types", "num_attention_heads_per_layer"):
+        if len(h[key]) != n:
+            raise ConfigError(f"{path}: {key} lists {len(h[key])} layers, num_hidden_layers is {n}")
+    kinds = list(h["mlp_layer_types"])
+    lead = _dense_lead(h)
+    if set(kinds) - {"dense", "sparse"} or "dense" in kinds[lead:] or lead == n:
+        raise ConfigError(f"{path}: mlp_layer_types {kinds}: llama.cpp's laguna has dense layers only before the "
+                          f"first mixture (leading_dense_block_count), and needs mixtures")
+    if h.get("sliding_window"):
+        pattern = ["full_attention" if i % 4 == 0 else "sliding_attention" for i in range(n)]
+        if list(h["layer_types"]) != pattern:
+            raise ConfigError(f"{path}: layer_types {h['layer_types']}: llama.cpp's laguna makes every 4th layer "
+                              f"from layer 0 global and the others sliding (the converter writes no pattern)")
+    elif "sliding_attention" in h["layer_types"]:
+        raise ConfigError(f"{path}: sliding layers without a sliding_window: llama.cpp's laguna slides nowhere then")
+    if h.get("gating") is not True or h.get("gating_types"):
+        raise ConfigError(f"{path}: gating {h.get('gating')!r} / gating_types {h.get('gating_types')!r}: the view "
+                          f"presents Laguna's per-head attention gate (gating true, as Laguna-XS.2) only")
+    rope = h["rope_parameters"]
+    if "full_attention" not in rope or "sliding_attention" not in rope:
+        raise ConfigError(f"{path}: rope_parameters {rope}: Laguna names one rope per layer kind "
+                          f"(full_attention, sliding_attention)")
+    for kind in ("full_attention", "sliding_attention"):
+        if rope[kind].get("rope_type", "default") != "default":
+            raise ConfigError(f"{path}: rope_parameters.{kind} rope type {rope[kind]['rope_type']!r}: the view "
+                              f"presents Laguna with plain rope only")
+    if h.get("moe_router_logit_softcapping"):
+        raise ConfigError(f"{path}: moe_router_logit_softcapping {h['moe_router_logit_softcapping']}: the "
+                          f"converter writes no softcap, so llama.cpp's laguna would route otherwise")
+    if h.get("moe_apply_router_weight_on_input"):
+        raise ConfigError(f"{path}: moe_apply_router_weight_on_input true: transformers' Laguna does not "
+                          f"implement it")
+    if h.get("tie_word_embeddings"):
+        raise ConfigError(f"{path}: tie_word_embeddings true: the view presents Laguna with its own output matrix")
+    if h.get("attention_bias"):
+        raise ConfigError(f"{path}: attention_bias true: llama.cpp's laguna has no attention biases")
+    if isinstance(h.get("eos_token_id"), list):
+        raise ConfigError(f"{path}: eos_token_id {h['eos_token_id']} (a list): the converter then registers an "
+                          f"end-of-turn token, which the view does not write")
+    if (path.parent / "chat_template.jinja").is_file():
+        raise ConfigError(f"{path.parent / 'chat_template.jinja'}: the converter embeds this file as Laguna's chat "
+                          f"template, which the view does not write")
+
+
+def parameters(h: dict, block_count: int, file_type: int) -> list:
+    """LagunaModel.set_gguf_parameters: TextModel's entries with the per-layer head counts in place of the
+    scalar head count, then vocab size, window, mixture, dense lead and the two rope widths."""
+    heads = KV("laguna.attention.head_count", ValueType.ARRAY, list(h["num_attention_heads_per_layer"]),
+               ValueType.INT32)
+    kv = [heads if k.key == heads.key else k for k in text_model_parameters(h, "laguna", block_count, file_type)]
+    kv.append(u32("laguna.vocab_size", h["vocab_size"]))
+    if (h.get("sliding_window") or 0) > 0:
+        kv.append(u32("laguna.attention.sliding_window", h["sliding_window"]))
+    rope = h["rope_parameters"]
+    return [*kv,
+            u32("laguna.expert_feed_forward_length", h["moe_intermediate_size"]),
+            u32("laguna.expert_shared_feed_forward_length", h["shared_expert_intermediate_size"]),
+            boolean("laguna.expert_weights_norm", True),
+            f32("laguna.expert_weights_scale", float(h["moe_routed_scaling_factor"])),
+            u32("laguna.expert_gating_func", 2),  # sigmoid
+            u32("laguna.leading_dense_block_count", _dense_lead(h)),
+            u32("laguna.rope.dimension_count",
+                int(h["head_dim"] * float(rope["full_attention"].get("partial_rotary_factor", 1.0)))),
+            u32("laguna.rope.dimension_count_swa",
+                int(h["head_dim"] * float(rope["sliding_attention"].get("partial_rotary_factor", 1.0))))]
+
+
+def vocab(model_dir: Path, h: dict) -> list:
+    """LagunaModel.set_vocab: _set_vocab_gpt2 with </assistant> (the assistant turn-end) typed CONTROL."""
+    from tokenizer.vocab import CONTROL, MODEL, PRE, TOKEN_TYPE, TOKENS, SpecialVocab, bpe_tokens
+    from tokenizer.writer import KVWriter
+    tokens, types, pre = bpe_tokens(model_dir, h)
+    types = [CONTROL if tok == "</assistant>" else t for tok, t in zip(tokens, types)]
+    w = KVWriter()
+    w.add_string(MODEL, "gpt2")
+    w.add_string(PRE, pre)
+    w.add_array(TOKENS, tokens)
+    w.add_array(TOKEN_TYPE, types)
+    SpecialVocab(model_dir, load_merges=True).write(w)
+    return w.kvs()
+
+
+FAMILY = Family(
+    name="laguna",
+    gguf_arch="laguna",
+    architectures=("LagunaForCausalLM",),
+    defaults=DEFAULTS,
+    reads=READS,
+    harmless=HARMLESS,
+    tensors=TENSORS,
+    parameters=parameters,
+    vocab=vocab,
+    check=check,
+    normalise=normalise,
+    llama_cpp_applies_window=True,  # llama.cpp's laguna slides on three layers of four, as layer_types says
+)

@@ -1,0 +1,129 @@
+"""Mellum (JetBrains Mellum 2: MellumForCausalLM) -> llama.cpp `mellum` (the converter's MellumModel).
+
+Qwen3-MoE's attention (per-head q/k RMS norms, rotate-half rope as stored) and mixture (softmax router, the
+chosen experts' weights renormalised, stacked experts, no shared expert) with per-layer attention kinds: sliding
+layers (layer_types, written as the window pattern) and global ones, each kind with its rope in
+rope_parameters. llama.cpp's mellum has a mixture in every layer (mlp_layer_types "dense" is refused) and ropes
+its sliding layers with the global layers' theta (so the two thetas must agree where a layer slides).
+"""
+from __future__ import annotations
+
+from pathlib import Path
+
+from ..config import Harmless
+from ..errors import ConfigError
+from ..family import Family
+from ..gguf_layout import KV, ValueType
+from ..params import text_model_parameters, u32
+from .qwen2 import check_architecture, check_no_pooling, check_silu
+from .qwen2_moe import check_topk_norm, gpt2_vocab
+from .qwen3_moe import TENSORS
+
+_ROPE = {"full_attention": {"rope_type": "default", "rope_theta": 500000.0},
+         "sliding_attention": {"rope_type": "default", "rope_theta": 10000.0}}
+
+# transformers 5.24's MellumConfig defaults (it names num_experts num_local_experts and num_mtp_layers
+# num_nextn_predict_layers; layer_types and mlp_layer_types are derived: normalise)
+DEFAULTS = {
+    "mellum": dict(vocab_size=98304, hidden_size=2304, intermediate_size=7168, num_hidden_layers=28,
+                   num_attention_heads=32, num_key_value_heads=4, hidden_act="silu", max_position_embeddings=131072,
+                   initializer_range=0.02, rms_norm_eps=1e-06, use_cache=True, tie_word_embeddings=False,
+                   rope_parameters=_ROPE, attention_bias=False, sliding_window=1024, attention_dropout=0.0,
+                   moe_intermediate_size=896, num_experts_per_tok=8, num_local_experts=64, norm_topk_prob=True,
+                   output_router_logits=False, router_aux_loss_coef=0.001, pad_token_id=None, bos_token_id=None,
+                   eos_token_id=None, head_dim=128, layer_types=None, mlp_layer_types=None,
+                   num_nextn_predict_layers=None, mtp_layer_types=None, mtp_mlp_layer_types=None),
+}
+
+READS = frozenset({
+    "vocab_size", "hidden_size", "intermediate_size", "num_hidden_layers", "num_attention_heads",
+    "num_key_value_heads", "head_dim", "max_position_embeddings", "rms_norm_eps", "rope_parameters",
+    "rope_scaling", "rope_theta", "hidden_act", "tie_word_embeddings", "attention_bias", "sliding_window",
+    "layer_types", "mlp_layer_types", "num_local_experts", "num_experts_per_tok", "moe_intermediate_size",
+    "norm_topk_prob",
+    "num_nextn_predict_layers", "mtp_layer_types", "mtp_mlp_layer_types",  # refused: no MTP layer is presented
+})
+HARMLESS: Harmless = {}
+
+
+def normalise(h: dict) -> dict:
+    """What MellumConfig's __post_init__ computes: every layer global and a mixture unless stated, and its
+    per-layer-kind rope where config.json names none."""
+    n = h["num_hidden_layers"]
+    if h.get("layer_types") is None:
+        h["layer_types"] = ["full_attention"] * n
+    if h.get("mlp_layer_types") is None:
+        h["mlp_layer_types"] = ["sparse"] * n
+    rope = h.get("rope_parameters") or {}
+    if "full_attention" not in rope and "sliding_attention" not in rope and "rope_theta" not in rope:
+        h["rope_parameters"] = {kind: dict(r) for kind, r in _ROPE.items()}
+    return h
+
+
+def check(h: dict, path: Path) -> None:
+    check_architecture(h, path, "mellum", ("MellumForCausalLM",))
+    check_silu(h, path, "mellum")
+    check_no_pooling(path)
+    check_topk_norm(h, path, "mellum", True)
+    n = h["num_hidden_layers"]
+    for key in ("layer_types", "mlp_layer_types"):
+        if len(h[key]) != n:
+            raise ConfigError(f"{path}: {key} lists {len(h[key])} layers, num_hidden_layers is {n}")
+    if any(t != "sparse" for t in h["mlp_layer_types"]):
+        raise ConfigError(f"{path}: mlp_layer_types {h['mlp_layer_types']}: llama.cpp's mellum has a mixture of "
+                          f"experts in every layer, so dense layers cannot run there")
+    if set(h["layer_types"]) - {"sliding_attention", "full_attention"}:
+        raise ConfigError(f"{path}: layer_types {h['layer_types']}: Mellum knows sliding_attention and "
+                          f"full_attention")
+    if not h.get("num_local_experts"):
+        raise ConfigError(f"{path}: num_experts {h.get('num_local_experts')!r}: llama.cpp's mellum needs experts")
+    if h.get("tie_word_embeddings"):
+        raise ConfigError(f"{path}: tie_word_embeddings true: llama.cpp's mellum needs an output matrix of its own")
+    if h.get("attention_bias"):
+        raise ConfigError(f"{path}: attention_bias true: llama.cpp's mellum has no attention biases")
+    if h.get("num_nextn_predict_layers"):
+        raise ConfigError(f"{path}: num_mtp_layers {h['num_nextn_predict_layers']}: the view does not present "
+                          f"multi-token-prediction layers")
+    rope = h["rope_parameters"]
+    if "full_attention" not in rope or "sliding_attention" not in rope:
+        raise ConfigError(f"{path}: rope_parameters {rope}: Mellum names one rope per layer kind "
+                          f"(full_attention, sliding_attention)")
+    for kind in ("full_attention", "sliding_attention"):
+        if rope[kind].get("rope_type", "default") != "default":
+            raise ConfigError(f"{path}: rope_parameters.{kind} rope type {rope[kind]['rope_type']!r}: the view "
+                              f"presents Mellum with plain rope only (llama.cpp's mellum drops scaling on its "
+                              f"sliding layers)")
+    if "sliding_attention" in h["layer_types"] and \
+            rope["sliding_attention"].get("rope_theta") != rope["full_attention"].get("rope_theta"):
+        raise ConfigError(f"{path}: sliding layers with rope_theta {rope['sliding_attention'].get('rope_theta')} "
+                          f"and global ones with {rope['full_attention'].get('rope_theta')}: llama.cpp's mellum "
+                          f"ropes its sliding layers with the global theta, so they would run wrong")
+
+
+def parameters(h: dict, block_count: int, file_type: int) -> list:
+    """MellumModel.set_gguf_parameters: TextModel's entries, the expert width, the window and its pattern."""
+    kv = text_model_parameters(h, "mellum", block_count, file_type)
+    if h.get("moe_intermediate_size") is not None:
+        kv.append(u32("mellum.expert_feed_forward_length", h["moe_intermediate_size"]))
+    if h.get("sliding_window") is not None:
+        kv += [u32("mellum.attention.sliding_window", h["sliding_window"]),
+               KV("mellum.attention.sliding_window_pattern", ValueType.ARRAY,
+                  [t == "sliding_attention" for t in h["layer_types"]], ValueType.BOOL)]
+    return kv
+
+
+FAMILY = Family(
+    name="mellum",
+    gguf_arch="mellum",
+    architectures=("MellumForCausalLM",),
+    defaults=DEFAULTS,
+    reads=READS,
+    harmless=HARMLESS,
+    tensors=TENSORS,
+    parameters=parameters,
+    vocab=gpt2_vocab,
+    check=check,
+    normalise=normalise,
+    aliases={"num_experts": "num_local_experts", "num_mtp_layers": "num_nextn_predict_layers"},
+    llama_cpp_applies_window=True,  # llama.cpp's mellum slides on the layers layer_types names
+)

@@ -1,0 +1,60 @@
+"""Laguna (per-layer head counts, a per-head attention gate, per-layer-kind partial rope, a leading dense layer,
+sigmoid-routed experts with a selection bias and a shared expert): converter bytes at every outtype, llama.cpp
+logits, refusals of what llama.cpp's laguna cannot run or the view does not write."""
+import pytest
+
+from family_defaults import check_defaults
+from family_oracle import oracle_tests
+from family_variants import variant
+from released_config import released_configs
+
+test_export, test_logits = oracle_tests("laguna", ["laguna"])
+
+
+def test_defaults_match_transformers():
+    check_defaults("laguna")
+
+
+@pytest.mark.xfail(len(released_configs("laguna")) < 2, strict=True,
+                   reason="published config.json files not reachable from this project's index: see "
+                          "tests/data/released_configs/laguna/SOURCES.md")
+def test_at_least_two_released_configs_collected():
+    assert len(released_configs("laguna")) >= 2, released_configs("laguna")
+
+
+def test_per_layer_heads_replace_the_scalar_head_count_in_place(checkpoint):
+    """The converter re-adds attention.head_count as the per-layer array; GGUFWriter keeps the key's first place."""
+    from hfview import HfCheckpoint
+
+    keys = [kv.key for kv in HfCheckpoint(checkpoint("laguna"), "f32").kv]
+    kv = {k.key: k.value for k in HfCheckpoint(checkpoint("laguna"), "f32").kv}
+    assert kv["laguna.attention.head_count"] == [4, 8, 4]
+    assert keys.count("laguna.attention.head_count") == 1
+    assert keys.index("laguna.attention.head_count") == keys.index("laguna.feed_forward_length") + 1
+
+
+@pytest.mark.parametrize("changes, reason", [
+    (dict(layer_types=["sliding_attention", "full_attention", "sliding_attention"]), "every 4th layer"),
+    (dict(layer_types=["full_attention"] * 4), "layer_types lists 4"),
+    (dict(num_attention_heads_per_layer=[4, 4]), "num_attention_heads_per_layer lists 2"),
+    (dict(mlp_layer_types=["sparse", "dense", "sparse"]), "dense layers only before"),
+    (dict(sliding_window=None), "without a sliding_window"),
+    (dict(gating="per-element"), "per-head attention gate"),
+    (dict(moe_router_logit_softcapping=30.0), "softcap"),
+    (dict(eos_token_id=[50256, 7]), "end-of-turn"),
+    (dict(tie_word_embeddings=True), "tie_word_embeddings"),
+    (dict(rope_parameters={"full_attention": {"rope_type": "yarn", "factor": 4.0, "rope_theta": 500000.0,
+                                              "original_max_position_embeddings": 32768},
+                           "sliding_attention": {"rope_type": "default", "rope_theta": 10000.0}}), "plain rope"),
+], ids=["pattern", "long_layer_list", "short_heads_list", "dense_after_mixture", "no_window", "per_element_gate",
+        "softcap", "eos_list", "tied", "yarn"])
+def test_refuses_what_laguna_cannot_run(changes, reason, checkpoint, tmp_path):
+    """Another layer pattern (llama.cpp's laguna fixes every 4th layer from 0 global), per-layer lists of the
+    wrong length, a dense layer after a mixture, a router softcap the converter does not write, and what the view
+    does not present yet (per-element gates, the end-of-turn token of an eos list, a chat_template.jinja, scaled
+    rope) are refused by name, before any weight is read."""
+    from hfview import HfCheckpoint
+    from hfview.errors import ConfigError
+
+    with pytest.raises(ConfigError, match=reason):
+        HfCheckpoint(variant(checkpoint("laguna"), tmp_path / "v", **changes), "f32")
