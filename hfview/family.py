@@ -177,6 +177,9 @@ class Family:
     # The converter's tensor_force_quant asks every matrix at the outtype (DBRX): none is kept F32 by its name
     # (a router included); vectors and norms still are
     matrices_at_outtype: bool = False
+    # Blocks the converter writes past the layer count (GLM-4.5's next-token-prediction layers, which it keeps
+    # unless --no-mtp): counted in block_count, their tensors under blk.{n}... as stored after the trunk
+    extra_blocks: Callable[[dict], int] = lambda h: 0
 
     def __post_init__(self) -> None:
         from .config import ANY  # config.py names Family only for type checking
