@@ -65,3 +65,35 @@ def test_released_config(path: Path):
     assert kv["glm4moe.leading_dense_block_count"] == released["first_k_dense_replace"]
     assert kv["glm4moe.rope.dimension_count"] == int(released["head_dim"] * released["partial_rotary_factor"])
     assert abs(kv["glm4moe.expert_weights_scale"] - released["routed_scaling_factor"]) < 1e-6
+
+
+@pytest.mark.parametrize("stated", [
+    # GLM-4.5-Air: no q/k norms, scale 1.0, 46 layers
+    dict(hidden_size=4096, intermediate_size=10944, moe_intermediate_size=1408, num_attention_heads=96,
+         num_key_value_heads=8, num_hidden_layers=46, n_routed_experts=128, routed_scaling_factor=1.0,
+         first_k_dense_replace=1, use_qk_norm=False),
+    # GLM-4.5 / 4.6: q/k norms, scale 2.5, 92 layers, 3 dense
+    dict(hidden_size=5120, intermediate_size=12288, moe_intermediate_size=1536, num_attention_heads=96,
+         num_key_value_heads=8, num_hidden_layers=92, n_routed_experts=160, routed_scaling_factor=2.5,
+         first_k_dense_replace=3, use_qk_norm=True),
+], ids=["GLM-4.5-Air-shape", "GLM-4.5-shape"])
+def test_release_shaped_config_is_accepted(stated, tmp_path):
+    """No released config.json file is collected (tests/test_released_configs.py FEWER); a config with every key
+    GLM-4.5's releases state, at their published sizes, passes the key check and the family's checks and
+    carries its values, the MTP layer in block_count."""
+    config = {"architectures": ["Glm4MoeForCausalLM"], "model_type": "glm4_moe", "attention_bias": True,
+              "attention_dropout": 0.0, "pad_token_id": 151329, "eos_token_id": [151329, 151336, 151338],
+              "head_dim": 128, "hidden_act": "silu", "initializer_range": 0.02, "max_position_embeddings": 131072,
+              "n_group": 1, "n_shared_experts": 1, "norm_topk_prob": True, "num_experts_per_tok": 8,
+              "num_nextn_predict_layers": 1, "partial_rotary_factor": 0.5, "rms_norm_eps": 1e-05,
+              "rope_scaling": None, "rope_theta": 1000000, "tie_word_embeddings": False, "topk_group": 1,
+              "torch_dtype": "bfloat16", "transformers_version": "4.54.0", "use_cache": True, "vocab_size": 151552,
+              **stated}
+    path = tmp_path / "glm4_moe" / "config.json"
+    path.parent.mkdir()
+    path.write_text(json.dumps(config), encoding="utf-8")
+    kv = config_path_kv(path)
+    assert kv["glm4moe.block_count"] == stated["num_hidden_layers"] + 1
+    assert kv["glm4moe.leading_dense_block_count"] == stated["first_k_dense_replace"]
+    assert kv["glm4moe.rope.dimension_count"] == 64 and kv["glm4moe.attention.key_length"] == 128
+    assert abs(kv["glm4moe.expert_weights_scale"] - stated["routed_scaling_factor"]) < 1e-6
