@@ -291,7 +291,8 @@ def _check_required(family: Family, seen: set[str], block_count: int, h: dict) -
         if not rule_applies(rule, h):
             continue
         wbs = ["weight"] if "{wb}" in rule.hf else [None]
-        bids = range(block_count) if "{bid}" in rule.hf else [None]
+        # the extra blocks (MTP layers) are written as stored: a checkpoint saved without them still converts
+        bids = range(block_count - family.extra_blocks(h)) if "{bid}" in rule.hf else [None]
         for bid in bids:
             for wb in wbs:
                 key = rule.hf.format(bid=bid, wb=wb, x="{x}")
