@@ -108,6 +108,7 @@ class HfCheckpoint:
         if self.block_count is None:
             raise ConfigError(f"{config_path}: no layer count ({' / '.join(config_values.LAYER_COUNTS)}); "
                               f"the converter needs one")
+        self.block_count += family.extra_blocks(self.hparams)
 
         self.outtype = self._resolve_outtype(outtype)
         out_type, self.file_type = OUTTYPES[self.outtype]

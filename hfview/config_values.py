@@ -182,7 +182,8 @@ def check_shapes(h: dict, path: Path) -> None:
             raise ConfigError(f"{path}: {heads} = {h[heads]} is not a multiple of {kv} = {h[kv]}: each KV head is "
                               f"shared by a whole number of query heads. Fix the config")
     for width, heads in (("hidden_size", "num_attention_heads"), ("dim", "n_heads")):
-        if h.get("head_dim") is None and h.get(width) is not None and h.get(heads) is not None and h[width] % h[heads]:
+        # latent attention (qk_rope_head_dim stated or defaulted) states its head widths itself
+        if h.get("head_dim") is None and h.get("qk_rope_head_dim") is None and h.get(width) is not None and h.get(heads) is not None and h[width] % h[heads]:
             raise ConfigError(f"{path}: {width} = {h[width]} does not split into {heads} = {h[heads]} heads and no "
                               f"head_dim is stated. Fix the config")
     layers = layer_count(h)

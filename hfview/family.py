@@ -181,6 +181,10 @@ class Family:
     # for a mixture): that choice from the hyperparameters; gguf_arch stays the family's usual one
     gguf_arch_for: Callable[[dict], str] | None = None
 
+    # Blocks the converter writes past the layer count (GLM-4.5's next-token-prediction layers, which it keeps
+    # unless --no-mtp): counted in block_count, their tensors under blk.{n}... as stored after the trunk
+    extra_blocks: Callable[[dict], int] = lambda h: 0
+
     def arch_of(self, h: dict) -> str:
         return self.gguf_arch_for(h) if self.gguf_arch_for is not None else self.gguf_arch
 
@@ -294,7 +298,8 @@ def _check_required(family: Family, seen: set[str], block_count: int, h: dict) -
         if not rule_applies(rule, h):
             continue
         wbs = ["weight"] if "{wb}" in rule.hf else [None]
-        bids = range(block_count) if "{bid}" in rule.hf else [None]
+        # the extra blocks (MTP layers) are written as stored: a checkpoint saved without them still converts
+        bids = range(block_count - family.extra_blocks(h)) if "{bid}" in rule.hf else [None]
         for bid in bids:
             for wb in wbs:
                 key = rule.hf.format(bid=bid, wb=wb, x="{x}")

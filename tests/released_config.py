@@ -42,4 +42,4 @@ def config_path_kv(path: Path, file_type: int = 32) -> dict:
         read_by = families.family_for(config.get("model_type"))
         assert read_by is family, f"{path} is read by {read_by and read_by.name}, not {family.name}"
         hparams = read_as(family, config, config_path)
-        return {kv.key: kv.value for kv in family.parameters(hparams, layer_count(hparams), file_type)}
+        return {kv.key: kv.value for kv in family.parameters(hparams, layer_count(hparams) + family.extra_blocks(hparams), file_type)}
