@@ -105,6 +105,19 @@ def test_output_matrix_is_normalised_as_the_converter_does(checkpoint):
     assert np.array_equal(ours, want)
 
 
+def test_output_matrix_as_stored_without_norm_head(checkpoint, tmp_path):
+    """norm_head false: the converter writes lm_head as stored (bf16 passes through bit for bit)."""
+    import numpy as np
+    from family_variants import variant
+    from hfview import HfCheckpoint
+
+    path = variant(checkpoint("bailing_moe"), tmp_path / "plain", norm_head=False)
+    ours = next(t for t in HfCheckpoint(path, "bf16").tensors if t.name == "output.weight")
+    assert ours.view.describe() == "stored"
+    stored = ours.view.sources[0].read().reshape(ours.shape)
+    assert np.array_equal(ours.read(), stored)
+
+
 def test_ling2_is_read_by_its_own_family(checkpoint):
     """model_type bailing_moe is shared: architectures[0] picks the family, as the converter picks its class."""
     from hfview import families
