@@ -75,7 +75,7 @@ class HfCheckpoint:
             raise CheckpointError(f"{self.path}: not a checkpoint directory")
         config, config_path = _read_config(self.path)
         refuse_quantized(config, config_path)
-        family = families.family_for(config.get("model_type"))
+        family = families.family_for(config.get("model_type"), config.get("architectures"))
         if family is None:
             why = families.NOT_PRESENTED.get(config.get("model_type"))
             if why:

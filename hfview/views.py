@@ -439,6 +439,9 @@ class Presented:
 
     @property
     def stored_dtype(self) -> str:
+        # a view that computes its values (ColumnsNormalised) gives them in its own dtype
+        if getattr(self.view, "values_dtype", None):
+            return self.view.values_dtype
         return self.view.sources[0].dtype if self.view.sources else "F32"
 
     def rows(self, start: int, stop: int) -> np.ndarray:
@@ -622,3 +625,40 @@ def _minus_mean_bf16(x: np.ndarray) -> np.ndarray:
 MINUS_MEAN = DtypeStep("x - mean(x)", _minus_mean_f32, by_dtype=(("BF16", _minus_mean_bf16),
                                                                    ("F16", _minus_mean_f16)))
 
+
+
+@dataclass
+class ColumnsNormalised(View):
+    """A 2-D weight with each column divided by its L2 norm over the rows, plus `eps`, in float32 (Ling 1.x's
+    norm_head: the converter widens lm_head to f32 and divides it by torch.norm(w, p=2, dim=0) + 1e-7). A whole-
+    tensor step: the column norms are made once, streaming the rows in blocks, each column's squares summed row
+    after row in float32 as torch's CPU reduction over the first axis does; then each asked row is divided. Rows
+    come back as float32 values (`values_dtype`), whatever the stored dtype."""
+    source: StoredTensor
+    eps: float = 1e-7
+    block_rows: int = 4096
+    values_dtype = "F32"
+    _norms: np.ndarray | None = field(default=None, init=False, repr=False, compare=False)
+
+    def __post_init__(self):
+        if len(self.source.shape) != 2:
+            raise CheckpointError(f"cannot normalise the columns of {self.source.name!r}: {len(self.source.shape)}-D")
+        self.sources = (self.source,)
+        self.shape = self.source.shape
+        self.name = f"columns divided by their L2 norm + {self.eps!r} (f32)"
+
+    def _working(self, start: int, stop: int) -> np.ndarray:
+        return to_working(_flat_rows(self.source, start, stop), self.source.dtype).astype(np.float32, copy=False)
+
+    def norms(self) -> np.ndarray:
+        if self._norms is None:
+            acc = np.zeros((1, self.shape[1]), dtype=np.float32)
+            for lo in range(0, self.shape[0], self.block_rows):
+                x = self._working(lo, min(lo + self.block_rows, self.shape[0]))
+                # numpy's sum over axis 0 of a C-ordered block adds row after row: torch's order, acc first
+                acc = np.concatenate([acc, x * x]).sum(axis=0, keepdims=True, dtype=np.float32)
+            self._norms = np.sqrt(acc) + np.float32(self.eps)
+        return self._norms
+
+    def rows(self, start, stop):
+        return self._working(start, stop) / self.norms()

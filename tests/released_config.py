@@ -39,7 +39,7 @@ def config_path_kv(path: Path, file_type: int = 32) -> dict:
         assert gate(read_config(model / family.config_file), model / family.config_file) == "view"
         config, config_path = _read_config(model)
         refuse_quantized(config, config_path)
-        read_by = families.family_for(config.get("model_type"))
+        read_by = families.family_for(config.get("model_type"), config.get("architectures"))
         assert read_by is family, f"{path} is read by {read_by and read_by.name}, not {family.name}"
         hparams = read_as(family, config, config_path)
         return {kv.key: kv.value for kv in family.parameters(hparams, layer_count(hparams) + family.extra_blocks(hparams), file_type)}

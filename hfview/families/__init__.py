@@ -24,12 +24,23 @@ def _discover() -> tuple[Family, ...]:
 FAMILIES: tuple[Family, ...] = _discover()
 
 _BY_MODEL_TYPE: dict[str, Family] = {}
+# A model_type several families share (bailing_moe: Ling 1.x's BailingMoeForCausalLM, Ling 2.0's
+# BailingMoeV2ForCausalLM), each reading other `architectures`: the config's architectures[0] picks the family, as
+# the converter picks its class by it. _BY_MODEL_TYPE keeps the first found (alphabetical), for lookups without one.
+_BY_ARCHITECTURE: dict[tuple[str, str], Family] = {}
 for _family in FAMILIES:
     for _model_type in _family.model_types:
         if _model_type in _BY_MODEL_TYPE:
-            raise ImportError(f"model_type {_model_type!r} is claimed by families {_BY_MODEL_TYPE[_model_type].name!r} "
-                              f"and {_family.name!r}")
-        _BY_MODEL_TYPE[_model_type] = _family
+            other = _BY_MODEL_TYPE[_model_type]
+            shared = [a for a in _family.architectures
+                      if (_model_type, a) in _BY_ARCHITECTURE or a in other.architectures]
+            if shared or not _family.architectures or not other.architectures:
+                raise ImportError(f"model_type {_model_type!r} is claimed by families {other.name!r} and "
+                                  f"{_family.name!r}" + (f", both reading {shared[0]}" if shared else ""))
+        else:
+            _BY_MODEL_TYPE[_model_type] = _family
+        for _arch in _family.architectures:
+            _BY_ARCHITECTURE[(_model_type, _arch)] = _family
 
 
 # Families transformers runs that the view cannot present, and why: the runner takes them to the torch fallback,
@@ -48,7 +59,12 @@ def supported_model_types() -> list[str]:
     return sorted(t for t, f in _BY_MODEL_TYPE.items() if f.config_file == "config.json")
 
 
-def family_for(model_type: str | None) -> Family | None:
+def family_for(model_type: str | None, architectures: list | None = None) -> Family | None:
+    """The family reading `model_type`; where several share it, the one reading architectures[0] (else the first)."""
+    if architectures and isinstance(architectures, list) and isinstance(architectures[0], str):
+        found = _BY_ARCHITECTURE.get((model_type or "", architectures[0]))
+        if found is not None:
+            return found
     return _BY_MODEL_TYPE.get(model_type or "")
 
 

@@ -10,7 +10,7 @@ weights renormalised and times routed_scaling_factor, one shared expert. Ling's 
 chosen weights whenever more than one is chosen, so a config saying otherwise is refused.
 
 BailingMoeForCausalLM (Ling 1.x) shares the model_type "bailing_moe" but is llama.cpp's `bailingmoe`, another
-architecture: a family presents one, so Ling 1.x is refused by name here.
+architecture: hfview.families.bailing_moe presents it, the registry choosing by `architectures`.
 """
 from __future__ import annotations
 
