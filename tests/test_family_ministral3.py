@@ -106,3 +106,45 @@ def test_fp8_checkpoint_is_refused_as_quantized(checkpoint, tmp_path):
     quant = {"quant_method": "fp8", "activation_scheme": "static", "weight_block_size": None}
     with pytest.raises(QuantizedCheckpoint, match="FP8"):
         HfCheckpoint(variant(checkpoint("ministral3"), tmp_path / "v", quantization_config=quant), "f32")
+
+
+def _wrapper_config(tmp_path, **top):
+    """A Mistral 3 image-text config.json whose text_config is Ministral3Config's defaults (the class's
+    docstring: those of Ministral-3-8B), as transformers 5 writes it; no released copy was reachable."""
+    import json
+
+    import transformers
+    text = transformers.Ministral3Config().to_dict()
+    text = {k: text[k] for k in ("vocab_size", "hidden_size", "intermediate_size", "num_hidden_layers",
+                                 "num_attention_heads", "num_key_value_heads", "head_dim", "hidden_act",
+                                 "max_position_embeddings", "rms_norm_eps", "rope_parameters", "sliding_window",
+                                 "tie_word_embeddings", "model_type")}
+    cfg = {"architectures": ["Mistral3ForConditionalGeneration"], "model_type": "mistral3",
+           "text_config": text, "vision_config": {"model_type": "pixtral"}, "image_token_index": 10,
+           "spatial_merge_size": 2, "projector_hidden_act": "gelu", "multimodal_projector_bias": False,
+           "vision_feature_layer": -1, **top}
+    path = tmp_path / "ministral3" / "mistralai__Ministral-3-8B-like.json"
+    path.parent.mkdir(parents=True)
+    path.write_text(json.dumps(cfg))
+    return path
+
+
+def test_wrapper_config_kv_carries_yarn_and_temperature(tmp_path):
+    from released_config import config_path_kv
+    kv = config_path_kv(_wrapper_config(tmp_path))
+    assert kv["mistral3.block_count"] == 34 and kv["mistral3.context_length"] == 262144
+    assert kv["mistral3.rope.scaling.type"] == "yarn" and kv["mistral3.rope.scaling.factor"] == 16.0
+    assert kv["mistral3.rope.scaling.original_context_length"] == 16384
+    assert kv["mistral3.rope.scaling.yarn_log_multiplier"] == 1.0
+    assert kv["mistral3.attention.temperature_scale"] == pytest.approx(0.1)
+    assert kv["mistral3.attention.key_length"] == 128
+
+
+def test_fp8_wrapper_config_is_refused_as_quantized(tmp_path):
+    """The Instruct uploads' FP8 quantization_config, at the wrapper's top level: refused before any weight."""
+    from released_config import config_path_kv
+    from hfview.errors import QuantizedCheckpoint
+    quant = {"activation_scheme": "static", "quant_method": "fp8", "weight_block_size": None,
+             "modules_to_not_convert": ["model.vision_tower", "model.multi_modal_projector", "lm_head"]}
+    with pytest.raises(QuantizedCheckpoint, match="FP8"):
+        config_path_kv(_wrapper_config(tmp_path, quantization_config=quant))
