@@ -18,8 +18,12 @@ def test_defaults_match_transformers():
     check_defaults("ministral3")
 
 
+test_export_mistral_small_layout, _ = oracle_tests("llama", ["mistral3-mm"])
+
+
 @pytest.mark.parametrize("outtype", OUTTYPES)
-def test_logits_image_text(outtype, checkpoint, record_property):
+@pytest.mark.parametrize("name, family", [("ministral3-mm", "ministral3"), ("mistral3-mm", "llama")])
+def test_logits_image_text(name, family, outtype, checkpoint, record_property):
     """llama.cpp fed from the view of the image-text model == Mistral3ForConditionalGeneration's forward over
     text alone (no AutoModelForCausalLM maps mistral3, so the class is named)."""
     torch = pytest.importorskip("torch")
@@ -27,9 +31,9 @@ def test_logits_image_text(outtype, checkpoint, record_property):
     from hfview import HfCheckpoint
     from runner.stream import StreamModel
 
-    record_property("family", "ministral3")
+    record_property("family", family)
     record_property("oracle", "logits")
-    path = checkpoint("ministral3-mm")
+    path = checkpoint(name)
     with StreamModel(HfCheckpoint(path, outtype), n_ctx=64) as m:
         ids = m.tokenize(PROMPT)[:16]
         assert len(ids) == 16
@@ -38,8 +42,8 @@ def test_logits_image_text(outtype, checkpoint, record_property):
     with torch.no_grad():
         ref = model(input_ids=torch.tensor([ids])).logits[0].float().numpy()
     value = nmse(ours, ref)
-    print(f"ministral3-mm {outtype}: NMSE {value:.3e}")
-    assert value < 1e-4, f"ministral3-mm {outtype}: NMSE {value:.3e}"
+    print(f"{name} {outtype}: NMSE {value:.3e}")
+    assert value < 1e-4, f"{name} {outtype}: NMSE {value:.3e}"
 
 
 def test_image_text_model_presents_no_vision_tensor(checkpoint):
