@@ -193,7 +193,7 @@ class LoraFile:
         # that is bigger than the adapter, and computes none)
         n_params = sum(int(np.prod(v.shape[:-1])) * a_cols for (g, v, _), a_cols in
                        zip(tensors[1::2], [t[1].shape[-1] for t in tensors[0::2]]))
-        kvs = [KV("general.architecture", ValueType.STRING, base.family.arch_of(base.hparams)),
+        kvs = [KV("general.architecture", ValueType.STRING, base.arch),
                KV("general.type", ValueType.STRING, "adapter"),
                KV("adapter.type", ValueType.STRING, "lora"),
                *general_kv(self.path, total_params=-n_params, shared_params=n_params, expert_params=0,

@@ -1,4 +1,9 @@
-"""Llama, Mistral, Mixtral -> llama.cpp `llama` (the converter's LlamaModel)."""
+"""Llama, Mistral, Mixtral -> llama.cpp `llama` (the converter's LlamaModel).
+
+The Mistral 3 image-text model whose text model is a Mistral (Mistral Small 3.1 / 3.2, Devstral Small, Magistral
+Small: Mistral3ForConditionalGeneration, text_config model_type mistral) is read as that text model under
+llama.cpp's `mistral3` architecture, as the converter's Mistral3Model writes it (LlamaModel's keys, nothing else);
+its Pixtral tower and projector are left out. With a Ministral 3 text model it is the ministral3 family's."""
 from __future__ import annotations
 
 from pathlib import Path
@@ -32,10 +37,20 @@ READS = frozenset({
     "tie_word_embeddings", "sliding_window", "attention_bias", "mlp_bias",
 })
 # Qwen-derived keys on llama-type configs: transformers' Llama and Mistral never read them.
-HARMLESS: Harmless = {"max_window_layers": ANY, "use_sliding_window": ANY}
+HARMLESS: Harmless = {"max_window_layers": ANY, "use_sliding_window": ANY,
+                      # the Mistral 3 image-text wrapper's: its vision tower, projector and image token, which a
+                      # text-only forward never touches
+                      "vision_config": ANY, "image_token_index": ANY, "image_token_id": ANY,
+                      "projector_hidden_act": ANY, "vision_feature_layer": ANY, "multimodal_projector_bias": ANY,
+                      "spatial_merge_size": ANY}
 
 _is_dense = lambda h: "num_local_experts" not in h  # noqa: E731
 _is_mixture = lambda h: "num_local_experts" in h  # noqa: E731
+
+
+def is_mistral3_wrapper(h: dict) -> bool:
+    """Mistral3ForConditionalGeneration: the converter's Mistral3Model writes its text model as mistral3."""
+    return "Mistral3ForConditionalGeneration" in (h.get("architectures") or ())
 
 TENSORS = (
     Tensor("model.embed_tokens.weight", "token_embd.weight"),
@@ -58,6 +73,9 @@ TENSORS = (
     Experts("model.layers.{bid}.block_sparse_moe.experts.{x}.w3.weight", "blk.{bid}.ffn_up_exps.weight",
             "num_local_experts", required=_is_mixture),
     Skip("model.layers.{bid}.self_attn.rotary_emb.inv_freq"),
+    # the Mistral 3 image-text model's vision side, as transformers 4 saved it and as 5 does
+    *(Skip(f"{prefix}{part}.{{rest}}", when=is_mistral3_wrapper)
+      for prefix in ("", "model.") for part in ("vision_tower", "multi_modal_projector")),
 )
 
 _ROPE_TYPES = {"default", "linear", "yarn", "llama3"}
@@ -96,7 +114,12 @@ def llama_parameters(arch: str):
     return parameters
 
 
-parameters = llama_parameters("llama")
+def arch_for(h: dict) -> str:
+    return "mistral3" if is_mistral3_wrapper(h) else "llama"
+
+
+def parameters(h: dict, block_count: int, file_type: int) -> list:
+    return llama_parameters(arch_for(h))(h, block_count, file_type)
 
 
 def generated(h: dict) -> list:
@@ -124,6 +147,7 @@ FAMILY = Family(
     generated=generated,
     check=check,
     normalise=normalise,
+    gguf_arch_for=arch_for,
     notes={"sliding_window": "llama.cpp's llama architecture attends to the whole context: the runner "
                              "caps the context at sliding_window so the computation stays the same"},
 )

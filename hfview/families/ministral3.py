@@ -1,0 +1,129 @@
+"""Ministral 3 (Ministral3ForCausalLM), and the Mistral 3 image-text model whose text model is Ministral 3
+(Mistral3ForConditionalGeneration read as its text model) -> llama.cpp `mistral3` (the converter's
+Mistral3Model, whose Ministral3Model is LlamaModel under the mistral3 architecture).
+
+- The decoder is Llama's (Q/K rows regrouped into rotation pairs) with yarn rope and Llama 4's query
+  temperature: transformers scales q by 1 + beta * log(1 + floor(pos / original_max_position_embeddings));
+  the converter writes beta as attention.temperature_scale and llama.cpp's mistral3 graph takes the floor
+  step from rope.scaling.original_context_length, the same function.
+- yarn: the converter writes mscale_all_dim as rope.scaling.yarn_log_multiplier; llama.cpp then computes the
+  attention factor as get_mscale(factor, 1) / get_mscale(factor, mscale_all_dim), assuming mscale is 1 (as
+  every release states). Another mscale, or an attention_factor stated outright, would run wrong: refused.
+- The image-text wrapper: text_config is merged over the top level (config.py), the text weights'
+  `language_model.` prefix goes (the converter's rename), the Pixtral tower and the projector are left out
+  as the converter's text conversion leaves them out (its --mmproj file).
+- FP8 checkpoints (Ministral 3's Instruct uploads) are refused as quantized before this module sees them.
+"""
+from __future__ import annotations
+
+from pathlib import Path
+
+from ..config import ANY, Harmless
+from ..errors import ConfigError
+from ..family import Family, Skip
+from ..params import f32
+from .llama import TENSORS as LLAMA_TENSORS, check as llama_check, generated, llama_parameters, vocab
+
+ARCH = "mistral3"
+
+# transformers 5.24's Ministral3Config defaults, as data (tests/family_defaults.py compares them). The
+# image-text Mistral3Config is read through its text_config, a Ministral3Config.
+_TEXT_DEFAULTS = dict(
+    vocab_size=131072, hidden_size=4096, intermediate_size=14336, num_hidden_layers=34, num_attention_heads=32,
+    num_key_value_heads=8, head_dim=128, hidden_act="silu", max_position_embeddings=262144,
+    initializer_range=0.02, rms_norm_eps=1e-5, use_cache=True, pad_token_id=11, bos_token_id=1, eos_token_id=2,
+    tie_word_embeddings=False, sliding_window=None, attention_dropout=0.0,
+    rope_parameters={"type": "yarn", "rope_type": "yarn", "rope_theta": 1000000.0, "factor": 16.0,
+                     "original_max_position_embeddings": 16384, "max_position_embeddings": 262144,
+                     "beta_fast": 32.0, "beta_slow": 1.0, "mscale_all_dim": 1.0, "mscale": 1.0,
+                     "llama_4_scaling_beta": 0.1},
+)
+DEFAULTS = {"ministral3": _TEXT_DEFAULTS}
+
+READS = frozenset({
+    "vocab_size", "hidden_size", "intermediate_size", "num_hidden_layers", "num_attention_heads",
+    "num_key_value_heads", "head_dim", "max_position_embeddings", "rms_norm_eps", "rope_parameters",
+    "rope_scaling", "rope_theta", "hidden_act", "tie_word_embeddings", "sliding_window",
+})
+# The image-text wrapper's own keys: the vision tower, its projector and the image token, which a text-only
+# forward never touches.
+HARMLESS: Harmless = {"vision_config": ANY, "image_token_index": ANY, "image_token_id": ANY,
+                      "projector_hidden_act": ANY, "vision_feature_layer": ANY, "multimodal_projector_bias": ANY,
+                      "spatial_merge_size": ANY}
+
+TENSORS = (
+    *(rule for rule in LLAMA_TENSORS if "block_sparse_moe" not in rule.hf),
+    # the image-text model's vision side, as transformers 4 saved it (Mistral Small 3.1) and as 5 does
+    Skip("vision_tower.{rest}"), Skip("model.vision_tower.{rest}"),
+    Skip("multi_modal_projector.{rest}"), Skip("model.multi_modal_projector.{rest}"),
+)
+
+
+def _rope(h: dict) -> dict:
+    return h["rope_parameters"]
+
+
+def normalise(h: dict) -> dict:
+    """What Ministral3Config's __post_init__ computes: head width and KV head count where unstated."""
+    if h.get("head_dim") is None:
+        h["head_dim"] = h["hidden_size"] // h["num_attention_heads"]
+    if h.get("num_key_value_heads") is None:
+        h["num_key_value_heads"] = h["num_attention_heads"]
+    return h
+
+
+def check(h: dict, path: Path) -> None:
+    llama_check(h, path)
+    rope = _rope(h)
+    if rope.get("rope_type", rope.get("type")) != "yarn":
+        raise ConfigError(f"{path}: rope_parameters.rope_type {rope.get('rope_type')!r}: the converter writes "
+                          f"Ministral 3 with yarn rope only (it asserts rope_type 'yarn'); state rope_parameters "
+                          f"as released configs do (an absent one is not read as the class's yarn default)")
+    for key in ("factor", "original_max_position_embeddings", "mscale_all_dim", "llama_4_scaling_beta"):
+        if rope.get(key) is None:
+            raise ConfigError(f"{path}: rope_parameters.{key} is missing; the converter reads it for Ministral 3 "
+                              f"(released configs state it)")
+    if rope.get("mscale", 1.0) != 1.0:
+        raise ConfigError(f"{path}: rope_parameters.mscale {rope['mscale']}: llama.cpp's yarn assumes mscale 1 "
+                          f"(it reads only mscale_all_dim, as the log multiplier); this model would run wrong")
+    if rope.get("mscale") is None and rope["mscale_all_dim"] not in (0, 0.0):
+        raise ConfigError(f"{path}: rope_parameters.mscale is missing beside mscale_all_dim: transformers then "
+                          f"ignores mscale_all_dim while llama.cpp's yarn applies it; state mscale 1.0 as "
+                          f"released configs do")
+    if rope.get("attention_factor") is not None:
+        raise ConfigError(f"{path}: rope_parameters.attention_factor {rope['attention_factor']}: llama.cpp's yarn "
+                          f"recomputes the attention factor from mscale_all_dim and ignores a stated one")
+    if h.get("sliding_window") is not None:
+        raise ConfigError(f"{path}: sliding_window {h['sliding_window']}: llama.cpp's mistral3 attends to the "
+                          f"whole context (Ministral 3 is released without a window)")
+
+
+_llama = llama_parameters(ARCH)
+
+
+def parameters(h: dict, block_count: int, file_type: int) -> list:
+    """LlamaModel's list under mistral3, then Ministral3Model's: yarn's log multiplier and Llama 4's beta."""
+    rope = _rope(h)
+    return [*_llama(h, block_count, file_type),
+            f32(f"{ARCH}.rope.scaling.yarn_log_multiplier", rope["mscale_all_dim"]),
+            f32(f"{ARCH}.attention.temperature_scale", rope["llama_4_scaling_beta"])]
+
+
+FAMILY = Family(
+    name="ministral3",
+    gguf_arch=ARCH,
+    architectures=("Ministral3ForCausalLM", "Mistral3ForConditionalGeneration"),
+    defaults=DEFAULTS,
+    reads=READS,
+    harmless=HARMLESS,
+    tensors=TENSORS,
+    parameters=parameters,
+    vocab=vocab,
+    generated=generated,
+    check=check,
+    normalise=normalise,
+    notes={"query temperature": "Llama 4's: written as attention.temperature_scale, floored by the yarn "
+                                "original context, computed by llama.cpp's mistral3 graph",
+           "image-text": "Mistral3ForConditionalGeneration is presented as its text model; the Pixtral tower "
+                         "and projector (the converter's --mmproj file) are not presented"},
+)
