@@ -213,3 +213,6 @@ def check_vocab(h: dict, embedding_rows: int, embedding: str, path: Path) -> Non
             raise ConfigError(f"{path}: {key} = {h[key]} is more than the {embedding_rows} rows of the token "
                               f"embedding {embedding!r}: tokens past them would have no embedding. Fix {key} or "
                               f"re-download the weights")
+# Qwen3-Next / Qwen3.5: the attention layer every full_attention_interval-th (the config class builds layer_types
+# from it where none is stated)
+RULES.update({"full_attention_interval": COUNT})

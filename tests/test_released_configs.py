@@ -208,3 +208,8 @@ def test_hfcheckpoint_refuses_a_flag_on(tmp_path):
     (tmp_path / "config.json").write_text(json.dumps(_qwen2(use_mrope=True)))
     with pytest.raises(ConfigError, match="'use_mrope' is true"):
         HfCheckpoint(tmp_path)
+
+
+# Qwen's linear-attention hybrids (issue 14): one byte copy of Qwen3-Next-80B-A3B-Instruct's config.json reached
+# (a model report quoting the file whole); the other copies found are transcriptions or transformers' dumps
+FEWER.update({"qwen3_next": "Qwen3-Next-80B-A3B Instruct and Thinking share one config; one byte copy reached"})
