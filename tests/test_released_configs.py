@@ -213,3 +213,5 @@ def test_hfcheckpoint_refuses_a_flag_on(tmp_path):
 # Qwen's linear-attention hybrids (issue 14): one byte copy of Qwen3-Next-80B-A3B-Instruct's config.json reached
 # (a model report quoting the file whole); the other copies found are transcriptions or transformers' dumps
 FEWER.update({"qwen3_next": "Qwen3-Next-80B-A3B Instruct and Thinking share one config; one byte copy reached"})
+FEWER.update({"qwen3_5_text": "no byte copy of a Qwen3_5ForCausalLM config.json reached (released Qwen3.5 checkpoints "
+                              "are the image-text wrappers; the copies found are truncated tool outputs)"})
