@@ -142,16 +142,23 @@ def check(h: dict, path: Path) -> None:
                           f"M-RoPE sections only")
 
 
-def parameters(h: dict, block_count: int, file_type: int) -> list:
-    kv = hybrid_parameters(h, "qwen35", block_count, file_type)
-    sections = h["rope_parameters"].get("mrope_section")
-    if sections is not None:  # TextModel writes them before the rope base
-        at = next(i for i, e in enumerate(kv) if e.key == "qwen35.rope.freq_base")
-        kv.insert(at, KV("qwen35.rope.dimension_sections", ValueType.ARRAY, (list(sections) + [0] * 4)[:4],
-                         ValueType.INT32))
-    else:  # the converter's mixin adds its default last
-        kv.append(KV("qwen35.rope.dimension_sections", ValueType.ARRAY, DEFAULT_MROPE_SECTION, ValueType.INT32))
-    return kv
+def mrope_parameters(arch: str):
+    """Qwen3-Next's hybrid KV, with the M-RoPE sections: as rope_parameters states them, before the rope base (where
+    TextModel writes them), else the converter's default, last (where its mixin adds it)."""
+    def parameters(h: dict, block_count: int, file_type: int) -> list:
+        kv = hybrid_parameters(h, arch, block_count, file_type)
+        sections = h["rope_parameters"].get("mrope_section")
+        if sections is not None:
+            at = next(i for i, e in enumerate(kv) if e.key == f"{arch}.rope.freq_base")
+            kv.insert(at, KV(f"{arch}.rope.dimension_sections", ValueType.ARRAY, (list(sections) + [0] * 4)[:4],
+                             ValueType.INT32))
+        else:
+            kv.append(KV(f"{arch}.rope.dimension_sections", ValueType.ARRAY, DEFAULT_MROPE_SECTION, ValueType.INT32))
+        return kv
+    return parameters
+
+
+parameters = mrope_parameters("qwen35")
 
 
 FAMILY = Family(
