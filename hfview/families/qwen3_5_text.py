@@ -10,6 +10,10 @@ one row permutation (value_heads_tiled), applied to the v rows of in_proj_qkv an
 in_proj_b, A_log and dt_bias, and to out_proj's columns. Rope is interleaved M-RoPE: its sections are written as
 rope_parameters states them (the converter's [11, 11, 10, 0] where it states none); text positions are one stream.
 
+Qwen3_5ForConditionalGeneration (the image-text checkpoints Qwen3.5 is released as) is read as its text model:
+text_config over the top level, the text weights' `language_model.` prefix dropped, the vision tower (model.visual.)
+left out, as the converter's text conversion does.
+
 The view presents what the converter writes with --no-mtp and refuses a checkpoint carrying MTP tensors by name.
 """
 from __future__ import annotations
@@ -20,7 +24,7 @@ import numpy as np
 
 from ..config import ANY, Harmless
 from ..errors import ConfigError
-from ..family import Family, Tensor
+from ..family import Family, Skip, Tensor
 from ..gguf_layout import KV, ValueType
 from ..views import NEG_EXP, OFFSET_ONE, ColumnSelection, RowPermutation, RowSelection
 from .qwen2 import check_architecture, check_no_pooling, check_rope, check_silu
@@ -51,7 +55,11 @@ READS = frozenset({
 # the output gate is always applied (q_proj's doubled rows), the DeltaNet state dtype is a kernel choice, and
 # the MTP layer is what the view refuses by its tensors (a config naming one without them is converted as --no-mtp)
 HARMLESS: Harmless = {"attn_output_gate": (True,), "mamba_ssm_dtype": ANY, "mtp_num_hidden_layers": ANY,
-                      "mtp_use_dedicated_embeddings": (False,)}
+                      "mtp_use_dedicated_embeddings": (False,),
+                      # the image-text wrapper's vision tower and image/video tokens, which a text forward never touches
+                      **dict.fromkeys(("vision_config", "image_token_id", "video_token_id", "vision_start_token_id",
+                                       "vision_end_token_id"), ANY)}
+ARCHITECTURES = ("Qwen3_5ForCausalLM", "Qwen3_5ForConditionalGeneration")
 
 _L = "model.layers.{bid}."
 _OPTIONAL = dict(required=False)
@@ -96,6 +104,9 @@ def _out_columns(sources, h):
 _TILED = "value heads tiled"
 TENSORS = (
     *MTP_REFUSED,
+    # the image-text wrapper (text weights under model.language_model., renamed as the converter does): its vision
+    # tower, which the converter's text conversion leaves out
+    Skip("model.visual.{rest}"),
     Tensor("model.embed_tokens.weight", "token_embd.weight"),
     Tensor("model.norm.weight", "output_norm.weight", steps=(OFFSET_ONE,)),
     Tensor("lm_head.weight", "output.weight", required=False),  # absent when tied
@@ -132,7 +143,7 @@ DEFAULT_MROPE_SECTION = [11, 11, 10, 0]
 
 
 def check(h: dict, path: Path) -> None:
-    check_architecture(h, path, "qwen3_5_text", ("Qwen3_5ForCausalLM",))
+    check_architecture(h, path, "qwen3_5_text", ARCHITECTURES)
     check_silu(h, path, "qwen35")
     check_rope(h, path, "qwen35", allowed=("default",))
     check_no_pooling(path)
@@ -164,7 +175,7 @@ parameters = mrope_parameters("qwen35")
 FAMILY = Family(
     name="qwen3_5_text",
     gguf_arch="qwen35",
-    architectures=("Qwen3_5ForCausalLM",),
+    architectures=ARCHITECTURES,
     defaults=DEFAULTS,
     reads=READS,
     harmless=HARMLESS,
