@@ -40,7 +40,12 @@ READS = frozenset({
     "full_attention_interval", "num_experts", "num_experts_per_tok", "moe_intermediate_size",
     "shared_expert_intermediate_size",
 })
-HARMLESS: Harmless = {**TEXT_HARMLESS, "norm_topk_prob": (True,)}  # always renormalised, as said above
+# norm_topk_prob: always renormalised, as said above; mlp_only_layers: Qwen3.5-35B-A3B states it empty, which
+# Qwen3_5MoeTextConfig does not define (every layer is a mixture)
+HARMLESS: Harmless = {**TEXT_HARMLESS, "norm_topk_prob": (True,), "mlp_only_layers": ([],)}
+
+# the image-text wrapper Qwen3.5-MoE is released as, read as its text model (see qwen3_5_text.py)
+ARCHITECTURES = ("Qwen3_5MoeForCausalLM", "Qwen3_5MoeForConditionalGeneration")
 
 TENSORS = (
     *(r for r in TEXT_TENSORS if ".mlp." not in r.hf),
@@ -51,7 +56,7 @@ TENSORS = (
 
 def check(h: dict, path: Path) -> None:
     from ..errors import ConfigError
-    check_architecture(h, path, "qwen3_5_moe_text", ("Qwen3_5MoeForCausalLM",))
+    check_architecture(h, path, "qwen3_5_moe_text", ARCHITECTURES)
     check_silu(h, path, "qwen35moe")
     check_rope(h, path, "qwen35moe", allowed=("default",))
     check_no_pooling(path)
@@ -65,7 +70,7 @@ def check(h: dict, path: Path) -> None:
 FAMILY = Family(
     name="qwen3_5_moe_text",
     gguf_arch="qwen35moe",
-    architectures=("Qwen3_5MoeForCausalLM",),
+    architectures=ARCHITECTURES,
     defaults=DEFAULTS,
     reads=READS,
     harmless=HARMLESS,
