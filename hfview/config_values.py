@@ -247,3 +247,6 @@ RULES.update({
     "moe_latent_size": COUNT.or_null(), "residual_in_fp32": BOOL,
     **{k: STRING for k in ("mamba_hidden_act", "mlp_hidden_act")},
 })
+# Qwen3-Next / Qwen3.5: the attention layer every full_attention_interval-th (the config class builds layer_types
+# from it where none is stated)
+RULES.update({"full_attention_interval": COUNT})

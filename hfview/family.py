@@ -264,7 +264,7 @@ def plan_tensors(family: Family, stored_tensors: dict[str, StoredTensor], h: dic
                 present(part_name.format(bid=bid, wb=groups.get("wb")), make([tensor], h))
             continue
         gguf_name = rule.gguf.format(bid=bid, wb=groups.get("wb"))
-        seen.add(rule.hf.format(bid=bid, wb=groups.get("wb"), x="{x}"))
+        seen.add(rule.hf.format(bid=bid, wb=groups.get("wb"), x="{x}", rest=groups.get("rest")))
         if isinstance(rule, Tensor):
             present(gguf_name, rule.view([tensor], h), rule.steps(h) if callable(rule.steps) else rule.steps)
             continue

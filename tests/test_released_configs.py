@@ -239,3 +239,10 @@ FEWER.update(dict.fromkeys(("lfm2_moe", "nemotron_h"), _UNREACHED))
 # FP8); no copy of a config.json file reached, only fragments quoted in code and documents. The wrapper's
 # layout is tested through the config path in tests/test_family_ministral3.py
 FEWER["ministral3"] = _UNREACHED
+# Qwen's linear-attention hybrids (issue 14): one byte copy of Qwen3-Next-80B-A3B-Instruct's config.json reached
+# (a model report quoting the file whole); the other copies found are transcriptions or transformers' dumps
+FEWER.update({"qwen3_next": "Qwen3-Next-80B-A3B Instruct and Thinking share one config; one byte copy reached"})
+FEWER.update({"qwen3_5_text": "no byte copy of a Qwen3_5ForCausalLM config.json reached (released Qwen3.5 checkpoints "
+                              "are the image-text wrappers; the copies found are truncated tool outputs)"})
+FEWER.update({"qwen3_5_moe_text": "one byte copy reached (Qwen3.5-35B-A3B's image-text wrapper); the other copies found "
+                                  "are transcriptions or truncated tool outputs"})
