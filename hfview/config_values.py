@@ -231,3 +231,10 @@ RULES.update({
     "moe_latent_size": COUNT.or_null(), "residual_in_fp32": BOOL,
     **{k: STRING for k in ("mamba_hidden_act", "mlp_hidden_act")},
 })
+# Kimi Linear (kimi_linear): its delta-attention sizes and layer lists (1-based; the family checks them against the
+# layer count) and its router's activation, which no class default types
+RULES.update({
+    "linear_attn_config": object_of({"full_attn_layers": list_of(COUNT), "kda_layers": list_of(COUNT),
+                                     "head_dim": COUNT, "num_heads": COUNT, "short_conv_kernel_size": COUNT}),
+    "moe_router_activation_func": STRING,
+})
