@@ -1,8 +1,6 @@
 """Kimi Linear (Kimi Delta Attention + latent attention without rope + a sigmoid mixture): converter bytes at every
 outtype, llama.cpp logits against transformers, the delta attention's decay computed on read, and refusals by
 name (a tiktoken-only release, layer kinds that disagree, what llama.cpp's kimi-linear cannot run)."""
-import shutil
-
 import pytest
 
 from family_defaults import check_defaults
@@ -34,7 +32,6 @@ def test_defaults_match_transformers():
 def test_decay_is_minus_exp_a_log_and_layers_are_written_by_kind(checkpoint):
     """ssm_a is -exp(A_log) of the stored values; KV heads per layer: 0 on delta-attention layers, 1 on latent."""
     import numpy as np
-    from safetensors.numpy import load_file
 
     from hfview import HfCheckpoint
 
@@ -43,7 +40,6 @@ def test_decay_is_minus_exp_a_log_and_layers_are_written_by_kind(checkpoint):
     kv = {k.key: k.value for k in view.kv}
     assert list(kv["kimi-linear.attention.head_count_kv"]) == [0, 1, 0]
     assert kv["kimi-linear.expert_gating_func"] == 2
-    import torch
     from safetensors.torch import load_file as load_torch
     a_log = load_torch(str(path / "model.safetensors"))["model.layers.0.self_attn.A_log"].float().numpy()
     got = view.read_tensor("blk.0.ssm_a")
@@ -89,3 +85,19 @@ def test_refuses_what_kimi_linear_cannot_run_as_transformers_does(changes, reaso
 
     with pytest.raises(ConfigError, match=reason):
         HfCheckpoint(variant(checkpoint("kimi_linear"), tmp_path / "v", **changes))
+
+
+def test_stated_head_dim_is_written_as_the_converter_writes_it(checkpoint, tmp_path):
+    """Releases state head_dim 72 beside qk_rope_head_dim 64; KimiLinearConfig keeps a stated head_dim (it computes
+    qk_rope_head_dim only where none is stated) and the converter writes it as value_length: a variant stating
+    12 exports byte for byte as the pinned converter writes it."""
+    import oracle
+    from hfview import HfCheckpoint
+    from hfview.export import export
+
+    src = variant(checkpoint("kimi_linear"), tmp_path / "v", head_dim=12)
+    theirs = oracle.convert(src, tmp_path / "theirs.gguf", "f32")
+    view = HfCheckpoint(src, "f32")
+    assert {k.key: k.value for k in view.kv}["kimi-linear.attention.value_length"] == 12
+    ours = export(view, tmp_path / "ours.gguf")
+    assert oracle.sha256(ours) == oracle.sha256(theirs), oracle.first_difference(ours, theirs)
