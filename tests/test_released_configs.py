@@ -98,6 +98,9 @@ def test_refusal_table_names_collected_files():
 FEWER.update(dict.fromkeys(("deepseek", "deepseek_v2", "deepseek_v3", "minicpm3"), _UNREACHED))
 # Ling-style mixtures (issues 11 and 15): Sarvam-30B, Ling 2.0 and Hy3 publish on the Hub only; no copy reached
 FEWER.update(dict.fromkeys(("sarvam_moe", "bailing_moe_v2", "hy_v3"), _UNREACHED))
+# Kimi Linear (issue 14): Kimi-Linear-48B-A3B (Base, Instruct) publish on the Hub only; copies found only embedded
+# in other projects' test code, none as released
+FEWER["kimi_linear"] = _UNREACHED
 
 
 @pytest.mark.parametrize("family", FAMILIES)
