@@ -77,8 +77,9 @@ def test_tiktoken_only_release_is_refused_by_name(checkpoint, tmp_path):
     (dict(first_k_dense_replace=DROP), "no first_k_dense_replace"),
     (dict(mla_use_nope=False), "mla_use_nope"),
     (dict(num_nextn_predict_layers=1), "num_nextn_predict_layers"),
+    (dict(tie_word_embeddings=True), "tie_word_embeddings true"),
 ], ids=["no_router_func", "softmax", "no_renorm", "groups", "kinds_disagree", "kinds_short", "no_linear_config",
-        "layers_missing", "all_latent", "mlp_kinds", "no_dense_count", "rope", "mtp"])
+        "layers_missing", "all_latent", "mlp_kinds", "no_dense_count", "rope", "mtp", "tied"])
 def test_refuses_what_kimi_linear_cannot_run_as_transformers_does(changes, reason, checkpoint, tmp_path):
     from hfview import HfCheckpoint
     from hfview.errors import ConfigError

@@ -163,6 +163,9 @@ def check(h: dict, path: Path) -> None:
                           f"by the attention head count (the converter writes no other)")
     if h["hidden_act"] != "silu":
         raise ConfigError(f"{path}: hidden_act {h['hidden_act']!r}: llama.cpp's kimi-linear computes SiLU")
+    if h.get("tie_word_embeddings"):
+        raise ConfigError(f"{path}: tie_word_embeddings true: llama.cpp's kimi-linear requires an output.weight, "
+                          f"which the converter does not write for tied embeddings, so the file would not load")
     if h.get("attention_bias"):
         raise ConfigError(f"{path}: attention_bias true: llama.cpp's kimi-linear has no attention biases")
     if h["num_key_value_heads"] != h["num_attention_heads"]:
