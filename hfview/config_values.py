@@ -250,3 +250,10 @@ RULES.update({
 # Qwen3-Next / Qwen3.5: the attention layer every full_attention_interval-th (the config class builds layer_types
 # from it where none is stated)
 RULES.update({"full_attention_interval": COUNT})
+# Kimi Linear (kimi_linear): its delta-attention sizes and layer lists (1-based; the family checks them against the
+# layer count) and its router's activation, which no class default types
+RULES.update({
+    "linear_attn_config": object_of({"full_attn_layers": list_of(COUNT), "kda_layers": list_of(COUNT),
+                                     "head_dim": COUNT, "num_heads": COUNT, "short_conv_kernel_size": COUNT}),
+    "moe_router_activation_func": STRING,
+})

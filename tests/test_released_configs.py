@@ -107,6 +107,9 @@ FEWER.update(dict.fromkeys(("sarvam_moe", "bailing_moe_v2", "hy_v3"), _UNREACHED
 # copies found only as fields quoted in code
 FEWER.update(dict.fromkeys(("afmoe", "cohere2_moe", "exaone_moe", "mellum", "laguna"), _UNREACHED))
 FEWER.update(dict.fromkeys(("bailing_moe",), _UNREACHED))
+# Kimi Linear (issue 14): Kimi-Linear-48B-A3B (Base, Instruct) publish on the Hub only; copies found only embedded
+# in other projects' test code, none as released
+FEWER["kimi_linear"] = _UNREACHED
 
 
 @pytest.mark.parametrize("family", FAMILIES)

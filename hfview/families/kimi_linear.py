@@ -1,0 +1,261 @@
+"""Kimi Linear (Kimi-Linear-48B-A3B: KimiLinearForCausalLM) -> llama.cpp `kimi-linear` (the converter's
+KimiLinearModel).
+
+A hybrid: Kimi Delta Attention layers (q/k/v projections, each through its own causal depthwise short
+convolution, stored [channels, 1, kernel] and presented (1, channels, 1, kernel); a low-rank forget gate f_a/f_b
+with a per-channel dt_bias (written as the dt "projection"'s bias) and one decay per head, A = -exp(A_log),
+computed on read; beta from b_proj; a sigmoid-gated RMSNorm per head (o_norm) over the low-rank gate g_a/g_b)
+and, at linear_attn_config.full_attn_layers (1-based), DeepSeek's latent attention without rope (NoPE), whose
+kv_b_proj the converter splits into attn_k_b / attn_v_b as for deepseek2 (hfview/families/deepseek_v2.py).
+Over each layer a leading dense SwiGLU for first_k_dense_replace layers, then a sigmoid router with a selection
+bias over stacked experts (w1 gate, w2 down, w3 up) and fused shared experts, renormalised, times
+routed_scaling_factor. KV heads are written per layer (0 on delta-attention layers, 1 on latent layers).
+
+The converter reads the layer kinds from linear_attn_config alone, transformers from layer_types where a
+config states them: a config where the two disagree is refused by name. Released Kimi-Linear checkpoints ship
+only a tiktoken.model with remote tokenizer code; hfview never runs remote code and refuses such a checkpoint by
+name (a checkpoint with a tokenizer.json is read as the converter's first try reads it: byte-level BPE).
+"""
+from __future__ import annotations
+
+from pathlib import Path
+
+from ..config import ANY, Harmless
+from ..errors import ConfigError
+from ..family import Experts, Family, Skip, Split, Tensor
+from ..gguf_layout import KV, ValueType
+from ..params import f32, text_model_parameters, u32
+from ..views import NEG_EXP, Reshaped
+from .deepseek_v2 import key_half, value_half
+
+ARCH = "kimi-linear"
+
+# transformers 5.24's KimiLinearConfig defaults (to_dict's names: its attribute map saves n_shared_experts as
+# num_shared_experts, n_group as num_expert_group, and so on); head_dim is computed where not stated (normalise)
+DEFAULTS = {
+    "kimi_linear": dict(vocab_size=163840, hidden_size=2304, intermediate_size=9216, moe_intermediate_size=1024,
+                        num_hidden_layers=27, num_attention_heads=32, num_key_value_heads=32, num_shared_experts=1,
+                        routed_scaling_factor=2.446, kv_lora_rank=512, q_lora_rank=None, qk_rope_head_dim=64,
+                        v_head_dim=128, qk_nope_head_dim=128, num_expert_group=1, topk_group=1,
+                        num_experts_per_token=8, moe_renormalize=True, hidden_act="silu", model_max_length=1048576,
+                        rms_norm_eps=1e-05, tie_word_embeddings=False, attention_bias=False, num_experts=256,
+                        linear_head_dim=128, linear_num_heads=32, linear_conv_kernel_dim=4,
+                        pad_token_id=163839, bos_token_id=163584, eos_token_id=163586, pretraining_tp=1,
+                        initializer_range=0.02, use_cache=True, attention_dropout=0.0, output_router_logits=False,
+                        head_dim=64),
+}
+
+READS = frozenset({
+    "vocab_size", "hidden_size", "intermediate_size", "moe_intermediate_size", "num_hidden_layers",
+    "num_attention_heads", "num_key_value_heads", "num_shared_experts", "routed_scaling_factor", "kv_lora_rank",
+    "q_lora_rank", "qk_rope_head_dim", "v_head_dim", "qk_nope_head_dim", "num_expert_group", "topk_group",
+    "num_experts_per_token", "moe_renormalize", "hidden_act", "model_max_length", "rms_norm_eps",
+    "tie_word_embeddings", "attention_bias", "num_experts", "linear_head_dim", "linear_num_heads",
+    "linear_conv_kernel_dim", "layer_types", "mlp_layer_types", "head_dim", "linear_attn_config",
+    "first_k_dense_replace", "moe_router_activation_func", "rope_theta", "rope_scaling", "rope_parameters",
+})
+# qk_head_dim: recomputed by the config class, read by neither side; the released code's switches at the values
+# every release states (no rope in the latent attention, grouped top-k over one group, no MTP layers, every layer
+# after the dense ones a mixture)
+HARMLESS: Harmless = {"qk_head_dim": ANY, "mla_use_nope": (True,), "use_grouped_topk": ANY,
+                      "num_nextn_predict_layers": (0,), "moe_layer_freq": (1,)}
+# the head_dim a config states wins over the one KimiLinearConfig computes (qk_rope_head_dim): read under its own name
+ALIASES = {"head_dim": "stated_head_dim"}
+
+_L = "model.layers.{bid}."
+_A = _L + "self_attn."
+some = False  # each exists on the layers of one kind only (llama.cpp checks by head_count_kv and the dense count)
+
+
+def conv_weight(sources, h):
+    """[channels, 1, kernel] (or [channels, kernel]) as the converter's (1, channels, 1, kernel)."""
+    src = sources[0]
+    return Reshaped(src, (1, src.shape[0], 1, src.shape[-1]), "as (1, channels, 1, kernel)")
+
+
+TENSORS = (
+    Tensor("model.embed_tokens.weight", "token_embd.weight"),
+    Tensor("model.norm.weight", "output_norm.weight"),
+    Skip("lm_head.weight", when=lambda h: bool(h.get("tie_word_embeddings"))),
+    Tensor("lm_head.weight", "output.weight", required=lambda h: not h.get("tie_word_embeddings")),
+    Tensor(_L + "input_layernorm.weight", "blk.{bid}.attn_norm.weight"),
+    Tensor(_L + "post_attention_layernorm.weight", "blk.{bid}.ffn_norm.weight"),
+    # Kimi Delta Attention
+    *(Tensor(_A + f"{p}_proj.weight", f"blk.{{bid}}.attn_{p}.weight", required=some) for p in ("q", "k", "v")),
+    *(Tensor(_A + f"{p}_conv1d.weight", f"blk.{{bid}}.ssm_conv1d_{p}.weight", conv_weight, required=some)
+      for p in ("q", "k", "v")),
+    Tensor(_A + "f_a_proj.weight", "blk.{bid}.ssm_f_a.weight", required=some),
+    Tensor(_A + "f_b_proj.weight", "blk.{bid}.ssm_f_b.weight", required=some),
+    Tensor(_A + "dt_bias", "blk.{bid}.ssm_dt.bias", required=some),
+    Tensor(_A + "A_log", "blk.{bid}.ssm_a", steps=(NEG_EXP,), required=some),
+    Tensor(_A + "b_proj.weight", "blk.{bid}.ssm_beta.weight", required=some),
+    Tensor(_A + "g_a_proj.weight", "blk.{bid}.ssm_g_a.weight", required=some),
+    Tensor(_A + "g_b_proj.weight", "blk.{bid}.ssm_g_b.weight", required=some),
+    Tensor(_A + "o_norm.weight", "blk.{bid}.ssm_norm.weight", required=some),
+    # latent attention (no rope), and the output projection both mixers have
+    Tensor(_A + "kv_a_proj_with_mqa.weight", "blk.{bid}.attn_kv_a_mqa.weight", required=some),
+    Tensor(_A + "kv_a_layernorm.weight", "blk.{bid}.attn_kv_a_norm.weight", required=some),
+    Split(_A + "kv_b_proj.weight", (("blk.{bid}.attn_k_b.weight", key_half),
+                                    ("blk.{bid}.attn_v_b.weight", value_half)), required=some),
+    Tensor(_A + "o_proj.weight", "blk.{bid}.attn_output.weight"),
+    # the leading dense layers and the mixture
+    *(Tensor(_L + f"mlp.{p}_proj.weight", f"blk.{{bid}}.ffn_{p}.weight", required=some) for p in ("gate", "up", "down")),
+    Tensor(_L + "block_sparse_moe.gate.weight", "blk.{bid}.ffn_gate_inp.weight", required=some),
+    Tensor(_L + "block_sparse_moe.gate.e_score_correction_bias", "blk.{bid}.exp_probs_b.bias", required=some),
+    *(Experts(_L + f"block_sparse_moe.experts.{{x}}.{w}.weight", f"blk.{{bid}}.ffn_{p}_exps.weight", "num_experts",
+              required=some) for w, p in (("w1", "gate"), ("w2", "down"), ("w3", "up"))),
+    *(Tensor(_L + f"block_sparse_moe.shared_experts.{p}_proj.weight", f"blk.{{bid}}.ffn_{p}_shexp.weight",
+             required=some) for p in ("gate", "up", "down")),
+)
+
+_LINEAR_KEYS = (("head_dim", "linear_head_dim"), ("num_heads", "linear_num_heads"),
+                ("short_conv_kernel_size", "linear_conv_kernel_dim"))
+
+
+def normalise(h: dict) -> dict:
+    """KimiLinearConfig.__post_init__: num_key_value_heads defaults to the heads, head_dim to qk_rope_head_dim
+    (a stated one stays), the linear-attention sizes and layer kinds from linear_attn_config."""
+    if h.get("num_key_value_heads") is None:
+        h["num_key_value_heads"] = h["num_attention_heads"]
+    stated = h.pop("stated_head_dim", None)
+    h["head_dim"] = stated if stated is not None else h["qk_rope_head_dim"]
+    return h
+
+
+def _layer_kinds(h: dict, path: Path) -> list[str]:
+    lac = h.get("linear_attn_config")
+    n = h["num_hidden_layers"]
+    if not isinstance(lac, dict) or "full_attn_layers" not in lac or "kda_layers" not in lac:
+        raise ConfigError(f"{path}: linear_attn_config {lac!r}: the converter reads which layers are latent "
+                          f"attention from linear_attn_config.full_attn_layers (and transformers from its "
+                          f"kda_layers): state both, as every Kimi-Linear release does")
+    full, kda = lac["full_attn_layers"], lac["kda_layers"]
+    ok = all(isinstance(i, int) and not isinstance(i, bool) and 1 <= i <= n for i in (*full, *kda))
+    if not ok or sorted([*full, *kda]) != list(range(1, n + 1)):
+        raise ConfigError(f"{path}: linear_attn_config full_attn_layers {full!r} and kda_layers {kda!r}: together "
+                          f"they must name each of the {n} layers once (1-based)")
+    kinds = ["full_attention" if i + 1 in full else "linear_attention" for i in range(n)]
+    types = h.get("layer_types")
+    if types is not None and list(types) != kinds:
+        raise ConfigError(f"{path}: layer_types {list(types)} (length {len(types)}) disagree with "
+                          f"linear_attn_config's layers {kinds}: transformers runs layer_types, the converter "
+                          f"writes linear_attn_config's, so the file would run another model")
+    return kinds
+
+
+def check(h: dict, path: Path) -> None:
+    archs = h.get("architectures") or ["KimiLinearForCausalLM"]
+    if list(archs) != ["KimiLinearForCausalLM"]:
+        raise ConfigError(f"{path}: architectures {archs}: the kimi_linear family reads KimiLinearForCausalLM")
+    kinds = _layer_kinds(h, path)
+    lac, n = h["linear_attn_config"], h["num_hidden_layers"]
+    if "linear_attention" not in kinds:
+        raise ConfigError(f"{path}: no delta-attention layer: llama.cpp's kimi-linear needs its recurrent layers "
+                          f"(no released Kimi-Linear is all latent attention)")
+    missing = [k for k, _ in _LINEAR_KEYS if k not in lac]
+    if missing:
+        raise ConfigError(f"{path}: linear_attn_config has no {', '.join(missing)}: the converter then writes no "
+                          f"{'kda.head_dim' if 'head_dim' in missing else 'ssm.conv_kernel'} and llama.cpp's "
+                          f"kimi-linear cannot load the file")
+    if lac["num_heads"] != h["num_attention_heads"]:
+        raise ConfigError(f"{path}: linear_attn_config.num_heads {lac['num_heads']} is not num_attention_heads "
+                          f"{h['num_attention_heads']}: llama.cpp's kimi-linear sizes the delta attention's heads "
+                          f"by the attention head count (the converter writes no other)")
+    if h["hidden_act"] != "silu":
+        raise ConfigError(f"{path}: hidden_act {h['hidden_act']!r}: llama.cpp's kimi-linear computes SiLU")
+    if h.get("tie_word_embeddings"):
+        raise ConfigError(f"{path}: tie_word_embeddings true: llama.cpp's kimi-linear requires an output.weight, "
+                          f"which the converter does not write for tied embeddings, so the file would not load")
+    if h.get("attention_bias"):
+        raise ConfigError(f"{path}: attention_bias true: llama.cpp's kimi-linear has no attention biases")
+    if h["num_key_value_heads"] != h["num_attention_heads"]:
+        raise ConfigError(f"{path}: num_key_value_heads {h['num_key_value_heads']} is not num_attention_heads "
+                          f"{h['num_attention_heads']}: the converter splits kv_b_proj by num_key_value_heads, "
+                          f"transformers expands it per query head")
+    if "first_k_dense_replace" not in h:
+        raise ConfigError(f"{path}: no first_k_dense_replace: the converter needs it (KeyError) and transformers "
+                          f"defaults it to 1; state it, as every Kimi-Linear release does")
+    dense = h["first_k_dense_replace"]
+    if not 0 <= dense <= n:
+        raise ConfigError(f"{path}: first_k_dense_replace {dense}: must lie between 0 and the {n} layers")
+    mlp = h.get("mlp_layer_types")
+    if mlp is not None and list(mlp) != ["dense" if i < dense else "sparse" for i in range(n)]:
+        raise ConfigError(f"{path}: mlp_layer_types {list(mlp)} disagree with first_k_dense_replace {dense}: "
+                          f"llama.cpp's kimi-linear makes exactly the first {dense} layers dense")
+    func = h.get("moe_router_activation_func")
+    if func is None:
+        raise ConfigError(f"{path}: no moe_router_activation_func: transformers' Kimi-Linear router scores by "
+                          f"sigmoid, but without the key the converter writes no gating function and llama.cpp's "
+                          f"kimi-linear cannot load the file; state \"sigmoid\" as every release does")
+    if func != "sigmoid":
+        raise ConfigError(f"{path}: moe_router_activation_func {func!r}: transformers' Kimi-Linear router scores "
+                          f"by sigmoid only")
+    if not h["moe_renormalize"]:
+        raise ConfigError(f"{path}: moe_renormalize false: llama.cpp's kimi-linear always renormalises the chosen "
+                          f"experts' weights")
+    if h["num_expert_group"] != 1:
+        raise ConfigError(f"{path}: num_expert_group {h['num_expert_group']}: the converter writes no expert group "
+                          f"count for kimi-linear, so llama.cpp would not limit the groups transformers limits")
+    if dense < n and (not h["num_experts"] or not h["num_experts_per_token"] or not h["num_shared_experts"]):
+        raise ConfigError(f"{path}: num_experts {h['num_experts']}, num_experts_per_token "
+                          f"{h['num_experts_per_token']}, num_shared_experts {h['num_shared_experts']}: llama.cpp's "
+                          f"kimi-linear needs routed and shared experts in its mixture layers")
+    if h["qk_nope_head_dim"] < 1:
+        raise ConfigError(f"{path}: qk_nope_head_dim {h['qk_nope_head_dim']}: the latent attention needs a key "
+                          f"part outside the shared one")
+    if h.get("q_lora_rank") is not None:
+        raise ConfigError(f"{path}: q_lora_rank {h['q_lora_rank']}: no released Kimi-Linear has a query "
+                          f"bottleneck, and llama.cpp's kimi-linear graph reads q_proj only")
+
+
+def parameters(h: dict, block_count: int, file_type: int) -> list:
+    """KimiLinearModel.set_gguf_parameters: TextModel's entries (one KV head: latent attention read as multi-query),
+    the per-layer KV heads written over that entry, the vocabulary size, the short-conv kernel and delta heads'
+    width, the latent ranks and widths (key_length written over TextModel's), the expert widths and counts."""
+    kv = text_model_parameters(dict(h, num_key_value_heads=1), ARCH, block_count, file_type)
+    lac, kv_lora, rope = h["linear_attn_config"], h["kv_lora_rank"], h["qk_rope_head_dim"]
+    heads = [1 if k == "full_attention" else 0 for k in _layer_kinds(h, Path("config.json"))]
+    at = next(i for i, e in enumerate(kv) if e.key == f"{ARCH}.attention.head_count_kv")
+    kv[at] = KV(f"{ARCH}.attention.head_count_kv", ValueType.ARRAY, heads, ValueType.INT32)
+    key_at = next(i for i, e in enumerate(kv) if e.key == f"{ARCH}.attention.key_length")
+    kv[key_at] = u32(f"{ARCH}.attention.key_length", kv_lora + rope)
+    kv += [u32(f"{ARCH}.vocab_size", h["vocab_size"]),
+           u32(f"{ARCH}.ssm.conv_kernel", lac["short_conv_kernel_size"]),
+           u32(f"{ARCH}.kda.head_dim", lac["head_dim"]),
+           u32(f"{ARCH}.attention.kv_lora_rank", kv_lora),
+           u32(f"{ARCH}.rope.dimension_count", rope),
+           u32(f"{ARCH}.attention.key_length_mla", h["qk_nope_head_dim"] + rope),
+           u32(f"{ARCH}.attention.value_length_mla", h["v_head_dim"]),
+           u32(f"{ARCH}.expert_feed_forward_length", h["moe_intermediate_size"]),
+           u32(f"{ARCH}.expert_shared_count", h["num_shared_experts"]),
+           u32(f"{ARCH}.leading_dense_block_count", h["first_k_dense_replace"]),
+           f32(f"{ARCH}.expert_weights_scale", h["routed_scaling_factor"])]
+    return kv
+
+
+def vocab(model_dir: Path, h: dict) -> list:
+    """KimiLinearModel.set_vocab's first try: tokenizer.json's byte-level BPE. Its fallback loads the release's
+    tiktoken tokenizer through remote code, which hfview never runs."""
+    if not (model_dir / "tokenizer.json").is_file():
+        found = "tiktoken.model" if (model_dir / "tiktoken.model").is_file() else "no tokenizer.json"
+        raise ConfigError(f"{model_dir}: {found}: Kimi-Linear releases ship their tokenizer as tiktoken.model read "
+                          f"by remote code (tokenization_kimi.py), which hfview never runs (the converter falls back "
+                          f"to trust_remote_code there); add a tokenizer.json to present this checkpoint")
+    from tokenizer.vocab import gpt2_vocab
+    return gpt2_vocab(model_dir, h)
+
+
+FAMILY = Family(
+    name="kimi_linear",
+    gguf_arch=ARCH,
+    architectures=("KimiLinearForCausalLM",),
+    defaults=DEFAULTS,
+    reads=READS,
+    harmless=HARMLESS,
+    tensors=TENSORS,
+    parameters=parameters,
+    vocab=vocab,
+    check=check,
+    normalise=normalise,
+    aliases=ALIASES,
+)
