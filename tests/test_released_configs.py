@@ -252,3 +252,4 @@ FEWER.update({"qwen3_5_moe_text": "one byte copy reached (Qwen3.5-35B-A3B's imag
 # issue 15, converter classes without a transformers class: Nanbeige4.2-3B's config.json is reached only as quoted
 # in other projects' notes and tests (none byte for byte); openPangu-Embedded-7B-V1.1's in one GitHub mirror
 FEWER["nanbeige"] = "no byte copy of a released config.json reached (Nanbeige4.2-3B publishes on the Hub only)"
+FEWER["pangu_embedded"] = "one copy reached (openPangu-Embedded-7B-V1.1, a mirror); the others publish on GitCode/the Hub"
