@@ -257,3 +257,6 @@ RULES.update({
                                      "head_dim": COUNT, "num_heads": COUNT, "short_conv_kernel_size": COUNT}),
     "moe_router_activation_func": STRING,
 })
+# Nanbeige 4.2 (nanbeige): how many times the stored layers run, and whether the final norm closes only the last
+# pass (its config.json is read as written, so no class default types them)
+RULES.update({"num_loops": COUNT, "skip_loop_final_norm": BOOL})

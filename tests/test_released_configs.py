@@ -249,3 +249,7 @@ FEWER.update({"qwen3_5_text": "no byte copy of a Qwen3_5ForCausalLM config.json 
                               "are the image-text wrappers; the copies found are truncated tool outputs)"})
 FEWER.update({"qwen3_5_moe_text": "one byte copy reached (Qwen3.5-35B-A3B's image-text wrapper); the other copies found "
                                   "are transcriptions or truncated tool outputs"})
+# issue 15, converter classes without a transformers class: Nanbeige4.2-3B's config.json is reached only as quoted
+# in other projects' notes and tests (none byte for byte); openPangu-Embedded-7B-V1.1's in one GitHub mirror
+FEWER["nanbeige"] = "no byte copy of a released config.json reached (Nanbeige4.2-3B publishes on the Hub only)"
+FEWER["pangu_embedded"] = "one copy reached (openPangu-Embedded-7B-V1.1, a mirror); the others publish on GitCode/the Hub"
