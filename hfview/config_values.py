@@ -257,3 +257,5 @@ RULES.update({
                                      "head_dim": COUNT, "num_heads": COUNT, "short_conv_kernel_size": COUNT}),
     "moe_router_activation_func": STRING,
 })
+# Qwen3-Next / Qwen3.5: the MTP block count (the converter counts the stored mtp.layers where none is stated)
+RULES.update({"mtp_num_hidden_layers": ZERO_OR_COUNT})
