@@ -104,6 +104,7 @@ class HfCheckpoint:
         config_values.check_against_tensors(config, [t.shape for t in self._stored.values()], config_path)
         self.hparams = family.normalise(hparams)
         family.check(self.hparams, config_path)
+        self.hparams = family.stored_hparams(self.hparams, self._stored)
         self.block_count = config_values.layer_count(self.hparams)
         if self.block_count is None:
             raise ConfigError(f"{config_path}: no layer count ({' / '.join(config_values.LAYER_COUNTS)}); "

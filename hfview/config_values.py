@@ -260,3 +260,5 @@ RULES.update({
 # Nanbeige 4.2 (nanbeige): how many times the stored layers run, and whether the final norm closes only the last
 # pass (its config.json is read as written, so no class default types them)
 RULES.update({"num_loops": COUNT, "skip_loop_final_norm": BOOL})
+# Qwen3-Next / Qwen3.5: the MTP block count (the converter counts the stored mtp.layers where none is stated)
+RULES.update({"mtp_num_hidden_layers": ZERO_OR_COUNT})

@@ -184,6 +184,12 @@ class Family:
     # Blocks the converter writes past the layer count (GLM-4.5's next-token-prediction layers, which it keeps
     # unless --no-mtp): counted in block_count, their tensors under blk.{n}... as stored after the trunk
     extra_blocks: Callable[[dict], int] = lambda h: 0
+    # What the converter reads into its hyperparameters from the stored tensors' names (Qwen3-Next's MTP layer
+    # count, which its config does not state): gets the checked hparams and the stored tensors, returns hparams
+    stored_hparams: Callable[[dict, dict[str, StoredTensor]], dict] = lambda h, stored: h
+    # The converter's renames of a stored name (after converter_name) before its tensor map (Qwen3-Next's
+    # mtp.layers.{i}.* read as model.layers.{num_hidden_layers + i}.*): rules match the renamed name
+    rename: Callable[[str, dict], str] = lambda name, h: name
 
     def arch_of(self, h: dict) -> str:
         return self.gguf_arch_for(h) if self.gguf_arch_for is not None else self.gguf_arch
@@ -241,7 +247,7 @@ def plan_tensors(family: Family, stored_tensors: dict[str, StoredTensor], h: dic
                     for g in {r.group for r in family.tensors if isinstance(r, Stacked) and r.group}}
     seen: set[str] = set()
     for hf_name, tensor in stored_tensors.items():
-        name = converter_name(hf_name).removeprefix(family.optional_prefix)
+        name = family.rename(converter_name(hf_name).removeprefix(family.optional_prefix), h)
         if name.endswith(_DROPPED_SUFFIXES):
             continue
         for rule, rx in compiled:

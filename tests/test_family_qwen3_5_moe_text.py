@@ -1,6 +1,7 @@
 """Qwen3.5-MoE text (Qwen3.5's hybrid with a mixture and shared expert in every layer): converter bytes at every
-outtype (the converter run with --no-mtp), llama.cpp logits, refusals, the image-text wrapper read as its text model,
-the released Qwen3.5-35B-A3B config through the view's config path."""
+outtype (the converter run with --no-mtp on the fixtures transformers writes; without it on qwen3_5_moe-mm-mtp, which
+carries the released MTP layer), llama.cpp logits, refusals, the image-text wrapper read as its text model, the
+released Qwen3.5-35B-A3B config through the view's config path."""
 import pytest
 
 from converter_ceiling import check_within_ceiling
@@ -10,8 +11,24 @@ from family_variants import assert_refused
 from released_config import config_path_kv, released_configs
 
 FIXTURES = ["qwen3_5_moe_text", "qwen3_5_moe-mm"]
-test_export, _ = oracle_tests("qwen3_5_moe_text", FIXTURES)
+test_export, _ = oracle_tests("qwen3_5_moe_text", [*FIXTURES, "qwen3_5_moe-mm-mtp"])
 _, test_logits = oracle_tests("qwen3_5_moe_text", FIXTURES, outtypes=["f32", "f16", "auto"])
+_, test_logits_mtp = oracle_tests("qwen3_5_moe_text", ["qwen3_5_moe-mm-mtp"], outtypes=["f32"])
+
+
+def test_mtp_layer_is_written_as_an_extra_block(checkpoint):
+    """The wrapper's top-level mtp.layers.0.* is block 4 with its mixture and shared expert, its nextn tensors,
+    block_count 5 and nextn_predict_layers 1."""
+    from hfview import HfCheckpoint
+
+    view = HfCheckpoint(checkpoint("qwen3_5_moe-mm-mtp"), "f32")
+    kv = {k.key: k.value for k in view.kv}
+    assert kv["qwen35moe.block_count"] == 5 and kv["qwen35moe.nextn_predict_layers"] == 1
+    assert kv["qwen35moe.attention.recurrent_layers"] == [True, True, True, False, False]
+    names = {t.name for t in view.tensors}
+    for name in ("blk.4.nextn.eh_proj.weight", "blk.4.nextn.shared_head_norm.weight", "blk.4.attn_q.weight",
+                 "blk.4.ffn_gate_inp.weight", "blk.4.ffn_down_exps.weight", "blk.4.ffn_gate_inp_shexp.weight"):
+        assert name in names, name
 
 
 def test_defaults_match_transformers():

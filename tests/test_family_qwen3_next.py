@@ -1,8 +1,9 @@
 """Qwen3-Next (Gated DeltaNet + gated attention hybrid, a mixture with a shared expert in every layer): converter
-bytes at every outtype (the converter run with --no-mtp: transformers writes no MTP layer, so the fixtures carry
-none), llama.cpp logits under the ordinary bar at f32 (and f16 on the bf16 fixture), against the measured ceiling
-of the converter's own file at the 16-bit outtypes that miss it, the released config through the view's config path,
-refusals of what llama.cpp's qwen3next cannot run."""
+bytes at every outtype (qwen3_next, qwen3_next-f32: transformers writes no MTP layer, so they carry none and the
+converter runs with --no-mtp; qwen3_next-mtp: the released MTP layer added, converted without it), llama.cpp logits
+under the ordinary bar at f32 (and f16 on the bf16 fixture), against the measured ceiling of the converter's own
+file at the 16-bit outtypes that miss it, the released config through the view's config path, refusals of what
+llama.cpp's qwen3next cannot run."""
 import json
 from pathlib import Path
 
@@ -15,8 +16,8 @@ from family_variants import assert_refused
 from released_config import config_path_kv, released_configs
 
 FIXTURES = ["qwen3_next", "qwen3_next-f32"]
-test_export, _ = oracle_tests("qwen3_next", FIXTURES)
-_, test_logits = oracle_tests("qwen3_next", FIXTURES, outtypes=["f32"])
+test_export, _ = oracle_tests("qwen3_next", [*FIXTURES, "qwen3_next-mtp"])
+_, test_logits = oracle_tests("qwen3_next", [*FIXTURES, "qwen3_next-mtp"], outtypes=["f32"])
 _, test_logits_f16 = oracle_tests("qwen3_next", ["qwen3_next"], outtypes=["f16"])
 
 
@@ -96,9 +97,66 @@ def test_layer_types_from_full_attention_interval(checkpoint, tmp_path):
         HfCheckpoint(path, "f32")
 
 
-def test_mtp_tensors_are_refused_by_name(checkpoint, tmp_path):
-    """A checkpoint carrying the released multi-token-prediction layer (mtp.*) is refused naming the tensor, not
-    silently presented as --no-mtp would convert it."""
+def test_mtp_layer_is_written_as_an_extra_block(checkpoint):
+    """The stored mtp.layers.0.* is block 4 (after num_hidden_layers 4): its attention and mixture under the trunk's
+    names, mtp.fc / pre_fc_norm_embedding / pre_fc_norm_hidden / norm as its nextn tensors ((1 + w) norms), block_count
+    5, nextn_predict_layers 1 (Qwen3-Next's config states no count: the stored layers give it), not recurrent."""
+    import numpy as np
+    from safetensors.torch import load_file
+
+    from hfview import HfCheckpoint
+
+    path = checkpoint("qwen3_next-mtp")
+    view = HfCheckpoint(path, "f32")
+    kv = {k.key: k.value for k in view.kv}
+    assert kv["qwen3next.block_count"] == 5 and kv["qwen3next.nextn_predict_layers"] == 1
+    assert kv["qwen3next.attention.recurrent_layers"] == [True, True, True, False, False]
+    names = [t.name for t in view.tensors]
+    for leaf in ("eh_proj", "enorm", "hnorm", "shared_head_norm"):
+        assert f"blk.4.nextn.{leaf}.weight" in names
+    for name in ("blk.4.attn_q.weight", "blk.4.attn_q_norm.weight", "blk.4.ffn_gate_inp.weight",
+                 "blk.4.ffn_down_exps.weight", "blk.4.ffn_gate_inp_shexp.weight", "blk.4.post_attention_norm.weight"):
+        assert name in names, name
+    assert names.index("blk.4.nextn.eh_proj.weight") > names.index("blk.3.attn_q.weight")  # after the trunk
+    stored = load_file(str(path / "model.safetensors"))["mtp.pre_fc_norm_hidden.weight"]  # bfloat16
+    # 1 + w in float32, the converter's working dtype for a bfloat16 tensor
+    assert np.array_equal(view.read_tensor("blk.4.nextn.hnorm.weight"), stored.float().numpy() + np.float32(1))
+
+
+def _with_tensors(src: Path, dst: Path, edit, **config) -> Path:
+    """`dst` holding `src`'s files, model.safetensors rewritten as edit(its tensors) returns them, config.json with
+    `config` applied."""
+    from safetensors.torch import load_file, save_file
+
+    dst.mkdir()
+    for f in src.iterdir():
+        if f.name not in ("model.safetensors", "config.json"):
+            (dst / f.name).symlink_to(f)
+    save_file(edit(load_file(str(src / "model.safetensors"))), str(dst / "model.safetensors"),
+              metadata={"format": "pt"})
+    stated = json.loads((src / "config.json").read_text(encoding="utf-8"))
+    (dst / "config.json").write_text(json.dumps({**stated, **config}), encoding="utf-8")
+    return dst
+
+
+def test_a_checkpoint_without_mtp_tensors_presents_as_no_mtp_converts_it(checkpoint, tmp_path):
+    """The MTP fixture with its mtp.* tensors removed (as transformers saves a fine-tune): the trunk alone, as
+    --no-mtp writes it (the converter without --no-mtp stops there), no nextn_predict_layers."""
+    from hfview import HfCheckpoint
+
+    src = checkpoint("qwen3_next-mtp")
+    dst = _with_tensors(src, tmp_path / "trunk_only",
+                        lambda tensors: {k: v for k, v in tensors.items() if not k.startswith("mtp.")})
+    trunk, full = HfCheckpoint(dst, "f32"), HfCheckpoint(src, "f32")
+    assert [t.name for t in trunk.tensors] == [t.name for t in full.tensors if not t.name.startswith("blk.4.")]
+    kv = {k.key: k.value for k in trunk.kv}
+    assert kv["qwen3next.block_count"] == 4 and "qwen3next.nextn_predict_layers" not in kv
+    assert kv["qwen3next.attention.recurrent_layers"] == [True, True, True, False]
+
+
+def test_mtp_tensors_without_an_mtp_layer_are_refused_by_name(checkpoint, tmp_path):
+    """mtp.* tensors but no mtp.layers.{i}.* and no mtp_num_hidden_layers: the converter finds no MTP layer to write
+    and stops; the view refuses naming the tensor rather than guessing a count."""
     import shutil
 
     import numpy as np
@@ -119,3 +177,22 @@ def test_mtp_tensors_are_refused_by_name(checkpoint, tmp_path):
     (dst / "model.safetensors.index.json").write_text(json.dumps(index), encoding="utf-8")
     with pytest.raises(CheckpointError, match="mtp.fc.weight"):
         HfCheckpoint(dst, "f32")
+
+
+def test_a_stated_mtp_count_below_the_stored_layers_is_refused(checkpoint, tmp_path):
+    """mtp_num_hidden_layers (which Qwen3.5's releases state) gives the count where stated, the stored layers where
+    it is 0; a stored MTP layer past the stated count (the converter would place it past its MTP blocks) is refused
+    by name."""
+    from hfview import HfCheckpoint
+    from hfview.errors import ConfigError
+
+    src = checkpoint("qwen3_next-mtp")
+    zero = _with_tensors(src, tmp_path / "zero", dict, mtp_num_hidden_layers=0)
+    assert {k.key: k.value for k in HfCheckpoint(zero, "f32").kv}["qwen3next.block_count"] == 5
+
+    def second_layer(tensors):
+        layer_0 = tensors["mtp.layers.0.input_layernorm.weight"]
+        return {**tensors, "mtp.layers.1.input_layernorm.weight": layer_0.clone()}
+    two = _with_tensors(src, tmp_path / "two", second_layer, mtp_num_hidden_layers=1)
+    with pytest.raises(ConfigError, match="mtp_num_hidden_layers 1"):
+        HfCheckpoint(two, "f32")

@@ -4,7 +4,8 @@
 Qwen3.5's hybrid (qwen3_5_text.py: Gated DeltaNet layers with the value heads regrouped to tiled order, gated full
 attention every full_attention_interval-th layer, (1 + w) RMSNorms, interleaved M-RoPE) with Qwen2-MoE's mixture and
 its sigmoid-gated shared expert in every layer in place of the dense SwiGLU. The router's chosen weights are always
-renormalised, in transformers and in llama.cpp (the config has no norm_topk_prob).
+renormalised, in transformers and in llama.cpp (the config has no norm_topk_prob). The MTP layer (mtp.*) is
+presented as Qwen3.5's (qwen3_5_text.py), with its mixture.
 """
 from __future__ import annotations
 
@@ -15,7 +16,7 @@ from ..family import Family
 from .qwen2 import check_architecture, check_no_pooling, check_rope, check_silu
 from .qwen2_moe import SHARED_EXPERT, gpt2_vocab, mixture_tensors
 from .qwen3_5_text import HARMLESS as TEXT_HARMLESS, TENSORS as TEXT_TENSORS, mrope_parameters
-from .qwen3_next import check_hybrid, normalise
+from .qwen3_next import check_hybrid, extra_mtp_blocks, mtp_layers, mtp_rename, normalise
 
 # transformers 5.24's Qwen3_5MoeTextConfig defaults (layer_types is computed from full_attention_interval)
 DEFAULTS = {
@@ -38,7 +39,7 @@ READS = frozenset({
     "partial_rotary_factor", "hidden_act", "tie_word_embeddings", "attention_bias", "linear_conv_kernel_dim",
     "linear_key_head_dim", "linear_value_head_dim", "linear_num_key_heads", "linear_num_value_heads", "layer_types",
     "full_attention_interval", "num_experts", "num_experts_per_tok", "moe_intermediate_size",
-    "shared_expert_intermediate_size",
+    "shared_expert_intermediate_size", "mtp_num_hidden_layers",  # MTP: as qwen3_5_text's
 })
 # norm_topk_prob: always renormalised, as said above; mlp_only_layers: Qwen3.5-35B-A3B states it empty, which
 # Qwen3_5MoeTextConfig does not define (every layer is a mixture)
@@ -79,4 +80,7 @@ FAMILY = Family(
     vocab=gpt2_vocab,
     check=check,
     normalise=normalise,
+    extra_blocks=extra_mtp_blocks,
+    stored_hparams=mtp_layers,
+    rename=mtp_rename,
 )

@@ -14,7 +14,10 @@ Qwen3_5ForConditionalGeneration (the image-text checkpoints Qwen3.5 is released 
 text_config over the top level, the text weights' `language_model.` prefix dropped, the vision tower (model.visual.)
 left out, as the converter's text conversion does.
 
-The view presents what the converter writes with --no-mtp and refuses a checkpoint carrying MTP tensors by name.
+The multi-token-prediction layer every release stores (mtp.*, beside model.language_model.) is presented as the
+converter writes it without --no-mtp, as Qwen3-Next's (qwen3_next.py): block num_hidden_layers, a full-attention layer
+with its dense SwiGLU, and its nextn tensors; mtp_num_hidden_layers (which the releases state) is the block count. A
+checkpoint without mtp.* tensors is presented as --no-mtp converts it.
 """
 from __future__ import annotations
 
@@ -29,7 +32,8 @@ from ..gguf_layout import KV, ValueType
 from ..views import NEG_EXP, OFFSET_ONE, ColumnSelection, RowPermutation, RowSelection
 from .qwen2 import check_architecture, check_no_pooling, check_rope, check_silu
 from .qwen2_moe import LM_HEAD, gpt2_vocab
-from .qwen3_next import MTP_REFUSED, check_hybrid, hybrid_parameters, normalise, on
+from .qwen3_next import (NEXTN_TENSORS, check_hybrid, extra_mtp_blocks, hybrid_parameters, mtp_layers, mtp_rename,
+                         normalise, on)
 
 # transformers 5.24's Qwen3_5TextConfig defaults (layer_types is computed from full_attention_interval)
 DEFAULTS = {
@@ -50,11 +54,12 @@ READS = frozenset({
     "rope_theta", "partial_rotary_factor", "hidden_act", "tie_word_embeddings", "attention_bias",
     "linear_conv_kernel_dim", "linear_key_head_dim", "linear_value_head_dim", "linear_num_key_heads",
     "linear_num_value_heads", "layer_types", "full_attention_interval",
+    "mtp_num_hidden_layers",  # the MTP block count where the checkpoint stores mtp.* tensors (qwen3_next.mtp_layers)
 })
 # Released Qwen3.5 configs carry these; Qwen3_5TextConfig does not define them and its model never reads them:
 # the output gate is always applied (q_proj's doubled rows), the DeltaNet state dtype is a kernel choice, and
-# the MTP layer is what the view refuses by its tensors (a config naming one without them is converted as --no-mtp)
-HARMLESS: Harmless = {"attn_output_gate": (True,), "mamba_ssm_dtype": ANY, "mtp_num_hidden_layers": ANY,
+# the MTP layer uses the trunk's embeddings (no mtp.embed_tokens, which the converter could not map)
+HARMLESS: Harmless = {"attn_output_gate": (True,), "mamba_ssm_dtype": ANY,
                       "mtp_use_dedicated_embeddings": (False,),
                       # the image-text wrapper's vision tower and image/video tokens, which a text forward never touches
                       **dict.fromkeys(("vision_config", "image_token_id", "video_token_id", "vision_start_token_id",
@@ -103,7 +108,7 @@ def _out_columns(sources, h):
 
 _TILED = "value heads tiled"
 TENSORS = (
-    *MTP_REFUSED,
+    *NEXTN_TENSORS,
     # the image-text wrapper (text weights under model.language_model., renamed as the converter does): its vision
     # tower, which the converter's text conversion leaves out
     Skip("model.visual.{rest}"),
@@ -184,4 +189,7 @@ FAMILY = Family(
     vocab=gpt2_vocab,
     check=check,
     normalise=normalise,
+    extra_blocks=extra_mtp_blocks,
+    stored_hparams=mtp_layers,
+    rename=mtp_rename,
 )

@@ -10,8 +10,12 @@ permuted). Every layer ends in Qwen2-MoE's mixture with a sigmoid-gated shared e
 by (1 + w): each is stored as the offset, and the converter writes 1 + w (all but the gated DeltaNet norm).
 
 The released checkpoints carry a multi-token-prediction layer (mtp.*), which transformers ignores; the converter
-needs it or --no-mtp. The view presents what --no-mtp writes (the trunk alone), and refuses a checkpoint that
-carries MTP tensors by name rather than dropping what the converter would write.
+writes it unless --no-mtp (and without --no-mtp stops on a checkpoint that has none). The view presents it as the
+converter writes it: mtp.layers.{i}.* as block num_hidden_layers + i (a full-attention layer with its mixture, under
+the trunk's rules: blk.{n}.*), mtp.fc / pre_fc_norm_embedding / pre_fc_norm_hidden / norm as that block's
+nextn.eh_proj / enorm / hnorm / shared_head_norm ((1 + w) norms, as the trunk's), block_count counting the MTP
+blocks, nextn_predict_layers, and recurrent_layers false for them; llama.cpp runs the trunk alone, as transformers
+does. A checkpoint without mtp.* tensors (as transformers saves one) is presented as --no-mtp converts it.
 """
 from __future__ import annotations
 
@@ -22,7 +26,7 @@ import numpy as np
 
 from ..config import Harmless
 from ..errors import CheckpointError, ConfigError
-from ..family import Family, Split, Tensor, stored
+from ..family import Family, Split, Tensor, converter_name, stored
 from ..gguf_layout import KV, ValueType
 from ..params import u32
 from ..views import NEG_EXP, OFFSET_ONE, RowSelection
@@ -53,6 +57,7 @@ READS = frozenset({
     "linear_num_value_heads", "layer_types", "full_attention_interval",
     "num_experts", "num_experts_per_tok", "moe_intermediate_size", "shared_expert_intermediate_size",
     "norm_topk_prob", "decoder_sparse_step", "mlp_only_layers",  # checked: every layer a mixture
+    "mtp_num_hidden_layers",  # the MTP block count where stated (Qwen3-Next's releases state none: the tensors say)
 })
 # Qwen3-Next-80B-A3B's config states it false; Qwen3NextConfig does not define it and no layer slides
 HARMLESS: Harmless = {"use_sliding_window": (False,)}
@@ -84,19 +89,12 @@ def _qkvz_part(part: str):
     return make
 
 
-def _mtp_refused(sources, h):
-    raise CheckpointError(f"{sources[0].path.name}: tensor {sources[0].name!r} is one of Qwen3-Next's "
-                          f"multi-token-prediction layers, which the view does not present yet (the converter "
-                          f"writes them as extra blocks, or drops them with --no-mtp); remove the mtp.* tensors to "
-                          f"run the trunk as --no-mtp converts it")
-
-
 def on(kind: str, make=stored):
     """The view of a tensor that belongs to a layer of one kind ("linear_attention" / "full_attention"): refused
     where layer_types gives its layer the other kind (the config does not describe these weights)."""
     def check_kind(sources, h):
         src = sources[0]
-        bid = int(re.search(r"layers\.(\d+)\.", src.name).group(1))
+        bid = int(re.search(r"layers\.(\d+)\.", mtp_rename(converter_name(src.name), h)).group(1))  # MTP: past n
         if bid < len(h["layer_types"]) and h["layer_types"][bid] != kind:
             raise CheckpointError(f"{src.path.name}: tensor {src.name!r} belongs to a {kind} layer, but layer_types "
                                   f"makes layer {bid} {h['layer_types'][bid]}: the config does not describe these "
@@ -108,12 +106,82 @@ def on(kind: str, make=stored):
 _LIN = on("linear_attention")
 
 
-# the released multi-token-prediction layer, under either prefix the converter takes (shared with Qwen3.5)
-MTP_REFUSED = (Tensor("mtp.{rest}", "mtp", _mtp_refused, required=False),
-               Tensor("model.mtp.{rest}", "mtp", _mtp_refused, required=False))
+# ---------------------------------------------------------------- the multi-token-prediction layers
+# (shared with Qwen3.5). The converter takes them under mtp. or model.mtp.; it reads mtp.layers.{i}.* (a full-attention
+# decoder layer of the family's own kind) as model.layers.{num_hidden_layers + i}.*, and the layer's own tensors
+# as that first MTP block's nextn tensors; then its tensor rules apply to them as to the trunk's.
+MTP_LAYERS = "mtp layers (stored)"  # the hparams entry mtp_layers adds: how many MTP blocks the converter writes
+_MTP_OWN = {"fc": "eh_proj", "pre_fc_norm_embedding": "enorm", "pre_fc_norm_hidden": "hnorm",
+            "norm": "shared_head.norm"}
+
+
+def _mtp_parts(name: str) -> list[str] | None:
+    """A stored name under mtp. or model.mtp. split as the converter splits it (None: not an MTP tensor)."""
+    name = name.removeprefix("model.") if name.startswith("model.mtp.") else name
+    return name.split(".", 3) if name.startswith("mtp.") else None
+
+
+def _mtp_layer(parts: list[str]) -> int | None:
+    return int(parts[2]) if len(parts) == 4 and parts[1] == "layers" and parts[2].isdecimal() else None
+
+
+def mtp_rename(name: str, h: dict) -> str:
+    """The converter's MTP renames: mtp.layers.{i}.X -> model.layers.{n + i}.X, mtp.fc / pre_fc_norm_embedding /
+    pre_fc_norm_hidden / norm -> model.layers.{n}.eh_proj / enorm / hnorm / shared_head.norm (n: num_hidden_layers);
+    model.mtp.* read as mtp.*; any other mtp.* name is kept (refused by name below: the converter cannot map it)."""
+    parts = _mtp_parts(name)
+    if parts is None:
+        return name
+    n = h["num_hidden_layers"]
+    if (i := _mtp_layer(parts)) is not None:
+        return f"model.layers.{n + i}.{parts[3]}"
+    if len(parts) == 3 and parts[1] in _MTP_OWN:
+        return f"model.layers.{n}.{_MTP_OWN[parts[1]]}.{parts[2]}"
+    return ".".join(parts)
+
+
+def mtp_layers(h: dict, stored: dict) -> dict:
+    """The MTP block count the converter writes without --no-mtp: mtp_num_hidden_layers where the config states one,
+    else one more than the highest stored mtp.layers.{i}. A checkpoint with no mtp.* tensor (as transformers saves
+    one) is presented as --no-mtp converts it: 0 (the converter without --no-mtp stops on it)."""
+    names = [n for n in stored if _mtp_parts(converter_name(n)) is not None]
+    if not names:
+        return {**h, MTP_LAYERS: 0}
+    found = [i for n in names if (i := _mtp_layer(_mtp_parts(converter_name(n)))) is not None]
+    count = h.get("mtp_num_hidden_layers") or (max(found) + 1 if found else 0)
+    if not count:
+        raise CheckpointError(f"{stored[names[0]].path.name}: tensor {names[0]!r} is part of a multi-token-prediction "
+                              f"layer, but the checkpoint stores no mtp.layers.{{i}}.* decoder tensors and the config "
+                              f"states no mtp_num_hidden_layers: the converter finds no MTP layer to write and stops; "
+                              f"remove the mtp.* tensors to run the trunk as --no-mtp converts it")
+    if found and max(found) >= count:
+        raise ConfigError(f"mtp_num_hidden_layers {count}, but the checkpoint stores MTP layer {max(found)} "
+                          f"(mtp.layers.{max(found)}.*): the converter would place it past its {count} MTP blocks")
+    return {**h, MTP_LAYERS: count}
+
+
+def extra_mtp_blocks(h: dict) -> int:
+    return h.get(MTP_LAYERS, 0)
+
+
+def _mtp_unknown(sources, h):
+    raise CheckpointError(f"{sources[0].path.name}: tensor {sources[0].name!r} is a multi-token-prediction tensor "
+                          f"the converter does not map (it maps mtp.layers.{{i}}.*, mtp.fc, mtp.pre_fc_norm_embedding, "
+                          f"mtp.pre_fc_norm_hidden and mtp.norm) and would stop on")
+
+
+# the MTP layer's own tensors, as the converter names them after its renames (its (1 + w) norms as the trunk's)
+NEXTN_TENSORS = (
+    Tensor("mtp.{rest}", "mtp", _mtp_unknown, required=False),
+    Tensor(_L + "eh_proj.weight", "blk.{bid}.nextn.eh_proj.weight", required=False),
+    Tensor(_L + "enorm.weight", "blk.{bid}.nextn.enorm.weight", steps=(OFFSET_ONE,), required=False),
+    Tensor(_L + "hnorm.weight", "blk.{bid}.nextn.hnorm.weight", steps=(OFFSET_ONE,), required=False),
+    Tensor(_L + "shared_head.norm.weight", "blk.{bid}.nextn.shared_head_norm.weight", steps=(OFFSET_ONE,),
+           required=False),
+)
 
 TENSORS = (
-    *MTP_REFUSED,
+    *NEXTN_TENSORS,
     Tensor("model.embed_tokens.weight", "token_embd.weight"),
     Tensor("model.norm.weight", "output_norm.weight", steps=(OFFSET_ONE,)),
     LM_HEAD,
@@ -190,6 +258,9 @@ def hybrid_parameters(h: dict, arch: str, block_count: int, file_type: int) -> l
     recurrent, the attention interval (the converter's 4 whatever the config says: transformers does not keep the
     key, and llama.cpp reads the recurrent layers instead) and the rope width."""
     kv = mixture_parameters(arch)(h, block_count, file_type)
+    mtp = block_count - h["num_hidden_layers"]  # the MTP blocks: counted after the mixture's entries, not recurrent
+    if mtp > 0:
+        kv.append(u32(f"{arch}.nextn_predict_layers", mtp))
     rope_dim = h.get("head_dim") or h["hidden_size"] // h["num_attention_heads"]
     return kv + [
         u32(f"{arch}.ssm.conv_kernel", h["linear_conv_kernel_dim"]),
@@ -198,7 +269,7 @@ def hybrid_parameters(h: dict, arch: str, block_count: int, file_type: int) -> l
         u32(f"{arch}.ssm.time_step_rank", h["linear_num_value_heads"]),
         u32(f"{arch}.ssm.inner_size", h["linear_value_head_dim"] * h["linear_num_value_heads"]),
         KV(f"{arch}.attention.recurrent_layers", ValueType.ARRAY,
-           [t == "linear_attention" for t in h["layer_types"]], ValueType.BOOL),
+           [t == "linear_attention" for t in h["layer_types"]] + [False] * mtp, ValueType.BOOL),
         u32(f"{arch}.full_attention_interval", 4),
         u32(f"{arch}.rope.dimension_count", int(rope_dim * h["rope_parameters"]["partial_rotary_factor"])),
     ]
@@ -220,4 +291,7 @@ FAMILY = Family(
     vocab=gpt2_vocab,
     check=check,
     normalise=normalise,
+    extra_blocks=extra_mtp_blocks,
+    stored_hparams=mtp_layers,
+    rename=mtp_rename,
 )
