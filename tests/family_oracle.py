@@ -49,7 +49,10 @@ def check_export(name: str, outtype: str, checkpoint, converted, tmp_path) -> No
         pytest.fail(f"{name} --outtype {outtype}: {oracle.first_difference(ours, theirs)}")
 
 
-def check_logits(name: str, outtype: str, checkpoint, *, bar: float = NMSE_BAR) -> float:
+def check_logits(name: str, outtype: str, checkpoint, *, bar: float = NMSE_BAR, reference=None,
+                 against: str = "transformers") -> float:
+    """llama.cpp fed from the view of fixture `name` vs transformers over `reference` (the fixture itself, or a
+    twin of its weights in an equivalent transformers class where transformers has none of its own)."""
     from hfview import HfCheckpoint
     from runner.stream import StreamModel
 
@@ -58,12 +61,29 @@ def check_logits(name: str, outtype: str, checkpoint, *, bar: float = NMSE_BAR) 
         ids = m.tokenize(PROMPT)[:16]  # llama.cpp's tokenizer over the view's vocabulary; both get these ids
         assert len(ids) == 16
         ours = m.logits(ids)
-    ref = transformers_logits(path, ids)
+    ref = transformers_logits(reference or path, ids)
     assert ours.shape == ref.shape
     value = nmse(ours, ref)
-    print(f"{name} {outtype}: NMSE {value:.3e}, top-1 agreement {np.mean(ours.argmax(-1) == ref.argmax(-1)):.3f}")
+    print(f"{name} {outtype}: NMSE {value:.3e} against {against}, top-1 agreement "
+          f"{np.mean(ours.argmax(-1) == ref.argmax(-1)):.3f}")
     assert value < bar, f"{name} {outtype}: NMSE {value:.3e} >= {bar}"
     return value
+
+
+def twin_logits_test(family: str, fixtures: list[str], make_twin, label: str):
+    """test_logits for a family transformers has no class for: the reference is an equivalent transformers class
+    (`label`) over the same weights, which make_twin(checkpoint_dir, out_dir) writes once per session."""
+    @pytest.mark.parametrize("outtype", OUTTYPES)
+    @pytest.mark.parametrize("name", fixtures)
+    def test_logits(name, outtype, checkpoint, tmp_path_factory, record_property):
+        record_property("family", family)
+        record_property("oracle", "logits")
+        path = checkpoint(name)
+        twin = tmp_path_factory.getbasetemp() / f"{path.name}-{label.lower()}-twin"
+        if not (twin / "model.safetensors").is_file():
+            make_twin(path, twin)
+        check_logits(name, outtype, checkpoint, reference=twin, against=f"its {label} twin")
+    return test_logits
 
 
 def oracle_tests(family: str, fixtures: list[str], *, outtypes=OUTTYPES, export_xfail: str | None = None):

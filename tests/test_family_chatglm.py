@@ -10,12 +10,10 @@ by the layer number and multiplies back before the softmax. So a Glm twin of the
 tensors renamed, the same config) run by transformers is the reference for llama.cpp fed from the view.
 """
 import json
-import shutil
 
-import numpy as np
 import pytest
 
-from family_oracle import NMSE_BAR, OUTTYPES, PROMPT, nmse, oracle_tests, transformers_logits
+from family_oracle import oracle_tests, twin_logits_test
 from family_variants import assert_refused
 
 test_export, _ = oracle_tests("chatglm", ["chatglm"])
@@ -59,27 +57,7 @@ def glm_twin(src, out):
     return out
 
 
-@pytest.mark.parametrize("outtype", OUTTYPES)
-@pytest.mark.parametrize("name", ["chatglm"])
-def test_logits(name, outtype, checkpoint, tmp_path_factory, record_property):
-    from hfview import HfCheckpoint
-    from runner.stream import StreamModel
-
-    record_property("family", "chatglm")
-    record_property("oracle", "logits")
-    path = checkpoint(name)
-    twin = tmp_path_factory.getbasetemp() / f"{path.name}-glm-twin"
-    if not (twin / "model.safetensors").is_file():
-        glm_twin(path, twin)
-    with StreamModel(HfCheckpoint(path, outtype), n_ctx=64) as m:
-        ids = m.tokenize(PROMPT)[:16]
-        assert len(ids) == 16
-        ours = m.logits(ids)
-    ref = transformers_logits(twin, ids)
-    value = nmse(ours, ref)
-    print(f"{name} {outtype}: NMSE {value:.3e} against its Glm twin, top-1 agreement "
-          f"{np.mean(ours.argmax(-1) == ref.argmax(-1)):.3f}")
-    assert value < NMSE_BAR, f"{name} {outtype}: NMSE {value:.3e} >= {NMSE_BAR}"
+test_logits = twin_logits_test("chatglm", ["chatglm"], glm_twin, "Glm")
 
 
 def test_inv_freq_buffer_dropped_and_qkv_kept_fused(checkpoint):

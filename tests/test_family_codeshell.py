@@ -14,10 +14,9 @@ llama.cpp fed from the view.
 """
 import json
 
-import numpy as np
 import pytest
 
-from family_oracle import NMSE_BAR, OUTTYPES, PROMPT, nmse, oracle_tests, transformers_logits
+from family_oracle import oracle_tests, twin_logits_test
 from family_variants import assert_refused
 
 test_export, _ = oracle_tests("codeshell", ["codeshell"])
@@ -55,27 +54,7 @@ def starcoder2_twin(src, out):
     return out
 
 
-@pytest.mark.parametrize("outtype", OUTTYPES)
-@pytest.mark.parametrize("name", ["codeshell"])
-def test_logits(name, outtype, checkpoint, tmp_path_factory, record_property):
-    from hfview import HfCheckpoint
-    from runner.stream import StreamModel
-
-    record_property("family", "codeshell")
-    record_property("oracle", "logits")
-    path = checkpoint(name)
-    twin = tmp_path_factory.getbasetemp() / f"{path.name}-starcoder2-twin"
-    if not (twin / "model.safetensors").is_file():
-        starcoder2_twin(path, twin)
-    with StreamModel(HfCheckpoint(path, outtype), n_ctx=64) as m:
-        ids = m.tokenize(PROMPT)[:16]
-        assert len(ids) == 16
-        ours = m.logits(ids)
-    ref = transformers_logits(twin, ids)
-    value = nmse(ours, ref)
-    print(f"{name} {outtype}: NMSE {value:.3e} against its Starcoder2 twin, top-1 agreement "
-          f"{np.mean(ours.argmax(-1) == ref.argmax(-1)):.3f}")
-    assert value < NMSE_BAR, f"{name} {outtype}: NMSE {value:.3e} >= {NMSE_BAR}"
+test_logits = twin_logits_test("codeshell", ["codeshell"], starcoder2_twin, "Starcoder2")
 
 
 @pytest.mark.parametrize("changes, message", [

@@ -13,7 +13,7 @@ import numpy as np
 import pytest
 
 import oracle
-from family_oracle import NMSE_BAR, OUTTYPES, PROMPT, check_export, nmse, transformers_logits
+from family_oracle import OUTTYPES, check_export, twin_logits_test
 
 FIXTURES = ["internlm2", "internlm2-gqa3"]
 
@@ -76,27 +76,7 @@ def llama_twin(src, out):
     return out
 
 
-@pytest.mark.parametrize("outtype", OUTTYPES)
-@pytest.mark.parametrize("name", FIXTURES)
-def test_logits(name, outtype, checkpoint, tmp_path_factory, record_property):
-    from hfview import HfCheckpoint
-    from runner.stream import StreamModel
-
-    record_property("family", "internlm2")
-    record_property("oracle", "logits")
-    path = checkpoint(name)
-    twin = tmp_path_factory.getbasetemp() / f"{path.name}-llama-twin"
-    if not (twin / "model.safetensors").is_file():
-        llama_twin(path, twin)
-    with StreamModel(HfCheckpoint(path, outtype), n_ctx=64) as m:
-        ids = m.tokenize(PROMPT)[:16]
-        assert len(ids) == 16
-        ours = m.logits(ids)
-    ref = transformers_logits(twin, ids)
-    value = nmse(ours, ref)
-    print(f"{name} {outtype}: NMSE {value:.3e} against its Llama twin, top-1 agreement "
-          f"{np.mean(ours.argmax(-1) == ref.argmax(-1)):.3f}")
-    assert value < NMSE_BAR, f"{name} {outtype}: NMSE {value:.3e} >= {NMSE_BAR}"
+test_logits = twin_logits_test("internlm2", FIXTURES, llama_twin, "Llama")
 
 
 def test_wqkv_rows_cover_each_row_once():
