@@ -111,9 +111,22 @@ class RowSegmentsScaled(ValueStep):
 
 
 OFFSET_ONE = ValueStep("1 + w", lambda x: x + x.dtype.type(1))
-# Correctly rounded (through float64) in the converter's working dtype. The converter's own exponential is
-# torch's, which lands one unit in the last place off now and then (about 1% of float32 values on x86).
-NEG_EXP = ValueStep("-exp(w)", lambda x: (-np.exp(x.astype(np.float64))).astype(x.dtype))
+
+
+def _neg_exp(x: np.ndarray) -> np.ndarray:
+    """-exp(w) as the converter computes it: torch's exponential in the working dtype (f16 as stored, the rest
+    widened to f32). Torch's vectorised exp is not correctly rounded (one unit in the last place off on ~0.1% of
+    bf16-representable inputs, far more of arbitrary f32 ones, depending on the CPU's vector unit), so where torch
+    is installed the view asks it and gets the converter's bits on this machine; without torch, the correctly
+    rounded value (through float64)."""
+    try:
+        import torch
+    except ImportError:
+        return (-np.exp(x.astype(np.float64))).astype(x.dtype)
+    return (-torch.exp(torch.from_numpy(np.array(x)))).numpy()  # a copy: stored bytes are read-only
+
+
+NEG_EXP = ValueStep("-exp(w)", _neg_exp)
 
 
 # ---------------------------------------------------------------- views

@@ -1,7 +1,7 @@
 """Granite 4.0 hybrids (GraniteMoeHybridForCausalLM -> llama.cpp granitehybrid): both oracles on a
 granite-4.0-h-tiny-style fixture (Mamba-2 and attention layers, experts and a shared expert, tied) and a
-granite-4.0-h-micro-style dense one (the shared MLP as each layer's FFN), with A compared as in
-test_family_mamba (correctly rounded on our side, within one ulp of the converter's torch exponential).
+granite-4.0-h-micro-style dense one (the shared MLP as each layer's FFN), A = -exp(A_log) by the
+converter's torch exponential, byte for byte.
 layer_types in transformers 5's spelling is read as the same layers: its byte oracle is the converter on the
 same checkpoint with the released spelling (the pinned converter finds no attention layer in the other).
 Bamba (BambaForCausalLM, the same converter class): bytes identical; its logits held to the measured ceiling of
@@ -13,9 +13,8 @@ import shutil
 import pytest
 
 import oracle
-from family_oracle import OUTTYPES, oracle_tests
+from family_oracle import OUTTYPES, check_export, oracle_tests
 from family_variants import assert_refused
-from test_family_mamba import export_within_one_ulp_of_a
 
 FIXTURES = ["granite-4.0-h", "granite-4.0-h-dense", "bamba"]
 _, test_logits = oracle_tests("granitemoehybrid", ["granite-4.0-h", "granite-4.0-h-dense", "granite-4.0-h-saved"])
@@ -28,8 +27,7 @@ _RELEASED_SPELLING = {"linear_attention": "mamba", "full_attention": "attention"
 def test_export(name, outtype, checkpoint, converted, tmp_path, record_property):
     record_property("family", "granitemoehybrid")
     record_property("oracle", "bytes")
-    export_within_one_ulp_of_a(name, outtype, checkpoint, converted, tmp_path,
-                               a_source=lambda bid: f"model.layers.{bid}.mamba.A_log")
+    check_export(name, outtype, checkpoint, converted, tmp_path)
 
 
 @pytest.mark.parametrize("outtype", OUTTYPES)
@@ -49,8 +47,7 @@ def test_export_of_transformers_5_layer_names_is_the_converters_file_of_the_rele
         out = oracle.CACHE / "converted" / f"{path.name}-released-spelling-{outtype}.gguf"
         return oracle.made_once(out, lambda tmp: oracle.convert(copy, tmp, outtype))
 
-    export_within_one_ulp_of_a("granite-4.0-h-saved", outtype, checkpoint, converted, tmp_path,
-                               a_source=lambda bid: f"model.layers.{bid}.mamba.A_log")
+    check_export("granite-4.0-h-saved", outtype, checkpoint, converted, tmp_path)
 
 
 def test_layer_kinds_in_both_spellings(checkpoint):

@@ -1,13 +1,12 @@
 """Jamba (JambaForCausalLM -> llama.cpp jamba): both oracles on a Jamba-v0.1-style hybrid (Mamba-1 and attention
 layers, mixtures on alternate layers) and a float32 one with attention and experts in one layer; A = -exp(A_log)
-computed on read (within one unit in the last place of the converter's torch exponential); layer placements
+computed on read with the converter's torch exponential; layer placements
 llama.cpp cannot run refused by name."""
 import pytest
 
 from family_defaults import check_defaults
-from family_oracle import OUTTYPES, oracle_tests
+from family_oracle import OUTTYPES, check_export, oracle_tests
 from family_variants import assert_refused
-from test_family_mamba import export_within_one_ulp_of_a
 
 FIXTURES = ["jamba", "jamba-f32"]
 _, test_logits = oracle_tests("jamba", ["jamba"])
@@ -49,8 +48,7 @@ def within_the_converters_own_ceiling(family, name, outtype, checkpoint, convert
 def test_export(name, outtype, checkpoint, converted, tmp_path, record_property):
     record_property("family", "jamba")
     record_property("oracle", "bytes")
-    export_within_one_ulp_of_a(name, outtype, checkpoint, converted, tmp_path,
-                               a_source=lambda bid: f"model.layers.{bid}.mamba.A_log")
+    check_export(name, outtype, checkpoint, converted, tmp_path)
 
 
 def test_layer_kinds_from_periods(checkpoint):

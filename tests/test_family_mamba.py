@@ -3,7 +3,7 @@ bfloat16 one; A is presented as -exp(A_log), computed on read."""
 import numpy as np
 import pytest
 
-from family_oracle import OUTTYPES, oracle_tests
+from family_oracle import OUTTYPES, check_export, oracle_tests
 from family_variants import assert_refused
 
 FIXTURES = ["mamba", "mamba-untied", "falcon-mamba"]
@@ -41,40 +41,7 @@ def test_logits_bf16_within_the_ceiling_of_the_converters_own_file(name, checkpo
 def test_export(name, outtype, checkpoint, converted, tmp_path, record_property):
     record_property("family", "mamba")
     record_property("oracle", "bytes")
-    export_within_one_ulp_of_a(name, outtype, checkpoint, converted, tmp_path,
-                               a_source=lambda bid: f"backbone.layers.{bid}.mixer.A_log")
-
-
-def export_within_one_ulp_of_a(name, outtype, checkpoint, converted, tmp_path, a_source):
-    """The converter's file, byte for byte, except A = -exp(A_log): there the view's value is the correctly
-    rounded one and the converter's (torch's exponential) may be one unit in the last place off it. Every
-    other byte — header, KV, tensor infos, every other tensor — is compared exactly."""
-    from gguf import GGUFReader
-
-    from hfview import HfCheckpoint
-    from hfview.export import export
-
-    ours_path = export(HfCheckpoint(checkpoint(name), outtype), tmp_path / "ours.gguf")
-    theirs_path = converted(name, outtype)
-    ours, theirs = GGUFReader(ours_path), GGUFReader(theirs_path)
-    assert [t.name for t in ours.tensors] == [t.name for t in theirs.tensors]
-    stored = load_stored(checkpoint(name))
-    ulps = 0
-    for a, b in zip(ours.tensors, theirs.tensors):
-        assert (a.data_offset, a.tensor_type, list(a.shape)) == (b.data_offset, b.tensor_type, list(b.shape)), a.name
-        if not a.name.endswith(".ssm_a"):
-            assert a.data.tobytes() == b.data.tobytes(), a.name
-            continue
-        a_log = stored[a_source(a.name.split(".")[1])]
-        exact = (-np.exp(a_log.astype(np.float64))).astype(np.float32).reshape(a.data.shape)
-        assert np.array_equal(a.data, exact), a.name          # ours: correctly rounded
-        steps = np.abs(a.data.view(np.int32).astype(np.int64) - b.data.view(np.int32).astype(np.int64))
-        assert steps.max() <= 1, a.name                        # theirs: within one unit in the last place
-        ulps += int((steps == 1).sum())
-    with open(ours_path, "rb") as f, open(theirs_path, "rb") as g:  # everything before the data, exactly
-        head = ours.tensors[0].data_offset
-        assert f.read(head) == g.read(head)
-    print(f"{name} {outtype}: {ulps} A elements one ulp apart from the converter's")
+    check_export(name, outtype, checkpoint, converted, tmp_path)
 
 
 def load_stored(path):
@@ -88,12 +55,16 @@ def load_stored(path):
 
 
 def test_a_is_minus_exp_a_log(checkpoint):
+    import torch
+
     from hfview import HfCheckpoint
 
     path = checkpoint("mamba")
     stored = load_stored(path)["backbone.layers.1.mixer.A_log"]
     ckpt = HfCheckpoint(path, "f32")
-    assert np.array_equal(ckpt.read_tensor("blk.1.ssm_a"), (-np.exp(stored.astype(np.float64))).astype(np.float32))
+    a = ckpt.read_tensor("blk.1.ssm_a")
+    assert np.array_equal(a, -torch.exp(torch.from_numpy(stored)).numpy())  # the converter's arithmetic
+    assert np.abs(a.astype(np.float64) / -np.exp(stored.astype(np.float64)) - 1).max() < 2.4e-7  # about exp
     assert ckpt.read_tensor("blk.0.ssm_conv1d.weight").shape == (128, 4)
 
 
@@ -101,3 +72,24 @@ def test_a_is_minus_exp_a_log(checkpoint):
                                              ({"vocab_size": 50277}, "vocab_size 50277")])
 def test_configs_the_converter_or_llama_cpp_cannot_run_are_refused(checkpoint, tmp_path, change, message):
     assert_refused(checkpoint("mamba"), tmp_path, message, **change)
+
+
+def test_minus_exp_is_torchs_and_correctly_rounded_without_torch(monkeypatch):
+    """Over every bf16-representable input (as f32) and every f16 one: the step's bits are torch's exponential,
+    the converter's; with torch not importable they are the correctly rounded value instead."""
+    import sys
+
+    import torch
+
+    from hfview.views import NEG_EXP
+
+    bf16 = (np.arange(1 << 16, dtype=np.uint32) << 16).view(np.float32)
+    f16 = np.arange(1 << 16, dtype=np.uint16).view(np.float16)
+    for x in (bf16[np.isfinite(bf16) & (np.abs(bf16) < 80)], f16[np.isfinite(f16) & (np.abs(f16) < 10)]):
+        theirs = -torch.exp(torch.from_numpy(x.copy())).numpy()
+        exact = (-np.exp(x.astype(np.float64))).astype(x.dtype)
+        assert np.array_equal(NEG_EXP(x).view(np.uint8), theirs.view(np.uint8))
+        assert (theirs != exact).any()      # torch's exponential is not the correctly rounded one: this matters
+        with monkeypatch.context() as m:
+            m.setitem(sys.modules, "torch", None)
+            assert np.array_equal(NEG_EXP(x), exact)

@@ -1,10 +1,9 @@
-"""Mamba-2 (Mamba2ForCausalLM -> llama.cpp mamba2): both oracles on a Mamba-Codestral-style fixture (the A
-tensor compared as in test_family_mamba: correctly rounded on our side, within one ulp on the converter's)."""
+"""Mamba-2 (Mamba2ForCausalLM -> llama.cpp mamba2): both oracles on a Mamba-Codestral-style fixture (A =
+-exp(A_log) by the converter's torch exponential, byte for byte)."""
 import pytest
 
-from family_oracle import oracle_tests
+from family_oracle import check_export, oracle_tests
 from family_variants import assert_refused
-from test_family_mamba import export_within_one_ulp_of_a
 
 _, test_logits = oracle_tests("mamba2", ["mamba2"])
 
@@ -13,8 +12,7 @@ _, test_logits = oracle_tests("mamba2", ["mamba2"])
 def test_export(outtype, checkpoint, converted, tmp_path, record_property):
     record_property("family", "mamba2")
     record_property("oracle", "bytes")
-    export_within_one_ulp_of_a("mamba2", outtype, checkpoint, converted, tmp_path,
-                               a_source=lambda bid: f"backbone.layers.{bid}.mixer.A_log")
+    check_export("mamba2", outtype, checkpoint, converted, tmp_path)
 
 
 @pytest.mark.parametrize("change, message", [
