@@ -51,8 +51,9 @@ def check_export(name: str, outtype: str, checkpoint, converted, tmp_path) -> No
 
 def check_logits(name: str, outtype: str, checkpoint, *, bar: float = NMSE_BAR, reference=None,
                  against: str = "transformers") -> float:
-    """llama.cpp fed from the view of fixture `name` vs transformers over `reference` (the fixture itself, or a
-    twin of its weights in an equivalent transformers class where transformers has none of its own)."""
+    """llama.cpp fed from the view of fixture `name` vs transformers over `reference`: the fixture itself, a twin
+    of its weights in an equivalent transformers class where transformers has none of its own, or a function
+    (checkpoint_dir, ids) -> logits that runs the family's forward over transformers' modules."""
     from hfview import HfCheckpoint
     from runner.stream import StreamModel
 
@@ -61,13 +62,37 @@ def check_logits(name: str, outtype: str, checkpoint, *, bar: float = NMSE_BAR, 
         ids = m.tokenize(PROMPT)[:16]  # llama.cpp's tokenizer over the view's vocabulary; both get these ids
         assert len(ids) == 16
         ours = m.logits(ids)
-    ref = transformers_logits(reference or path, ids)
+    ref = _reference_logits(reference, path, ids) if callable(reference) else \
+        transformers_logits(reference or path, ids)
     assert ours.shape == ref.shape
     value = nmse(ours, ref)
     print(f"{name} {outtype}: NMSE {value:.3e} against {against}, top-1 agreement "
           f"{np.mean(ours.argmax(-1) == ref.argmax(-1)):.3f}")
     assert value < bar, f"{name} {outtype}: NMSE {value:.3e} >= {bar}"
     return value
+
+
+_references: dict = {}
+
+
+def _reference_logits(logits_of, path, ids) -> np.ndarray:
+    """logits_of(path, ids), once per session for each fixture and prompt (every outtype compares with it)."""
+    key = (logits_of, str(path), tuple(ids))
+    if key not in _references:
+        _references[key] = logits_of(path, ids)
+    return _references[key]
+
+
+def reference_logits_test(family: str, fixtures: list[str], logits_of, label: str, outtypes=OUTTYPES):
+    """test_logits for a family transformers has no class for, whose forward is transformers' modules composed
+    as the family's own modeling code composes them: logits_of(checkpoint_dir, ids) -> logits (`label` says how)."""
+    @pytest.mark.parametrize("outtype", outtypes)
+    @pytest.mark.parametrize("name", fixtures)
+    def test_logits(name, outtype, checkpoint, record_property):
+        record_property("family", family)
+        record_property("oracle", "logits")
+        check_logits(name, outtype, checkpoint, reference=logits_of, against=label)
+    return test_logits
 
 
 def twin_logits_test(family: str, fixtures: list[str], make_twin, label: str):

@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from family_oracle import OUTTYPES, PROMPT, nmse, oracle_tests
+from family_oracle import oracle_tests, twin_logits_test
 from family_variants import assert_refused
 from released_config import config_path_kv, released_configs
 
@@ -66,29 +66,7 @@ def _qwen2_moe_reference(path: Path, out: Path):
     return model
 
 
-def _logits(source):
-    from runner.stream import StreamModel
-
-    with StreamModel(source, n_ctx=64) as m:
-        ids = m.tokenize(PROMPT)[:16]
-        assert len(ids) == 16
-        return ids, m.logits(ids)
-
-
-@pytest.mark.parametrize("outtype", OUTTYPES)
-def test_logits_equal_transformers_qwen2_moe(outtype, checkpoint, tmp_path, record_property):
-    torch = pytest.importorskip("torch")
-    from hfview import HfCheckpoint
-
-    record_property("family", "bailing_moe")
-    record_property("oracle", "logits")
-    path = checkpoint("bailing_moe")
-    ids, ours = _logits(HfCheckpoint(path, outtype))
-    with torch.no_grad():
-        ref = _qwen2_moe_reference(path, tmp_path / "qwen2_moe")(torch.tensor([ids])).logits[0].numpy()
-    value = nmse(ours, ref)
-    print(f"bailing_moe {outtype} vs transformers Qwen2-MoE: NMSE {value:.3e}")
-    assert value < 1e-4
+test_logits = twin_logits_test("bailing_moe", ["bailing_moe"], _qwen2_moe_reference, "Qwen2-MoE")
 
 
 def test_output_matrix_is_normalised_as_the_converter_does(checkpoint):

@@ -9,10 +9,9 @@ true here) times routed_scaling_factor, and one shared SwiGLU of moe_intermediat
 transformers' sarvam_moe weight mapping reads Ling's tensor names."""
 import json
 
-import numpy as np
 import pytest
 
-from family_oracle import NMSE_BAR, OUTTYPES, PROMPT, nmse, oracle_tests
+from family_oracle import oracle_tests, reference_logits_test
 from family_variants import assert_refused
 from released_config import config_path_kv, released_configs
 
@@ -38,26 +37,17 @@ def sarvam_config(path):
                          "partial_rotary_factor": c["partial_rotary_factor"]})
 
 
-@pytest.mark.parametrize("outtype", OUTTYPES)
-def test_logits_equal_transformers_sarvam_moe(outtype, checkpoint, record_property):
-    torch = pytest.importorskip("torch")
-    transformers = pytest.importorskip("transformers")
-    from hfview import HfCheckpoint
-    from runner.stream import StreamModel
+def sarvam_logits(path, ids):
+    import torch
+    import transformers
 
-    record_property("family", "bailing_moe_v2")
-    record_property("oracle", "logits")
-    path = checkpoint("bailing_moe_v2")
-    with StreamModel(HfCheckpoint(path, outtype), n_ctx=64) as m:
-        ids = m.tokenize(PROMPT)[:16]
-        ours = m.logits(ids)
     model = transformers.AutoModelForCausalLM.from_pretrained(path, config=sarvam_config(path), dtype=torch.float32)
     with torch.no_grad():
-        ref = model(torch.tensor([ids])).logits[0].numpy()
-    value = nmse(ours, ref)
-    print(f"bailing_moe_v2 {outtype} vs transformers SarvamMoE: NMSE {value:.3e}, "
-          f"top-1 agreement {np.mean(ours.argmax(-1) == ref.argmax(-1)):.3f}")
-    assert value < NMSE_BAR
+        return model(torch.tensor([ids])).logits[0].numpy()
+
+
+test_logits = reference_logits_test("bailing_moe_v2", ["bailing_moe_v2"], sarvam_logits,
+                                    "transformers' SarvamMoE over the same weights")
 
 
 def test_transformers_read_every_stored_weight(checkpoint):

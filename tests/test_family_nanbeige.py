@@ -17,10 +17,9 @@ weights with its layer list run num_loops times and its own model.norm between p
 """
 import json
 
-import numpy as np
 import pytest
 
-from family_oracle import NMSE_BAR, OUTTYPES, PROMPT, nmse, oracle_tests
+from family_oracle import nmse, oracle_tests, reference_logits_test
 from family_variants import assert_refused
 
 FIXTURES = ["nanbeige", "nanbeige-3loops-skipnorm"]
@@ -59,30 +58,8 @@ def looped_llama_logits(path, ids):
         return model(torch.tensor([ids]), use_cache=False).logits[0].float().numpy()
 
 
-_refs = {}
-
-
-@pytest.mark.parametrize("outtype", OUTTYPES)
-@pytest.mark.parametrize("name", FIXTURES)
-def test_logits(name, outtype, checkpoint, record_property):
-    from hfview import HfCheckpoint
-    from runner.stream import StreamModel
-
-    record_property("family", "nanbeige")
-    record_property("oracle", "logits")
-    path = checkpoint(name)
-    with StreamModel(HfCheckpoint(path, outtype), n_ctx=64) as m:
-        ids = m.tokenize(PROMPT)[:16]
-        assert len(ids) == 16
-        ours = m.logits(ids)
-    key = (name, tuple(ids))
-    if key not in _refs:
-        _refs[key] = looped_llama_logits(path, ids)
-    ref = _refs[key]
-    value = nmse(ours, ref)
-    print(f"{name} {outtype}: NMSE {value:.3e} against transformers' Llama layers run looped, top-1 agreement "
-          f"{np.mean(ours.argmax(-1) == ref.argmax(-1)):.3f}")
-    assert value < NMSE_BAR, f"{name} {outtype}: NMSE {value:.3e} >= {NMSE_BAR}"
+test_logits = reference_logits_test("nanbeige", FIXTURES, looped_llama_logits,
+                                    "transformers' Llama layers run looped")
 
 
 def test_the_loops_change_the_function(checkpoint):

@@ -13,15 +13,12 @@ attention_bias = bias and mlp_bias false, is the reference.
 """
 import json
 
-import numpy as np
 import pytest
 
-from family_oracle import NMSE_BAR, OUTTYPES, PROMPT, nmse, oracle_tests
+from family_oracle import oracle_tests, reference_logits_test
 from family_variants import assert_refused
 
 test_export, _ = oracle_tests("pangu_embedded", ["pangu_embedded"])
-
-_refs = {}
 
 
 def llama_logits(path, ids):
@@ -37,25 +34,8 @@ def llama_logits(path, ids):
         return model(torch.tensor([ids])).logits[0].float().numpy()
 
 
-@pytest.mark.parametrize("outtype", OUTTYPES)
-def test_logits(outtype, checkpoint, record_property):
-    from hfview import HfCheckpoint
-    from runner.stream import StreamModel
-
-    record_property("family", "pangu_embedded")
-    record_property("oracle", "logits")
-    path = checkpoint("pangu_embedded")
-    with StreamModel(HfCheckpoint(path, outtype), n_ctx=64) as m:
-        ids = m.tokenize(PROMPT)[:16]
-        assert len(ids) == 16
-        ours = m.logits(ids)
-    if tuple(ids) not in _refs:
-        _refs[tuple(ids)] = llama_logits(path, ids)
-    ref = _refs[tuple(ids)]
-    value = nmse(ours, ref)
-    print(f"pangu_embedded {outtype}: NMSE {value:.3e} against transformers' Llama with attention biases, top-1 "
-          f"agreement {np.mean(ours.argmax(-1) == ref.argmax(-1)):.3f}")
-    assert value < NMSE_BAR, f"pangu_embedded {outtype}: NMSE {value:.3e} >= {NMSE_BAR}"
+test_logits = reference_logits_test("pangu_embedded", ["pangu_embedded"], llama_logits,
+                                    "transformers' Llama with attention biases")
 
 
 def test_transformers_has_no_pangu_embedded_class():
