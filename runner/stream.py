@@ -642,9 +642,11 @@ class StreamModel(_Closing):
             batch.token[0], batch.pos[0], batch.n_seq_id[0], batch.logits[0] = 0, 0, 1, 0
             batch.seq_id[0][0] = 0
             batch.n_tokens = 1
+            memory = ll.llama_get_memory(self.ctx)
+            ll.llama_memory_clear(memory, True)  # a context that has decoded before holds positions past 0
             with _LlamaLog(self.verbose) as log:
                 rc = ll.llama_decode(self.ctx, batch)
-            ll.llama_memory_clear(ll.llama_get_memory(self.ctx), True)
+            ll.llama_memory_clear(memory, True)
             if rc != 0:
                 raise ModelLoadError(f"llama.cpp could not run {self.model.description} with the adapter "
                                      f"(llama_decode returned {rc}): {log.errors() or 'no error message'}")

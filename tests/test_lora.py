@@ -287,3 +287,30 @@ def test_llama_object_and_server_take_an_adapter(checkpoint, adapter):
         assert any(n.startswith("LoRA:") for n in notes)
     finally:
         proxy.free()
+
+
+@pytest.mark.parametrize("quant", ["Q4_K_M", "Q8_0"])
+def test_quantized_view_with_an_adapter_is_the_quantized_file_with_the_converted_adapter(
+        checkpoint, adapter, quantized, quant):
+    """--quant with --lora: llama.cpp over the quantized view and the presented adapter computes what it computes
+    over llama_model_quantize's file of the converter's output and convert_lora_to_gguf.py's adapter file — the
+    same logits, bit for bit, and not the logits without the adapter."""
+    import llama_cpp.llama_cpp as ll
+
+    from hfview.quant import FILE_TYPES
+    from runner.api import load
+    from runner.stream import StreamModel, load_model_from_path
+
+    base, lora = checkpoint("llama-spm"), adapter("llama-spm")
+    with load(base, precision="f32", quant=quant, kv_cache="f32", lora=[str(lora)], n_ctx=64) as r:
+        ids = r.tokenize(PROMPT)
+        ours = r.logits(ids)
+    lm = load_model_from_path(quantized("llama-spm", "f32", FILE_TYPES[quant][0]))
+    handle = ll.llama_adapter_lora_init(lm.ptr, str(converted_lora(base, lora, "f32")).encode())  # llama.cpp reads it
+    assert handle
+    with StreamModel(lm, n_ctx=64, kv_cache="f32") as m:
+        plain = m.logits(ids)
+        m.set_lora([handle], [1.0])
+        theirs = m.logits(ids)
+    assert np.array_equal(ours, theirs)
+    assert nmse(plain, theirs) > 1e-2  # the adapter really changes the logits
