@@ -31,6 +31,4 @@ def convert_as_read(model_dir: Path, outtype: str, tmp_path: Path, restore) -> P
     copy = tmp_path / "variant" / model_dir.name
     shutil.copytree(model_dir, copy)
     (copy / "config.json").write_text(json.dumps(presented, indent=2, sort_keys=True), encoding="utf-8")
-    out = tmp_path / f"theirs-{outtype}.gguf"
-    oracle.convert(copy, out, outtype)
-    return out
+    return oracle.convert_cached(copy, outtype)

@@ -88,6 +88,17 @@ def convert(model_dir: Path, outfile: Path, outtype: str = "auto", *extra: str) 
     return outfile
 
 
+def convert_cached(model_dir: Path, outtype: str = "auto", *extra: str) -> Path:
+    """The pinned converter's file for `model_dir` (a variant a test wrote), cached by the directory's name and
+    content: a test that converts a variant on every run pays for it once. Failures are not cached."""
+    model_dir = Path(model_dir)
+    h = hashlib.sha256("\0".join(extra).encode())
+    for f in sorted(p for p in model_dir.rglob("*") if p.is_file()):
+        h.update(str(f.relative_to(model_dir)).encode() + b"\0" + sha256(f).encode())
+    out = CACHE / "converted-variants" / f"{model_dir.name}-{h.hexdigest()[:16]}-{outtype}.gguf"
+    return made_once(out, lambda tmp: convert(model_dir, tmp, outtype, *extra))
+
+
 def _converter_env(root: Path) -> dict:
     env = dict(os.environ, PYTHONPATH=str(root), PYTHONHASHSEED="0")
     env.pop("NO_LOCAL_GGUF", None)  # the converter then puts its own gguf-py first

@@ -140,7 +140,7 @@ def test_logits_four_groups_keeping_two_within_the_converter_files_measured_ceil
     record_property("oracle", "logits")
     path = variant(checkpoint("deepseek_v3"), tmp_path / "groups", n_group=4, topk_group=2)
     ids, ours = llama_cpp_logits(HfCheckpoint(path, "f32"))
-    _, theirs = llama_cpp_logits(GGUFFile(oracle.convert(path, tmp_path / "theirs.gguf", "f32")), ids)
+    _, theirs = llama_cpp_logits(GGUFFile(oracle.convert_cached(path, "f32")), ids)
     ref = transformers_logits(path, ids)
     ceiling, value = nmse(theirs, ref), nmse(ours, ref)
     print(f"deepseek_v3 n_group 4 topk_group 2 f32: NMSE {value:.3e}, measured ceiling {ceiling:.3e}")

@@ -44,6 +44,6 @@ def test_legacy_gelu_config_reads_as_the_converter_reads_it(checkpoint, tmp_path
     import oracle
     from hfview.export import export
     path = with_config(checkpoint("gemma"), tmp_path, hidden_act="gelu", hidden_activation="gelu_pytorch_tanh")
-    theirs = oracle.convert(path, tmp_path / "theirs.gguf", "bf16")
+    theirs = oracle.convert_cached(path, "bf16")
     ours = export(HfCheckpoint(path, "bf16"), tmp_path / "ours.gguf")
     assert oracle.sha256(ours) == oracle.sha256(theirs), oracle.first_difference(ours, theirs)

@@ -97,7 +97,7 @@ def test_stated_head_dim_is_written_as_the_converter_writes_it(checkpoint, tmp_p
     from hfview.export import export
 
     src = variant(checkpoint("kimi_linear"), tmp_path / "v", head_dim=12)
-    theirs = oracle.convert(src, tmp_path / "theirs.gguf", "f32")
+    theirs = oracle.convert_cached(src, "f32")
     view = HfCheckpoint(src, "f32")
     assert {k.key: k.value for k in view.kv}["kimi-linear.attention.value_length"] == 12
     ours = export(view, tmp_path / "ours.gguf")

@@ -26,23 +26,13 @@ UNKNOWN_MODEL_TYPE = "hfview-oracle-unregistered"
 
 def convert_as_stated(model_dir: Path, outtype: str, tmp_path: Path) -> Path:
     """The pinned converter on `model_dir`'s config.json as written (its plain-config.json fallback): a copy under
-    the same directory name (general.name comes from it) whose model_type transformers does not know. Cached by
-    the checkpoint's content, as conftest's `converted` caches the converter's own runs."""
-    import hashlib
-    digest = hashlib.sha256("".join(f.name + oracle.sha256(f) for f in sorted(model_dir.iterdir())
-                                    if f.is_file()).encode()).hexdigest()[:16]
-    out = oracle.CACHE / "converted" / f"{model_dir.name}-{digest}-as-stated-{outtype}.gguf"
-    if out.is_file():
-        return out
+    the same directory name (general.name comes from it) whose model_type transformers does not know."""
     copy = tmp_path / "stated" / model_dir.name
     shutil.copytree(model_dir, copy)
     config = json.loads((model_dir / "config.json").read_text(encoding="utf-8"))
     config["model_type"] = UNKNOWN_MODEL_TYPE
     (copy / "config.json").write_text(json.dumps(config, indent=2, sort_keys=True), encoding="utf-8")
-    out.parent.mkdir(parents=True, exist_ok=True)
-    tmp = oracle.convert(copy, tmp_path / f"theirs-{outtype}.gguf", outtype)
-    shutil.move(str(tmp), str(out))
-    return out
+    return oracle.convert_cached(copy, outtype)
 
 
 @pytest.mark.parametrize("outtype", OUTTYPES)
@@ -131,6 +121,6 @@ def test_nemotron_3_nanos_extra_keys_read_as_the_converter_reads_them(checkpoint
     from hfview.export import export
 
     path = variant(checkpoint("nemotron_h-moe"), tmp_path / "nemotron_h-moe", **NANO_KEYS)
-    theirs = oracle.convert(path, tmp_path / "theirs.gguf", "f32")
+    theirs = oracle.convert_cached(path, "f32")
     ours = export(HfCheckpoint(path, "f32"), tmp_path / "ours.gguf")
     assert oracle.sha256(ours) == oracle.sha256(theirs), oracle.first_difference(ours, theirs)
