@@ -157,9 +157,10 @@ def test_the_window_is_crossed_and_applied(checkpoint):
     (dict(add_full_attention_sink_bias=True), "add_full_attention_sink_bias"),
     (dict(add_swa_attention_sink_bias=False), "add_swa_attention_sink_bias"),
     (dict(attention_projection_layout="fused_qkv"), "attention_projection_layout"),
+    (dict(rope_scaling={"type": "yarn", "factor": 4.0, "original_max_position_embeddings": 32768}), "rope scaling"),
 ], ids=["pattern", "layer_types", "short_pattern", "mlp_kinds", "swa_kv_heads", "swa_head_dim", "no_swa_v_head_dim",
         "topk_method", "softmax", "groups", "no_renorm", "scale", "shared_expert", "tied", "qkv_bias", "gelu", "eps",
-        "theta", "no_swa_theta", "partial_rotary", "full_sinks", "no_swa_sinks", "fused_qkv"])
+        "theta", "no_swa_theta", "partial_rotary", "full_sinks", "no_swa_sinks", "fused_qkv", "yarn"])
 def test_refuses_what_mimo2_cannot_run_as_transformers_does(changes, reason, checkpoint, tmp_path):
     """A layer or MLP pattern the converter and transformers read differently, sliding-layer sizes transformers
     does not build, routing llama.cpp's mimo2 does not do, and a config whose rope or epsilon the converter writes

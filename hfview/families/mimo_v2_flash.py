@@ -118,6 +118,10 @@ def rename(name: str, h: dict) -> str:
 
 # the converter's reading of the rope (top-level keys, as released), kept beside transformers' rope_parameters
 CONVERTER_ROPE_THETA = "rope_theta (as the converter reads it)"
+# a rope_scaling (or flat rope_parameters) beside them: the converter would write its scaling, transformers'
+# MiMoV2Flash computes with per-kind plain rope
+STATED_ROPE_SCALING = "rope scaling (as stated)"
+_PLAIN_ROPE = ("full_attention", "sliding_attention", "rope_theta", "partial_rotary_factor")
 
 
 def layer_kinds(n: int) -> list[str]:
@@ -136,6 +140,7 @@ def normalise(h: dict) -> dict:
         h["mlp_layer_types"] = ["dense"] + ["sparse"] * (n - 1)
     rope = dict(h.get("rope_parameters") or {})
     h[CONVERTER_ROPE_THETA] = rope.get("rope_theta")  # a stated top-level rope_theta (hfview.config.with_defaults)
+    h[STATED_ROPE_SCALING] = {k: v for k, v in rope.items() if k not in _PLAIN_ROPE}
     if "full_attention" in rope or "sliding_attention" in rope:
         h["rope_parameters"] = {kind: rope[kind] for kind in ("full_attention", "sliding_attention") if kind in rope}
     else:
@@ -231,6 +236,10 @@ def _check_rope(h: dict, path: Path) -> None:
     """transformers computes with rope_parameters (per layer kind), the converter writes the top-level rope_theta,
     swa_rope_theta and partial_rotary_factor: refused where they disagree."""
     rope = h["rope_parameters"]
+    scaling = {k: v for k, v in h[STATED_ROPE_SCALING].items() if not (k in ("rope_type", "type") and v == "default")}
+    if scaling:
+        raise ConfigError(f"{path}: rope scaling {scaling} stated beside the per-kind rope: the converter would write "
+                          f"it, transformers' MiMoV2Flash computes with plain rope per layer kind (rope_parameters)")
     if set(rope) != {"full_attention", "sliding_attention"}:
         raise ConfigError(f"{path}: rope_parameters names {sorted(rope)}: MiMoV2FlashConfig needs one rope per layer "
                           f"kind (full_attention, sliding_attention)")
