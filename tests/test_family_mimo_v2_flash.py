@@ -275,3 +275,15 @@ def test_release_shaped_config_is_refused_as_fp8_and_accepted_as_its_bf16_export
     assert kv["mimo2.attention.key_length"] == 192 and kv["mimo2.attention.value_length"] == 128
     assert kv["mimo2.rope.dimension_count"] == 64 and kv["mimo2.expert_count"] == 256
     assert kv["mimo2.rope.freq_base"] == 5000000 and kv["mimo2.rope.freq_base_swa"] == 10000
+
+
+def test_refuses_layers_whose_mlp_is_of_the_other_kind(checkpoint, tmp_path):
+    """mlp_layer_types (and moe_layer_freq, agreeing) make layer 1 dense, but the checkpoint stores its router and
+    experts: transformers would build a dense MLP there, llama.cpp would run the stored mixture."""
+    from hfview import HfCheckpoint
+    from hfview.errors import CheckpointError
+
+    v = variant(checkpoint("mimo_v2_flash-nomtp"), tmp_path / "v", moe_layer_freq=[0, 0, 1],
+                mlp_layer_types=["dense", "dense", "sparse"])
+    with pytest.raises(CheckpointError, match="makes layer 1 dense"):
+        HfCheckpoint(v, "f32")

@@ -25,6 +25,12 @@ partial_rotary_factor, as its remote-code config class kept them; tests/test_fam
 bytes against that run). MiMoV2FlashConfig ignores those top-level keys (its rope is rope_parameters, by default
 5e6 / 1e4 / 0.334), and reads rms_norm_eps where the converter writes layernorm_epsilon: a config on which they
 disagree is refused by name.
+
+The converter class also registers MiMoV2ForCausalLM (model_type mimo_v2: MiMo-V2.5 / V2.6, with vision and audio
+towers), which this family does not read: transformers has no class for it, so the converter takes its plain
+config.json and writes the stated sliding_window (128) where MiMoV2Flash's function attends sliding_window_size + 1
+(129) keys, and its releases store a fused qkv_proj sharded by tensor-parallel rank whose rows the converter
+regroups only while dequantizing FP8.
 """
 from __future__ import annotations
 
