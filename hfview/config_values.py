@@ -262,3 +262,13 @@ RULES.update({
 RULES.update({"num_loops": COUNT, "skip_loop_final_norm": BOOL})
 # Qwen3-Next / Qwen3.5: the MTP block count (the converter counts the stored mtp.layers where none is stated)
 RULES.update({"mtp_num_hidden_layers": ZERO_OR_COUNT})
+# MiMo-V2-Flash (mimo_v2_flash): the releases' sliding-layer sizes, layer pattern (0 full, 1 sliding) and MLP pattern
+# (0 dense, 1 mixture) as lists, the window's size, thetas and value scale; its null scale and shared-expert count
+RULES.update({
+    **{k: COUNT for k in ("swa_num_attention_heads", "swa_num_key_value_heads", "swa_head_dim", "swa_v_head_dim")},
+    "hybrid_layer_pattern": list_of(ZERO_OR_COUNT), "sliding_window_size": COUNT.or_null(),
+    "swa_rope_theta": POSITIVE, "attention_value_scale": NUMBER.or_null(),
+})
+OVERRIDES[("mimo_v2_flash", "moe_layer_freq")] = list_of(ZERO_OR_COUNT).or_null()
+OVERRIDES[("mimo_v2_flash", "routed_scaling_factor")] = NUMBER.or_null()
+OVERRIDES[("mimo_v2_flash", "n_shared_experts")] = ZERO_OR_COUNT.or_null()

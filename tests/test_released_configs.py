@@ -253,3 +253,5 @@ FEWER.update({"qwen3_5_moe_text": "one byte copy reached (Qwen3.5-35B-A3B's imag
 # in other projects' notes and tests (none byte for byte); openPangu-Embedded-7B-V1.1's in one GitHub mirror
 FEWER["nanbeige"] = "no byte copy of a released config.json reached (Nanbeige4.2-3B publishes on the Hub only)"
 FEWER["pangu_embedded"] = "one copy reached (openPangu-Embedded-7B-V1.1, a mirror); the others publish on GitCode/the Hub"
+# MiMo-V2-Flash (issue 12): Xiaomi publishes on the Hub only; copies found only as fields quoted in other projects' code
+FEWER["mimo_v2_flash"] = _UNREACHED
