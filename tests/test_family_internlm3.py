@@ -31,7 +31,9 @@ def test_internlm3_llama_cpp_runs_finite_and_deterministic(outtype, checkpoint, 
     assert first.std() > 0.1  # not a constant: the weights reached the graph
 
 
-def test_internlm3_logits_equal_transformers_llama(checkpoint):
+def test_internlm3_logits_equal_transformers_llama(checkpoint, record_property):
+    record_property("family", "internlm3")
+    record_property("oracle", "logits")  # the equivalent class over the same weights
     torch = pytest.importorskip("torch")
     transformers = pytest.importorskip("transformers")
     path = checkpoint("internlm3")

@@ -32,7 +32,9 @@ def test_minicpm_llama_cpp_runs_finite_and_deterministic(outtype, checkpoint, re
 
 
 @pytest.mark.parametrize("outtype", OUTTYPES)
-def test_minicpm_logits_equal_transformers_granite(outtype, checkpoint):
+def test_minicpm_logits_equal_transformers_granite(outtype, checkpoint, record_property):
+    record_property("family", "minicpm")
+    record_property("oracle", "logits")  # the equivalent class over the same weights
     torch = pytest.importorskip("torch")
     transformers = pytest.importorskip("transformers")
     path = checkpoint("minicpm")

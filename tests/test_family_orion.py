@@ -32,7 +32,9 @@ def test_orion_llama_cpp_runs_finite_and_deterministic(outtype, checkpoint, reco
 
 
 @pytest.mark.parametrize("outtype", OUTTYPES)
-def test_orion_logits_equal_transformers_stablelm(outtype, checkpoint):
+def test_orion_logits_equal_transformers_stablelm(outtype, checkpoint, record_property):
+    record_property("family", "orion")
+    record_property("oracle", "logits")  # the equivalent class over the same weights
     torch = pytest.importorskip("torch")
     transformers = pytest.importorskip("transformers")
     path = checkpoint("orion")
