@@ -262,3 +262,5 @@ RULES.update({
 RULES.update({"num_loops": COUNT, "skip_loop_final_norm": BOOL})
 # Qwen3-Next / Qwen3.5: the MTP block count (the converter counts the stored mtp.layers where none is stated)
 RULES.update({"mtp_num_hidden_layers": ZERO_OR_COUNT})
+# TeleChat2 (telechat): the lengths its rotary base is computed from (its config.json is read as written)
+RULES.update({"training_seqlen": COUNT, "base_seqlen": COUNT.or_null()})

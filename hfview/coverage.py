@@ -63,6 +63,9 @@ def route_for(model_type: str) -> Route:
 
     family = family_for(model_type)
     if family is not None:
+        if family.no_converter:  # no byte oracle: say whose mapping it is
+            return Route("view", f"{family.name} (hfview's own mapping as llama.cpp {family.gguf_arch}; "
+                                 f"{family.no_converter.split(';')[0]})")
         return Route("view", family.name)
     cls = _transformers_class(model_type)
     if cls is not None:

@@ -253,3 +253,7 @@ FEWER.update({"qwen3_5_moe_text": "one byte copy reached (Qwen3.5-35B-A3B's imag
 # in other projects' notes and tests (none byte for byte); openPangu-Embedded-7B-V1.1's in one GitHub mirror
 FEWER["nanbeige"] = "no byte copy of a released config.json reached (Nanbeige4.2-3B publishes on the Hub only)"
 FEWER["pangu_embedded"] = "one copy reached (openPangu-Embedded-7B-V1.1, a mirror); the others publish on GitCode/the Hub"
+# families the converter has no class for (issue 13): TeleChat 1 states no base_seqlen (its modeling code fixes it)
+REFUSED.update({f"telechat/Tele-AI__TeleChat-{m}.json": (
+    "base_seqlen is missing", "TeleChat 1: the rotary base depends on base_seqlen, which its modeling code fixes "
+    "(4096 for 7B, 8192 for 12B) instead of config.json") for m in ("7B", "12B", "12B-V2")})
