@@ -257,3 +257,5 @@ FEWER["pangu_embedded"] = "one copy reached (openPangu-Embedded-7B-V1.1, a mirro
 REFUSED.update({f"telechat/Tele-AI__TeleChat-{m}.json": (
     "base_seqlen is missing", "TeleChat 1: the rotary base depends on base_seqlen, which its modeling code fixes "
     "(4096 for 7B, 8192 for 12B) instead of config.json") for m in ("7B", "12B", "12B-V2")})
+# Tele-FLM / FLM-2 (issue 13): CofeAI publishes on the Hub only; no copy of a config.json file reached
+FEWER["teleflm"] = _UNREACHED
