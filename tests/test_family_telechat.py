@@ -204,3 +204,30 @@ def test_family_table_shows_no_byte_mark():
     cov = next(r for r in family_table.coverage_table().splitlines() if r.startswith("| telechat |"))
     assert "own mapping" in cov and "bytes n/a (no converter class)" in cov
     assert route_for("telechat").kind == "view" and "own mapping" in route_for("telechat").detail
+
+
+def test_logits_within_the_bar_of_the_releases_float16_rotary_tables(checkpoint, tmp_path_factory):
+    """The release's RotaryEmbedding rounds its cos/sin tables to float16 (`.half()`) before q and k (float32 at
+    float32) are rotated; llama.cpp computes them in float32. The twin with its tables so rounded still agrees with
+    llama.cpp fed from the view under the bar: the rounding is the release's arithmetic, not a different function."""
+    import torch
+    import transformers
+
+    from family_oracle import NMSE_BAR
+    from hfview import HfCheckpoint
+    from runner.stream import StreamModel
+
+    path = checkpoint("telechat")
+    twin = llama_twin(path, tmp_path_factory.mktemp("telechat-half-rotary"))
+    with StreamModel(HfCheckpoint(path, "f32"), n_ctx=64) as m:
+        ids = m.tokenize(PROMPT)[:16]
+        ours = m.logits(ids)
+    model = transformers.AutoModelForCausalLM.from_pretrained(twin, dtype=torch.float32)
+    rotary = model.model.rotary_emb
+    plain = rotary.forward
+    rotary.forward = lambda x, position_ids: tuple(t.half().float() for t in plain(x, position_ids))
+    with torch.no_grad():
+        ref = model(torch.tensor([ids])).logits[0].numpy()
+    value = nmse(ours, ref)
+    print(f"telechat f32 vs the twin with float16 rotary tables: NMSE {value:.3e}")
+    assert value < NMSE_BAR
