@@ -231,3 +231,15 @@ def test_logits_within_the_bar_of_the_releases_float16_rotary_tables(checkpoint,
     value = nmse(ours, ref)
     print(f"telechat f32 vs the twin with float16 rotary tables: NMSE {value:.3e}")
     assert value < NMSE_BAR
+
+
+def test_cli_export_says_there_is_no_converter_file_to_match(checkpoint, tmp_path):
+    from click.testing import CliRunner
+
+    from hfview.cli import main
+
+    res = CliRunner().invoke(main, ["export", str(checkpoint("telechat")), str(tmp_path / "t.gguf"), "--outtype",
+                                    "f16", "--no-progress"])
+    assert res.exit_code == 0, res.output
+    assert "no converter class: the pinned converter has no class for" in res.output
+    assert (tmp_path / "t.gguf").is_file()
