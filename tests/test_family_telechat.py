@@ -243,3 +243,16 @@ def test_cli_export_says_there_is_no_converter_file_to_match(checkpoint, tmp_pat
     assert res.exit_code == 0, res.output
     assert "no converter class: the pinned converter has no class for" in res.output
     assert (tmp_path / "t.gguf").is_file()
+
+
+@pytest.mark.parametrize("training, base, alpha", [(8192, 8192, 1), (8192, 4096, 3), (32768, 8192, 7),
+                                                    (4096, 8192, 1), (12000, 8192, 3)])
+def test_rotary_base_follows_the_codes_ntk_factor(training, base, alpha, tmp_path):
+    """alpha = max(2^ceil(log2(training_seqlen / base_seqlen) + 1) - 1, 1); base 10000 * alpha^(d / (d - 2))."""
+    released = json.loads((DATA / "telechat" / "Tele-AI__TeleChat2-115B.json").read_text())
+    path = tmp_path / "telechat" / "c.json"
+    path.parent.mkdir()
+    path.write_text(json.dumps({**released, "training_seqlen": training, "base_seqlen": base}))
+    kv = config_path_kv(path)
+    assert kv["llama.rope.freq_base"] == pytest.approx(10000 * alpha ** (128 / 126), rel=1e-7)
+    assert kv["llama.context_length"] == training
