@@ -3,7 +3,8 @@
 No byte oracle: the pinned converter has no class for TeleFLM (checked below), so the README's bytes column says
 n/a. Logits oracle: transformers has no TeleFLM class. The reading of its computation is vLLM's port
 (vllm/model_executor/models/teleflm.py; the release's modeling_teleflm.py publishes on the Hub only and was not
-reached): Llama's model and weights, the input embeddings times input_mult and the logits times output_mult /
+reached; the lineage's 52B release under GPT-2's names, github.com/Tele-AI/TeleChat-52B models/modeling_telechat.py
+at d3c85623, computes the same multipliers and the same 1/sqrt(head width) with use_mup): Llama's model and weights, the input embeddings times input_mult and the logits times output_mult /
 mup_scale_factor when use_mup is set, attention at Llama's 1/sqrt(head width). That is transformers'
 GraniteForCausalLM with embedding_multiplier = input_mult, logits_scaling = mup_scale_factor / output_mult (Granite
 divides by it), attention_multiplier = 1/sqrt(head width) and residual_multiplier 1, over the same tensors under the

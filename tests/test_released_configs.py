@@ -259,3 +259,6 @@ REFUSED.update({f"telechat/Tele-AI__TeleChat-{m}.json": (
     "(4096 for 7B, 8192 for 12B) instead of config.json") for m in ("7B", "12B", "12B-V2")})
 # Tele-FLM / FLM-2 (issue 13): CofeAI publishes on the Hub only; no copy of a config.json file reached
 FEWER["teleflm"] = _UNREACHED
+REFUSED["telechat/Tele-AI__TeleChat-52B.json"] = (
+    "config key 'activation_function'", "TeleChat-52B: the FLM-2 lineage's GPT-2-named layout (n_embd, Conv1D c_attn, "
+    "muP multipliers) under model_type telechat, another architecture than TeleChat2's, which the family does not present")

@@ -6,7 +6,10 @@ embeddings are multiplied by input_mult and the logits by output_mult / mup_scal
 1/sqrt(head width). That is the reading of vLLM's port (vllm/model_executor/models/teleflm.py: LlamaModel with
 embed_input_ids scaled by input_mult, LlamaForCausalLM with its logits processor scaled by output_mult /
 mup_scale_factor, Llama's weight names and loader): the release's own modeling_teleflm.py and its config.json
-publish on the Hub only and were not reached. llama.cpp's granite graph is Llama's with an embedding scale, a
+publish on the Hub only and were not reached. The same arithmetic is in the code of the lineage's 52B model as
+Tele-AI released it under GPT-2's names (github.com/Tele-AI/TeleChat-52B, models/modeling_telechat.py at d3c85623:
+inputs_embeds * input_mult, lm_logits * output_mult / mup_scale_factor, and scores over sqrt(head width) with and
+without use_mup, its muP branch dividing by d / sqrt(d)). llama.cpp's granite graph is Llama's with an embedding scale, a
 residual scale (unused here), an attention scale (Llama's default) and a logit divisor: embedding_scale =
 input_mult, logit_scale = mup_scale_factor / output_mult.
 
