@@ -261,4 +261,5 @@ REFUSED.update({f"telechat/Tele-AI__TeleChat-{m}.json": (
 FEWER["teleflm"] = _UNREACHED
 REFUSED["telechat/Tele-AI__TeleChat-52B.json"] = (
     "config key 'activation_function'", "TeleChat-52B: the FLM-2 lineage's GPT-2-named layout (n_embd, Conv1D c_attn, "
-    "muP multipliers) under model_type telechat, another architecture than TeleChat2's, which the family does not present")
+    "muP multipliers) under model_type telechat, another architecture than TeleChat2's, which the family does not present "
+    "(and its weights are released as pickled pytorch_model.bin shards, which hfview does not read)")
