@@ -4,7 +4,9 @@
 
 Outcomes come from ~/.cache/hfview/family-status.json (written by tests/conftest.py): a family is ✓
 for an oracle when every test of that oracle passed, ✗ when one failed, "converter fails" when the
-pinned converter itself cannot convert it (an expected failure with its reason in the test).
+pinned converter itself cannot convert it (an expected failure with its reason in the test), and "n/a (no converter
+class)" in the bytes column where the converter has no class for the family (Family.no_converter: hfview's own
+mapping, with no converter file to be byte-identical to).
 """
 from __future__ import annotations
 
