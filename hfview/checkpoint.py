@@ -78,6 +78,9 @@ class HfCheckpoint:
         family = families.family_for(config.get("model_type"), config.get("architectures"))
         if family is None:
             why = families.NOT_PRESENTED.get(config.get("model_type"))
+            if config.get("model_type") in families.NOT_COMPUTABLE:
+                raise ConfigError(f"model architecture {config.get('model_type')!r} ({config_path}) cannot be "
+                                  f"presented as a GGUF: {families.NOT_COMPUTABLE[config['model_type']]}")
             if why:
                 raise ConfigError(f"model architecture {config.get('model_type')!r} ({config_path}) cannot be "
                                   f"presented as a GGUF: {why}; `hfview generate` runs it with transformers")

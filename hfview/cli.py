@@ -91,14 +91,15 @@ def inspect(model: str, revision: str | None, outtype: str, quant: str | None, i
 def export(model: str, out: Path, revision: str | None, outtype: str, quant: str | None, imatrix: str | None,
            progress: bool) -> None:
     """Write MODEL's view to OUT as a GGUF file (byte-identical to convert_hf_to_gguf.py's, and with --quant to
-    llama-quantize's over it)."""
+    llama-quantize's over it; for a family the converter has no class for, hfview's own mapping, said so)."""
     from .checkpoint import HfCheckpoint
     from .export import export as write
 
     ckpt = HfCheckpoint(_local_dir(model, revision)[0], outtype, quant=quant, imatrix=imatrix)
     write(ckpt, out, progress=progress)
     click.echo(f"wrote {out} ({ckpt.size:,} bytes, {ckpt.arch}, {ckpt.outtype}"
-               f"{', ' + ckpt.quant if ckpt.quant else ''})", err=True)
+               f"{', ' + ckpt.quant if ckpt.quant else ''})"
+               + (f"; no converter class: {ckpt.family.no_converter}" if ckpt.family.no_converter else ""), err=True)
 
 
 def _register_runner_commands() -> None:

@@ -272,3 +272,7 @@ RULES.update({
 OVERRIDES[("mimo_v2_flash", "moe_layer_freq")] = list_of(ZERO_OR_COUNT).or_null()
 OVERRIDES[("mimo_v2_flash", "routed_scaling_factor")] = NUMBER.or_null()
 OVERRIDES[("mimo_v2_flash", "n_shared_experts")] = ZERO_OR_COUNT.or_null()
+# TeleChat2 (telechat): the lengths its rotary base is computed from (its config.json is read as written)
+RULES.update({"training_seqlen": COUNT, "base_seqlen": COUNT.or_null()})
+# Tele-FLM (teleflm): its µScaling switch and multipliers (its config.json is read as written)
+RULES.update({"use_mup": BOOL, **{k: NUMBER for k in ("input_mult", "output_mult", "mup_scale_factor")}})

@@ -59,14 +59,20 @@ def _transformers_class(model_type: str) -> str | None:
 def route_for(model_type: str) -> Route:
     """The path a model_type takes in this build: the view where a family presents it, else transformers where
     it has a class (the runner's torch fallback), else none, with the reason."""
-    from .families import NOT_PRESENTED, family_for
+    from .families import NOT_COMPUTABLE, NOT_PRESENTED, family_for
 
     family = family_for(model_type)
     if family is not None:
+        if family.no_converter:  # no byte oracle: say whose mapping it is
+            return Route("view", f"{family.name} (hfview's own mapping as llama.cpp {family.gguf_arch}; "
+                                 f"{family.no_converter.split(';')[0]})")
         return Route("view", family.name)
     cls = _transformers_class(model_type)
     if cls is not None:
         why = NOT_PRESENTED.get(model_type, "no hfview family presents it to llama.cpp yet")
         return Route("torch", f"{cls}; {why}")
+    if model_type in NOT_COMPUTABLE:
+        return Route("none", f"refused: {NOT_COMPUTABLE[model_type]}; transformers has no class for it either "
+                             f"(hfview never runs remote code)")
     return Route("none", "no hfview family presents it, and transformers has no text-generation class for it "
                          "(hfview never runs remote code)")

@@ -190,6 +190,11 @@ class Family:
     # The converter's renames of a stored name (after converter_name) before its tensor map (Qwen3-Next's
     # mtp.layers.{i}.* read as model.layers.{num_hidden_layers + i}.*): rules match the renamed name
     rename: Callable[[str, dict], str] = lambda name, h: name
+    # A family the pinned converter has no class for (TeleChat2): why no converter file is its byte oracle. It is
+    # presented under an existing llama.cpp architecture (gguf_arch) with hfview's own mapping; its logits are
+    # checked against transformers' class, or an equivalent one over the same weights. Empty: the converter's
+    # class is the specification and the bytes oracle applies
+    no_converter: str = ""
 
     def arch_of(self, h: dict) -> str:
         return self.gguf_arch_for(h) if self.gguf_arch_for is not None else self.gguf_arch

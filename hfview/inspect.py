@@ -23,6 +23,8 @@ def describe(ckpt: HfCheckpoint) -> dict:
         "family": ckpt.family.name,
         "outtype": ckpt.outtype,
         "gguf_bytes": ckpt.size,
+        # no converter class: hfview's own mapping, no converter file to match (Family.no_converter)
+        **({"no_converter": ckpt.family.no_converter} if ckpt.family.no_converter else {}),
         "kv": [{"key": kv.key, "type": kv.type.name, "value": _value(kv)} for kv in ckpt.kv],
         "tensors": [{
             "name": t.name, "shape": list(t.ggml_dims), "type": t.ggml_type.name,
@@ -36,7 +38,10 @@ def describe(ckpt: HfCheckpoint) -> dict:
 
 def render(info: dict) -> str:
     lines = [f"{info['path']}: {info['architecture']} (family {info['family']}), outtype {info['outtype']}, "
-             f"{info['gguf_bytes']:,} bytes as GGUF", "", "KV:"]
+             f"{info['gguf_bytes']:,} bytes as GGUF"]
+    if info.get("no_converter"):
+        lines.append(f"no converter class: {info['no_converter']}")
+    lines += ["", "KV:"]
     for kv in info["kv"]:
         v = kv["value"]
         if isinstance(v, dict):

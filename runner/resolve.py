@@ -185,8 +185,11 @@ def _unsupported_message(config: dict[str, Any], config_path: Path, key: str | N
     if config.get("auto_map"):
         stated += " and asks for remote code (auto_map), which hfview never runs"
     shown = "null" if key is None else key
+    from hfview.families import NOT_COMPUTABLE
+    why = f" {merged['model_type']}: {NOT_COMPUTABLE[merged['model_type']]}." \
+        if isinstance(merged.get("model_type"), str) and merged["model_type"] in NOT_COMPUTABLE else ""
     return (f'model architecture "{shown}" is unsupported by this hfview build; use a Hugging Face checkpoint '
-            f"whose model_type is one of {', '.join(view)} (read by llama.cpp){torch_part}. ({stated})")
+            f"whose model_type is one of {', '.join(view)} (read by llama.cpp){torch_part}. ({stated})" + why)
 
 
 # quant_method -> how users know the method

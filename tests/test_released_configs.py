@@ -255,3 +255,13 @@ FEWER["nanbeige"] = "no byte copy of a released config.json reached (Nanbeige4.2
 FEWER["pangu_embedded"] = "one copy reached (openPangu-Embedded-7B-V1.1, a mirror); the others publish on GitCode/the Hub"
 # MiMo-V2-Flash (issue 12): Xiaomi publishes on the Hub only; copies found only as fields quoted in other projects' code
 FEWER["mimo_v2_flash"] = _UNREACHED
+# families the converter has no class for (issue 13): TeleChat 1 states no base_seqlen (its modeling code fixes it)
+REFUSED.update({f"telechat/Tele-AI__TeleChat-{m}.json": (
+    "base_seqlen is missing", "TeleChat 1: the rotary base depends on base_seqlen, which its modeling code fixes "
+    "(4096 for 7B, 8192 for 12B) instead of config.json") for m in ("7B", "12B", "12B-V2")})
+# Tele-FLM / FLM-2 (issue 13): CofeAI publishes on the Hub only; no copy of a config.json file reached
+FEWER["teleflm"] = _UNREACHED
+REFUSED["telechat/Tele-AI__TeleChat-52B.json"] = (
+    "config key 'activation_function'", "TeleChat-52B: the FLM-2 lineage's GPT-2-named layout (n_embd, Conv1D c_attn, "
+    "muP multipliers) under model_type telechat, another architecture than TeleChat2's, which the family does not present "
+    "(and its weights are released as pickled pytorch_model.bin shards, which hfview does not read)")

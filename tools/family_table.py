@@ -4,7 +4,9 @@
 
 Outcomes come from ~/.cache/hfview/family-status.json (written by tests/conftest.py): a family is ✓
 for an oracle when every test of that oracle passed, ✗ when one failed, "converter fails" when the
-pinned converter itself cannot convert it (an expected failure with its reason in the test).
+pinned converter itself cannot convert it (an expected failure with its reason in the test), and "n/a (no converter
+class)" in the bytes column where the converter has no class for the family (Family.no_converter: hfview's own
+mapping, with no converter file to be byte-identical to).
 """
 from __future__ import annotations
 
@@ -37,6 +39,15 @@ def mark(outcomes) -> str:
     return "✓"
 
 
+NO_CONVERTER = "n/a (no converter class)"
+
+
+def bytes_cell(fam, s: dict) -> str:
+    """The bytes column: the oracle's mark, or n/a where the pinned converter has no class (never a ✓ without
+    a byte oracle)."""
+    return NO_CONVERTER if fam.no_converter else mark(s.get("bytes"))
+
+
 def table() -> str:
     from hfview.families import FAMILIES
 
@@ -50,7 +61,7 @@ def table() -> str:
             ("no transformers class: llama.cpp runs it, finite and deterministic" if mark(s.get("runs")) == "✓"
              else mark(s.get("runs")))
         model_types = ", ".join(fam.model_types) if fam.config_file == "config.json" else f"({fam.config_file})"
-        rows.append(f"| {fam.name} | {model_types} | `{fam.gguf_arch}` | {mark(s.get('bytes'))} | {parity} |")
+        rows.append(f"| {fam.name} | {model_types} | `{fam.gguf_arch}` | {bytes_cell(fam, s)} | {parity} |")
     return "\n".join(rows)
 
 
@@ -69,8 +80,9 @@ def coverage_table() -> str:
         if route.kind == "view":
             fam = family_for(model_type)
             s = status.get(fam.name, {})
-            shown = f"view: `{fam.name}` as llama.cpp `{fam.gguf_arch}`"
-            cell = f"bytes {mark(s.get('bytes'))}; logits {mark(s.get('logits') or s.get('runs'))}"
+            shown = f"view: `{fam.name}` as llama.cpp `{fam.gguf_arch}`" + \
+                (" (hfview's own mapping: the pinned converter has no class)" if fam.no_converter else "")
+            cell = f"bytes {bytes_cell(fam, s)}; logits {mark(s.get('logits') or s.get('runs'))}"
         elif route.kind == "torch":
             cls, why = route.detail.split("; ", 1)
             shown = f"torch: transformers `{cls}` ({why})"

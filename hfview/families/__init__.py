@@ -53,6 +53,16 @@ NOT_PRESENTED: dict[str, str] = {
 }
 
 
+# Model types of the design that transformers has no class for and that no llama.cpp architecture computes (so
+# neither route runs them), with what llama.cpp lacks: the gate, `inspect`, `export` and README's coverage table
+# name the reason.
+NOT_COMPUTABLE: dict[str, str] = {
+    "step1": "Step1ForCausalLM's attention bias is ALiBi over the square root of the distance (-slope * sqrt(i - j); "
+             "its modeling code's build_alibi_cache, vLLM's use_alibi_sqrt), and llama.cpp's ALiBi is linear in the "
+             "distance (-slope * |i - j|), so no llama.cpp architecture computes it",
+}
+
+
 def supported_model_types() -> list[str]:
     """Every HF `model_type` the view reads, sorted. A family of its own format (Mistral's params.json) is
     reached through its config file, not a model_type, and is not listed."""
