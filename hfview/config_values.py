@@ -272,3 +272,6 @@ RULES.update({
 OVERRIDES[("mimo_v2_flash", "moe_layer_freq")] = list_of(ZERO_OR_COUNT).or_null()
 OVERRIDES[("mimo_v2_flash", "routed_scaling_factor")] = NUMBER.or_null()
 OVERRIDES[("mimo_v2_flash", "n_shared_experts")] = ZERO_OR_COUNT.or_null()
+# Hy4 (hy_v4): which layers own a DSA indexer (null: the config class's pattern), and the converter's switch for an
+# F32 output matrix
+RULES.update({"indexer_types": list_of(STRING).or_null(), "enable_lm_head_fp32": BOOL})

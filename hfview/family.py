@@ -190,6 +190,9 @@ class Family:
     # The converter's renames of a stored name (after converter_name) before its tensor map (Qwen3-Next's
     # mtp.layers.{i}.* read as model.layers.{num_hidden_layers + i}.*): rules match the renamed name
     rename: Callable[[str, dict], str] = lambda name, h: name
+    # Matrices the converter's tensor_force_quant keeps in F32 beyond the common list, by GGUF name and the
+    # hyperparameters (Hy4's iHC mixing matrices, and its lm_head where enable_lm_head_fp32 says)
+    kept_f32: Callable[[str, dict], bool] = lambda name, h: False
 
     def arch_of(self, h: dict) -> str:
         return self.gguf_arch_for(h) if self.gguf_arch_for is not None else self.gguf_arch
