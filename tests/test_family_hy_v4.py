@@ -8,7 +8,9 @@ own file misses transformers on the fixture itself (NMSE ~0.26, measured by
 test_logits_within_converter_ceiling_rope_pairs_vs_halves), and the ordinary bar is held against a twin: the same
 checkpoint with each rope segment's rows regrouped from pairs into halves (x0 x2 x4 .. x1 x3 x5 ..; the indexer's
 k_norm weight and bias with its wk rows), which transformers' rotate_half then turns exactly as llama.cpp turns
-the stored rows. Everything else (latent attention, gate, sinks, iHC, router, clamp) is compared unchanged."""
+the stored rows. Everything else (latent attention, gate, sinks, iHC, router, clamp) is compared unchanged.
+Fixture hy_v4 keeps every earlier position (index_topk above the prompt); hy_v4-dsa keeps 4 from position 4 on,
+so the indexer's choice (and the routed SwiGLU clamp at 0.5) is what is compared there."""
 import json
 import shutil
 
@@ -19,7 +21,7 @@ from family_oracle import oracle_tests, transformers_logits, twin_logits_test
 from family_variants import assert_refused
 from released_config import config_path_kv, released_configs
 
-test_export, _ = oracle_tests("hy_v4", ["hy_v4"])
+test_export, _ = oracle_tests("hy_v4", ["hy_v4", "hy_v4-dsa"])
 
 
 def rope_halves_twin(src, out):
@@ -54,7 +56,7 @@ def rope_halves_twin(src, out):
     return out
 
 
-test_logits = twin_logits_test("hy_v4", ["hy_v4"], rope_halves_twin, "Rope-halves")
+test_logits = twin_logits_test("hy_v4", ["hy_v4", "hy_v4-dsa"], rope_halves_twin, "Rope-halves")
 
 
 def test_logits_within_converter_ceiling_rope_pairs_vs_halves(checkpoint, converted):
