@@ -147,3 +147,32 @@ def test_enable_lm_head_fp32_keeps_the_output_matrix_f32(checkpoint, tmp_path):
     assert plain["output.weight"] == GGMLType.BF16 and fp32["output.weight"] == GGMLType.F32
     assert plain["output_hc_fn.weight"] == plain["blk.1.hc_ffn_fn.weight"] == GGMLType.F32
     assert plain["blk.1.attn_gate.weight"] == GGMLType.BF16
+
+
+def test_mtp_layers_are_dropped(checkpoint, tmp_path):
+    """Hy4-preview stores its next-token-prediction layers under model.mtp_layers; the converter's filter_tensors
+    drops them unread, so the view presents the same tensors with or without them."""
+    import torch
+    from safetensors.torch import save_file
+    from hfview import HfCheckpoint
+
+    src = checkpoint("hy_v4")
+    dst = tmp_path / "mtp"
+    dst.mkdir()
+    for f in src.iterdir():
+        (dst / f.name).symlink_to(f)
+    save_file({"model.mtp_layers.0.enorm.weight": torch.ones(32)}, dst / "mtp.safetensors")
+    (dst / "model.safetensors.index.json").write_text(json.dumps({"metadata": {}, "weight_map": {
+        **{name: "model.safetensors" for name in _stored_names(src)},
+        "model.mtp_layers.0.enorm.weight": "mtp.safetensors"}}))
+    (dst / "config.json").unlink()
+    (dst / "config.json").write_text(json.dumps({**json.loads((src / "config.json").read_text()),
+                                                 "num_nextn_predict_layers": 1}))
+    names = [t.name for t in HfCheckpoint(src, "f32").tensors]
+    assert [t.name for t in HfCheckpoint(dst, "f32").tensors] == names
+
+
+def _stored_names(path):
+    from safetensors import safe_open
+    with safe_open(path / "model.safetensors", "pt") as f:
+        return list(f.keys())

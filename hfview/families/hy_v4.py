@@ -21,8 +21,8 @@ from ..errors import CheckpointError, ConfigError
 from ..family import Family, Skip, Split, Tensor
 from ..gguf_layout import KV, ValueType
 from ..params import f32, u32
+from ..views import RowSelection, expert_part
 from .deepseek_v2 import latent_parameters, latent_tensors
-from .granitemoe import half_of_each
 from .qwen2 import check_architecture, check_no_pooling, check_rope, check_silu
 from .qwen2_moe import gpt2_vocab
 
@@ -72,15 +72,14 @@ ALIASES = {"num_local_experts": "n_routed_experts"}
 def _fused_gate_up(part: int):
     """The gate (0) or up (1) half of every expert's fused gate_up_proj rows, as the converter's split_gate_up
     cuts them at moe_intermediate_size."""
-    halves = half_of_each(part)
-
     def make(sources, h):
-        src = sources[0]
-        if len(src.shape) != 3 or src.shape[1] != 2 * h["moe_intermediate_size"]:
+        src, ff = sources[0], h["moe_intermediate_size"]
+        if len(src.shape) != 3 or src.shape[1] != 2 * ff:
             raise CheckpointError(f"tensor {src.name!r} has shape {list(src.shape)}: gate_up_proj should be "
-                                  f"[experts, 2 x moe_intermediate_size ({2 * h['moe_intermediate_size']}), "
-                                  f"hidden_size]")
-        return halves(sources, h)
+                                  f"[experts, 2 x moe_intermediate_size ({2 * ff}), hidden_size]")
+        experts = src.shape[0]
+        return RowSelection(src, expert_part(experts, 2 * ff, part, 2), ("gate", "up")[part] + " half of each "
+                            "expert's gate_up_proj rows", (experts, ff, src.shape[2]))
     return make
 
 
