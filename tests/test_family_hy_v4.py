@@ -79,6 +79,7 @@ def test_defaults_match_transformers():
     (dict(indexer_types=["full", "shared"]), "indexer_types"),
     (dict(indexer_types=["shared", "full", "full"]), "layer 0 must own an indexer"),
     (dict(index_head_dim=8), "index_head_dim"),
+    (dict(index_topk=0), "index_topk"),
     (dict(n_group=2, topk_group=1), "n_group"),
     (dict(norm_topk_prob=False), "norm_topk_prob"),
     (dict(n_shared_experts=0), "n_shared_experts"),
@@ -86,7 +87,7 @@ def test_defaults_match_transformers():
                            "original_max_position_embeddings": 4096}), "rope_type"),
     (dict(scoring_func="softmax"), "scoring_func"),
 ], ids=["qkv_bias", "tied", "short_layer_list", "dense_after_mixture", "first_k_dense",
-        "short_indexer_list", "shared_first", "narrow_indexer", "groups", "no_renorm", "no_shared", "yarn",
+        "short_indexer_list", "shared_first", "narrow_indexer", "no_top_k", "groups", "no_renorm", "no_shared", "yarn",
         "softmax"])
 def test_refuses_what_hy_v4_cannot_run(changes, reason, checkpoint, tmp_path):
     assert_refused(checkpoint("hy_v4"), tmp_path, reason, **changes)

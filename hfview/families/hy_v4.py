@@ -182,6 +182,11 @@ def check(h: dict, path: Path) -> None:
     if types[0] != "full":
         raise ConfigError(f"{path}: indexer_types[0] {types[0]!r}: layer 0 must own an indexer, nothing precedes "
                           f"it to share (llama.cpp's {ARCH} refuses to load otherwise)")
+    for key in ("index_topk", "index_n_heads"):
+        if h[key] < 1:
+            raise ConfigError(f"{path}: {key} {h[key]!r}: the converter writes the indexer whatever it is, and "
+                              f"llama.cpp's {ARCH} then takes the checkpoint as one without sparse attention (top-k "
+                              f"0) or refuses it (no heads); transformers' indexer keeps no position at all")
     if h["index_head_dim"] <= h["qk_rope_head_dim"]:
         raise ConfigError(f"{path}: index_head_dim {h['index_head_dim']} is not more than qk_rope_head_dim "
                           f"{h['qk_rope_head_dim']}: llama.cpp's {ARCH} refuses the indexer")
