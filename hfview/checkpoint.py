@@ -148,6 +148,8 @@ class HfCheckpoint:
         if not self.family.matrices_at_outtype and (
                 _base_name(gguf_name) in _ALWAYS_F32 or gguf_name[-7:] not in (".weight", ".lora_a", ".lora_b")):
             return GGMLType.F32
+        if self.family.kept_f32(gguf_name, self.hparams):
+            return GGMLType.F32
         if self._out_type == GGMLType.Q8_0 and shape[-1] % 32:
             return GGMLType.F16  # the converter's fallback where a row is not whole Q8_0 blocks
         return self._out_type

@@ -276,3 +276,6 @@ OVERRIDES[("mimo_v2_flash", "n_shared_experts")] = ZERO_OR_COUNT.or_null()
 RULES.update({"training_seqlen": COUNT, "base_seqlen": COUNT.or_null()})
 # Tele-FLM (teleflm): its µScaling switch and multipliers (its config.json is read as written)
 RULES.update({"use_mup": BOOL, **{k: NUMBER for k in ("input_mult", "output_mult", "mup_scale_factor")}})
+# Hy4 (hy_v4): which layers own a DSA indexer (null: the config class's pattern), and the converter's switch for an
+# F32 output matrix
+RULES.update({"indexer_types": list_of(STRING).or_null(), "enable_lm_head_fp32": BOOL})

@@ -195,6 +195,9 @@ class Family:
     # checked against transformers' class, or an equivalent one over the same weights. Empty: the converter's
     # class is the specification and the bytes oracle applies
     no_converter: str = ""
+    # Matrices the converter's tensor_force_quant keeps in F32 beyond the common list, by GGUF name and the
+    # hyperparameters (Hy4's iHC mixing matrices, and its lm_head where enable_lm_head_fp32 says)
+    kept_f32: Callable[[str, dict], bool] = lambda name, h: False
 
     def arch_of(self, h: dict) -> str:
         return self.gguf_arch_for(h) if self.gguf_arch_for is not None else self.gguf_arch

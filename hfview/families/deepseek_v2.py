@@ -207,10 +207,12 @@ def normalise(h: dict) -> dict:
     return h
 
 
-def latent_parameters(h: dict, block_count: int, file_type: int) -> list:
+def latent_parameters(h: dict, block_count: int, file_type: int, arch: str = ARCH) -> list:
     """DeepseekV2Model.set_gguf_parameters: TextModel's entries with one KV head (latent attention read as
     multi-query), then the leading dense layers, the ranks and head widths of the latent attention, the expert
-    widths and counts, the router's scale and renormalisation, the rope width and yarn's log multiplier."""
+    widths and counts, the router's scale and renormalisation, the rope width and yarn's log multiplier.
+    `arch`: the architecture of a subclass of DeepseekV2Model that writes these under its own name (Hy4)."""
+    ARCH = arch  # noqa: N806 (the keys below name the architecture)
     kv = text_model_parameters(dict(h, num_key_value_heads=1), ARCH, block_count, file_type)
     dense = h.get("first_k_dense_replace")
     if dense is None:
