@@ -11,7 +11,7 @@ Page cache is warm for every step (the checkpoint is read once before timing).
 Targets: export >= 3x the converter with peak RSS under 300 MB; the view's first logits no slower than the
 no-mmap load, its peak RSS at most 1.1x the model's bytes.
 Usage: python bench/load.py [--layers 9] [--hidden 2048] [--keep]
-       python bench/load.py --experts 32 --layers 8 --hidden 1024   # a 1.1 GB Mixtral (mixtures issue)
+       python bench/load.py --experts 32 --layers 8 --hidden 1024   # a 0.98 GB Mixtral (--layers 9: 1.09 GB)
        python bench/load.py --family deepseek_v3 --experts 32 --layers 8 --hidden 1024
            # a 1.3 GB DeepSeek-V3: latent attention, 1 dense layer, 32 routed + 1 shared expert, sigmoid router
        python bench/load.py --family granitemoehybrid --experts 32 --layers 8 --hidden 1024
