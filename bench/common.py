@@ -18,23 +18,166 @@ import oracle  # noqa: E402
 WORK = oracle.CACHE / "bench"
 
 
-def make_checkpoint(out: Path, layers: int, hidden: int, vocab: int = 32000, experts: int = 0) -> Path:
-    """Random bf16 Llama weights written with numpy + safetensors (no torch), with a real tokenizer; with
-    `experts`, a Mixtral (that many experts of width hidden / 2 per layer, 2 per token)."""
+def _llama(layers: int, hidden: int, experts: int):
+    """Llama (dense), or with `experts` a Mixtral: that many experts of width hidden / 2 per layer, 2 per token."""
+    heads, kv_heads, ff = hidden // 64, max(1, hidden // 256), int(hidden * 2.75) // 64 * 64
+    kvd = kv_heads * 64
+    config = {"architectures": ["LlamaForCausalLM"], "model_type": "llama", "vocab_size": 32000,
+              "hidden_size": hidden, "intermediate_size": ff, "num_hidden_layers": layers,
+              "num_attention_heads": heads, "num_key_value_heads": kv_heads, "rms_norm_eps": 1e-5,
+              "max_position_embeddings": 4096, "rope_theta": 10000.0, "torch_dtype": "bfloat16",
+              "bos_token_id": 1, "eos_token_id": 2, "tie_word_embeddings": False}
+    if experts:
+        config.update({"architectures": ["MixtralForCausalLM"], "model_type": "mixtral", "num_local_experts": experts,
+                       "num_experts_per_tok": 2, "intermediate_size": hidden // 2, "sliding_window": None})
+
+    def layer(p, i):
+        moe = f"{p}block_sparse_moe."
+        return {p + "input_layernorm.weight": (hidden,), p + "post_attention_layernorm.weight": (hidden,),
+                p + "self_attn.q_proj.weight": (hidden, hidden), p + "self_attn.k_proj.weight": (kvd, hidden),
+                p + "self_attn.v_proj.weight": (kvd, hidden), p + "self_attn.o_proj.weight": (hidden, hidden),
+                **({p + "mlp.gate_proj.weight": (ff, hidden), p + "mlp.up_proj.weight": (ff, hidden),
+                    p + "mlp.down_proj.weight": (hidden, ff)} if not experts else {
+                    moe + "gate.weight": (experts, hidden),
+                    **{f"{moe}experts.{x}.{w}.weight": shape for x in range(experts)
+                       for w, shape in (("w1", (hidden // 2, hidden)), ("w2", (hidden, hidden // 2)),
+                                        ("w3", (hidden // 2, hidden)))}})}
+
+    head = {"model.embed_tokens.weight": (32000, hidden), "lm_head.weight": (32000, hidden),
+            "model.norm.weight": (hidden,)}
+    return config, head, layer, "llama-spm-model"
+
+
+def _deepseek_v3(layers: int, hidden: int, experts: int):
+    """DeepSeek-V3 (latent attention): queries through a rank-3/8 bottleneck, keys and values through kv_lora_rank
+    hidden / 4 (kv_b_proj holding both halves), heads of 64 + 32 rope / 64 value; the first layer dense
+    (first_k_dense_replace 1), then `experts` routed experts of width hidden / 2 in 4 groups keeping 2, 2 per token,
+    one shared expert, sigmoid scores with e_score_correction_bias (noaux_tc), yarn as released: the proportions of
+    fixtures/families/deepseek_v3.py's self-consistent config, scaled."""
+    if experts < 4 or experts % 4:
+        raise SystemExit("--family deepseek_v3 needs --experts, a multiple of 4 (4 expert groups)")
+    heads, ff, moe_ff = hidden // 64, int(hidden * 2.75) // 64 * 64, hidden // 2
+    q_rank, kv_rank, nope, rope, v = hidden * 3 // 8, hidden // 4, 64, 32, 64
+    vocab = 128256
+    yarn = {"beta_fast": 32, "beta_slow": 1, "factor": 40, "mscale": 1.0, "mscale_all_dim": 1.0,
+            "original_max_position_embeddings": 4096, "type": "yarn"}
+    config = {"architectures": ["DeepseekV3ForCausalLM"], "model_type": "deepseek_v3", "vocab_size": vocab,
+              "hidden_size": hidden, "intermediate_size": ff, "moe_intermediate_size": moe_ff,
+              "num_hidden_layers": layers, "num_attention_heads": heads, "num_key_value_heads": heads,
+              "n_routed_experts": experts, "num_experts_per_tok": 2, "n_shared_experts": 1,
+              "first_k_dense_replace": 1, "moe_layer_freq": 1, "n_group": 4, "topk_group": 2, "norm_topk_prob": True,
+              "routed_scaling_factor": 2.5, "scoring_func": "sigmoid", "topk_method": "noaux_tc",
+              "aux_loss_alpha": 0.001, "seq_aux": True, "ep_size": 1, "q_lora_rank": q_rank,
+              "kv_lora_rank": kv_rank, "qk_nope_head_dim": nope, "qk_rope_head_dim": rope, "v_head_dim": v,
+              "hidden_act": "silu", "max_position_embeddings": 163840, "rms_norm_eps": 1e-6,
+              "rope_theta": 10000.0, "rope_scaling": yarn, "attention_bias": False, "num_nextn_predict_layers": 1,
+              "bos_token_id": 128000, "eos_token_id": 128001, "tie_word_embeddings": False,
+              "torch_dtype": "bfloat16"}
+
+    def mlp(p, width):
+        return {p + "gate_proj.weight": (width, hidden), p + "up_proj.weight": (width, hidden),
+                p + "down_proj.weight": (hidden, width)}
+
+    def layer(p, i):
+        a = p + "self_attn."
+        tensors = {p + "input_layernorm.weight": (hidden,), p + "post_attention_layernorm.weight": (hidden,),
+                   a + "q_a_proj.weight": (q_rank, hidden), a + "q_a_layernorm.weight": (q_rank,),
+                   a + "q_b_proj.weight": (heads * (nope + rope), q_rank),
+                   a + "kv_a_proj_with_mqa.weight": (kv_rank + rope, hidden), a + "kv_a_layernorm.weight": (kv_rank,),
+                   a + "kv_b_proj.weight": (heads * (nope + v), kv_rank), a + "o_proj.weight": (hidden, heads * v)}
+        if i < 1:
+            return {**tensors, **mlp(p + "mlp.", ff)}
+        tensors.update({p + "mlp.gate.weight": (experts, hidden), p + "mlp.gate.e_score_correction_bias": (experts,)})
+        for x in range(experts):
+            tensors.update(mlp(f"{p}mlp.experts.{x}.", moe_ff))
+        return {**tensors, **mlp(p + "mlp.shared_experts.", moe_ff)}
+
+    head = {"model.embed_tokens.weight": (vocab, hidden), "lm_head.weight": (vocab, hidden),
+            "model.norm.weight": (hidden,)}
+    return config, head, layer, "llama3-tiktoken"
+
+
+def _granitemoehybrid(layers: int, hidden: int, experts: int):
+    """Granite 4.0 H (hybrid): Mamba-2 layers (expand 2, heads of 64, state 128, one group) with an attention
+    layer every 4th (layer_types as released, no positions), in every layer a mixture of `experts` experts of width
+    hidden / 2 (stored stacked, as released), 2 per token, and a shared MLP of width hidden; tied embeddings,
+    Granite's multipliers: granite-4.0-h-tiny's shape (fixtures/families/granitemoehybrid.py), scaled."""
+    if experts < 4:
+        raise SystemExit("--family granitemoehybrid needs --experts (at least 4)")
+    heads, kv_heads, width = hidden // 64, max(1, hidden // 256), hidden // 2
+    d_inner, d_head, d_state, groups, conv = 2 * hidden, 64, 128, 1, 4
+    m_heads, conv_dim = d_inner // d_head, d_inner + 2 * groups * d_state
+    vocab = 50264
+    kinds = ["attention" if i % 4 == 3 else "mamba" for i in range(layers)]
+    config = {"architectures": ["GraniteMoeHybridForCausalLM"], "model_type": "granitemoehybrid",
+              "vocab_size": vocab, "hidden_size": hidden, "intermediate_size": width,
+              "shared_intermediate_size": hidden, "num_hidden_layers": layers, "layer_types": kinds,
+              "num_attention_heads": heads, "num_key_value_heads": kv_heads, "num_local_experts": experts,
+              "num_experts_per_tok": 2, "mamba_n_heads": m_heads, "mamba_d_head": d_head, "mamba_d_state": d_state,
+              "mamba_n_groups": groups, "mamba_d_conv": conv, "mamba_expand": 2, "mamba_chunk_size": 256,
+              "mamba_conv_bias": True, "mamba_proj_bias": False, "attention_bias": False, "hidden_act": "silu",
+              "embedding_multiplier": 12.0, "attention_multiplier": 0.0078125, "residual_multiplier": 0.22,
+              "logits_scaling": 6.0, "position_embedding_type": "nope", "normalization_function": "rmsnorm",
+              "init_method": "mup", "max_position_embeddings": 131072, "rms_norm_eps": 1e-5, "rope_theta": 10000.0,
+              "rope_scaling": None, "router_aux_loss_coef": 0.001, "tie_word_embeddings": True,
+              "bos_token_id": 50256, "eos_token_id": 50256, "pad_token_id": 50256, "torch_dtype": "bfloat16"}
+
+    def layer(p, i):
+        tensors = {p + "input_layernorm.weight": (hidden,), p + "post_attention_layernorm.weight": (hidden,)}
+        if kinds[i] == "mamba":
+            m = p + "mamba."
+            tensors.update({m + "A_log": (m_heads,), m + "D": (m_heads,), m + "dt_bias": (m_heads,),
+                            m + "conv1d.weight": (conv_dim, 1, conv), m + "conv1d.bias": (conv_dim,),
+                            m + "in_proj.weight": (2 * d_inner + 2 * groups * d_state + m_heads, hidden),
+                            m + "norm.weight": (d_inner,), m + "out_proj.weight": (hidden, d_inner)})
+        else:
+            a, kvd = p + "self_attn.", kv_heads * 64
+            tensors.update({a + "q_proj.weight": (hidden, hidden), a + "k_proj.weight": (kvd, hidden),
+                            a + "v_proj.weight": (kvd, hidden), a + "o_proj.weight": (hidden, hidden)})
+        moe = p + "block_sparse_moe."
+        return {**tensors, moe + "input_linear.weight": (experts, 2 * width, hidden),
+                moe + "output_linear.weight": (experts, hidden, width), moe + "router.layer.weight": (experts, hidden),
+                p + "shared_mlp.input_linear.weight": (2 * hidden, hidden),
+                p + "shared_mlp.output_linear.weight": (hidden, hidden)}
+
+    head = {"model.embed_tokens.weight": (vocab, hidden), "model.norm.weight": (hidden,)}
+    return config, head, layer, "granitemoehybrid-gpt2"
+
+
+# family -> fn(layers, hidden, experts) -> (config.json, the tensors of shard 0 {name: shape},
+# fn(prefix, layer index) -> that layer's tensors {name: shape}, tokenizer recipe)
+FAMILIES = {"llama": _llama, "deepseek_v3": _deepseek_v3, "granitemoehybrid": _granitemoehybrid}
+
+
+def _write_tokenizer(recipe: str, out: Path) -> None:
+    """Llama's tokenizer.model alone, or one of fixtures/build.py's tokenizer recipes (read, not edited)."""
+    if recipe == "llama-spm-model":
+        shutil.copy(ROOT / "fixtures" / "tokenizers" / "llama-spm" / "tokenizer.model", out)
+        return
+    sys.path.insert(0, str(ROOT / "fixtures"))
+    import build
+
+    build._TOKENIZER_WRITERS[recipe](out)
+
+
+def make_checkpoint(out: Path, layers: int, hidden: int, experts: int = 0, family: str = "llama") -> Path:
+    """Random bf16 weights of `family` (FAMILIES) written with numpy + safetensors (no torch), one shard for the
+    embeddings and one per layer, with a real tokenizer."""
     if (out / "config.json").is_file():
         return out
     tmp = out.with_name(out.name + ".partial")
     shutil.rmtree(tmp, ignore_errors=True)
     tmp.mkdir(parents=True)
-    heads, kv_heads, ff = hidden // 64, max(1, hidden // 256), int(hidden * 2.75) // 64 * 64
+    config, head, layer, tokenizer = FAMILIES[family](layers, hidden, experts)
     rng = np.random.default_rng(0)
 
     def bf16(*shape):
         x = rng.standard_normal(shape, dtype=np.float32) * 0.02
         return (x.view(np.uint32) >> 16).astype(np.uint16)
 
-    def save(name, tensors):
+    def save(name, shapes):
         """A safetensors file written by hand: numpy has no bfloat16, so the header says BF16 itself."""
+        tensors = {key: bf16(*shape) for key, shape in shapes.items()}
         header, offset = {}, 0
         for key, arr in tensors.items():
             header[key] = {"dtype": "BF16", "shape": list(arr.shape), "data_offsets": [offset, offset + arr.nbytes]}
@@ -46,33 +189,11 @@ def make_checkpoint(out: Path, layers: int, hidden: int, vocab: int = 32000, exp
             for arr in tensors.values():
                 f.write(arr.tobytes())
 
-    kvd = kv_heads * 64
-    shard = {"model.embed_tokens.weight": bf16(vocab, hidden), "lm_head.weight": bf16(vocab, hidden),
-             "model.norm.weight": bf16(hidden)}
-    save("model-00000.safetensors", shard)
+    save("model-00000.safetensors", head)
     for i in range(layers):
-        p = f"model.layers.{i}."
-        save(f"model-{i + 1:05d}.safetensors", {
-            p + "input_layernorm.weight": bf16(hidden), p + "post_attention_layernorm.weight": bf16(hidden),
-            p + "self_attn.q_proj.weight": bf16(hidden, hidden), p + "self_attn.k_proj.weight": bf16(kvd, hidden),
-            p + "self_attn.v_proj.weight": bf16(kvd, hidden), p + "self_attn.o_proj.weight": bf16(hidden, hidden),
-            **({p + "mlp.gate_proj.weight": bf16(ff, hidden), p + "mlp.up_proj.weight": bf16(ff, hidden),
-                p + "mlp.down_proj.weight": bf16(hidden, ff)} if not experts else {
-                p + "block_sparse_moe.gate.weight": bf16(experts, hidden),
-                **{f"{p}block_sparse_moe.experts.{x}.{w}.weight": bf16(*shape) for x in range(experts)
-                   for w, shape in (("w1", (hidden // 2, hidden)), ("w2", (hidden, hidden // 2)),
-                                    ("w3", (hidden // 2, hidden)))}})})
-    mixture = {"architectures": ["MixtralForCausalLM"], "model_type": "mixtral", "num_local_experts": experts,
-               "num_experts_per_tok": 2, "intermediate_size": hidden // 2, "sliding_window": None}
-    config = {"architectures": ["LlamaForCausalLM"], "model_type": "llama", "vocab_size": vocab,
-              "hidden_size": hidden, "intermediate_size": ff, "num_hidden_layers": layers,
-              "num_attention_heads": heads, "num_key_value_heads": kv_heads, "rms_norm_eps": 1e-5,
-              "max_position_embeddings": 4096, "rope_theta": 10000.0, "torch_dtype": "bfloat16",
-              "bos_token_id": 1, "eos_token_id": 2, "tie_word_embeddings": False}
-    if experts:
-        config.update(mixture)
+        save(f"model-{i + 1:05d}.safetensors", layer(f"model.layers.{i}.", i))
     (tmp / "config.json").write_text(json.dumps(config, indent=2))
-    shutil.copy(ROOT / "fixtures" / "tokenizers" / "llama-spm" / "tokenizer.model", tmp)
+    _write_tokenizer(tokenizer, tmp)
     tmp.rename(out)
     return out
 
@@ -94,14 +215,18 @@ def run(cmd: list[str], env=None) -> tuple[float, int, str]:
         return wall, usage.ru_maxrss * 1024, out.read()
 
 
-def checkpoint(layers: int, hidden: int, experts: int = 0) -> Path:
+def checkpoint(layers: int, hidden: int, experts: int = 0, family: str = "llama") -> Path:
     """The benchmark checkpoint, made once in a child process (a forked child's peak RSS would otherwise
     include this process's arrays), with its shards read once so every contender starts warm."""
-    path = WORK / (f"mixtral-{layers}x{hidden}x{experts}" if experts else f"llama-{layers}x{hidden}")
+    if family == "llama":
+        name = f"mixtral-{layers}x{hidden}x{experts}" if experts else f"llama-{layers}x{hidden}"
+    else:
+        name = f"{family}-{layers}x{hidden}x{experts}"
+    path = WORK / name
     if not (path / "config.json").is_file():
         subprocess.run([sys.executable, "-c", f"import sys; sys.path.insert(0, {str(ROOT / 'bench')!r}); "
                         f"import common; common.make_checkpoint(common.WORK / {path.name!r}, {layers}, {hidden}, "
-                        f"experts={experts})"], check=True)
+                        f"experts={experts}, family={family!r})"], check=True)
     for f in path.glob("*.safetensors"):
         with open(f, "rb") as fh:
             while fh.read(64 << 20):

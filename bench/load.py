@@ -11,7 +11,11 @@ Page cache is warm for every step (the checkpoint is read once before timing).
 Targets: export >= 3x the converter with peak RSS under 300 MB; the view's first logits no slower than the
 no-mmap load, its peak RSS at most 1.1x the model's bytes.
 Usage: python bench/load.py [--layers 9] [--hidden 2048] [--keep]
-       python bench/load.py --experts 32 --layers 8 --hidden 1024   # a 1.1 GB Mixtral (mixtures issue)
+       python bench/load.py --experts 32 --layers 8 --hidden 1024   # a 0.98 GB Mixtral (--layers 9: 1.09 GB)
+       python bench/load.py --family deepseek_v3 --experts 32 --layers 8 --hidden 1024
+           # a 1.3 GB DeepSeek-V3: latent attention, 1 dense layer, 32 routed + 1 shared expert, sigmoid router
+       python bench/load.py --family granitemoehybrid --experts 32 --layers 8 --hidden 1024
+           # a 1.05 GB Granite 4.0 H hybrid: 6 Mamba-2 and 2 attention layers, 32 experts + a shared MLP each
 """
 from __future__ import annotations
 
@@ -21,20 +25,21 @@ import sys
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from common import FIRST_LOGITS, ROOT, WORK, checkpoint, convert, run  # noqa: E402
+from common import FAMILIES, FIRST_LOGITS, ROOT, WORK, checkpoint, convert, run  # noqa: E402
 import oracle  # noqa: E402
 
 def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--layers", type=int, default=9)  # 1.1 GB of bf16 weights
     ap.add_argument("--hidden", type=int, default=2048)
-    ap.add_argument("--experts", type=int, default=0, help="a Mixtral with this many experts per layer")
+    ap.add_argument("--experts", type=int, default=0, help="experts per layer (llama: a Mixtral with this many)")
+    ap.add_argument("--family", choices=sorted(FAMILIES), default="llama", help="what to generate (bench/common.py)")
     ap.add_argument("--keep", action="store_true", help="keep the converted files")
     args = ap.parse_args()
-    ckpt = checkpoint(args.layers, args.hidden, args.experts)
+    ckpt = checkpoint(args.layers, args.hidden, args.experts, args.family)
     size = sum(f.stat().st_size for f in ckpt.glob("*.safetensors"))
     env = dict(os.environ, PYTHONPATH=str(ROOT))
-    conv_out, ours_out = WORK / "converter.gguf", WORK / "hfview.gguf"
+    conv_out, ours_out = WORK / f"{ckpt.name}-converter.gguf", WORK / f"{ckpt.name}-hfview.gguf"
     rows = []
 
     wall, rss = convert(ckpt, conv_out)
@@ -55,7 +60,8 @@ def main() -> None:
     if not args.keep:
         conv_out.unlink()
 
-    print(f"\ncheckpoint: {ckpt} ({size / 1e9:.2f} GB bf16 safetensors, {args.layers} layers, hidden {args.hidden}"
+    print(f"\ncheckpoint: {ckpt} ({args.family}, {size / 1e9:.2f} GB bf16 safetensors, {args.layers} layers, "
+          f"hidden {args.hidden}"
           f"{f', {args.experts} experts' if args.experts else ''})")
     print(f"{'step':<42} {'wall s':>8} {'peak RSS MB':>12} {'bytes written':>15}")
     for label, wall, rss, written in rows:

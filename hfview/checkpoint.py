@@ -32,9 +32,15 @@ _CHUNK_BYTES = 32 << 20  # a transformed tensor is produced at most this much at
                          # for a quantized one)
 
 
-def _rows_per_chunk(t: Presented) -> int:
+# what a reader of the virtual file (llama.cpp, in small stdio pieces) gets produced ahead and kept, of a tensor
+# not quantized: held while the model's own buffers fill, so it adds to the view's peak memory one for one
+_READ_AHEAD_BYTES = 8 << 20
+
+
+def _rows_per_chunk(t: Presented, read_ahead: bool = False) -> int:
     work = t.row_bytes if t.via is None else max(t.row_bytes, (t.shape[-1] if t.shape else 1) * 4)
-    return max(1, _CHUNK_BYTES // work)
+    budget = min(_CHUNK_BYTES, _READ_AHEAD_BYTES) if read_ahead and t.via is None else _CHUNK_BYTES
+    return max(1, budget // work)
 
 
 def _bytes_view(array: np.ndarray) -> memoryview:
@@ -308,7 +314,7 @@ class HfCheckpoint:
             return take
         row_bytes = t.row_bytes
         first_row = within // row_bytes
-        rows_per_chunk = _rows_per_chunk(t)
+        rows_per_chunk = _rows_per_chunk(t, read_ahead=True)
         want_end = min(t.nbytes, within + len(out))
         last_row = min(t.view.n_rows, -(-want_end // row_bytes), first_row + rows_per_chunk)
         cached = self._cache
@@ -317,6 +323,7 @@ class HfCheckpoint:
         else:
             # readers go front to back in small pieces (stdio buffers): produce a whole chunk ahead
             ahead = min(t.view.n_rows, first_row + rows_per_chunk)
+            self._cache = None  # the chunk before is done with: not held while the next one is made
             data, base = _bytes_view(t.rows(first_row, ahead)), first_row
             self._cache = (i, first_row, ahead, data)
             last_row = min(last_row, ahead)

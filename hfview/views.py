@@ -223,8 +223,19 @@ class RowSelection(View):
         if len(self.shape) == 1:
             return self.source.read()[self.order].reshape(1, -1)
         picked = self.order[start:stop]
-        lo, hi = int(picked.min()), int(picked.max()) + 1
-        return _flat_rows(self.source, lo, hi)[picked - lo]
+        cuts = np.flatnonzero(np.diff(picked) != 1) + 1
+        if len(cuts) >= len(picked) // _LONG_RUN:  # short runs (rotation pairs, single rows): one read, a gather
+            lo, hi = int(picked.min()), int(picked.max()) + 1
+            return _flat_rows(self.source, lo, hi)[picked - lo]
+        # long runs of consecutive rows (one part of each expert's fused rows): each run read on its own, so
+        # memory holds the result and one run's read, not every stored row between the first and the last
+        out = np.empty((len(picked), self.shape[-1]), self.source.numpy_dtype)
+        for a, b in zip((0, *cuts), (*cuts, len(picked))):
+            out[a:b] = _flat_rows(self.source, int(picked[a]), int(picked[b - 1]) + 1)
+        return out
+
+
+_LONG_RUN = 64  # RowSelection reads run by run where its runs of consecutive rows average at least this many
 
 
 def expert_part(n_experts: int, rows_per_expert: int, part: int, parts: int) -> np.ndarray:
