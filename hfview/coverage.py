@@ -68,5 +68,16 @@ def route_for(model_type: str) -> Route:
     if cls is not None:
         why = NOT_PRESENTED.get(model_type, "no hfview family presents it to llama.cpp yet")
         return Route("torch", f"{cls}; {why}")
+    if model_type in NONE_REASONS:
+        return Route("none", NONE_REASONS[model_type])
     return Route("none", "no hfview family presents it, and transformers has no text-generation class for it "
                          "(hfview never runs remote code)")
+
+
+# Design model types that nothing runs, where the reason is more than the general one (route_for's last line)
+NONE_REASONS: dict[str, str] = {
+    "solar": "Solar Pro (SolarForCausalLM, upstage/solar-pro-preview-instruct: remote code only): transformers "
+             "5.24 has no class for it, the pinned converter none, and llama.cpp no architecture with its block "
+             "skip connections (bskcn_1..4); Upstage's Solar Open (SolarOpenForCausalLM) is model_type "
+             "solar_open, which the view presents (family solar_open)",
+}

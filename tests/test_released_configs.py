@@ -255,3 +255,6 @@ FEWER["nanbeige"] = "no byte copy of a released config.json reached (Nanbeige4.2
 FEWER["pangu_embedded"] = "one copy reached (openPangu-Embedded-7B-V1.1, a mirror); the others publish on GitCode/the Hub"
 # MiMo-V2-Flash (issue 12): Xiaomi publishes on the Hub only; copies found only as fields quoted in other projects' code
 FEWER["mimo_v2_flash"] = _UNREACHED
+# Solar Open (issue 15): upstage publishes Solar-Open-100B on the Hub only; the search reached copies of its config
+# quoted in code and documents (tests/test_family_solar_open.py tests a config with every key they state)
+FEWER["solar_open"] = _UNREACHED
