@@ -86,3 +86,43 @@ def test_release_shaped_config_is_accepted(tmp_path):
     assert kv["glm4moe.expert_feed_forward_length"] == 1280 and kv["glm4moe.feed_forward_length"] == 10240
     assert kv["glm4moe.rope.dimension_count"] == 128 and kv["glm4moe.attention.key_length"] == 128
     assert kv["glm4moe.rope.scaling.type"] == "yarn" and kv["glm4moe.rope.scaling.original_context_length"] == 65536
+
+
+def test_a_tokenizer_without_the_tokens_the_converter_looks_up_is_refused_naming_them(checkpoint, tmp_path):
+    """The converter reads <unk>'s id from the added tokens (a KeyError without it); the view names the token."""
+    from hfview import HfCheckpoint
+    from tokenizer.errors import TokenizerError
+
+    src = checkpoint("solar_open")
+    dst = tmp_path / "no_unk"
+    dst.mkdir()
+    for f in src.iterdir():
+        if f.name != "tokenizer.json":
+            (dst / f.name).symlink_to(f)
+    tok = json.loads((src / "tokenizer.json").read_text(encoding="utf-8"))
+    tok["added_tokens"] = [t for t in tok["added_tokens"] if t["content"] != "<unk>"]
+    (dst / "tokenizer.json").write_text(json.dumps(tok), encoding="utf-8")
+    with pytest.raises(TokenizerError, match="'<unk>' is not an added token; Solar Open's tokenizer has it"):
+        HfCheckpoint(dst, "f32").kv
+
+
+def test_the_layout_transformers_5_saves_reads_as_the_released_one(checkpoint, tmp_path):
+    """A fine-tune saved by transformers 5 states rope_parameters (yarn and partial_rotary_factor inside it) where
+    the release states rope_scaling, rope_theta and a top-level partial_rotary_factor: the same KV (general.* names
+    come from the directory)."""
+    from hfview import HfCheckpoint
+
+    src = checkpoint("solar_open")
+    cfg = json.loads((src / "config.json").read_text(encoding="utf-8"))
+    saved = {k: v for k, v in cfg.items() if k not in ("rope_scaling", "rope_theta", "partial_rotary_factor")}
+    saved["rope_parameters"] = {"rope_type": "yarn", "factor": 2.0, "original_max_position_embeddings": 65536,
+                                "rope_theta": 1000000.0, "partial_rotary_factor": 1.0}
+    dst = tmp_path / "saved"
+    dst.mkdir()
+    for f in src.iterdir():
+        if f.name != "config.json":
+            (dst / f.name).symlink_to(f)
+    (dst / "config.json").write_text(json.dumps(saved), encoding="utf-8")
+    ours = {k.key: k.value for k in HfCheckpoint(dst, "f32").kv if not k.key.startswith("general.")}
+    released = {k.key: k.value for k in HfCheckpoint(src, "f32").kv if not k.key.startswith("general.")}
+    assert ours == released

@@ -84,7 +84,8 @@ def normalise(h: dict) -> dict:
 def vocab(model_dir: Path, h: dict) -> list:
     # SolarOpenModel.set_vocab: the BPE vocab, then eos/eot/unk/bos found by content among the added tokens
     return glm_special_vocab(model_dir, h, (("eos", "<|endoftext|>"), ("eot", "<|endoftext|>"), ("unk", "<unk>"),
-                                            ("bos", "<|startoftext|>")))
+                                            ("bos", "<|startoftext|>")),
+                             tokenizer="Solar Open's tokenizer")
 
 
 FAMILY = Family(
