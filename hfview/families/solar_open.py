@@ -58,9 +58,10 @@ def check(h: dict, path: Path) -> None:
         stated = rope.get("partial_rotary_factor")
         written = int(head_dim * (0.5 if stated is None else stated))
         raise ConfigError(f"{path}: partial_rotary_factor {stated!r}: transformers' SolarOpen rotates the whole head "
-                          f"({head_dim} dims; it reads no other width), but the converter writes head_dim x "
-                          f"partial_rotary_factor (0.5 when none is stated) = {written} rotary dims, so llama.cpp "
-                          f"would run another function; Solar-Open-100B states 1.0")
+                          f"({head_dim} dims: its rotation has no pass-through part, so no other width runs), but "
+                          f"the converter writes head_dim x partial_rotary_factor (0.5 when none is stated) = "
+                          f"{written} rotary dims, so llama.cpp would run another function; Solar-Open-100B "
+                          f"states 1.0")
     if h.get("first_k_dense_replace"):
         raise ConfigError(f"{path}: first_k_dense_replace {h['first_k_dense_replace']!r}: transformers' SolarOpen "
                           f"builds a mixture in every layer, but llama.cpp's glm4moe would run the first "
