@@ -76,3 +76,4 @@ def route_for(model_type: str) -> Route:
                              f"(hfview never runs remote code)")
     return Route("none", "no hfview family presents it, and transformers has no text-generation class for it "
                          "(hfview never runs remote code)")
+

@@ -267,3 +267,6 @@ REFUSED["telechat/Tele-AI__TeleChat-52B.json"] = (
     "config key 'activation_function'", "TeleChat-52B: the FLM-2 lineage's GPT-2-named layout (n_embd, Conv1D c_attn, "
     "muP multipliers) under model_type telechat, another architecture than TeleChat2's, which the family does not present "
     "(and its weights are released as pickled pytorch_model.bin shards, which hfview does not read)")
+# Solar Open (issue 15): upstage publishes Solar-Open-100B on the Hub only; the search reached copies of its config
+# quoted in code and documents (tests/test_family_solar_open.py tests a config with every key they state)
+FEWER["solar_open"] = _UNREACHED

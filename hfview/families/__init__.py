@@ -60,6 +60,9 @@ NOT_COMPUTABLE: dict[str, str] = {
     "step1": "Step1ForCausalLM's attention bias is ALiBi over the square root of the distance (-slope * sqrt(i - j); "
              "its modeling code's build_alibi_cache, vLLM's use_alibi_sqrt), and llama.cpp's ALiBi is linear in the "
              "distance (-slope * |i - j|), so no llama.cpp architecture computes it",
+    "solar": "Solar Pro (SolarForCausalLM, upstage/solar-pro-preview-instruct, remote code only) adds block skip "
+             "connections (bskcn_1..4) that no llama.cpp architecture computes, and the pinned converter has no class "
+             "for it; Upstage's Solar Open is model_type solar_open, which the view presents (family solar_open)",
 }
 
 

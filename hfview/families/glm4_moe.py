@@ -95,6 +95,12 @@ def check(h: dict, path: Path) -> None:
     if rope_dimension_count(h) % 2:
         raise ConfigError(f"{path}: head_dim x partial_rotary_factor = {rope_dimension_count(h)} rotary dims: "
                           f"rotation pairs need an even count")
+    check_mixture(h, path)
+
+
+def check_mixture(h: dict, path: Path) -> None:
+    """What llama.cpp's glm4moe needs of the mixture (also SolarOpen's): routed experts, one expert group, no more
+    leading dense layers than layers."""
     for key in ("n_routed_experts", "num_experts_per_tok"):
         if not h.get(key):
             raise ConfigError(f"{path}: {key} {h.get(key)!r}: llama.cpp's glm4moe needs routed experts "

@@ -4,7 +4,8 @@ from __future__ import annotations
 from pathlib import Path
 
 
-def glm_special_vocab(model_dir: Path, h: dict, by_content: tuple[tuple[str, str], ...]) -> list:
+def glm_special_vocab(model_dir: Path, h: dict, by_content: tuple[tuple[str, str], ...],
+                      tokenizer: str = "a GLM-4 tokenizer") -> list:
     """get_vocab_base's tokens as a gpt2 vocab, then SpecialVocab (merges, ids from the tokenizer files) with
     each (type, token content) of `by_content` set where the tokenizer files did not already set that type.
     The contents must be added tokens of the tokenizer, as in every GLM-4 tokenizer."""
@@ -25,8 +26,8 @@ def glm_special_vocab(model_dir: Path, h: dict, by_content: tuple[tuple[str, str
     special = SpecialVocab(model_dir, load_merges=True)
     for typ, content in by_content:
         if content not in added:
-            raise TokenizerError(f"{model_dir / 'tokenizer.json'}: {content!r} is not an added token; a GLM-4 "
-                                 f"tokenizer has it (the converter takes the {typ} token id from it)")
+            raise TokenizerError(f"{model_dir / 'tokenizer.json'}: {content!r} is not an added token; {tokenizer} "
+                                 f"has it (the converter takes the {typ} token id from it)")
         special.set_special_token(typ, added[content])
     special.write(w)
     return w.kvs()
