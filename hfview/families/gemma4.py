@@ -14,8 +14,10 @@ Gemma4Model, a Gemma3Model).
 - rope: the sliding layers' (rope.freq_base_swa, whole head), the full layers' "proportional" rope, rotating
   partial_rotary_factor of the head as its first frequencies: a rope_freqs tensor of ones there and 1e30 over
   the unrotated rest, the converter's way of writing it for llama.cpp's neox rope.
+- mixture layers (enable_moe_block, the 26B-A4B): the dense MLP runs beside the experts as a shared expert, each
+  with its own norms; the stacked experts and the router's scales are presented as stored.
 - What this module does not present yet, refused by name: the E models' per-layer inputs and shared KV layers,
-  the mixture layers (26B-A4B), the double-wide MLP.
+  the double-wide MLP.
 """
 from __future__ import annotations
 
@@ -59,6 +61,10 @@ HARMLESS: Harmless = {
                      "vision_soft_tokens_per_image"), ANY),
 }
 
+def _moe(h: dict) -> bool:
+    return bool(h["enable_moe_block"])
+
+
 TENSORS = (
     Tensor("model.embed_tokens.weight", "token_embd.weight"),
     Tensor("model.norm.weight", "output_norm.weight"),
@@ -79,6 +85,19 @@ TENSORS = (
     Tensor("model.layers.{bid}.mlp.gate_proj.weight", "blk.{bid}.ffn_gate.weight"),
     Tensor("model.layers.{bid}.mlp.up_proj.weight", "blk.{bid}.ffn_up.weight"),
     Tensor("model.layers.{bid}.mlp.down_proj.weight", "blk.{bid}.ffn_down.weight"),
+    # the mixture layers (enable_moe_block, the 26B-A4B): the MLP above is their shared expert; the experts are
+    # stored stacked (gate and up fused, as llama.cpp's ffn_gate_up_exps takes them), the router with its own scale
+    # and a per-expert scale of the experts' outputs (ffn_down_exps.scale)
+    Tensor("model.layers.{bid}.experts.gate_up_proj", "blk.{bid}.ffn_gate_up_exps.weight", required=_moe),
+    Tensor("model.layers.{bid}.experts.down_proj", "blk.{bid}.ffn_down_exps.weight", required=_moe),
+    Tensor("model.layers.{bid}.router.proj.weight", "blk.{bid}.ffn_gate_inp.weight", required=_moe),
+    Tensor("model.layers.{bid}.router.scale", "blk.{bid}.ffn_gate_inp.scale", required=_moe),
+    Tensor("model.layers.{bid}.router.per_expert_scale", "blk.{bid}.ffn_down_exps.scale", required=_moe),
+    Tensor("model.layers.{bid}.pre_feedforward_layernorm_2.weight", "blk.{bid}.pre_ffw_norm_2.weight", required=_moe),
+    Tensor("model.layers.{bid}.post_feedforward_layernorm_1.weight", "blk.{bid}.post_ffw_norm_1.weight",
+           required=_moe),
+    Tensor("model.layers.{bid}.post_feedforward_layernorm_2.weight", "blk.{bid}.post_ffw_norm_2.weight",
+           required=_moe),
     # the image-text model's vision (and audio) side, which the converter's --mmproj file holds
     Skip("model.vision_tower.{rest}"), Skip("model.embed_vision.{rest}"),
     Skip("model.audio_tower.{rest}"), Skip("model.embed_audio.{rest}"),
@@ -119,13 +138,18 @@ def check(h: dict, path: Path) -> None:
     refuse = {
         "hidden_size_per_layer_input": "the E models' per-layer inputs are not presented by hfview yet",
         "num_kv_shared_layers": "the E models' shared KV layers are not presented by hfview yet",
-        "enable_moe_block": "the mixture layers (26B-A4B) are not presented by hfview yet",
         "use_double_wide_mlp": "the double-wide MLP of shared KV layers is not presented by hfview yet",
         "attention_bias": "llama.cpp's gemma4 has no attention biases",
     }
     for key, why in refuse.items():
         if h.get(key):
             raise ConfigError(f"{path}: {key} {h[key]!r}: {why}")
+    if h["enable_moe_block"]:
+        for key in ("num_experts", "top_k_experts", "moe_intermediate_size"):
+            if not h.get(key):
+                raise ConfigError(f"{path}: enable_moe_block with {key} {h.get(key)!r}: a mixture layer needs it")
+        if h["top_k_experts"] > h["num_experts"]:
+            raise ConfigError(f"{path}: top_k_experts {h['top_k_experts']} of num_experts {h['num_experts']}")
     if h.get("hidden_activation") != "gelu_pytorch_tanh":
         raise ConfigError(f"{path}: hidden_activation {h.get('hidden_activation')!r}: llama.cpp's gemma4 computes "
                           f"the tanh GELU only")
