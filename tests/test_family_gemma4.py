@@ -11,7 +11,7 @@ from family_oracle import oracle_tests
 from hfview import HfCheckpoint
 from hfview.errors import ConfigError
 
-test_export, test_logits = oracle_tests("gemma4", ["gemma4-text", "gemma4-mm", "gemma4-moe"])
+test_export, test_logits = oracle_tests("gemma4", ["gemma4-text", "gemma4-mm", "gemma4-moe", "gemma4-e"])
 
 
 def test_defaults_are_transformers():

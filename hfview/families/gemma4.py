@@ -16,8 +16,10 @@ Gemma4Model, a Gemma3Model).
   the unrotated rest, the converter's way of writing it for llama.cpp's neox rope.
 - mixture layers (enable_moe_block, the 26B-A4B): the dense MLP runs beside the experts as a shared expert, each
   with its own norms; the stacked experts and the router's scales are presented as stored.
-- What this module does not present yet, refused by name: the E models' per-layer inputs and shared KV layers,
-  the double-wide MLP.
+- the E models (E2B, E4B): per-layer inputs (a second embedding, a projection of the first, per-layer gates and
+  projections), the last num_kv_shared_layers layers reading the keys and values of earlier ones (llama.cpp: always
+  the last sliding and full layer before them, refused otherwise), double-wide MLPs on those layers (a
+  feed_forward_length array).
 """
 from __future__ import annotations
 
@@ -65,6 +67,15 @@ def _moe(h: dict) -> bool:
     return bool(h["enable_moe_block"])
 
 
+def _per_layer_inputs(h: dict) -> bool:
+    return bool(h.get("hidden_size_per_layer_input"))
+
+
+def _own_kv(h: dict) -> bool:
+    """Whether every layer stores its keys and values (no shared KV layers, which store none)."""
+    return not h["num_kv_shared_layers"]
+
+
 TENSORS = (
     Tensor("model.embed_tokens.weight", "token_embd.weight"),
     Tensor("model.norm.weight", "output_norm.weight"),
@@ -72,13 +83,14 @@ TENSORS = (
     Tensor("model.layers.{bid}.input_layernorm.weight", "blk.{bid}.attn_norm.weight"),
     Tensor("model.layers.{bid}.layer_scalar", "blk.{bid}.layer_output_scale.weight"),
     Tensor("model.layers.{bid}.self_attn.q_proj.weight", "blk.{bid}.attn_q.weight"),
-    Tensor("model.layers.{bid}.self_attn.k_proj.weight", "blk.{bid}.attn_k.weight"),
+    # the shared KV layers (num_kv_shared_layers, the last ones) store no keys, values or key norm
+    Tensor("model.layers.{bid}.self_attn.k_proj.weight", "blk.{bid}.attn_k.weight", required=_own_kv),
     # absent on the full-attention layers where attention_k_eq_v (the keys are the values)
     Tensor("model.layers.{bid}.self_attn.v_proj.weight", "blk.{bid}.attn_v.weight",
-           required=lambda h: not h["attention_k_eq_v"]),
+           required=lambda h: not h["attention_k_eq_v"] and _own_kv(h)),
     Tensor("model.layers.{bid}.self_attn.o_proj.weight", "blk.{bid}.attn_output.weight"),
     Tensor("model.layers.{bid}.self_attn.q_norm.weight", "blk.{bid}.attn_q_norm.weight"),
-    Tensor("model.layers.{bid}.self_attn.k_norm.weight", "blk.{bid}.attn_k_norm.weight"),
+    Tensor("model.layers.{bid}.self_attn.k_norm.weight", "blk.{bid}.attn_k_norm.weight", required=_own_kv),
     Tensor("model.layers.{bid}.post_attention_layernorm.weight", "blk.{bid}.post_attention_norm.weight"),
     Tensor("model.layers.{bid}.pre_feedforward_layernorm.weight", "blk.{bid}.ffn_norm.weight"),
     Tensor("model.layers.{bid}.post_feedforward_layernorm.weight", "blk.{bid}.post_ffw_norm.weight"),
@@ -98,6 +110,15 @@ TENSORS = (
            required=_moe),
     Tensor("model.layers.{bid}.post_feedforward_layernorm_2.weight", "blk.{bid}.post_ffw_norm_2.weight",
            required=_moe),
+    # the E models' per-layer inputs: a second embedding of hidden_size_per_layer_input per layer, a projection of
+    # the first embedding to the same, its norm; in each layer a gate, a projection back and a norm
+    Tensor("model.embed_tokens_per_layer.weight", "per_layer_token_embd.weight", required=_per_layer_inputs),
+    Tensor("model.per_layer_model_projection.weight", "per_layer_model_proj.weight", required=_per_layer_inputs),
+    Tensor("model.per_layer_projection_norm.weight", "per_layer_proj_norm.weight", required=_per_layer_inputs),
+    Tensor("model.layers.{bid}.per_layer_input_gate.weight", "blk.{bid}.inp_gate.weight", required=_per_layer_inputs),
+    Tensor("model.layers.{bid}.per_layer_projection.weight", "blk.{bid}.proj.weight", required=_per_layer_inputs),
+    Tensor("model.layers.{bid}.post_per_layer_input_norm.weight", "blk.{bid}.post_norm.weight",
+           required=_per_layer_inputs),
     # the image-text model's vision (and audio) side, which the converter's --mmproj file holds
     Skip("model.vision_tower.{rest}"), Skip("model.embed_vision.{rest}"),
     Skip("model.audio_tower.{rest}"), Skip("model.embed_audio.{rest}"),
@@ -135,15 +156,12 @@ def _full_layer(h: dict, key: str):
 
 
 def check(h: dict, path: Path) -> None:
-    refuse = {
-        "hidden_size_per_layer_input": "the E models' per-layer inputs are not presented by hfview yet",
-        "num_kv_shared_layers": "the E models' shared KV layers are not presented by hfview yet",
-        "use_double_wide_mlp": "the double-wide MLP of shared KV layers is not presented by hfview yet",
-        "attention_bias": "llama.cpp's gemma4 has no attention biases",
-    }
-    for key, why in refuse.items():
-        if h.get(key):
-            raise ConfigError(f"{path}: {key} {h[key]!r}: {why}")
+    if h.get("attention_bias"):
+        raise ConfigError(f"{path}: attention_bias true: llama.cpp's gemma4 has no attention biases")
+    if _per_layer_inputs(h) and h["vocab_size_per_layer_input"] != h["vocab_size"]:
+        raise ConfigError(f"{path}: vocab_size_per_layer_input {h['vocab_size_per_layer_input']} differs from "
+                          f"vocab_size {h['vocab_size']}: llama.cpp's gemma4 reads one row of the per-layer "
+                          f"embedding per token of the vocabulary")
     if h["enable_moe_block"]:
         for key in ("num_experts", "top_k_experts", "moe_intermediate_size"):
             if not h.get(key):
@@ -162,6 +180,14 @@ def check(h: dict, path: Path) -> None:
     if len(h["layer_types"]) != h["num_hidden_layers"]:
         raise ConfigError(f"{path}: layer_types has {len(h['layer_types'])} entries for {h['num_hidden_layers']} "
                           f"layers (num_hidden_layers)")
+    n, shared = h["num_hidden_layers"], h["num_kv_shared_layers"]
+    if shared:
+        first = n - shared
+        if first < 2 or h["layer_types"][first - 2:first] != ["sliding_attention", "full_attention"]:
+            raise ConfigError(f"{path}: num_kv_shared_layers {shared} of {n} layers (layer_types {h['layer_types']}): "
+                              f"llama.cpp's gemma4 reads the shared layers' keys and values from the last two "
+                              f"layers before them, a sliding layer and then a full one; here they are "
+                              f"{h['layer_types'][max(first - 2, 0):max(first, 0)]}")
     rope = h["rope_parameters"]
     sliding, full = rope.get("sliding_attention"), rope.get("full_attention")
     if not isinstance(sliding, dict) or not isinstance(full, dict):
@@ -218,6 +244,11 @@ def parameters(h: dict, block_count: int, file_type: int) -> list:
            u32("gemma4.attention.value_length_swa", head_swa)]
     if (n_ff_exp := h.get("expert_intermediate_size", h.get("moe_intermediate_size"))) is not None:
         kv.append(u32("gemma4.expert_feed_forward_length", n_ff_exp))
+    if h["use_double_wide_mlp"]:  # the shared KV layers' MLPs are twice as wide
+        first_shared = block_count - h["num_kv_shared_layers"]
+        n_ff = h["intermediate_size"]
+        kv.append(KV("gemma4.feed_forward_length", ValueType.ARRAY,
+                     [n_ff if il < first_shared else 2 * n_ff for il in range(block_count)], ValueType.INT32))
     kv_full = _full_layer(h, "num_key_value_heads")
     if kv_full is not None:
         kv.append(KV("gemma4.attention.head_count_kv", ValueType.ARRAY,
