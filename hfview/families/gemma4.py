@@ -1,6 +1,9 @@
 """Gemma 4 text, and the Gemma 4 image-text model read as its text model -> llama.cpp `gemma4` (the converter's
 Gemma4Model, a Gemma3Model).
 
+- Gemma4UnifiedForConditionalGeneration (gemma4_unified): the same decoder (its config class has no per-layer
+  inputs or mixtures), read as its text model as below; the converter's Gemma4UnifiedModel adds only
+  generation_config.json's suppress_tokens, refused where stated (not presented yet).
 - Gemma4ForConditionalGeneration: text_config is merged over the top level (config.py), the text weights'
   `language_model.` prefix goes (the converter's rename), the vision tower and its embedder are left out as the
   converter's text conversion leaves them out.
@@ -49,7 +52,17 @@ _TEXT_DEFAULTS = dict(
 # (image-text) is read through its text_config, whose class is the same. rope_parameters, layer_types and
 # per_layer_config are computed by the class (normalise), global_head_dim (512) and num_global_key_value_heads are
 # constructor arguments it consumes.
-DEFAULTS = {"gemma4_text": _TEXT_DEFAULTS, "gemma4": _TEXT_DEFAULTS}
+# Gemma 4 Unified (Gemma4UnifiedForConditionalGeneration): the same decoder; its text config class knows no per-layer
+# inputs or mixtures and defaults otherwise (transformers 5.24's Gemma4UnifiedTextConfig, as data)
+_UNIFIED_DEFAULTS = dict(
+    vocab_size=262144, hidden_size=2304, intermediate_size=9216, num_hidden_layers=30, num_attention_heads=8,
+    num_key_value_heads=4, head_dim=256, hidden_activation="gelu_pytorch_tanh", max_position_embeddings=262144,
+    rms_norm_eps=1e-06, tie_word_embeddings=True, attention_bias=False, sliding_window=1024,
+    final_logit_softcapping=None, use_bidirectional_attention="vision", attention_k_eq_v=False,
+    num_kv_shared_layers=0, use_double_wide_mlp=False,
+)
+DEFAULTS = {"gemma4_text": _TEXT_DEFAULTS, "gemma4": _TEXT_DEFAULTS,
+            "gemma4_unified_text": _UNIFIED_DEFAULTS, "gemma4_unified": _UNIFIED_DEFAULTS}
 
 READS = frozenset({
     *_TEXT_DEFAULTS, "rope_parameters", "layer_types", "per_layer_config", "global_head_dim",
@@ -120,7 +133,7 @@ TENSORS = (
     Tensor("model.layers.{bid}.post_per_layer_input_norm.weight", "blk.{bid}.post_norm.weight",
            required=_per_layer_inputs),
     # the image-text model's vision (and audio) side, which the converter's --mmproj file holds
-    Skip("model.vision_tower.{rest}"), Skip("model.embed_vision.{rest}"),
+    Skip("model.vision_tower.{rest}"), Skip("model.embed_vision.{rest}"), Skip("model.vision_embedder.{rest}"),
     Skip("model.audio_tower.{rest}"), Skip("model.embed_audio.{rest}"),
 )
 
@@ -129,6 +142,8 @@ def normalise(h: dict) -> dict:
     """What Gemma4TextConfig's __post_init__ computes: layer kinds (every 6th full, the last always full), the
     default rope, and per_layer_config (each full layer's head width and, where attention_k_eq_v, KV heads)."""
     n = h["num_hidden_layers"]
+    h.setdefault("enable_moe_block", False)  # keys Gemma 4 Unified's config class does not have
+    h.setdefault("hidden_size_per_layer_input", 0)
     if h.get("layer_types") is None:
         h["layer_types"] = ["sliding_attention" if (i + 1) % 6 else "full_attention" for i in range(n)]
     h["layer_types"] = list(h["layer_types"])
@@ -216,6 +231,12 @@ def check(h: dict, path: Path) -> None:
     if h["sliding_window"] is None:
         raise ConfigError(f"{path}: sliding_window null: the converter writes the window of the sliding layers")
     _check_vocab_rows(h, path.parent)
+    if h.get("model_type", "").startswith("gemma4_unified"):
+        from tokenizer.special import read_json
+        gen = path.parent / "generation_config.json"
+        if gen.is_file() and (read_json(gen) or {}).get("suppress_tokens") is not None:
+            raise ConfigError(f"{gen}: suppress_tokens: the converter writes them for Gemma 4 Unified "
+                              f"(tokenizer.ggml.suppress_tokens), which hfview does not present yet")
 
 
 def parameters(h: dict, block_count: int, file_type: int) -> list:
@@ -291,7 +312,7 @@ def vocab(model_dir: Path, h: dict) -> list:
 FAMILY = Family(
     name="gemma4",
     gguf_arch="gemma4",
-    architectures=("Gemma4ForCausalLM", "Gemma4ForConditionalGeneration"),
+    architectures=("Gemma4ForCausalLM", "Gemma4ForConditionalGeneration", "Gemma4UnifiedForConditionalGeneration"),
     defaults=DEFAULTS,
     reads=READS,
     harmless=HARMLESS,
