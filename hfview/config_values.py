@@ -292,3 +292,4 @@ OVERRIDES[("gemma4", "use_bidirectional_attention")] = STRING.or_null()
 OVERRIDES[("gemma4", "moe_intermediate_size")] = COUNT.or_null()
 OVERRIDES[("gemma4", "num_experts")] = ZERO_OR_COUNT.or_null()
 OVERRIDES[("gemma4", "top_k_experts")] = COUNT.or_null()
+OVERRIDES[("gemma4", "enable_moe_block")] = BOOL  # Gemma 4 Unified's config class has no default for it
