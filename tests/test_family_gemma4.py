@@ -142,3 +142,37 @@ def test_pinned_converter_fails_on_unified_config_without_expert_intermediate_si
     with pytest.raises(oracle.ConverterFailed, match="expert_intermediate_size"):
         oracle.convert(path, tmp_path / "theirs.gguf", "f32")
     assert "gemma4.expert_feed_forward_length" not in {kv.key for kv in HfCheckpoint(path, "f32").kv}
+
+
+def test_e2b_shape_is_accepted_with_its_shared_layers(tmp_path):
+    """Gemma 4 E2B's text shape as other projects quote it (35 layers, every 5th full, the last 20 sharing KV, double-
+    wide MLPs there, 256-wide per-layer inputs): llama.cpp's fixed producers (layers 13 sliding, 14 full) are the ones
+    transformers picks, so it is accepted, with the MLP widths doubled from layer 15."""
+    import json
+
+    from released_config import config_path_kv
+    layers = (["sliding_attention"] * 4 + ["full_attention"]) * 7
+    cfg = {"architectures": ["Gemma4ForCausalLM"], "model_type": "gemma4_text", "hidden_size": 1536,
+           "intermediate_size": 6144, "num_hidden_layers": 35, "num_attention_heads": 8, "num_key_value_heads": 1,
+           "head_dim": 256, "global_head_dim": 512, "vocab_size": 262144, "vocab_size_per_layer_input": 262144,
+           "hidden_size_per_layer_input": 256, "num_kv_shared_layers": 20, "use_double_wide_mlp": True,
+           "sliding_window": 512, "final_logit_softcapping": 30.0, "attention_k_eq_v": False,
+           "max_position_embeddings": 131072, "layer_types": layers}
+    path = tmp_path / "gemma4" / "e2b-shape.json"
+    path.parent.mkdir()
+    path.write_text(json.dumps(cfg))
+    kv = config_path_kv(path)
+    assert kv["gemma4.feed_forward_length"] == [6144] * 15 + [12288] * 20
+    assert kv["gemma4.attention.shared_kv_layers"] == 20 and kv["gemma4.embedding_length_per_layer_input"] == 256
+    assert kv["gemma4.attention.head_count_kv"] == 1 and kv["gemma4.attention.key_length"] == 512
+
+
+def test_config_stating_no_rope_or_layer_kinds_reads_the_class_defaults(checkpoint, tmp_path):
+    """Without rope_parameters and layer_types, Gemma4TextConfig's own (every 6th layer full, the last forced full;
+    proportional rope over a quarter of the full layers' head): the view's file is still the converter's."""
+    import oracle
+    from hfview.export import export
+    path = with_config(checkpoint("gemma4-text"), tmp_path, rope_parameters=None, layer_types=None)
+    theirs = oracle.convert(path, tmp_path / "theirs.gguf", "f32")
+    ours = export(HfCheckpoint(path, "f32"), tmp_path / "ours.gguf")
+    assert oracle.sha256(ours) == oracle.sha256(theirs), oracle.first_difference(ours, theirs)

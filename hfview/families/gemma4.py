@@ -149,7 +149,8 @@ def normalise(h: dict) -> dict:
     h["layer_types"] = list(h["layer_types"])
     if h["layer_types"]:
         h["layer_types"][-1] = "full_attention"  # transformers forces it (with a warning)
-    if h.get("rope_parameters") is None:
+    rope = h.get("rope_parameters") or {}
+    if not {"full_attention", "sliding_attention"} & set(rope):  # none stated (config.py folds it flat): the class's
         h["rope_parameters"] = {k: dict(v) for k, v in _DEFAULT_ROPE.items()}
     global_head_dim = h.pop("global_head_dim", 512)
     global_kv = h.pop("num_global_key_value_heads", None)
