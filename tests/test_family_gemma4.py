@@ -176,3 +176,17 @@ def test_config_stating_no_rope_or_layer_kinds_reads_the_class_defaults(checkpoi
     theirs = oracle.convert(path, tmp_path / "theirs.gguf", "f32")
     ours = export(HfCheckpoint(path, "f32"), tmp_path / "ours.gguf")
     assert oracle.sha256(ours) == oracle.sha256(theirs), oracle.first_difference(ours, theirs)
+
+
+@pytest.mark.parametrize("per_layer_config", [
+    {"2": {"head_dim": 16, "num_key_value_heads": 1}, "0": {"head_dim": 16}},
+    {"2": {"head_dim": 16, "num_key_value_heads": 1, "sliding_window": 3}},
+    {"1": {"head_dim": 16, "num_key_value_heads": 1}},
+], ids=["sliding_layer_entry", "other_key", "not_the_full_layer"])
+def test_refuses_per_layer_config_llama_cpp_cannot_state(per_layer_config, checkpoint, tmp_path):
+    """gemma4-mm's text_config as transformers 5.24 saves it (per_layer_config), with other per-layer overrides."""
+    import json
+    text = json.loads((checkpoint("gemma4-mm") / "config.json").read_text())["text_config"]
+    with pytest.raises(ConfigError, match="per_layer_config"):
+        HfCheckpoint(with_config(checkpoint("gemma4-mm"), tmp_path,
+                                 text_config={**text, "per_layer_config": per_layer_config}))

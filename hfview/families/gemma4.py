@@ -166,7 +166,8 @@ def normalise(h: dict) -> dict:
 def _full_layer(h: dict, key: str):
     """The converter's reading: the first full-attention layer's per_layer_config entry for `key` (or None)."""
     for idx, cfg in h["per_layer_config"].items():
-        if int(idx) < len(h["layer_types"]) and h["layer_types"][int(idx)] == "full_attention" and key in cfg:
+        if str(idx).isdigit() and int(idx) < len(h["layer_types"]) and h["layer_types"][int(idx)] == "full_attention" \
+                and isinstance(cfg, dict) and key in cfg:
             return cfg[key]
     return None
 
@@ -221,6 +222,11 @@ def check(h: dict, path: Path) -> None:
                 or any(cfg.get(k) != _full_layer(h, k) for k in ("head_dim", "num_key_value_heads")):
             raise ConfigError(f"{path}: per_layer_config {h['per_layer_config']}: llama.cpp's gemma4 gives every "
                               f"full-attention layer one head width and KV head count, and the sliding layers theirs")
+    full_layers = {i for i, kind in enumerate(h["layer_types"]) if kind == "full_attention"}
+    if {int(idx) for idx in h["per_layer_config"]} != full_layers:
+        raise ConfigError(f"{path}: per_layer_config names layers {sorted(int(i) for i in h['per_layer_config'])}, "
+                          f"the full-attention layers are {sorted(full_layers)}: llama.cpp's gemma4 gives them all "
+                          f"one head width")
     head_full = _full_layer(h, "head_dim")
     if head_full is None:
         raise ConfigError(f"{path}: no full-attention layer states its head width (per_layer_config); the converter "
