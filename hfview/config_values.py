@@ -279,3 +279,17 @@ RULES.update({"use_mup": BOOL, **{k: NUMBER for k in ("input_mult", "output_mult
 # Hy4 (hy_v4): which layers own a DSA indexer (null: the config class's pattern), and the converter's switch for an
 # F32 output matrix
 RULES.update({"indexer_types": list_of(STRING).or_null(), "enable_lm_head_fp32": BOOL})
+# Gemma 4 (gemma4): the full-attention layers' head width and KV heads (as released, or folded by transformers 5.24
+# into per_layer_config: layer index -> overrides), the E models' per-layer input width and shared KV layers (0
+# where none), and use_bidirectional_attention, a string there ("vision", "all") where Gemma 3's is a bool
+RULES.update({
+    "global_head_dim": COUNT, "num_global_key_value_heads": COUNT.or_null(),
+    "per_layer_config": object_of(values=object_of({"head_dim": COUNT, "num_key_value_heads": COUNT})).or_null(),
+    "hidden_size_per_layer_input": ZERO_OR_COUNT.or_null(), "num_kv_shared_layers": ZERO_OR_COUNT,
+    "expert_intermediate_size": COUNT.or_null(),
+})
+OVERRIDES[("gemma4", "use_bidirectional_attention")] = STRING.or_null()
+OVERRIDES[("gemma4", "moe_intermediate_size")] = COUNT.or_null()
+OVERRIDES[("gemma4", "num_experts")] = ZERO_OR_COUNT.or_null()
+OVERRIDES[("gemma4", "top_k_experts")] = COUNT.or_null()
+OVERRIDES[("gemma4", "enable_moe_block")] = BOOL  # Gemma 4 Unified's config class has no default for it

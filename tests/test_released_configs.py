@@ -270,3 +270,6 @@ REFUSED["telechat/Tele-AI__TeleChat-52B.json"] = (
 # Solar Open (issue 15): upstage publishes Solar-Open-100B on the Hub only; the search reached copies of its config
 # quoted in code and documents (tests/test_family_solar_open.py tests a config with every key they state)
 FEWER["solar_open"] = _UNREACHED
+# Gemma 4 (issue 15): Google publishes on the Hub only; the search reached configs printed by transformers in
+# reports and fragments quoted in other projects' code and tests, no copy of a released config.json file
+FEWER["gemma4"] = _UNREACHED
