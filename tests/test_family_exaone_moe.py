@@ -8,7 +8,7 @@ from family_oracle import oracle_tests
 from family_variants import DROP, variant
 from released_config import released_configs
 
-test_export, test_logits = oracle_tests("exaone_moe", ["exaone_moe"])
+test_export, test_logits = oracle_tests("exaone_moe", ["exaone_moe", "exaone_moe-mtp"])
 
 
 def test_defaults_match_transformers():
@@ -46,7 +46,7 @@ def test_the_first_release_spelling_of_the_class_reads_the_same(checkpoint, tmp_
     (dict(num_shared_experts=0), "num_shared_experts"),
     (dict(tie_word_embeddings=True), "tie_word_embeddings"),
     (dict(n_group=2), "n_group"),
-    (dict(num_nextn_predict_layers=1), "num_nextn_predict_layers"),
+    (dict(num_nextn_predict_layers=2), "num_nextn_predict_layers 2"),
     (dict(rope_scaling={"rope_type": "linear", "factor": 2.0}), "rope type"),
     (dict(hidden_act="gelu"), "hidden_act"),
 ], ids=["no_scoring_func", "softmax", "no_window", "mlp_list_vs_first_k", "short_mlp_list", "short_layer_list",
