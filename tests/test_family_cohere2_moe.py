@@ -8,7 +8,7 @@ from family_oracle import oracle_tests
 from family_variants import DROP, variant
 from released_config import released_configs
 
-test_export, test_logits = oracle_tests("cohere2_moe", ["cohere2_moe"])
+test_export, test_logits = oracle_tests("cohere2_moe", ["cohere2_moe", "cohere2_moe-mtp"])
 
 
 def test_defaults_match_transformers():
@@ -43,12 +43,11 @@ def test_first_k_dense_replace_reads_as_the_config_class_derives_it(checkpoint, 
     (dict(prefix_dense_sliding_window_pattern=2), "prefix_dense_sliding_window_pattern"),
     (dict(expert_selection_fn="softmax", norm_topk_prob=False), "norm_topk_prob false"),
     (dict(shared_expert_combination_strategy="sum"), "shared_expert_combination_strategy"),
-    (dict(num_nextn_predict_layers=1), "num_nextn_predict_layers"),
     (dict(sliding_window=None), "sliding_window is null"),
     (dict(use_qk_norm=True), "use_qk_norm"),
     (dict(rope_scaling={"rope_type": "linear", "factor": 2.0}), "rope scaling"),
 ], ids=["dense_after_mixture", "short_mlp_list", "long_layer_list", "no_dense_width", "prefix_pattern",
-        "softmax_unnormalised", "sum_shared", "mtp", "no_window", "qk_norm", "linear_rope"])
+        "softmax_unnormalised", "sum_shared", "no_window", "qk_norm", "linear_rope"])
 def test_refuses_what_cohere2moe_cannot_run(changes, reason, checkpoint, tmp_path):
     """What llama.cpp's cohere2moe would compute otherwise than transformers (or the converter refuses) is refused
     by name, before any weight is read."""
