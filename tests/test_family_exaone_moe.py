@@ -59,3 +59,53 @@ def test_refuses_what_exaone_moe_cannot_run(changes, reason, checkpoint, tmp_pat
 
     with pytest.raises(ConfigError, match=reason):
         HfCheckpoint(variant(checkpoint("exaone_moe"), tmp_path / "v", **changes), "f32")
+
+
+def _without_mtp_tensors(src, dst):
+    from safetensors.torch import load_file, save_file
+
+    dst.mkdir()
+    for f in src.iterdir():
+        if f.name != "model.safetensors":
+            (dst / f.name).symlink_to(f)
+    tensors = {k: v for k, v in load_file(str(src / "model.safetensors")).items() if not k.startswith("mtp.")}
+    save_file(tensors, str(dst / "model.safetensors"), metadata={"format": "pt"})
+    return dst
+
+
+def test_mtp_layers_counted_but_not_stored_are_refused(checkpoint, tmp_path):
+    """exaone_moe-mtp saved without its mtp.* tensors (as transformers saves a fine-tune: it builds no MTP layer):
+    the converter still writes block_count 5 and nextn_predict_layers 1 (checked by hand: the view's export then
+    has the converter's sha256 at f32), but llama.cpp's exaone-moe cannot load that file ("tensor
+    'blk.4.attn_output.weight' not found"), so the view refuses it by name; with num_nextn_predict_layers 0 it runs
+    the trunk."""
+    from hfview import HfCheckpoint
+    from hfview.errors import CheckpointError
+
+    trunk = _without_mtp_tensors(checkpoint("exaone_moe-mtp"), tmp_path / "trunk")
+    with pytest.raises(CheckpointError, match="stores no mtp"):
+        HfCheckpoint(trunk, "f32")
+    kv = {k.key: k.value for k in HfCheckpoint(variant(trunk, tmp_path / "v", num_nextn_predict_layers=0), "f32").kv}
+    assert kv["exaone-moe.block_count"] == 4 and kv["exaone-moe.nextn_predict_layers"] == 0
+
+
+@pytest.mark.parametrize("name", ["mtp.layers.0.mlp.experts.0.up_proj.weight", "mtp.embed_tokens.weight"])
+def test_mtp_tensors_the_converter_stops_on_are_refused_by_name(name, checkpoint, tmp_path):
+    """A mixture in the MTP layer (the converter stacks its experts under block 0's index and stops; llama.cpp's
+    MTP blocks are dense) and an MTP tensor its remapper does not know are refused, naming the tensor."""
+    import torch
+    from safetensors.torch import load_file, save_file
+
+    from hfview import HfCheckpoint
+    from hfview.errors import CheckpointError
+
+    src, dst = checkpoint("exaone_moe-mtp"), tmp_path / "odd_mtp"
+    dst.mkdir()
+    for f in src.iterdir():
+        if f.name != "model.safetensors":
+            (dst / f.name).symlink_to(f)
+    tensors = load_file(str(src / "model.safetensors"))
+    tensors[name] = torch.zeros(8, 32, dtype=torch.bfloat16)
+    save_file(tensors, str(dst / "model.safetensors"), metadata={"format": "pt"})
+    with pytest.raises(CheckpointError, match=name.replace(".", r"\.")):
+        HfCheckpoint(dst, "f32")

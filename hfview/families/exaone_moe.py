@@ -174,6 +174,18 @@ def check(h: dict, path: Path) -> None:
                           f"one MTP block (K-EXAONE has one)")
 
 
+def mtp_stored(h: dict, stored: dict) -> dict:
+    """A config counting MTP layers over a checkpoint that stores none (as transformers saves one: it builds no MTP
+    layer) is refused: the converter still writes block_count n + num_nextn_predict_layers, and llama.cpp's
+    exaone-moe then stops on the missing block ("tensor 'blk.{n}.attn_output.weight' not found")."""
+    if (h.get("num_nextn_predict_layers") or 0) > 0 and not any(name.startswith("mtp.") for name in stored):
+        raise CheckpointError(f"num_nextn_predict_layers {h['num_nextn_predict_layers']}, but the checkpoint stores "
+                              f"no mtp.* tensor: the converter counts the MTP block all the same, and llama.cpp's "
+                              f"exaone-moe cannot load a file without its tensors; set num_nextn_predict_layers to 0 "
+                              f"to run the trunk")
+    return h
+
+
 def parameters(h: dict, block_count: int, file_type: int) -> list:
     """ExaoneMoEModel.set_gguf_parameters: Exaone4Model's entries (text model, vocab size, window and its layer
     pattern), then the mixture's."""
@@ -208,4 +220,5 @@ FAMILY = Family(
     llama_cpp_applies_window=True,  # llama.cpp's exaone-moe slides on the layers layer_types names
     extra_blocks=lambda h: h.get("num_nextn_predict_layers") or 0,
     rename=mtp_rename,
+    stored_hparams=mtp_stored,
 )
