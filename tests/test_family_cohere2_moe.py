@@ -56,3 +56,28 @@ def test_refuses_what_cohere2moe_cannot_run(changes, reason, checkpoint, tmp_pat
 
     with pytest.raises(ConfigError, match=reason):
         HfCheckpoint(variant(checkpoint("cohere2_moe"), tmp_path / "v", **changes), "f32")
+
+
+def test_a_checkpoint_saved_without_its_mtp_layer_still_presents(checkpoint, tmp_path):
+    """transformers' Cohere2Moe builds no MTP layer, so a fine-tune it saves keeps num_nextn_predict_layers 1 but not
+    model.layers.5; the converter still writes block_count 6 and nextn_predict_layers 1, and llama.cpp's cohere2moe
+    then loads the trunk only (it marks the MTP block's tensors not required when blk.5.nextn.eh_proj is absent).
+    The view does the same: the extra block's tensors are written as stored, never required. Checked by hand once:
+    export sha256 == the converter's at f32, llama.cpp vs transformers NMSE 3.4e-7."""
+    from safetensors.torch import load_file, save_file
+
+    from hfview import HfCheckpoint
+
+    src = checkpoint("cohere2_moe-mtp")
+    dst = tmp_path / "trunk_only"
+    dst.mkdir()
+    for f in src.iterdir():
+        if f.name != "model.safetensors":
+            (dst / f.name).symlink_to(f)
+    tensors = {k: v for k, v in load_file(str(src / "model.safetensors")).items()
+               if not k.startswith("model.layers.5.")}
+    save_file(tensors, str(dst / "model.safetensors"), metadata={"format": "pt"})
+    trunk, full = HfCheckpoint(dst, "f32"), HfCheckpoint(src, "f32")
+    assert [t.name for t in trunk.tensors] == [t.name for t in full.tensors if not t.name.startswith("blk.5.")]
+    kv = {k.key: k.value for k in trunk.kv}
+    assert kv["cohere2moe.block_count"] == 6 and kv["cohere2moe.nextn_predict_layers"] == 1
