@@ -76,3 +76,16 @@ def test_release_vocab_embeds_the_template_file_and_registers_the_turn_end(check
     assert values["tokenizer.ggml.eot_token_id"] == 13
     assert keys.index("tokenizer.ggml.eot_token_id") > keys.index("tokenizer.chat_template")
     assert values["laguna.rope.scaling.type"] == "yarn" and values["laguna.rope.scaling.factor"] == 32.0
+
+
+def test_the_per_head_gate_named_as_a_string_reads_as_true(checkpoint, tmp_path):
+    """gating "per-head" (the string spelling LagunaConfig documents beside true): transformers and the converter
+    both gate per head, and the converter writes nothing of it, so the view is the same as with gating true."""
+    from hfview import HfCheckpoint
+
+    plain = HfCheckpoint(checkpoint("laguna"), "f32")
+    named = HfCheckpoint(variant(checkpoint("laguna"), tmp_path / "v", gating="per-head"), "f32")
+    def arch(c):
+        return [(kv.key, kv.value) for kv in c.kv if kv.key.startswith("laguna.")]
+    assert arch(named) == arch(plain)
+    assert [(t.name, t.shape) for t in named.tensors] == [(t.name, t.shape) for t in plain.tensors]

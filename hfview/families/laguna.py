@@ -117,9 +117,12 @@ def check(h: dict, path: Path) -> None:
                               f"from layer 0 global and the others sliding (the converter writes no pattern)")
     elif "sliding_attention" in h["layer_types"]:
         raise ConfigError(f"{path}: sliding layers without a sliding_window: llama.cpp's laguna slides nowhere then")
-    if h.get("gating") is not True or h.get("gating_types"):
+    # transformers gates per head where gating is true or "per-head" (per element otherwise); the converter reads
+    # both so, and writes nothing of it (the gate's width is its tensor's)
+    if not (h.get("gating") is True or h.get("gating") == "per-head") or h.get("gating_types"):
         raise ConfigError(f"{path}: gating {h.get('gating')!r} / gating_types {h.get('gating_types')!r}: the view "
-                          f"presents Laguna's per-head attention gate (gating true, as Laguna-XS.2) only")
+                          f"presents Laguna's per-head attention gate (gating true or \"per-head\", as Laguna-XS.2) "
+                          f"only")
     rope = h["rope_parameters"]
     if "full_attention" not in rope or "sliding_attention" not in rope:
         raise ConfigError(f"{path}: rope_parameters {rope}: Laguna names one rope per layer kind "
