@@ -8,7 +8,7 @@ from family_oracle import oracle_tests
 from family_variants import variant
 from released_config import released_configs
 
-test_export, test_logits = oracle_tests("laguna", ["laguna", "laguna-release"])
+test_export, test_logits = oracle_tests("laguna", ["laguna", "laguna-release", "laguna-per-element"])
 
 
 def test_defaults_match_transformers():
@@ -39,7 +39,8 @@ def test_per_layer_heads_replace_the_scalar_head_count_in_place(checkpoint):
     (dict(num_attention_heads_per_layer=[4, 4]), "num_attention_heads_per_layer lists 2"),
     (dict(mlp_layer_types=["sparse", "dense", "sparse"]), "dense layers only before"),
     (dict(sliding_window=None), "without a sliding_window"),
-    (dict(gating="per-element"), "per-head attention gate"),
+    (dict(gating="per-element"), "needs 32"),
+    (dict(gating="per_head"), "per-head"),
     (dict(moe_router_logit_softcapping=30.0), "softcap"),
     (dict(tie_word_embeddings=True), "tie_word_embeddings"),
     (dict(rope_parameters={"full_attention": {"rope_type": "default", "rope_theta": 500000.0},
@@ -50,17 +51,18 @@ def test_per_layer_heads_replace_the_scalar_head_count_in_place(checkpoint):
     (dict(rope_parameters={"full_attention": {"rope_type": "yarn", "factor": 32.0, "rope_theta": 500000.0,
                                               "original_max_position_embeddings": 4096, "truncate": False},
                            "sliding_attention": {"rope_type": "default", "rope_theta": 10000.0}}), "truncate false"),
-], ids=["pattern", "long_layer_list", "short_heads_list", "dense_after_mixture", "no_window", "per_element_gate",
+], ids=["pattern", "long_layer_list", "short_heads_list", "dense_after_mixture", "no_window", "per_element_gate", "per_head_underscored",
         "softcap", "tied", "sliding_yarn", "linear", "yarn_untruncated"])
 def test_refuses_what_laguna_cannot_run(changes, reason, checkpoint, tmp_path):
     """Another layer pattern (llama.cpp's laguna fixes every 4th layer from 0 global), per-layer lists of the
     wrong length, a dense layer after a mixture, a router softcap the converter does not write, rope scaling
-    llama.cpp's laguna does not run (on the sliding layers; other than yarn on the global ones), and what the view
-    does not present yet (per-element gates) are refused by name, before any weight is read."""
+    llama.cpp's laguna does not run (on the sliding layers; other than yarn on the global ones), a gating spelling
+    transformers and the converter read apart ("per_head": per element to transformers) and a gate whose width
+    contradicts the gating are refused by name."""
     from hfview import HfCheckpoint
-    from hfview.errors import ConfigError
+    from hfview.errors import CheckpointError
 
-    with pytest.raises(ConfigError, match=reason):
+    with pytest.raises(CheckpointError, match=reason):
         HfCheckpoint(variant(checkpoint("laguna"), tmp_path / "v", **changes), "f32")
 
 

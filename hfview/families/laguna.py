@@ -19,8 +19,8 @@ from __future__ import annotations
 from pathlib import Path
 
 from ..config import Harmless
-from ..errors import ConfigError
-from ..family import Experts, Family, Tensor
+from ..errors import CheckpointError, ConfigError
+from ..family import Experts, Family, Tensor, stored
 from ..gguf_layout import KV, ValueType
 from ..params import boolean, f32, text_model_parameters, u32
 from .qwen2 import check_architecture, check_no_pooling, check_silu
@@ -52,6 +52,25 @@ READS = frozenset({
 })
 HARMLESS: Harmless = {}
 
+_GATINGS = ("per-head", "per-element", "per_element")  # besides true
+
+
+def _per_head(h: dict) -> bool:
+    return h.get("gating") is True or h.get("gating") == "per-head"
+
+
+def _gate(sources, h):
+    """The attention output gate, its rows checked against the gating (the converter stops on a mismatch)."""
+    src = sources[0]
+    bid = int(src.name.split(".")[2])
+    heads = h["num_attention_heads_per_layer"][bid]
+    rows = heads if _per_head(h) else heads * h["head_dim"]
+    if src.shape[0] != rows:
+        raise CheckpointError(f"{src.path.name}: tensor {src.name!r} has {src.shape[0]} rows; gating "
+                              f"{h.get('gating')!r} with {heads} heads needs {rows}: weights and config disagree")
+    return stored(sources, h)
+
+
 _LAYER = "model.layers.{bid}."
 TENSORS = (
     Tensor("model.embed_tokens.weight", "token_embd.weight"),
@@ -61,7 +80,7 @@ TENSORS = (
     Tensor(f"{_LAYER}post_attention_layernorm.weight", "blk.{bid}.ffn_norm.weight"),
     *(Tensor(f"{_LAYER}self_attn.{p}_proj.weight", f"blk.{{bid}}.attn_{p}.weight") for p in ("q", "k", "v")),
     Tensor(f"{_LAYER}self_attn.o_proj.weight", "blk.{bid}.attn_output.weight"),
-    Tensor(f"{_LAYER}self_attn.g_proj.weight", "blk.{bid}.attn_gate.weight"),
+    Tensor(f"{_LAYER}self_attn.g_proj.weight", "blk.{bid}.attn_gate.weight", _gate),
     Tensor(f"{_LAYER}self_attn.q_norm.weight", "blk.{bid}.attn_q_norm.weight"),
     Tensor(f"{_LAYER}self_attn.k_norm.weight", "blk.{bid}.attn_k_norm.weight"),
     # each of these exists in some layers only: dense FFNs first, then the mixtures
@@ -117,12 +136,14 @@ def check(h: dict, path: Path) -> None:
                               f"from layer 0 global and the others sliding (the converter writes no pattern)")
     elif "sliding_attention" in h["layer_types"]:
         raise ConfigError(f"{path}: sliding layers without a sliding_window: llama.cpp's laguna slides nowhere then")
-    # transformers gates per head where gating is true or "per-head" (per element otherwise); the converter reads
-    # both so, and writes nothing of it (the gate's width is its tensor's)
-    if not (h.get("gating") is True or h.get("gating") == "per-head") or h.get("gating_types"):
+    # transformers gates per head where gating is true or "per-head", per element otherwise; the converter reads
+    # these four spellings alike, stops on others, and writes nothing of it (the gate's width is its tensor's,
+    # which llama.cpp's laguna reads as per head or per element)
+    if not (h.get("gating") is True or (isinstance(h.get("gating"), str) and h["gating"] in _GATINGS)) \
+            or h.get("gating_types"):
         raise ConfigError(f"{path}: gating {h.get('gating')!r} / gating_types {h.get('gating_types')!r}: the view "
-                          f"presents Laguna's per-head attention gate (gating true or \"per-head\", as Laguna-XS.2) "
-                          f"only")
+                          f"presents gating true or \"per-head\" (one gate per head, as Laguna-XS.2) and "
+                          f"\"per-element\" (as Laguna-M.1), which transformers and the converter read alike")
     rope = h["rope_parameters"]
     if "full_attention" not in rope or "sliding_attention" not in rope:
         raise ConfigError(f"{path}: rope_parameters {rope}: Laguna names one rope per layer kind "
