@@ -262,3 +262,7 @@ RULES.update({
 RULES.update({"num_loops": COUNT, "skip_loop_final_norm": BOOL})
 # Qwen3-Next / Qwen3.5: the MTP block count (the converter counts the stored mtp.layers where none is stated)
 RULES.update({"mtp_num_hidden_layers": ZERO_OR_COUNT})
+# K-EXAONE's first config.json (transformers 5.0.0.dev0): EXAONE 4's layer-kind string ("LLLG"), the converter's
+# fallback name for first_k_dense_replace, and per-layer MoE flags
+OVERRIDES[("exaone_moe", "sliding_window_pattern")] = OVERRIDES[("exaone4", "sliding_window_pattern")]
+RULES.update({"first_last_k_dense_replace": ZERO_OR_COUNT, "is_moe_layer": list_of(BOOL)})

@@ -49,8 +49,11 @@ def test_the_first_release_spelling_of_the_class_reads_the_same(checkpoint, tmp_
     (dict(num_nextn_predict_layers=2), "num_nextn_predict_layers 2"),
     (dict(rope_scaling={"rope_type": "linear", "factor": 2.0}), "rope type"),
     (dict(hidden_act="gelu"), "hidden_act"),
+    (dict(first_last_k_dense_replace=2), "first_last_k_dense_replace 2"),
+    (dict(is_moe_layer=[False, False, True, True]), "is_moe_layer"),
+    (dict(topk_method="greedy"), "topk_method"),
 ], ids=["no_scoring_func", "softmax", "no_window", "mlp_list_vs_first_k", "short_mlp_list", "short_layer_list",
-        "no_shared_expert", "tied", "groups", "mtp", "linear_rope", "gelu"])
+        "no_shared_expert", "tied", "groups", "mtp", "linear_rope", "gelu", "first_last_k", "is_moe_layer", "greedy"])
 def test_refuses_what_exaone_moe_cannot_run(changes, reason, checkpoint, tmp_path):
     """What llama.cpp's exaone-moe would compute otherwise than transformers, could not load, or the converter
     would write otherwise, is refused by name, before any weight is read."""
@@ -109,3 +112,20 @@ def test_mtp_tensors_the_converter_stops_on_are_refused_by_name(name, checkpoint
     save_file(tensors, str(dst / "model.safetensors"), metadata={"format": "pt"})
     with pytest.raises(CheckpointError, match=name.replace(".", r"\.")):
         HfCheckpoint(dst, "f32")
+
+
+def test_k_exaone_first_config_keys_read_as_what_they_repeat(checkpoint, tmp_path):
+    """K-EXAONE's first config.json (transformers 5.0.0.dev0; quoted in TensorRT-LLM's tests) also states
+    first_last_k_dense_replace, is_moe_layer, topk_method "noaux_tc" and sliding_window_pattern "LLLG": what
+    neither transformers 5.24 nor the converter reads, agreeing with what they do, gives the same KV (checked by
+    hand once: the export of this variant has the converter's sha256 at f32)."""
+    from hfview import HfCheckpoint
+
+    plain = HfCheckpoint(checkpoint("exaone_moe"), "f32")
+    first = HfCheckpoint(variant(checkpoint("exaone_moe"), tmp_path / "v", first_last_k_dense_replace=1,
+                                 is_moe_layer=[False, True, True, True], topk_method="noaux_tc",
+                                 sliding_window_pattern="LLLG"), "f32")
+
+    def arch(c):
+        return [(kv.key, kv.value) for kv in c.kv if kv.key.startswith("exaone-moe.")]
+    assert arch(first) == arch(plain)

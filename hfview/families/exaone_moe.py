@@ -49,8 +49,12 @@ READS = frozenset({
     "num_experts_per_tok", "num_shared_experts", "norm_topk_prob", "routed_scaling_factor", "n_group", "topk_group",
     "scoring_func",  # written as the gating function; checked: sigmoid, as the router computes
     "num_nextn_predict_layers",  # the MTP blocks the converter writes past num_hidden_layers
+    # K-EXAONE's first config.json: neither transformers 5.24 nor the converter (which finds first_k_dense_replace,
+    # always set by the config class, before it) reads these; checked to agree with what they do read
+    "first_last_k_dense_replace", "is_moe_layer",
 })
-HARMLESS: Harmless = {}
+# the router transformers' ExaoneMoe implements (sigmoid scores, selection bias, no groups), as K-EXAONE names it
+HARMLESS: Harmless = {"topk_method": ("noaux_tc",)}
 
 _LAYER = "model.layers.{bid}."
 
@@ -168,6 +172,14 @@ def check(h: dict, path: Path) -> None:
         if h.get(key) != 1:
             raise ConfigError(f"{path}: {key} {h.get(key)!r}: K-EXAONE routes without expert groups (1 and 1); "
                               f"llama.cpp's exaone-moe would limit the choice to groups")
+    if h.get("first_last_k_dense_replace") is not None and h["first_last_k_dense_replace"] != lead:
+        raise ConfigError(f"{path}: first_last_k_dense_replace {h['first_last_k_dense_replace']} but "
+                          f"first_k_dense_replace {lead}: transformers and the converter read the latter only "
+                          f"(ExaoneMoeConfig defaults it to 1), so the stated dense layers would not be built")
+    if h.get("is_moe_layer") is not None and list(h["is_moe_layer"]) != [t == "sparse" for t in h["mlp_layer_types"]]:
+        raise ConfigError(f"{path}: is_moe_layer {h['is_moe_layer']} disagrees with mlp_layer_types "
+                          f"{h['mlp_layer_types']}, which transformers and the converter read (is_moe_layer they "
+                          f"ignore)")
     if (h.get("num_nextn_predict_layers") or 0) > 1:
         raise ConfigError(f"{path}: num_nextn_predict_layers {h['num_nextn_predict_layers']}: the converter writes "
                           f"the stored MTP head (mtp.fc, mtp.norm, ...) once for every MTP block; the view presents "
