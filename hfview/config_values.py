@@ -138,9 +138,13 @@ RULES.update({"mlp_layer_types": list_of(STRING).or_null(), "shared_expert_combi
 # Cohere2MoeConfig defaults it to None (the family refuses a dense layer without it)
 OVERRIDES[("cohere2_moe", "prefix_dense_intermediate_size")] = COUNT.or_null()
 OVERRIDES[("cohere2_moe", "rms_norm_eps")] = NON_NEGATIVE.or_null()  # None: Cohere's LayerNorm instead
-# (Mellum): its MTP layer count (null: none) and the MTP layers' kinds, read only to refuse them
+# (Mellum): its MTP layer count (null: none) and the MTP layers' kinds, which the converter does not read
 OVERRIDES[("mellum", "num_nextn_predict_layers")] = ZERO_OR_COUNT.or_null()
 RULES.update({k: list_of(STRING).or_null() for k in ("mtp_layer_types", "mtp_mlp_layer_types")})
+# K-EXAONE's first config.json (transformers 5.0.0.dev0): EXAONE 4's layer-kind string ("LLLG"), the converter's
+# fallback name for first_k_dense_replace, and per-layer MoE flags
+OVERRIDES[("exaone_moe", "sliding_window_pattern")] = OVERRIDES[("exaone4", "sliding_window_pattern")]
+RULES.update({"first_last_k_dense_replace": ZERO_OR_COUNT, "is_moe_layer": list_of(BOOL)})
 # (Laguna): per-layer head counts and gate kinds, the gate switch (true, or "per-head" / "per-element"), the router
 RULES.update({"num_attention_heads_per_layer": list_of(COUNT).or_null(), "gating_types": list_of(STRING).or_null(),
               "gating": ANY, "moe_routed_scaling_factor": NUMBER, "moe_router_logit_softcapping": NUMBER,

@@ -8,7 +8,7 @@ from family_oracle import oracle_tests
 from family_variants import DROP, variant
 from released_config import released_configs
 
-test_export, test_logits = oracle_tests("cohere2_moe", ["cohere2_moe"])
+test_export, test_logits = oracle_tests("cohere2_moe", ["cohere2_moe", "cohere2_moe-mtp"])
 
 
 def test_defaults_match_transformers():
@@ -43,12 +43,11 @@ def test_first_k_dense_replace_reads_as_the_config_class_derives_it(checkpoint, 
     (dict(prefix_dense_sliding_window_pattern=2), "prefix_dense_sliding_window_pattern"),
     (dict(expert_selection_fn="softmax", norm_topk_prob=False), "norm_topk_prob false"),
     (dict(shared_expert_combination_strategy="sum"), "shared_expert_combination_strategy"),
-    (dict(num_nextn_predict_layers=1), "num_nextn_predict_layers"),
     (dict(sliding_window=None), "sliding_window is null"),
     (dict(use_qk_norm=True), "use_qk_norm"),
     (dict(rope_scaling={"rope_type": "linear", "factor": 2.0}), "rope scaling"),
 ], ids=["dense_after_mixture", "short_mlp_list", "long_layer_list", "no_dense_width", "prefix_pattern",
-        "softmax_unnormalised", "sum_shared", "mtp", "no_window", "qk_norm", "linear_rope"])
+        "softmax_unnormalised", "sum_shared", "no_window", "qk_norm", "linear_rope"])
 def test_refuses_what_cohere2moe_cannot_run(changes, reason, checkpoint, tmp_path):
     """What llama.cpp's cohere2moe would compute otherwise than transformers (or the converter refuses) is refused
     by name, before any weight is read."""
@@ -57,3 +56,28 @@ def test_refuses_what_cohere2moe_cannot_run(changes, reason, checkpoint, tmp_pat
 
     with pytest.raises(ConfigError, match=reason):
         HfCheckpoint(variant(checkpoint("cohere2_moe"), tmp_path / "v", **changes), "f32")
+
+
+def test_a_checkpoint_saved_without_its_mtp_layer_still_presents(checkpoint, tmp_path):
+    """transformers' Cohere2Moe builds no MTP layer, so a fine-tune it saves keeps num_nextn_predict_layers 1 but not
+    model.layers.5; the converter still writes block_count 6 and nextn_predict_layers 1, and llama.cpp's cohere2moe
+    then loads the trunk only (it marks the MTP block's tensors not required when blk.5.nextn.eh_proj is absent).
+    The view does the same: the extra block's tensors are written as stored, never required. Checked by hand once:
+    export sha256 == the converter's at f32, llama.cpp vs transformers NMSE 3.4e-7."""
+    from safetensors.torch import load_file, save_file
+
+    from hfview import HfCheckpoint
+
+    src = checkpoint("cohere2_moe-mtp")
+    dst = tmp_path / "trunk_only"
+    dst.mkdir()
+    for f in src.iterdir():
+        if f.name != "model.safetensors":
+            (dst / f.name).symlink_to(f)
+    tensors = {k: v for k, v in load_file(str(src / "model.safetensors")).items()
+               if not k.startswith("model.layers.5.")}
+    save_file(tensors, str(dst / "model.safetensors"), metadata={"format": "pt"})
+    trunk, full = HfCheckpoint(dst, "f32"), HfCheckpoint(src, "f32")
+    assert [t.name for t in trunk.tensors] == [t.name for t in full.tensors if not t.name.startswith("blk.5.")]
+    kv = {k.key: k.value for k in trunk.kv}
+    assert kv["cohere2moe.block_count"] == 6 and kv["cohere2moe.nextn_predict_layers"] == 1

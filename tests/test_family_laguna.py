@@ -8,7 +8,7 @@ from family_oracle import oracle_tests
 from family_variants import variant
 from released_config import released_configs
 
-test_export, test_logits = oracle_tests("laguna", ["laguna"])
+test_export, test_logits = oracle_tests("laguna", ["laguna", "laguna-release", "laguna-per-element"])
 
 
 def test_defaults_match_transformers():
@@ -39,22 +39,55 @@ def test_per_layer_heads_replace_the_scalar_head_count_in_place(checkpoint):
     (dict(num_attention_heads_per_layer=[4, 4]), "num_attention_heads_per_layer lists 2"),
     (dict(mlp_layer_types=["sparse", "dense", "sparse"]), "dense layers only before"),
     (dict(sliding_window=None), "without a sliding_window"),
-    (dict(gating="per-element"), "per-head attention gate"),
+    (dict(gating="per-element"), "needs 32"),
+    (dict(gating="per_head"), "per-head"),
     (dict(moe_router_logit_softcapping=30.0), "softcap"),
-    (dict(eos_token_id=[50256, 7]), "end-of-turn"),
     (dict(tie_word_embeddings=True), "tie_word_embeddings"),
-    (dict(rope_parameters={"full_attention": {"rope_type": "yarn", "factor": 4.0, "rope_theta": 500000.0,
-                                              "original_max_position_embeddings": 32768},
-                           "sliding_attention": {"rope_type": "default", "rope_theta": 10000.0}}), "plain rope"),
-], ids=["pattern", "long_layer_list", "short_heads_list", "dense_after_mixture", "no_window", "per_element_gate",
-        "softcap", "eos_list", "tied", "yarn"])
+    (dict(rope_parameters={"full_attention": {"rope_type": "default", "rope_theta": 500000.0},
+                           "sliding_attention": {"rope_type": "yarn", "factor": 4.0, "rope_theta": 10000.0,
+                                                 "original_max_position_embeddings": 32768}}), "plain rope"),
+    (dict(rope_parameters={"full_attention": {"rope_type": "linear", "factor": 4.0, "rope_theta": 500000.0},
+                           "sliding_attention": {"rope_type": "default", "rope_theta": 10000.0}}), "plain rope or yarn"),
+    (dict(rope_parameters={"full_attention": {"rope_type": "yarn", "factor": 32.0, "rope_theta": 500000.0,
+                                              "original_max_position_embeddings": 4096, "truncate": False},
+                           "sliding_attention": {"rope_type": "default", "rope_theta": 10000.0}}), "truncate false"),
+], ids=["pattern", "long_layer_list", "short_heads_list", "dense_after_mixture", "no_window", "per_element_gate", "per_head_underscored",
+        "softcap", "tied", "sliding_yarn", "linear", "yarn_untruncated"])
 def test_refuses_what_laguna_cannot_run(changes, reason, checkpoint, tmp_path):
     """Another layer pattern (llama.cpp's laguna fixes every 4th layer from 0 global), per-layer lists of the
-    wrong length, a dense layer after a mixture, a router softcap the converter does not write, and what the view
-    does not present yet (per-element gates, the end-of-turn token of an eos list, a chat_template.jinja, scaled
-    rope) are refused by name, before any weight is read."""
+    wrong length, a dense layer after a mixture, a router softcap the converter does not write, rope scaling
+    llama.cpp's laguna does not run (on the sliding layers; other than yarn on the global ones), a gating spelling
+    transformers and the converter read apart ("per_head": per element to transformers) and a gate whose width
+    contradicts the gating are refused by name."""
     from hfview import HfCheckpoint
-    from hfview.errors import ConfigError
+    from hfview.errors import CheckpointError
 
-    with pytest.raises(ConfigError, match=reason):
+    with pytest.raises(CheckpointError, match=reason):
         HfCheckpoint(variant(checkpoint("laguna"), tmp_path / "v", **changes), "f32")
+
+
+def test_release_vocab_embeds_the_template_file_and_registers_the_turn_end(checkpoint):
+    """laguna-release: the template is chat_template.jinja's text (not tokenizer_config's include directive), in
+    the place SpecialVocab's template takes; eos_token_id [50256, 13] gives eot 13 after it (bos 50256 skipped)."""
+    from hfview import HfCheckpoint
+
+    path = checkpoint("laguna-release")
+    kv = HfCheckpoint(path, "f32").kv
+    keys, values = [k.key for k in kv], {k.key: k.value for k in kv}
+    assert values["tokenizer.chat_template"] == (path / "chat_template.jinja").read_text(encoding="utf-8")
+    assert values["tokenizer.ggml.eot_token_id"] == 13
+    assert keys.index("tokenizer.ggml.eot_token_id") > keys.index("tokenizer.chat_template")
+    assert values["laguna.rope.scaling.type"] == "yarn" and values["laguna.rope.scaling.factor"] == 32.0
+
+
+def test_the_per_head_gate_named_as_a_string_reads_as_true(checkpoint, tmp_path):
+    """gating "per-head" (the string spelling LagunaConfig documents beside true): transformers and the converter
+    both gate per head, and the converter writes nothing of it, so the view is the same as with gating true."""
+    from hfview import HfCheckpoint
+
+    plain = HfCheckpoint(checkpoint("laguna"), "f32")
+    named = HfCheckpoint(variant(checkpoint("laguna"), tmp_path / "v", gating="per-head"), "f32")
+    def arch(c):
+        return [(kv.key, kv.value) for kv in c.kv if kv.key.startswith("laguna.")]
+    assert arch(named) == arch(plain)
+    assert [(t.name, t.shape) for t in named.tensors] == [(t.name, t.shape) for t in plain.tensors]

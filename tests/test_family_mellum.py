@@ -7,7 +7,7 @@ from family_oracle import oracle_tests
 from family_variants import variant
 from released_config import released_configs
 
-test_export, test_logits = oracle_tests("mellum", ["mellum"])
+test_export, test_logits = oracle_tests("mellum", ["mellum", "mellum-mtp"])
 
 
 def test_defaults_match_transformers():
@@ -31,16 +31,15 @@ def test_at_least_two_released_configs_collected():
                                               "original_max_position_embeddings": 32768},
                            "sliding_attention": {"rope_type": "default", "rope_theta": 500000.0}}), "plain rope"),
     (dict(norm_topk_prob=False), "norm_topk_prob"),
-    (dict(num_mtp_layers=1), "num_mtp_layers"),
     (dict(tie_word_embeddings=True), "tie_word_embeddings"),
     (dict(attention_bias=True), "attention_bias"),
-], ids=["dense_layer", "short_mlp_list", "long_layer_list", "sliding_theta", "yarn", "unnormalised", "mtp", "tied",
+], ids=["dense_layer", "short_mlp_list", "long_layer_list", "sliding_theta", "yarn", "unnormalised", "tied",
         "attention_bias"])
 def test_refuses_what_mellum_cannot_run(changes, reason, checkpoint, tmp_path):
     """Dense layers (llama.cpp's mellum has a router in every layer), sliding layers with a theta of their own
     (llama.cpp ropes them with the global one: the converter's own file of this fixture with sliding theta 1e4
     missed transformers by NMSE 7.2e-2, against 3.5e-7 with one theta), layer lists of the wrong length, unnormalised expert weights,
-    MTP layers, a tied output and attention biases are refused by name, before any weight is read."""
+    a tied output and attention biases are refused by name, before any weight is read."""
     from hfview import HfCheckpoint
     from hfview.errors import ConfigError
 
@@ -59,3 +58,26 @@ def test_all_global_layers_may_keep_their_own_sliding_theta(checkpoint, tmp_path
     kv = {k.key: k.value for k in HfCheckpoint(v, "f32").kv}
     assert kv["mellum.rope.freq_base"] == 500000.0 and kv["mellum.rope.freq_base_swa"] == 10000.0
     assert kv["mellum.attention.sliding_window_pattern"] == [False] * 3
+
+
+def test_a_stored_mtp_layer_is_refused_by_name(checkpoint, tmp_path):
+    """A checkpoint that stores its MTP layer (mtp.fc, mtp.layers.0.*, ...; transformers ignores them) stops the
+    pinned converter ("Can not map tensor 'mtp.fc.weight'", checked by hand), so there is no file to present: the
+    view refuses the tensor by name. The MTP setting alone (mellum-mtp) is accepted."""
+    import torch
+    from safetensors.torch import load_file, save_file
+
+    from hfview import HfCheckpoint
+    from hfview.errors import CheckpointError
+
+    src = checkpoint("mellum-mtp")
+    dst = tmp_path / "stored_mtp"
+    dst.mkdir()
+    for f in src.iterdir():
+        if f.name != "model.safetensors":
+            (dst / f.name).symlink_to(f)
+    tensors = load_file(str(src / "model.safetensors"))
+    tensors["mtp.fc.weight"] = torch.zeros(32, 64, dtype=torch.bfloat16)
+    save_file(tensors, str(dst / "model.safetensors"), metadata={"format": "pt"})
+    with pytest.raises(CheckpointError, match="mtp.fc.weight.*multi-token-prediction"):
+        HfCheckpoint(dst, "f32")

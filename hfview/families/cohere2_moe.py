@@ -9,6 +9,12 @@ prefix_dense_intermediate_size, then routed experts of width intermediate_size (
 top-k router logits) and optional shared experts averaged with the routed output. llama.cpp reads the layer
 kinds as the array the converter writes, and ropes every leading dense layer (transformers does where
 prefix_dense_sliding_window_pattern is 1).
+
+The multi-token-prediction (MTP) layers a release stores after the trunk (model.layers.{num_hidden_layers + i}.*:
+a mixture decoder block plus eh_proj, enorm, hnorm and optionally embed_tokens, shared_head.head / .norm; transformers
+ignores them) are written as the converter writes them without --no-mtp: block_count counts
+num_nextn_predict_layers, the block's tensors under blk.{n}.*, its own under blk.{n}.nextn.*, and
+nextn_predict_layers in the KV. llama.cpp loads them for its MTP graph and runs the trunk, as transformers does.
 """
 from __future__ import annotations
 
@@ -47,7 +53,7 @@ READS = frozenset({
     "sliding_window", "layer_types", "sliding_window_pattern", "mlp_layer_types", "first_k_dense_replace",
     "prefix_dense_sliding_window_pattern", "prefix_dense_intermediate_size", "num_experts", "num_experts_per_tok",
     "num_shared_experts", "shared_expert_combination_strategy", "expert_selection_fn", "norm_topk_prob",
-    "num_nextn_predict_layers",  # refused above 0: the view does not present next-token-prediction layers
+    "num_nextn_predict_layers",  # the MTP blocks the converter writes past num_hidden_layers
 })
 # Cohere 2's released keys transformers does not use, and North's use_parallel_block (always parallel) and
 # use_qk_norm false (Cohere2Moe has no q/k norms)
@@ -69,6 +75,11 @@ TENSORS = (
               required=False) for p in ("down", "gate", "up")),
     *(Tensor(f"{_LAYER}mlp.shared_experts.{p}_proj.weight", f"blk.{{bid}}.ffn_{p}_shexp.weight", required=False)
       for p in ("gate", "up", "down")),
+    # the MTP blocks' own tensors (GGUF's NEXTN_* names), in the blocks past num_hidden_layers only
+    *(Tensor(f"{_LAYER}{hf}.weight", f"blk.{{bid}}.nextn.{gguf}.weight", required=False)
+      for hf, gguf in (("eh_proj", "eh_proj"), ("embed_tokens", "embed_tokens"), ("enorm", "enorm"),
+                       ("hnorm", "hnorm"), ("shared_head.head", "shared_head_head"),
+                       ("shared_head.norm", "shared_head_norm"))),
 )
 
 
@@ -140,9 +151,11 @@ def check(h: dict, path: Path) -> None:
         raise ConfigError(f"{path}: shared_expert_combination_strategy "
                           f"{h.get('shared_expert_combination_strategy')!r}: llama.cpp's cohere2moe averages the "
                           f"shared and routed outputs, and the converter refuses any other strategy")
-    if h.get("num_nextn_predict_layers"):
-        raise ConfigError(f"{path}: num_nextn_predict_layers {h['num_nextn_predict_layers']}: the converter adds "
-                          f"next-token-prediction blocks, which the view does not present")
+
+
+def _mtp_blocks(h: dict) -> int:
+    """Cohere2MoeModel's extra blocks: the next-token-prediction layers (written unless --no-mtp)."""
+    return int(h.get("num_nextn_predict_layers") or 0)
 
 
 def parameters(h: dict, block_count: int, file_type: int) -> list:
@@ -159,6 +172,8 @@ def parameters(h: dict, block_count: int, file_type: int) -> list:
     if (shared := h.get("num_shared_experts", 0)) > 0:
         kv += [u32("cohere2moe.expert_shared_count", shared),
                u32("cohere2moe.expert_shared_feed_forward_length", h["intermediate_size"] * shared)]
+    if (mtp := _mtp_blocks(h)) > 0:
+        kv.append(u32("cohere2moe.nextn_predict_layers", mtp))
     return [*kv, u32("cohere2moe.rope.dimension_count", h["head_dim"]),
             string("cohere2moe.rope.scaling.type", "none")]
 
@@ -176,4 +191,5 @@ FAMILY = Family(
     check=check,
     normalise=normalise,
     llama_cpp_applies_window=True,  # llama.cpp's cohere2moe slides on the layers layer_types names
+    extra_blocks=_mtp_blocks,
 )

@@ -7,13 +7,20 @@ first_k_dense_replace leading dense layers, then sigmoid-scored experts chosen w
 (`mlp.e_score_correction_bias`), renormalised where norm_topk_prob says, times routed_scaling_factor, plus
 shared experts. llama.cpp's exaone-moe needs the gating function as KV, which the converter writes only from a
 stated scoring_func (K-EXAONE's config.json states it; ExaoneMoeConfig does not define it).
+
+The multi-token-prediction (MTP) layer K-EXAONE stores under mtp.* (which transformers ignores on load) is written
+as the converter writes it: block_count counts num_nextn_predict_layers past num_hidden_layers, mtp.layers.{i}.*
+(a dense decoder layer: llama.cpp's exaone-moe gives its MTP blocks a dense FFN) as blk.{n + i}.*, and mtp.fc,
+mtp.pre_fc_norm_embedding, mtp.pre_fc_norm_hidden, mtp.norm as that block's nextn.eh_proj / enorm / hnorm /
+shared_head_norm. llama.cpp skips those blocks when it loads and runs the num_hidden_layers trunk, as
+transformers' forward does.
 """
 from __future__ import annotations
 
 from pathlib import Path
 
 from ..config import Harmless
-from ..errors import ConfigError
+from ..errors import CheckpointError, ConfigError
 from ..family import Experts, Family, Skip, Tensor
 from ..gguf_layout import KV, ValueType
 from ..params import boolean, f32, string, text_model_parameters, u32
@@ -41,12 +48,52 @@ READS = frozenset({
     "layer_types", "mlp_layer_types", "first_k_dense_replace", "moe_intermediate_size", "num_experts",
     "num_experts_per_tok", "num_shared_experts", "norm_topk_prob", "routed_scaling_factor", "n_group", "topk_group",
     "scoring_func",  # written as the gating function; checked: sigmoid, as the router computes
-    "num_nextn_predict_layers",  # refused above 0: the view does not present next-token-prediction layers
+    "num_nextn_predict_layers",  # the MTP blocks the converter writes past num_hidden_layers
+    # K-EXAONE's first config.json: neither transformers 5.24 nor the converter (which finds first_k_dense_replace,
+    # always set by the config class, before it) reads these; checked to agree with what they do read
+    "first_last_k_dense_replace", "is_moe_layer",
 })
-HARMLESS: Harmless = {}
+# the router transformers' ExaoneMoe implements (sigmoid scores, selection bias, no groups), as K-EXAONE names it
+HARMLESS: Harmless = {"topk_method": ("noaux_tc",)}
 
 _LAYER = "model.layers.{bid}."
+
+# ExaoneMoEModel.modify_tensors' MTP renames: mtp.layers.{i}.X -> model.layers.{n + i}.X; the MTP head's own tensors
+# (stored once, written for every MTP block: the view presents one block, checked) -> model.layers.{n}.<nextn name>
+_MTP_OWN = {"fc": "eh_proj", "pre_fc_norm_embedding": "enorm", "pre_fc_norm_hidden": "hnorm",
+            "norm": "shared_head.norm"}
+
+
+def mtp_rename(name: str, h: dict) -> str:
+    """The converter's MTP renames (n: num_hidden_layers). A mixture in an MTP layer keeps its mtp. name and is
+    refused below (the converter stacks its experts under the wrong block and stops; llama.cpp's MTP blocks are
+    dense), as is any mtp.* name the converter's remapper does not know."""
+    if not name.startswith("mtp."):
+        return name
+    parts = name.split(".")
+    n = h["num_hidden_layers"]
+    if len(parts) > 3 and parts[1] == "layers" and parts[2].isdecimal():
+        if parts[3] == "mlp" and parts[4] in ("experts", "gate", "shared_experts", "e_score_correction_bias"):
+            return name
+        return ".".join(["model", "layers", str(n + int(parts[2])), *parts[3:]])
+    if len(parts) == 3 and parts[1] in _MTP_OWN:
+        return f"model.layers.{n}.{_MTP_OWN[parts[1]]}.{parts[2]}"
+    return name
+
+
+def _mtp_unknown(sources, h):
+    raise CheckpointError(f"{sources[0].path.name}: tensor {sources[0].name!r}: the converter maps mtp.layers.{{i}}.* "
+                          f"of a dense MTP layer, mtp.fc, mtp.pre_fc_norm_embedding, mtp.pre_fc_norm_hidden and "
+                          f"mtp.norm only (llama.cpp's exaone-moe gives its MTP blocks a dense FFN), and stops on "
+                          f"this one")
+
+
 TENSORS = (
+    Tensor("mtp.{rest}", "mtp", _mtp_unknown, required=False),
+    # the MTP blocks' own tensors, after the renames
+    *(Tensor(f"{_LAYER}{hf}.weight", f"blk.{{bid}}.nextn.{gguf}.weight", required=False)
+      for hf, gguf in (("eh_proj", "eh_proj"), ("enorm", "enorm"), ("hnorm", "hnorm"),
+                       ("shared_head.norm", "shared_head_norm"))),
     Tensor("model.embed_tokens.weight", "token_embd.weight"),
     Tensor("model.norm.weight", "output_norm.weight"),
     Tensor("lm_head.weight", "output.weight"),
@@ -125,9 +172,30 @@ def check(h: dict, path: Path) -> None:
         if h.get(key) != 1:
             raise ConfigError(f"{path}: {key} {h.get(key)!r}: K-EXAONE routes without expert groups (1 and 1); "
                               f"llama.cpp's exaone-moe would limit the choice to groups")
-    if h.get("num_nextn_predict_layers"):
-        raise ConfigError(f"{path}: num_nextn_predict_layers {h['num_nextn_predict_layers']}: the converter adds "
-                          f"next-token-prediction blocks, which the view does not present")
+    if h.get("first_last_k_dense_replace") is not None and h["first_last_k_dense_replace"] != lead:
+        raise ConfigError(f"{path}: first_last_k_dense_replace {h['first_last_k_dense_replace']} but "
+                          f"first_k_dense_replace {lead}: transformers and the converter read the latter only "
+                          f"(ExaoneMoeConfig defaults it to 1), so the stated dense layers would not be built")
+    if h.get("is_moe_layer") is not None and list(h["is_moe_layer"]) != [t == "sparse" for t in h["mlp_layer_types"]]:
+        raise ConfigError(f"{path}: is_moe_layer {h['is_moe_layer']} disagrees with mlp_layer_types "
+                          f"{h['mlp_layer_types']}, which transformers and the converter read (is_moe_layer they "
+                          f"ignore)")
+    if (h.get("num_nextn_predict_layers") or 0) > 1:
+        raise ConfigError(f"{path}: num_nextn_predict_layers {h['num_nextn_predict_layers']}: the converter writes "
+                          f"the stored MTP head (mtp.fc, mtp.norm, ...) once for every MTP block; the view presents "
+                          f"one MTP block (K-EXAONE has one)")
+
+
+def mtp_stored(h: dict, stored: dict) -> dict:
+    """A config counting MTP layers over a checkpoint that stores none (as transformers saves one: it builds no MTP
+    layer) is refused: the converter still writes block_count n + num_nextn_predict_layers, and llama.cpp's
+    exaone-moe then stops on the missing block ("tensor 'blk.{n}.attn_output.weight' not found")."""
+    if (h.get("num_nextn_predict_layers") or 0) > 0 and not any(name.startswith("mtp.") for name in stored):
+        raise CheckpointError(f"num_nextn_predict_layers {h['num_nextn_predict_layers']}, but the checkpoint stores "
+                              f"no mtp.* tensor: the converter counts the MTP block all the same, and llama.cpp's "
+                              f"exaone-moe cannot load a file without its tensors; set num_nextn_predict_layers to 0 "
+                              f"to run the trunk")
+    return h
 
 
 def parameters(h: dict, block_count: int, file_type: int) -> list:
@@ -162,4 +230,7 @@ FAMILY = Family(
     check=check,
     normalise=normalise,
     llama_cpp_applies_window=True,  # llama.cpp's exaone-moe slides on the layers layer_types names
+    extra_blocks=lambda h: h.get("num_nextn_predict_layers") or 0,
+    rename=mtp_rename,
+    stored_hparams=mtp_stored,
 )

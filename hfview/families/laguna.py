@@ -7,14 +7,20 @@ dense layers (mlp_layer_types) then sigmoid-routed experts chosen with a selecti
 (`mlp.experts.e_score_correction_bias`), always renormalised, times moe_routed_scaling_factor, plus a shared
 expert. llama.cpp's laguna fixes the layer pattern where a window is set: global at every 4th layer from layer 0,
 the others sliding; the converter writes no pattern.
+
+Rope scaling: yarn on the global layers (rope_parameters.full_attention), written by TextModel as for any family;
+llama.cpp's laguna applies it there and runs its sliding layers with plain rope, so scaling on sliding_attention is
+refused. Vocabulary: _set_vocab_gpt2, then a chat_template.jinja beside the weights replaces the template
+(releases wrap it in tokenizer_config.json as an include directive), and an eos_token_id list registers its first
+id other than bos_token_id as the end-of-turn token (eot).
 """
 from __future__ import annotations
 
 from pathlib import Path
 
 from ..config import Harmless
-from ..errors import ConfigError
-from ..family import Experts, Family, Tensor
+from ..errors import CheckpointError, ConfigError
+from ..family import Experts, Family, Tensor, stored
 from ..gguf_layout import KV, ValueType
 from ..params import boolean, f32, text_model_parameters, u32
 from .qwen2 import check_architecture, check_no_pooling, check_silu
@@ -46,6 +52,25 @@ READS = frozenset({
 })
 HARMLESS: Harmless = {}
 
+_GATINGS = ("per-head", "per-element", "per_element")  # besides true
+
+
+def _per_head(h: dict) -> bool:
+    return h.get("gating") is True or h.get("gating") == "per-head"
+
+
+def _gate(sources, h):
+    """The attention output gate, its rows checked against the gating (the converter stops on a mismatch)."""
+    src = sources[0]
+    bid = int(src.name.split(".")[2])
+    heads = h["num_attention_heads_per_layer"][bid]
+    rows = heads if _per_head(h) else heads * h["head_dim"]
+    if src.shape[0] != rows:
+        raise CheckpointError(f"{src.path.name}: tensor {src.name!r} has {src.shape[0]} rows; gating "
+                              f"{h.get('gating')!r} with {heads} heads needs {rows}: weights and config disagree")
+    return stored(sources, h)
+
+
 _LAYER = "model.layers.{bid}."
 TENSORS = (
     Tensor("model.embed_tokens.weight", "token_embd.weight"),
@@ -55,7 +80,7 @@ TENSORS = (
     Tensor(f"{_LAYER}post_attention_layernorm.weight", "blk.{bid}.ffn_norm.weight"),
     *(Tensor(f"{_LAYER}self_attn.{p}_proj.weight", f"blk.{{bid}}.attn_{p}.weight") for p in ("q", "k", "v")),
     Tensor(f"{_LAYER}self_attn.o_proj.weight", "blk.{bid}.attn_output.weight"),
-    Tensor(f"{_LAYER}self_attn.g_proj.weight", "blk.{bid}.attn_gate.weight"),
+    Tensor(f"{_LAYER}self_attn.g_proj.weight", "blk.{bid}.attn_gate.weight", _gate),
     Tensor(f"{_LAYER}self_attn.q_norm.weight", "blk.{bid}.attn_q_norm.weight"),
     Tensor(f"{_LAYER}self_attn.k_norm.weight", "blk.{bid}.attn_k_norm.weight"),
     # each of these exists in some layers only: dense FFNs first, then the mixtures
@@ -111,17 +136,37 @@ def check(h: dict, path: Path) -> None:
                               f"from layer 0 global and the others sliding (the converter writes no pattern)")
     elif "sliding_attention" in h["layer_types"]:
         raise ConfigError(f"{path}: sliding layers without a sliding_window: llama.cpp's laguna slides nowhere then")
-    if h.get("gating") is not True or h.get("gating_types"):
+    # transformers gates per head where gating is true or "per-head", per element otherwise; the converter reads
+    # these four spellings alike, stops on others, and writes nothing of it (the gate's width is its tensor's,
+    # which llama.cpp's laguna reads as per head or per element)
+    if not (h.get("gating") is True or (isinstance(h.get("gating"), str) and h["gating"] in _GATINGS)) \
+            or h.get("gating_types"):
         raise ConfigError(f"{path}: gating {h.get('gating')!r} / gating_types {h.get('gating_types')!r}: the view "
-                          f"presents Laguna's per-head attention gate (gating true, as Laguna-XS.2) only")
+                          f"presents gating true or \"per-head\" (one gate per head, as Laguna-XS.2) and "
+                          f"\"per-element\" (as Laguna-M.1), which transformers and the converter read alike")
     rope = h["rope_parameters"]
     if "full_attention" not in rope or "sliding_attention" not in rope:
         raise ConfigError(f"{path}: rope_parameters {rope}: Laguna names one rope per layer kind "
                           f"(full_attention, sliding_attention)")
-    for kind in ("full_attention", "sliding_attention"):
-        if rope[kind].get("rope_type", "default") != "default":
-            raise ConfigError(f"{path}: rope_parameters.{kind} rope type {rope[kind]['rope_type']!r}: the view "
-                              f"presents Laguna with plain rope only")
+    if rope["full_attention"].get("rope_type", "default") not in ("default", "yarn"):
+        raise ConfigError(f"{path}: rope_parameters.full_attention rope type "
+                          f"{rope['full_attention']['rope_type']!r}: llama.cpp's laguna runs plain rope or yarn on "
+                          f"its global layers")
+    if rope["full_attention"].get("rope_type") == "yarn" and not rope["full_attention"].get("factor"):
+        raise ConfigError(f"{path}: rope_parameters.full_attention yarn without a factor: the converter then writes "
+                          f"no scaling, which transformers applies")
+    full = rope["full_attention"]
+    if full.get("rope_type") == "yarn" and full.get("mscale") and full.get("mscale_all_dim"):
+        raise ConfigError(f"{path}: rope_parameters.full_attention mscale {full['mscale']} / mscale_all_dim "
+                          f"{full['mscale_all_dim']}: transformers scales attention by their ratio, which the "
+                          f"converter does not write (llama.cpp's laguna would scale by 0.1 ln(factor) + 1)")
+    if full.get("rope_type") == "yarn" and full.get("truncate") is False:
+        raise ConfigError(f"{path}: rope_parameters.full_attention truncate false: transformers then ramps yarn "
+                          f"over unrounded correction dimensions, llama.cpp rounds them")
+    if rope["sliding_attention"].get("rope_type", "default") != "default":
+        raise ConfigError(f"{path}: rope_parameters.sliding_attention rope type "
+                          f"{rope['sliding_attention']['rope_type']!r}: llama.cpp's laguna runs its sliding layers "
+                          f"with plain rope (the converter writes the global layers' scaling only)")
     if h.get("moe_router_logit_softcapping"):
         raise ConfigError(f"{path}: moe_router_logit_softcapping {h['moe_router_logit_softcapping']}: the "
                           f"converter writes no softcap, so llama.cpp's laguna would route otherwise")
@@ -132,12 +177,6 @@ def check(h: dict, path: Path) -> None:
         raise ConfigError(f"{path}: tie_word_embeddings true: the view presents Laguna with its own output matrix")
     if h.get("attention_bias"):
         raise ConfigError(f"{path}: attention_bias true: llama.cpp's laguna has no attention biases")
-    if isinstance(h.get("eos_token_id"), list):
-        raise ConfigError(f"{path}: eos_token_id {h['eos_token_id']} (a list): the converter then registers an "
-                          f"end-of-turn token, which the view does not write")
-    if (path.parent / "chat_template.jinja").is_file():
-        raise ConfigError(f"{path.parent / 'chat_template.jinja'}: the converter embeds this file as Laguna's chat "
-                          f"template, which the view does not write")
 
 
 def parameters(h: dict, block_count: int, file_type: int) -> list:
@@ -164,7 +203,10 @@ def parameters(h: dict, block_count: int, file_type: int) -> list:
 
 
 def vocab(model_dir: Path, h: dict) -> list:
-    """LagunaModel.set_vocab: _set_vocab_gpt2 with </assistant> (the assistant turn-end) typed CONTROL."""
+    """LagunaModel.set_vocab: _set_vocab_gpt2 with </assistant> (the assistant turn-end) typed CONTROL; then
+    chat_template.jinja's text as the template (in the place SpecialVocab's template took, GGUFWriter keeping a
+    re-added key's place), and from an eos_token_id list its first id other than bos_token_id as eot."""
+    from tokenizer.special import write_chat_template
     from tokenizer.vocab import CONTROL, MODEL, PRE, TOKEN_TYPE, TOKENS, SpecialVocab, bpe_tokens
     from tokenizer.writer import KVWriter
     tokens, types, pre = bpe_tokens(model_dir, h)
@@ -175,6 +217,11 @@ def vocab(model_dir: Path, h: dict) -> list:
     w.add_array(TOKENS, tokens)
     w.add_array(TOKEN_TYPE, types)
     SpecialVocab(model_dir, load_merges=True).write(w)
+    if (jinja := Path(model_dir) / "chat_template.jinja").is_file():
+        write_chat_template(w, jinja.read_text(encoding="utf-8"))
+    if isinstance(eos := h.get("eos_token_id"), list):
+        if extra := [e for e in eos if e != h.get("bos_token_id")]:
+            w.add_uint32("tokenizer.ggml.eot_token_id", extra[0])
     return w.kvs()
 
 

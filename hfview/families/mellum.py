@@ -5,19 +5,25 @@ chosen experts' weights renormalised, stacked experts, no shared expert) with pe
 layers (layer_types, written as the window pattern) and global ones, each kind with its rope in
 rope_parameters. llama.cpp's mellum has a mixture in every layer (mlp_layer_types "dense" is refused) and ropes
 its sliding layers with the global layers' theta (so the two thetas must agree where a layer slides).
+
+Multi-token prediction: the converter's MellumModel reads no MTP setting (num_mtp_layers, mtp_layer_types and
+mtp_mlp_layer_types change nothing it writes) and maps no mtp.* tensor: a checkpoint as transformers saves it
+(MellumForCausalLM builds no MTP layer) converts as without them, while one that stores an MTP layer (mtp.*,
+which transformers ignores on load) stops the converter ("Can not map tensor 'mtp.fc.weight'"), so the view
+refuses it by name.
 """
 from __future__ import annotations
 
 from pathlib import Path
 
 from ..config import Harmless
-from ..errors import ConfigError
-from ..family import Family
+from ..errors import CheckpointError, ConfigError
+from ..family import Family, Tensor
 from ..gguf_layout import KV, ValueType
 from ..params import text_model_parameters, u32
 from .qwen2 import check_architecture, check_no_pooling, check_silu
 from .qwen2_moe import check_topk_norm, gpt2_vocab
-from .qwen3_moe import TENSORS
+from .qwen3_moe import TENSORS as QWEN3_MOE_TENSORS
 
 _ROPE = {"full_attention": {"rope_type": "default", "rope_theta": 500000.0},
          "sliding_attention": {"rope_type": "default", "rope_theta": 10000.0}}
@@ -41,9 +47,19 @@ READS = frozenset({
     "rope_scaling", "rope_theta", "hidden_act", "tie_word_embeddings", "attention_bias", "sliding_window",
     "layer_types", "mlp_layer_types", "num_local_experts", "num_experts_per_tok", "moe_intermediate_size",
     "norm_topk_prob",
-    "num_nextn_predict_layers", "mtp_layer_types", "mtp_mlp_layer_types",  # refused: no MTP layer is presented
+    "num_nextn_predict_layers", "mtp_layer_types", "mtp_mlp_layer_types",  # the converter writes nothing of them
 })
 HARMLESS: Harmless = {}
+
+
+def _mtp_stored(sources, h):
+    raise CheckpointError(f"{sources[0].path.name}: tensor {sources[0].name!r} is part of a stored multi-token-"
+                          f"prediction layer: the converter's MellumModel maps no mtp.* tensor and stops on it "
+                          f"(\"Can not map tensor\"), so there is no converter file to present; transformers ignores "
+                          f"these tensors, and the checkpoint without them converts")
+
+
+TENSORS = (Tensor("mtp.{rest}", "mtp", _mtp_stored, required=False), *QWEN3_MOE_TENSORS)
 
 
 def normalise(h: dict) -> dict:
@@ -81,9 +97,6 @@ def check(h: dict, path: Path) -> None:
         raise ConfigError(f"{path}: tie_word_embeddings true: llama.cpp's mellum needs an output matrix of its own")
     if h.get("attention_bias"):
         raise ConfigError(f"{path}: attention_bias true: llama.cpp's mellum has no attention biases")
-    if h.get("num_nextn_predict_layers"):
-        raise ConfigError(f"{path}: num_mtp_layers {h['num_nextn_predict_layers']}: the view does not present "
-                          f"multi-token-prediction layers")
     rope = h["rope_parameters"]
     if "full_attention" not in rope or "sliding_attention" not in rope:
         raise ConfigError(f"{path}: rope_parameters {rope}: Mellum names one rope per layer kind "
