@@ -262,3 +262,9 @@ RULES.update({
 RULES.update({"num_loops": COUNT, "skip_loop_final_norm": BOOL})
 # Qwen3-Next / Qwen3.5: the MTP block count (the converter counts the stored mtp.layers where none is stated)
 RULES.update({"mtp_num_hidden_layers": ZERO_OR_COUNT})
+# sparse attention's indexer (deepseek_v32, glm_moe_dsa): its sizes, GLM-5's per-layer kinds ("full" / "shared",
+# checked against the layer count by the family) and the config class's inputs to them where none are stated
+RULES.update({"index_topk": COUNT, "index_head_dim": COUNT, "index_n_heads": COUNT,
+              "indexer_types": list_of(STRING).or_null(), "index_topk_freq": COUNT,
+              "index_skip_topk_offset": ZERO_OR_COUNT,
+              "index_topk_pattern": any_of(STRING, list_of(STRING)).or_null()})

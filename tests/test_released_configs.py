@@ -253,3 +253,7 @@ FEWER.update({"qwen3_5_moe_text": "one byte copy reached (Qwen3.5-35B-A3B's imag
 # in other projects' notes and tests (none byte for byte); openPangu-Embedded-7B-V1.1's in one GitHub mirror
 FEWER["nanbeige"] = "no byte copy of a released config.json reached (Nanbeige4.2-3B publishes on the Hub only)"
 FEWER["pangu_embedded"] = "one copy reached (openPangu-Embedded-7B-V1.1, a mirror); the others publish on GitCode/the Hub"
+# sparse attention's indexer (issue 12): DeepSeek-V3.2 / V3.2-Exp (FP8 releases) and GLM-5 publish on the Hub only;
+# the search reached the reference code's own inference configs and copies quoted in other projects' code, no
+# config.json file
+FEWER.update(dict.fromkeys(("deepseek_v32", "glm_moe_dsa"), _UNREACHED))
