@@ -84,3 +84,19 @@ def test_released_config(path: Path):
     kv = config_path_kv(path)
     assert kv["glm-dsa.attention.indexer.top_k"] == released["index_topk"]
     assert kv["glm-dsa.block_count"] == released["num_hidden_layers"] + released.get("num_nextn_predict_layers", 0)
+
+
+def test_the_indexer_changes_the_logits_the_oracle_compares(checkpoint, tmp_path):
+    """With index_topk 4 of 16 tokens the indexer's choice moves transformers' logits far past the oracle's bar
+    (against the same weights keeping every key), so test_logits holds llama.cpp's indexer path to transformers'."""
+    from converter_ceiling import llama_cpp_logits
+    from family_oracle import NMSE_BAR, nmse, transformers_logits
+    from hfview import HfCheckpoint
+
+    path = checkpoint("glm_moe_dsa")
+    ids, _ = llama_cpp_logits(HfCheckpoint(path, "f32"))
+    dense = transformers_logits(variant(path, tmp_path / "all_keys", index_topk=16), ids)
+    sparse = transformers_logits(path, ids)
+    moved = nmse(sparse, dense)
+    print(f"glm_moe_dsa: index_topk 4 vs 16 in transformers: NMSE {moved:.3e}")
+    assert moved > 100 * NMSE_BAR
