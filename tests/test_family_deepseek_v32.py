@@ -39,14 +39,22 @@ converter.main()
 """
 
 
-def convert_past_the_bos_assertion(model_dir: Path, outtype: str, out: Path) -> Path:
+def convert_past_the_bos_assertion(model_dir: Path, outtype: str) -> Path:
+    """The converter's file past its BOS assertion, made once per fixture content and outtype under the cache."""
+    import hashlib
+
     root = oracle.converter_root()
-    proc = subprocess.run([sys.executable, "-c", _PAST_THE_ASSERTION, str(root), str(model_dir), "--outfile",
-                           str(out), "--outtype", outtype], cwd=root, env=oracle._converter_env(root),
-                          capture_output=True, text=True, stdin=subprocess.DEVNULL)
-    if proc.returncode != 0:
-        raise oracle.ConverterFailed(proc.stderr[-4000:])
-    return out
+    key = hashlib.sha256(f"{_PAST_THE_ASSERTION}{model_dir.name}{outtype}".encode()).hexdigest()[:12]
+
+    def make(out: Path) -> None:
+        proc = subprocess.run([sys.executable, "-c", _PAST_THE_ASSERTION, str(root), str(model_dir), "--outfile",
+                               str(out), "--outtype", outtype], cwd=root, env=oracle._converter_env(root),
+                              capture_output=True, text=True, stdin=subprocess.DEVNULL)
+        if proc.returncode != 0:
+            raise oracle.ConverterFailed(proc.stderr[-4000:])
+
+    return oracle.made_once(oracle.CACHE / "converted-past-bos-assertion" / f"{model_dir.name}-{outtype}-{key}.gguf",
+                            make)
 
 
 @pytest.mark.parametrize("outtype", OUTTYPES)
@@ -57,7 +65,7 @@ def test_export_equals_converter_past_its_bos_assertion(outtype, checkpoint, tmp
     record_property("family", "deepseek_v32")
     record_property("oracle", "bytes")
     path = checkpoint("deepseek_v32")
-    theirs = convert_past_the_bos_assertion(path, outtype, tmp_path / "theirs.gguf")
+    theirs = convert_past_the_bos_assertion(path, outtype)
     ours = export(HfCheckpoint(path, outtype), tmp_path / "ours.gguf")
     if oracle.sha256(ours) != oracle.sha256(theirs):
         pytest.fail(f"deepseek_v32 --outtype {outtype}: {oracle.first_difference(ours, theirs)}")
@@ -75,7 +83,7 @@ def test_logits_bf16_within_the_converter_files_measured_ceiling(outtype, checkp
     record_property("family", "deepseek_v32")
     record_property("oracle", "logits")
     check_within_ceiling("deepseek_v32", outtype, checkpoint,
-                         lambda name, t: convert_past_the_bos_assertion(checkpoint(name), t, tmp_path / "theirs.gguf"),
+                         lambda name, t: convert_past_the_bos_assertion(checkpoint(name), t),
                          transformers_logits)
 
 
