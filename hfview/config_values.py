@@ -297,3 +297,9 @@ OVERRIDES[("gemma4", "moe_intermediate_size")] = COUNT.or_null()
 OVERRIDES[("gemma4", "num_experts")] = ZERO_OR_COUNT.or_null()
 OVERRIDES[("gemma4", "top_k_experts")] = COUNT.or_null()
 OVERRIDES[("gemma4", "enable_moe_block")] = BOOL  # Gemma 4 Unified's config class has no default for it
+# sparse attention's indexer (deepseek_v32, glm_moe_dsa): its sizes, GLM-5's per-layer kinds ("full" / "shared",
+# checked against the layer count by the family) and the config class's inputs to them where none are stated
+RULES.update({"index_topk": COUNT, "index_head_dim": COUNT, "index_n_heads": COUNT,
+              "indexer_types": list_of(STRING).or_null(), "index_topk_freq": COUNT,
+              "index_skip_topk_offset": ZERO_OR_COUNT,
+              "index_topk_pattern": any_of(STRING, list_of(STRING)).or_null()})

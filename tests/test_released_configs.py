@@ -273,3 +273,7 @@ FEWER["solar_open"] = _UNREACHED
 # Gemma 4 (issue 15): Google publishes on the Hub only; the search reached configs printed by transformers in
 # reports and fragments quoted in other projects' code and tests, no copy of a released config.json file
 FEWER["gemma4"] = _UNREACHED
+# sparse attention's indexer (issue 12): DeepSeek-V3.2 / V3.2-Exp (FP8 releases) and GLM-5 publish on the Hub only;
+# the search reached the reference code's own inference configs and copies quoted in other projects' code, no
+# config.json file
+FEWER.update(dict.fromkeys(("deepseek_v32", "glm_moe_dsa"), _UNREACHED))

@@ -83,13 +83,16 @@ def value_half(sources, h):
 _L = "model.layers.{bid}."
 
 
-def latent_tensors(prefix: str = "model.") -> tuple:
-    """Embeddings, norms and the latent attention of every block (DeepseekV2Model's names)."""
+def latent_tensors(prefix: str = "model.", skip_mtp: bool = True) -> tuple:
+    """Embeddings, norms and the latent attention of every block (DeepseekV2Model's names). `skip_mtp`: drop the
+    next-token-prediction layers stored after num_hidden_layers, as DeepseekV2Model does (its subclasses for
+    DeepSeek-V3.2 and GLM-5 keep them)."""
     layer = f"{prefix}layers.{{bid}}."
     optional = False  # with or without the query bottleneck, as q_lora_rank says (llama.cpp checks which)
+    mtp = (Skip(f"{layer}{{rest}}", from_block=lambda h: h["num_hidden_layers"]),) if skip_mtp else ()
     return (
         # the converter skips the next-token-prediction layers stored after num_hidden_layers
-        Skip(f"{layer}{{rest}}", from_block=lambda h: h["num_hidden_layers"]),
+        *mtp,
         Tensor(f"{prefix}embed_tokens.weight", "token_embd.weight"),
         Tensor(f"{prefix}norm.weight", "output_norm.weight"),
         Skip("lm_head.weight", when=lambda h: bool(h.get("tie_word_embeddings"))),
@@ -135,10 +138,11 @@ def _is_lite(h: dict) -> bool:
     return n in (26, 27) or (n == 48 and h["vocab_size"] == 128256)
 
 
-def check_latent_attention(h: dict, path: Path, family: str) -> None:
-    """What llama.cpp's deepseek2 runs of DeepSeek's latent attention."""
-    check_silu(h, path, ARCH)
-    check_rope(h, path, ARCH, allowed=("default", "yarn"))
+def check_latent_attention(h: dict, path: Path, family: str, arch: str = ARCH) -> None:
+    """What llama.cpp's deepseek2 (or `arch`, one of its sparse-attention successors) runs of DeepSeek's latent
+    attention."""
+    check_silu(h, path, arch)
+    check_rope(h, path, arch, allowed=("default", "yarn"))
     if h["num_key_value_heads"] != h["num_attention_heads"]:
         raise ConfigError(f"{path}: num_key_value_heads {h['num_key_value_heads']} is not num_attention_heads "
                           f"{h['num_attention_heads']}: latent attention expands the key and value of every "
@@ -150,6 +154,12 @@ def check_latent_attention(h: dict, path: Path, family: str) -> None:
     if h["qk_nope_head_dim"] < 1:
         raise ConfigError(f"{path}: qk_nope_head_dim {h['qk_nope_head_dim']}: llama.cpp's deepseek2 needs a "
                           f"key part without rope")
+    if arch != ARCH:  # deepseek32 / glm-dsa: the query bottleneck always, at any layer count
+        if h.get("q_lora_rank") is None:
+            raise ConfigError(f"{path}: q_lora_rank null (queries without a bottleneck): llama.cpp's {arch} and "
+                              f"transformers' {family} read queries through q_a_proj / q_b_proj only, and the "
+                              f"indexer reads its queries from that bottleneck")
+        return
     if h.get("q_lora_rank") is None and not _is_lite(h):
         raise ConfigError(f"{path}: q_lora_rank null (queries without a bottleneck) over {h['num_hidden_layers']} "
                           f"layers: llama.cpp's deepseek2 reads queries without a bottleneck only at the layer "
@@ -210,34 +220,33 @@ def normalise(h: dict) -> dict:
 def latent_parameters(h: dict, block_count: int, file_type: int, arch: str = ARCH) -> list:
     """DeepseekV2Model.set_gguf_parameters: TextModel's entries with one KV head (latent attention read as
     multi-query), then the leading dense layers, the ranks and head widths of the latent attention, the expert
-    widths and counts, the router's scale and renormalisation, the rope width and yarn's log multiplier.
-    `arch`: the architecture of a subclass of DeepseekV2Model that writes these under its own name (Hy4)."""
-    ARCH = arch  # noqa: N806 (the keys below name the architecture)
-    kv = text_model_parameters(dict(h, num_key_value_heads=1), ARCH, block_count, file_type)
+    widths and counts, the router's scale and renormalisation, the rope width and yarn's log multiplier (under
+    `arch`: deepseek2, or a subclass's own architecture)."""
+    kv = text_model_parameters(dict(h, num_key_value_heads=1), arch, block_count, file_type)
     dense = h.get("first_k_dense_replace")
     if dense is None:
         dense = h["num_hidden_layers"] if h.get("n_routed_experts") is None else 0
     kv_lora = h.get("kv_lora_rank", 512)
-    kv += [u32(f"{ARCH}.leading_dense_block_count", dense), u32(f"{ARCH}.vocab_size", h["vocab_size"])]
+    kv += [u32(f"{arch}.leading_dense_block_count", dense), u32(f"{arch}.vocab_size", h["vocab_size"])]
     if h.get("q_lora_rank") is not None:
-        kv.append(u32(f"{ARCH}.attention.q_lora_rank", h["q_lora_rank"]))
-    kv += [u32(f"{ARCH}.attention.kv_lora_rank", kv_lora),
-           u32(f"{ARCH}.attention.key_length", kv_lora + h["qk_rope_head_dim"]),
-           u32(f"{ARCH}.attention.value_length", kv_lora),
-           u32(f"{ARCH}.attention.key_length_mla", h["qk_nope_head_dim"] + h["qk_rope_head_dim"]),
-           u32(f"{ARCH}.attention.value_length_mla", h["v_head_dim"]),
-           u32(f"{ARCH}.expert_feed_forward_length", first(h, ["moe_intermediate_size", "intermediate_size"]))]
+        kv.append(u32(f"{arch}.attention.q_lora_rank", h["q_lora_rank"]))
+    kv += [u32(f"{arch}.attention.kv_lora_rank", kv_lora),
+           u32(f"{arch}.attention.key_length", kv_lora + h["qk_rope_head_dim"]),
+           u32(f"{arch}.attention.value_length", kv_lora),
+           u32(f"{arch}.attention.key_length_mla", h["qk_nope_head_dim"] + h["qk_rope_head_dim"]),
+           u32(f"{arch}.attention.value_length_mla", h["v_head_dim"]),
+           u32(f"{arch}.expert_feed_forward_length", first(h, ["moe_intermediate_size", "intermediate_size"]))]
     if h.get("n_routed_experts") is not None:
-        kv.append(u32(f"{ARCH}.expert_count", h["n_routed_experts"]))
-    kv.append(u32(f"{ARCH}.expert_shared_count", h.get("n_shared_experts", 0)))
+        kv.append(u32(f"{arch}.expert_count", h["n_routed_experts"]))
+    kv.append(u32(f"{arch}.expert_shared_count", h.get("n_shared_experts", 0)))
     if h.get("routed_scaling_factor") is not None:
-        kv.append(f32(f"{ARCH}.expert_weights_scale", h["routed_scaling_factor"]))
+        kv.append(f32(f"{arch}.expert_weights_scale", h["routed_scaling_factor"]))
     if h.get("norm_topk_prob"):
-        kv.append(boolean(f"{ARCH}.expert_weights_norm", True))
-    kv.append(u32(f"{ARCH}.rope.dimension_count", h["qk_rope_head_dim"]))
+        kv.append(boolean(f"{arch}.expert_weights_norm", True))
+    kv.append(u32(f"{arch}.rope.dimension_count", h["qk_rope_head_dim"]))
     if (mscale_all_dim := h["rope_parameters"].get("mscale_all_dim")) is not None:
         # the converter's legacy 0.1 factor, which llama.cpp divides out again
-        kv.append(f32(f"{ARCH}.rope.scaling.yarn_log_multiplier", 0.1 * mscale_all_dim))
+        kv.append(f32(f"{arch}.rope.scaling.yarn_log_multiplier", 0.1 * mscale_all_dim))
     return kv
 
 

@@ -41,25 +41,37 @@ READS = LATENT_READS | {"rope_interleave", "num_nextn_predict_layers"}
 HARMLESS: Harmless = dict(LATENT_HARMLESS)
 
 
+def check_sigmoid_router(h: dict, path: Path, model: str, arch: str = "deepseek2",
+                         scoring_func_needed: bool = True) -> None:
+    """DeepSeek-V3's router as transformers' `model` runs it (sigmoid scores, noaux_tc group limits) against
+    what the converter writes for llama.cpp's `arch`: without a stated scoring_func it writes no gating
+    function (`scoring_func_needed`: llama.cpp then scores otherwise, or fails to load)."""
+    if "scoring_func" not in h and scoring_func_needed:
+        raise ConfigError(f"{path}: no scoring_func: transformers' {model} scores experts by sigmoid, but without "
+                          f"the key the converter writes no gating function and llama.cpp's {arch} then scores "
+                          f"by softmax (or refuses to load); state scoring_func \"sigmoid\" as every release does "
+                          f"(transformers 5 leaves it out when it saves a config)")
+    if h.get("scoring_func", "sigmoid") != "sigmoid":
+        raise ConfigError(f"{path}: scoring_func {h['scoring_func']!r}: transformers' {model} scores experts by "
+                          f"sigmoid only, so the converter's {h['scoring_func']!r} gating would run otherwise")
+    if h.get("topk_method", "noaux_tc") != "noaux_tc":
+        raise ConfigError(f"{path}: topk_method {h['topk_method']!r}: transformers' {model} and llama.cpp's "
+                          f"{arch} choose experts by noaux_tc (biased sigmoid scores, groups by their two best) "
+                          f"only")
+
+
 def check(h: dict, path: Path) -> None:
     check_architecture(h, path, "deepseek_v3", ("DeepseekV3ForCausalLM",))
     check_latent_attention(h, path, "DeepSeek-V3")
     check_mixture(h, path)
-    if "scoring_func" not in h:
-        raise ConfigError(f"{path}: no scoring_func: transformers' DeepseekV3 scores experts by sigmoid, but without "
-                          f"the key the converter writes no gating function and llama.cpp's deepseek2 then scores "
-                          f"by softmax; state scoring_func \"sigmoid\" as every DeepSeek-V3 release does "
-                          f"(transformers 5 leaves it out when it saves a config)")
-    if h["scoring_func"] != "sigmoid":
-        raise ConfigError(f"{path}: scoring_func {h['scoring_func']!r}: transformers' DeepseekV3 scores experts by "
-                          f"sigmoid only, so the converter's {h['scoring_func']!r} gating would run otherwise")
-    if h.get("topk_method", "noaux_tc") != "noaux_tc":
-        raise ConfigError(f"{path}: topk_method {h['topk_method']!r}: transformers' DeepseekV3 and llama.cpp's "
-                          f"deepseek2 choose experts by noaux_tc (biased sigmoid scores, groups by their two best) "
-                          f"only")
+    check_sigmoid_router(h, path, "DeepseekV3")
     if not h.get("rope_interleave", True):
         raise ConfigError(f"{path}: rope_interleave false: llama.cpp's deepseek2 rotates interleaved pairs, and the "
                           f"converter writes q_pe / k_pe as stored without regrouping them")
+    check_groups(h, path)
+
+
+def check_groups(h: dict, path: Path) -> None:
     n_group, topk_group, n_expert = h.get("n_group"), h.get("topk_group"), h["n_routed_experts"]
     if not n_group or not topk_group or n_expert % n_group or n_expert // n_group < 2 or topk_group > n_group:
         raise ConfigError(f"{path}: n_group {n_group!r}, topk_group {topk_group!r} over {n_expert} experts: "

@@ -83,14 +83,21 @@ def check(h: dict, path: Path) -> None:
                           f"transformers' Glm4MoeLite then rotates that share of qk_rope_head_dim only, while the "
                           f"converter has llama.cpp's deepseek2 rotate all qk_rope_head_dim dims (GLM-4.7-Flash "
                           f"states 1.0)")
+    check_mlp_layer_types(h, path, "Glm4MoeLite", ARCH)
+
+
+def check_mlp_layer_types(h: dict, path: Path, model: str, arch: str) -> None:
+    """transformers' `model` makes layers dense or mixtures by mlp_layer_types; the converter and llama.cpp's
+    `arch` make the first first_k_dense_replace layers dense and the rest mixtures: the two must agree."""
     dense = h.get("first_k_dense_replace") or 0
     kinds = h["mlp_layer_types"]
     wanted = ["dense"] * dense + ["sparse"] * (h["num_hidden_layers"] - dense)
     if list(kinds) != wanted:
         raise ConfigError(f"{path}: mlp_layer_types {kinds!r} with first_k_dense_replace {h.get('first_k_dense_replace')!r}: "
-                          f"transformers' Glm4MoeLite makes layers dense or mixtures by mlp_layer_types, the converter "
-                          f"and llama.cpp's deepseek2 make the first first_k_dense_replace layers dense and the rest "
-                          f"mixtures; state both alike (GLM-4.7-Flash: first_k_dense_replace 1, the first layer dense)")
+                          f"transformers' {model} makes layers dense or mixtures by mlp_layer_types, the converter "
+                          f"and llama.cpp's {arch} make the first first_k_dense_replace layers dense and the rest "
+                          f"mixtures; state both alike (the releases state first_k_dense_replace and leave the "
+                          f"layer kinds to it)")
 
 
 def normalise(h: dict) -> dict:
