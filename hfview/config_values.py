@@ -276,3 +276,6 @@ OVERRIDES[("mimo_v2_flash", "n_shared_experts")] = ZERO_OR_COUNT.or_null()
 RULES.update({"training_seqlen": COUNT, "base_seqlen": COUNT.or_null()})
 # Tele-FLM (teleflm): its µScaling switch and multipliers (its config.json is read as written)
 RULES.update({"use_mup": BOOL, **{k: NUMBER for k in ("input_mult", "output_mult", "mup_scale_factor")}})
+# Nemotron-NAS (deci): one attention and one ffn object per layer (the family checks each key and value)
+RULES.update({"block_configs": list_of(object_of({"attention": OBJECT, "ffn": OBJECT}))})
+OVERRIDES[("deci", "intermediate_size")] = COUNT.or_null()  # null in every release: block_configs sizes each FFN
