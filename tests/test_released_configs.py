@@ -265,3 +265,8 @@ REFUSED["telechat/Tele-AI__TeleChat-52B.json"] = (
     "config key 'activation_function'", "TeleChat-52B: the FLM-2 lineage's GPT-2-named layout (n_embd, Conv1D c_attn, "
     "muP multipliers) under model_type telechat, another architecture than TeleChat2's, which the family does not present "
     "(and its weights are released as pickled pytorch_model.bin shards, which hfview does not read)")
+# Nemotron-NAS (deci, issue 15): the releases (Llama-3.1-Nemotron-51B-Instruct, Llama-3.3-Nemotron-Super-49B-v1 /
+# v1.5, Llama-3.1-Nemotron-Ultra-253B-v1) publish on the Hub only; the copies reached are embedded in other projects'
+# code (Super-49B's and Ultra-253B's inside a Python string literal of a file whose repository the index does not
+# name), none as released
+FEWER["deci"] = _UNREACHED
