@@ -9,7 +9,8 @@ counts and FFN widths are written as arrays; Q/K regrouped into rotation pairs o
 rope scaling as the rope_freqs tensor. transformers 5.24 has no class for it, so the converter reads config.json
 as written and so does the view.
 
-Refused by name: a layer with attention but no FFN (llama.cpp's deci graph `continue`s past an FFN-free layer
+Refused by name: an attention-free layer 0 (llama.cpp reads the head width only where layer 0 has heads), a
+layer with attention but no FFN (llama.cpp's deci graph `continue`s past an FFN-free layer
 before taking its output, so that layer's attention would be dropped), replace_with_linear halves (the view does
 not present them: no fixture measures llama.cpp's linear attention, and a linear FFN the converter writes as
 width 0, which llama.cpp skips), the releases' sparsity and sink/window attention options set, biases, a head
@@ -133,6 +134,10 @@ def check(h: dict, path: Path) -> None:
         if group is not None and h["num_attention_heads"] % group:
             raise ConfigError(f"{path}: block_configs[{i}].attention.n_heads_in_group {group} does not divide "
                               f"num_attention_heads {h['num_attention_heads']}")
+    if blocks[0]["attention"].get("n_heads_in_group") is None:
+        raise ConfigError(f"{path}: block_configs[0] has no attention: llama.cpp takes the head width (key_length) "
+                          f"only where layer 0 has heads, and loads no attention tensors otherwise (every release's "
+                          f"layer 0 has attention)")
     if h["vocab_size"] != 128256:
         raise ConfigError(f"{path}: vocab_size {h['vocab_size']}: the converter reads Llama 3's byte-level BPE only "
                           f"at 128256 (every Nemotron-NAS release), and DeciLM-7B's SentencePiece path otherwise, "
