@@ -7,7 +7,8 @@ converter's conversion/deci.py (which layer has which half, _ffn_mult_to_interme
 src/models/deci.cpp, and a faithful PyTorch port of the release's model (the search index's copy of
 `nemotron-nas` with AttentionConfig / FFNConfig / BlockConfig and _ffn_mult_to_intermediate_size, id 53107669424;
 the same composition as vLLM's and SGLang's nemotron_nas.py, which import LlamaAttention and LlamaMLP). Per
-layer: if the attention is not no_op, x = x + Attention(input_layernorm(x)) with num_attention_heads // 
+layer: if the attention is replaced with a linear layer, x = x + W(input_layernorm(x)) (LinearSubblockReplacement,
+one hidden x hidden matrix); else if it is not no_op, x = x + Attention(input_layernorm(x)) with num_attention_heads // 
 n_heads_in_group KV heads, head width hidden / heads, rope over the whole head (Llama 3 scaling from
 rope_scaling); if the FFN is not no_op, x = x + MLP(post_attention_layernorm(x)), a SwiGLU of width
 round_up(int(2 * ffn_mult * hidden / 3), 256); then model.norm and lm_head. So the reference is transformers
@@ -96,7 +97,10 @@ def block_composed_llama_logits(path, ids):
     for i, block in enumerate(cfg["block_configs"]):
         p = f"model.layers.{i}."
         attn = mlp = None
-        if not block["attention"]["no_op"]:
+        if block["attention"]["replace_with_linear"]:  # x + W(input_layernorm(x)): the release's linear attention
+            attn = (loaded(ml.LlamaRMSNorm(hidden, eps=cfg["rms_norm_eps"]), p + "input_layernorm."),
+                    lambda y, w=weights[p + "self_attn.linear_attn.weight"], **kwargs: (y @ w.T,))
+        elif not block["attention"]["no_op"]:
             c = _llama_config(cfg, num_key_value_heads=heads // block["attention"]["n_heads_in_group"])
             attn = (loaded(ml.LlamaRMSNorm(hidden, eps=cfg["rms_norm_eps"]), p + "input_layernorm."),
                     loaded(ml.LlamaAttention(c, layer_idx=i), p + "self_attn."))
@@ -124,7 +128,7 @@ test_logits = reference_logits_test("deci", FIXTURES, block_composed_llama_logit
                                     "transformers' Llama modules composed per block config")
 
 
-def test_reference_is_causal_and_per_block(checkpoint):
+def test_reference_is_causal_and_per_block(checkpoint, tmp_path):
     """The composition is causal (a later token leaves earlier logits alone) and the block configs matter."""
     import numpy as np
 
@@ -132,6 +136,12 @@ def test_reference_is_causal_and_per_block(checkpoint):
     ids = list(range(1000, 1016))
     full = block_composed_llama_logits(path, ids)
     assert np.allclose(block_composed_llama_logits(path, ids[:8]), full[:8], atol=1e-4)
+    # the linear attention (layer 2) counts: the reference without it misses
+    from family_oracle import nmse
+    from family_variants import variant
+    without = variant(path, tmp_path / "no-linear",
+                      block_configs=_blocks(path, 2, "attention", no_op=True, replace_with_linear=False))
+    assert nmse(block_composed_llama_logits(without, ids), full) > 1e-3
 
 
 def test_kv_states_the_blocks(checkpoint):
@@ -140,10 +150,10 @@ def test_kv_states_the_blocks(checkpoint):
 
     path = checkpoint("deci") / "config.json"
     h = read_as(FAMILY, read_config(path), path)
-    kv = {p.key: p.value for p in FAMILY.parameters(h, 4, 0)}
-    assert kv["deci.attention.head_count_kv"] == [2, 0, 0, 1]
-    assert kv["deci.attention.head_count"] == [4, 0, 0, 4]
-    assert kv["deci.feed_forward_length"] == [256, 512, 0, 256]
+    kv = {p.key: p.value for p in FAMILY.parameters(h, 5, 0)}
+    assert kv["deci.attention.head_count_kv"] == [2, 0, 0, 0, 1]
+    assert kv["deci.attention.head_count"] == [4, 0, 4, 0, 4]  # the linear layer: all heads, no KV heads
+    assert kv["deci.feed_forward_length"] == [256, 512, 256, 0, 256]
     assert kv["deci.attention.key_length"] == kv["deci.rope.dimension_count"] == 8
 
 
@@ -161,14 +171,17 @@ def _blocks(path, layer, part, **values):
 
 
 @pytest.mark.parametrize("layer, part, values, message", [
-    (3, "ffn", dict(ffn_mult=None, no_op=True), r"attention without an FFN .* dropped"),
-    (0, "attention", dict(n_heads_in_group=None, replace_with_linear=True), "attention.replace_with_linear is true"),
+    (4, "ffn", dict(ffn_mult=None, no_op=True), r"attention without an FFN .* dropped"),
+    (2, "ffn", dict(ffn_mult=None, no_op=True), r"attention without an FFN .* dropped"),
+    (0, "attention", dict(n_heads_in_group=None, no_op=True, replace_with_linear=True),
+     "no_op and replace_with_linear both true"),
+    (0, "attention", dict(replace_with_linear=True), "with n_heads_in_group 2"),
     (0, "ffn", dict(ffn_mult=None, replace_with_linear=True), "ffn.replace_with_linear is true.*width 0"),
     (0, "attention", dict(window_length=4), "window_length is 4"),
     (0, "attention", dict(num_sink_tokens=2), "num_sink_tokens is 2"),
     (0, "ffn", dict(sparsify=["ffn"]), "sparsify"),
     (0, "attention", dict(n_heads_in_group=3), "n_heads_in_group 3 does not divide"),
-    (0, "attention", dict(no_op=True), "no_op True with n_heads_in_group 2"),
+    (0, "attention", dict(no_op=True), "no_op True / replace_with_linear False with n_heads_in_group 2"),
     (1, "ffn", dict(no_op=True), "no_op True with ffn_mult 14.0"),
     (0, "attention", dict(mystery=1), "mystery"),
     (0, "attention", dict(n_heads_in_group=None, no_op=True), r"block_configs\[0\] has no attention"),
@@ -179,7 +192,7 @@ def test_refused_block(layer, part, values, message, checkpoint, tmp_path):
 
 
 @pytest.mark.parametrize("changes, message", [
-    (dict(num_hidden_layers=3), "block_configs lists 4 layers"),
+    (dict(num_hidden_layers=3), "block_configs lists 5 layers"),
     (dict(attention_bias=True), "attention_bias is true"),
     (dict(mlp_bias=True), "mlp_bias is true"),
     (dict(hidden_act="gelu"), "hidden_act"),
@@ -205,3 +218,7 @@ def test_a_layer_storing_a_half_its_block_config_lacks_is_refused(checkpoint, tm
     blocks = _blocks(path, 1, "attention", n_heads_in_group=2, no_op=False)
     with pytest.raises(CheckpointError, match=r"model.layers.1.input_layernorm.weight.*lacks it"):
         HfCheckpoint(variant(path, tmp_path / "v", block_configs=blocks))
+    # layer 2's linear attention read as grouped: its q_proj is missing
+    blocks = _blocks(path, 2, "attention", n_heads_in_group=2, replace_with_linear=False)
+    with pytest.raises(CheckpointError, match=r"model.layers.2.self_attn.k_proj.weight.*lacks it"):
+        HfCheckpoint(variant(path, tmp_path / "w", block_configs=blocks))

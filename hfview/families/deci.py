@@ -9,11 +9,14 @@ counts and FFN widths are written as arrays; Q/K regrouped into rotation pairs o
 rope scaling as the rope_freqs tensor. transformers 5.24 has no class for it, so the converter reads config.json
 as written and so does the view.
 
+Attention replaced with a linear layer (replace_with_linear, as Nemotron-51B's: `self_attn.linear_attn`, a
+hidden x hidden matrix after input_layernorm) is written as that layer's attn_output with all heads and no KV heads,
+which llama.cpp's deci computes as that matrix.
+
 Refused by name: an attention-free layer 0 (llama.cpp reads the head width only where layer 0 has heads), a
 layer with attention but no FFN (llama.cpp's deci graph `continue`s past an FFN-free layer
-before taking its output, so that layer's attention would be dropped), replace_with_linear halves (the view does
-not present them: no fixture measures llama.cpp's linear attention, and a linear FFN the converter writes as
-width 0, which llama.cpp skips), the releases' sparsity and sink/window attention options set, biases, a head
+before taking its output, so that layer's attention would be dropped), an FFN replaced with a
+linear layer (the converter writes it as an FFN of width 0, which llama.cpp skips), the releases' sparsity and sink/window attention options set, biases, a head
 width other than hidden / heads, and a vocabulary other than Llama 3's 128256 (the converter then reads a
 SentencePiece-style tokenizer.json, DeciLM-7B's path).
 """
@@ -63,8 +66,14 @@ def kv_heads(h: dict) -> list[int]:
             else h["num_attention_heads"] // b["attention"]["n_heads_in_group"] for b in h["block_configs"]]
 
 
+def linear(block: dict) -> bool:
+    """Attention replaced with one hidden x hidden matrix (Nemotron-51B's `self_attn.linear_attn`)."""
+    return bool(block["attention"].get("replace_with_linear")) and block["attention"].get("n_heads_in_group") is None
+
+
 def heads(h: dict) -> list[int]:
-    return [0 if b["attention"].get("n_heads_in_group") is None else h["num_attention_heads"]
+    """The converter's: all heads where attention is grouped or linear, none where it is absent."""
+    return [0 if b["attention"].get("n_heads_in_group") is None and not linear(b) else h["num_attention_heads"]
             for b in h["block_configs"]]
 
 
@@ -89,20 +98,22 @@ def _check_block(i: int, block, path: Path) -> None:
                 raise ConfigError(f"{where}.{part}.{key} is {value!r}: the converter writes nothing for it and "
                                   f"llama.cpp's deci computes full causal attention and dense layers only; this "
                                   f"checkpoint would run wrong")
-        if conf.get("replace_with_linear"):
-            raise ConfigError(f"{where}.{part}.replace_with_linear is true: the view does not present "
-                              f"{part} replaced with a linear layer" + (
-                                  " (the converter writes it as an FFN of width 0, which llama.cpp's deci skips)"
-                                  if part == "ffn" else ""))
+        if part == "ffn" and conf.get("replace_with_linear"):
+            raise ConfigError(f"{where}.ffn.replace_with_linear is true: the converter writes a linear FFN as an FFN "
+                              f"of width 0, which llama.cpp's deci skips together with the rest of the layer")
         for key in ("no_op", "replace_with_linear"):
             if not isinstance(conf.get(key, False), bool):
                 raise ConfigError(f"{where}.{part}.{key} must be true or false, not {conf[key]!r}")
     attention, ffn = block["attention"], block["ffn"]
     group = attention.get("n_heads_in_group")
-    if attention.get("no_op", False) != (group is None):
-        raise ConfigError(f"{where}.attention: no_op {attention.get('no_op', False)} with n_heads_in_group "
-                          f"{group!r}: the release's attention is absent exactly when no_op, and the converter "
-                          f"decides by n_heads_in_group alone")
+    if attention.get("no_op", False) and attention.get("replace_with_linear", False):
+        raise ConfigError(f"{where}.attention: no_op and replace_with_linear both true: the release builds no "
+                          f"attention, the converter writes a linear one")
+    if (attention.get("no_op", False) or attention.get("replace_with_linear", False)) != (group is None):
+        raise ConfigError(f"{where}.attention: no_op {attention.get('no_op', False)} / replace_with_linear "
+                          f"{attention.get('replace_with_linear', False)} with n_heads_in_group {group!r}: the "
+                          f"release's attention is grouped exactly when neither is set, and the converter decides by "
+                          f"n_heads_in_group alone")
     if group is not None and (not isinstance(group, int) or isinstance(group, bool) or group <= 0):
         raise ConfigError(f"{where}.attention.n_heads_in_group must be a positive integer, not {group!r}")
     mult = ffn.get("ffn_mult")
@@ -111,7 +122,7 @@ def _check_block(i: int, block, path: Path) -> None:
                           f"is absent exactly when no_op, and the converter decides by ffn_mult alone")
     if mult is not None and (not isinstance(mult, (int, float)) or isinstance(mult, bool) or mult <= 0):
         raise ConfigError(f"{where}.ffn.ffn_mult must be a positive number, not {mult!r}")
-    if group is not None and mult is None:
+    if (group is not None or attention.get("replace_with_linear")) and mult is None:
         raise ConfigError(f"{where}: attention without an FFN (ffn no_op): llama.cpp's deci graph skips the rest of "
                           f"an FFN-free layer before taking its output, so this layer's attention would be dropped")
 
@@ -134,7 +145,7 @@ def check(h: dict, path: Path) -> None:
         if group is not None and h["num_attention_heads"] % group:
             raise ConfigError(f"{path}: block_configs[{i}].attention.n_heads_in_group {group} does not divide "
                               f"num_attention_heads {h['num_attention_heads']}")
-    if blocks[0]["attention"].get("n_heads_in_group") is None:
+    if heads(h)[0] == 0:
         raise ConfigError(f"{path}: block_configs[0] has no attention: llama.cpp takes the head width (key_length) "
                           f"only where layer 0 has heads, and loads no attention tensors otherwise (every release's "
                           f"layer 0 has attention)")
@@ -183,24 +194,33 @@ TENSORS = (
     Tensor(_L + "self_attn.k_proj.weight", "blk.{bid}.attn_k.weight", _pairs(kv_heads), required=False),
     Tensor(_L + "self_attn.v_proj.weight", "blk.{bid}.attn_v.weight", required=False),
     Tensor(_L + "self_attn.o_proj.weight", "blk.{bid}.attn_output.weight", required=False),
+    Tensor(_L + "self_attn.linear_attn.weight", "blk.{bid}.attn_output.weight", required=False),
     Tensor(_L + "post_attention_layernorm.weight", "blk.{bid}.ffn_norm.weight", required=False),
     *(Tensor(_L + f"mlp.{p}_proj.weight", f"blk.{{bid}}.ffn_{p}.weight", required=False)
       for p in ("gate", "up", "down")),
 )
 _ATTENTION = ("input_layernorm", "self_attn.q_proj", "self_attn.k_proj", "self_attn.v_proj", "self_attn.o_proj")
+_LINEAR = ("input_layernorm", "self_attn.linear_attn")
 _FFN = ("post_attention_layernorm", "mlp.gate_proj", "mlp.up_proj", "mlp.down_proj")
+
+
+def _layer_tensors(n_kv: int, n_head: int, n_ff: int) -> set[str]:
+    attention = _ATTENTION if n_kv else _LINEAR if n_head else ()
+    return {*attention, *(_FFN if n_ff else ())}
 
 
 def stored_hparams(h: dict, stored: dict) -> dict:
     """Each layer stores exactly the halves its block config has: the release builds no module for a no_op half."""
-    for i, (n_head, n_ff) in enumerate(zip(heads(h), ffn_widths(h))):
-        for names, present, what in ((_ATTENTION, n_head > 0, "attention"), (_FFN, n_ff > 0, "FFN")):
-            for part in names:
-                name = f"model.layers.{i}.{part}.weight"
-                if (name in stored) != present:
-                    state = "stores" if name in stored else "lacks"
-                    raise CheckpointError(f"tensor {name!r}: layer {i} {state} it, but block_configs[{i}] says the "
-                                          f"layer {'has' if present else 'has no'} {what}")
+    every = {*_ATTENTION, *_LINEAR, *_FFN}
+    for i, counts in enumerate(zip(kv_heads(h), heads(h), ffn_widths(h))):
+        wanted = _layer_tensors(*counts)
+        for part in sorted(every):
+            name = f"model.layers.{i}.{part}.weight"
+            if (name in stored) != (part in wanted):
+                state = "stores" if name in stored else "lacks"
+                kind = "grouped attention" if counts[0] else "linear attention" if counts[1] else "no attention"
+                raise CheckpointError(f"tensor {name!r}: layer {i} {state} it, but block_configs[{i}] gives the "
+                                      f"layer {kind} and {'an FFN' if counts[2] else 'no FFN'}")
     return h
 
 
