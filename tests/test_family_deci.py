@@ -2,13 +2,14 @@
 converter bytes at every outtype, llama.cpp logits against transformers' Llama modules composed per layer as
 the release's modeling code composes them, refusals of what llama.cpp's deci cannot run.
 
-Logits oracle. The release's modeling_decilm.py is not in this project's index; read instead: the pinned
-converter's conversion/deci.py (which layer has which half, _ffn_mult_to_intermediate_size), llama.cpp's
-src/models/deci.cpp, and a faithful PyTorch port of the release's model (the search index's copy of
-`nemotron-nas` with AttentionConfig / FFNConfig / BlockConfig and _ffn_mult_to_intermediate_size, id 53107669424;
-the same composition as vLLM's and SGLang's nemotron_nas.py, which import LlamaAttention and LlamaMLP). Per
-layer: if the attention is replaced with a linear layer, x = x + W(input_layernorm(x)) (LinearSubblockReplacement,
-one hidden x hidden matrix); else if it is not no_op, x = x + Attention(input_layernorm(x)) with num_attention_heads // 
+Logits oracle. Read: a modeling_decilm.py of the release's lineage (DeciLMDecoderLayer with DeciLMLinearAttention,
+get_block_config, the release's "DeciLM-specific code" comments; the search index's file id 40716953308, its
+repository not named by the index), a PyTorch port of the release's model (AttentionConfig / FFNConfig / BlockConfig,
+_ffn_mult_to_intermediate_size; id 53107669424), a copy of DeciLMLinearAttention ("matches HF checkpoint key
+self_attn.linear_attn"; id 52388203514), the pinned converter's conversion/deci.py and llama.cpp's
+src/models/deci.cpp; the same composition as vLLM's and SGLang's nemotron_nas.py (which import LlamaAttention and
+LlamaMLP). Per layer: if the attention is replaced with a linear layer, x = x + W(input_layernorm(x)) (LinearSubblockReplacement,
+one hidden x hidden matrix); else if it is not no_op, x = x + Attention(input_layernorm(x)) with num_attention_heads //
 n_heads_in_group KV heads, head width hidden / heads, rope over the whole head (Llama 3 scaling from
 rope_scaling); if the FFN is not no_op, x = x + MLP(post_attention_layernorm(x)), a SwiGLU of width
 round_up(int(2 * ffn_mult * hidden / 3), 256); then model.norm and lm_head. So the reference is transformers
