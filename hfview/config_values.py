@@ -303,3 +303,6 @@ RULES.update({"index_topk": COUNT, "index_head_dim": COUNT, "index_n_heads": COU
               "indexer_types": list_of(STRING).or_null(), "index_topk_freq": COUNT,
               "index_skip_topk_offset": ZERO_OR_COUNT,
               "index_topk_pattern": any_of(STRING, list_of(STRING)).or_null()})
+# Nemotron-NAS (deci): one attention and one ffn object per layer (the family checks each key and value)
+RULES.update({"block_configs": list_of(object_of({"attention": OBJECT, "ffn": OBJECT}))})
+OVERRIDES[("deci", "intermediate_size")] = COUNT.or_null()  # null in every release: block_configs sizes each FFN

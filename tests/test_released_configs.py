@@ -277,3 +277,8 @@ FEWER["gemma4"] = _UNREACHED
 # the search reached the reference code's own inference configs and copies quoted in other projects' code, no
 # config.json file
 FEWER.update(dict.fromkeys(("deepseek_v32", "glm_moe_dsa"), _UNREACHED))
+# Nemotron-NAS (deci, issue 15): the releases (Llama-3.1-Nemotron-51B-Instruct, Llama-3.3-Nemotron-Super-49B-v1 /
+# v1.5, Llama-3.1-Nemotron-Ultra-253B-v1) publish on the Hub only; the copies reached are embedded in other projects'
+# code (Super-49B's and Ultra-253B's inside a Python string literal of a file whose repository the index does not
+# name), none as released
+FEWER["deci"] = _UNREACHED
