@@ -306,3 +306,10 @@ RULES.update({"index_topk": COUNT, "index_head_dim": COUNT, "index_n_heads": COU
 # Nemotron-NAS (deci): one attention and one ffn object per layer (the family checks each key and value)
 RULES.update({"block_configs": list_of(object_of({"attention": OBJECT, "ffn": OBJECT}))})
 OVERRIDES[("deci", "intermediate_size")] = COUNT.or_null()  # null in every release: block_configs sizes each FFN
+# Gemma 3n (gemma3n): one MLP width per layer (or one for all), each layer's target activation sparsity (null: the
+# config class's pattern), AltUp's and Laurel's sizes
+OVERRIDES[("gemma3n", "intermediate_size")] = any_of(COUNT, list_of(COUNT))
+_SPARSITY = Rule("a number in [0, 1)", lambda v: NUMBER.ok(v) and 0 <= v < 1)
+RULES.update({"activation_sparsity_pattern": any_of(_SPARSITY, list_of(_SPARSITY)).or_null(),
+              "altup_num_inputs": COUNT, "altup_active_idx": ZERO_OR_COUNT, "laurel_rank": COUNT,
+              "altup_correct_scale": BOOL, "altup_coef_clip": NUMBER.or_null()})
