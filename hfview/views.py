@@ -686,3 +686,27 @@ class ColumnsNormalised(View):
 
     def rows(self, start, stop):
         return self._working(start, stop) / self.norms()
+
+
+@dataclass
+class RowsPadded(View):
+    """A 2-D weight with zero rows after its stored ones, up to `n_rows_out` (Gemma 3n's embeddings padded to
+    vocab_size for the image and audio tokens past the text vocabulary, as the converter pads them)."""
+    source: StoredTensor
+    n_rows_out: int
+    label: str = "padded with zero rows"
+
+    def __post_init__(self):
+        self.sources = (self.source,)
+        if len(self.source.shape) != 2 or self.n_rows_out < self.source.shape[0]:
+            raise CheckpointError(f"cannot pad {self.source.name!r} {list(self.source.shape)} to {self.n_rows_out} "
+                                  f"rows")
+        self.shape = (self.n_rows_out, self.source.shape[1])
+        self.name = self.label
+
+    def rows(self, start, stop):
+        stored = self.source.shape[0]
+        out = np.zeros((stop - start, self.shape[1]), self.source.numpy_dtype)
+        if start < stored:
+            out[:min(stop, stored) - start] = _flat_rows(self.source, start, min(stop, stored))
+        return out

@@ -13,7 +13,8 @@ from hfview import HfCheckpoint
 from hfview.errors import ConfigError
 from released_config import config_path_kv, released_configs
 
-test_export, test_logits = oracle_tests("gemma3n", ["gemma3n-text"])
+# gemma3n-padded: the per-layer embedding stored short of vocab_size (as released) and padded with zero rows
+test_export, test_logits = oracle_tests("gemma3n", ["gemma3n-text", "gemma3n-padded"])
 
 
 def test_defaults_match_transformers():
@@ -52,7 +53,7 @@ def test_presents_stacked_altup_projections_and_per_layer_inputs(checkpoint):
     (dict(activation_sparsity_pattern=[0.0, 0.0, 0.0]), "activation_sparsity_pattern"),
     (dict(activation_sparsity_pattern=[0.95, 0.9, 0.95]), "activation_sparsity_pattern"),
     (dict(num_kv_shared_layers=1), "num_kv_shared_layers"),
-    (dict(vocab_size_per_layer_input=31000), "vocab_size_per_layer_input"),
+    (dict(vocab_size_per_layer_input=33000), "vocab_size_per_layer_input"),
     (dict(rope_parameters={"full_attention": {"rope_type": "linear", "factor": 2.0, "rope_theta": 1e6},
                            "sliding_attention": {"rope_type": "default", "rope_theta": 1e4}}), "rope_parameters"),
 ], ids=["altup_inputs", "altup_active", "laurel_rank", "per_layer_width", "no_correct_scale", "exact_gelu",
@@ -80,3 +81,18 @@ def test_released_config_is_accepted_or_refused_by_name(path: Path):
     kv = config_path_kv(path)
     assert kv["gemma3n.block_count"] == text["num_hidden_layers"]
     assert kv["gemma3n.attention.shared_kv_layers"] == text["num_kv_shared_layers"]
+
+
+@pytest.mark.parametrize("layers, shared", [(30, 10), (35, 15)], ids=["E2B", "E4B"])
+def test_e2b_e4b_layouts_pass_the_checks(layers, shared, tmp_path):
+    """The E2B / E4B layouts (transformers' defaults at their layer and shared-KV counts: every 5th layer full, 0.95
+    sparsity on the first 10 layers, per-layer vocabulary 262144 of 262400) are what llama.cpp's fixed choices
+    describe; no byte copy of their config.json is reachable from this project's index, so none is kept."""
+    from hfview.families.gemma3n import FAMILY
+    h = FAMILY.normalise({**FAMILY.defaults["gemma3n_text"], "num_hidden_layers": layers,
+                          "num_kv_shared_layers": shared})
+    FAMILY.check(h, tmp_path / "config.json")
+    kv = {k.key: k.value for k in FAMILY.parameters(h, layers, 1)}
+    assert kv["gemma3n.activation_sparsity_scale"][9] == pytest.approx(1.6448536) and \
+        kv["gemma3n.activation_sparsity_scale"][10] == float("-inf")
+    assert kv["gemma3n.attention.sliding_window_pattern"][18:20] == [True, False]

@@ -26,7 +26,8 @@ from ..config import ANY, Harmless
 from ..errors import ConfigError
 from ..family import Family, Skip, Stacked, Tensor
 from ..gguf_layout import KV, ValueType
-from ..params import text_model_parameters, u32
+from ..views import RowsPadded, Stored, View
+from ..params import u32
 from .gemma3 import parameters as gemma3_parameters, vocab as gemma3_vocab
 
 _TEXT_DEFAULTS = dict(
@@ -51,9 +52,11 @@ READS = frozenset({
     "hidden_size_per_layer_input", "altup_active_idx", "altup_correct_scale", "altup_num_inputs",
     "num_kv_shared_layers", "laurel_rank", "activation_sparsity_pattern",
 })
-# altup_coef_clip: transformers clamps the AltUp coefficients in training only. The rest are the wrapper's: the
+# altup_coef_clip, altup_lr_multiplier (released): training only (transformers clamps the AltUp coefficients in
+# training); query_pre_attn_scalar (released, 256): neither transformers 5.24 nor llama.cpp reads it, both scale
+# attention by 1. The rest are the wrapper's: the
 # vision and audio towers and their tokens, which a text-only forward never touches.
-HARMLESS: Harmless = {"altup_coef_clip": ANY, "hidden_act": ANY, "vision_config": ANY, "audio_config": ANY,
+HARMLESS: Harmless = {"altup_coef_clip": ANY, "altup_lr_multiplier": ANY, "query_pre_attn_scalar": ANY, "hidden_act": ANY, "vision_config": ANY, "audio_config": ANY,
     "audio_soft_tokens_per_image": ANY, "vision_soft_tokens_per_image": ANY, "boi_token_id": ANY,
     "eoi_token_id": ANY, "image_token_id": ANY, "boa_token_id": ANY, "eoa_token_id": ANY, "audio_token_id": ANY}
 
@@ -61,11 +64,18 @@ _N_KV_LAYERS = 20      # llama.cpp: n_layer_kv_from_start
 _N_SPARSE_LAYERS = 10  # llama.cpp: n_layer_sparsity, each at the 0.95 quantile
 
 _L = "model.layers.{bid}."
+
+
+def _padded_to_vocab(sources: list, h: dict) -> View:
+    """The converter pads both embeddings with zero rows up to vocab_size (the image and audio tokens' slots)."""
+    (src,) = sources
+    return Stored(src) if src.shape[0] >= h["vocab_size"] else RowsPadded(src, h["vocab_size"])
+
 TENSORS = (
     Stacked("model.altup_projections.{x}.weight", "altup_proj.weight", "_altup_parts"),
     Stacked("model.altup_unembed_projections.{x}.weight", "altup_unembd_proj.weight", "_altup_parts"),
-    Tensor("model.embed_tokens.weight", "token_embd.weight"),
-    Tensor("model.embed_tokens_per_layer.weight", "per_layer_token_embd.weight"),
+    Tensor("model.embed_tokens.weight", "token_embd.weight", view=_padded_to_vocab),
+    Tensor("model.embed_tokens_per_layer.weight", "per_layer_token_embd.weight", view=_padded_to_vocab),
     Tensor("model.per_layer_model_projection.weight", "per_layer_model_proj.weight"),
     Tensor("model.per_layer_projection_norm.weight", "per_layer_proj_norm.weight"),
     Tensor("model.norm.weight", "output_norm.weight"),
@@ -143,10 +153,9 @@ def check(h: dict, path: Path) -> None:
     if not h.get("final_logit_softcapping"):
         raise ConfigError(f"{path}: final_logit_softcapping {h.get('final_logit_softcapping')!r}: llama.cpp's "
                           f"gemma3n soft-caps the logits always (at 30 where none is written)")
-    if h["vocab_size_per_layer_input"] != h["vocab_size"]:
-        raise ConfigError(f"{path}: vocab_size_per_layer_input {h['vocab_size_per_layer_input']} differs from "
-                          f"vocab_size {h['vocab_size']}: the converter pads the per-layer embedding with zero rows "
-                          f"to vocab_size, which hfview does not present yet")
+    if h["vocab_size_per_layer_input"] > h["vocab_size"]:
+        raise ConfigError(f"{path}: vocab_size_per_layer_input {h['vocab_size_per_layer_input']} is more than "
+                          f"vocab_size {h['vocab_size']}: llama.cpp's gemma3n reads one per-layer row per token")
     for key in ("layer_types", "activation_sparsity_pattern", "intermediate_size"):
         if len(h[key]) != n:
             raise ConfigError(f"{path}: {key} has {len(h[key])} entries for {n} layers (num_hidden_layers)")
