@@ -15,6 +15,20 @@ from released_config import config_path_kv, released_configs
 
 # gemma3n-padded: the per-layer embedding stored short of vocab_size (as released) and padded with zero rows
 test_export, test_logits = oracle_tests("gemma3n", ["gemma3n-text", "gemma3n-padded"])
+# gemma3n-mm: Gemma3nForConditionalGeneration's layout over gemma3n-text's weights; transformers cannot build the
+# wrapper here (its vision tower needs timm), so its logits are gemma3n-text's: the test below checks that the view
+# presents the very same tensors and hyperparameters
+test_export_wrapper, _ = oracle_tests("gemma3n", ["gemma3n-mm"])
+
+
+def test_image_text_model_presents_the_text_models_tensors(checkpoint):
+    import numpy as np
+    text, wrapped = HfCheckpoint(checkpoint("gemma3n-text"), "f32"), HfCheckpoint(checkpoint("gemma3n-mm"), "f32")
+    assert [t.name for t in wrapped.tensors] == [t.name for t in text.tensors]
+    for t in text.tensors:
+        assert np.array_equal(wrapped.read_tensor(t.name), text.read_tensor(t.name)), t.name
+    same = lambda view: {k.key: k.value for k in view.kv if k.key != "general.name"}  # noqa: E731
+    assert same(wrapped) == same(text)
 
 
 def test_defaults_match_transformers():
