@@ -282,3 +282,5 @@ FEWER.update(dict.fromkeys(("deepseek_v32", "glm_moe_dsa"), _UNREACHED))
 # code (Super-49B's and Ultra-253B's inside a Python string literal of a file whose repository the index does not
 # name), none as released
 FEWER["deci"] = _UNREACHED
+# Gemma 3n (issue 15): Google publishes on the Hub only; the search reached test code and hand-written dicts only
+FEWER["gemma3n"] = _UNREACHED
