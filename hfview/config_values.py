@@ -306,3 +306,7 @@ RULES.update({"index_topk": COUNT, "index_head_dim": COUNT, "index_n_heads": COU
 # Nemotron-NAS (deci): one attention and one ffn object per layer (the family checks each key and value)
 RULES.update({"block_configs": list_of(object_of({"attention": OBJECT, "ffn": OBJECT}))})
 OVERRIDES[("deci", "intermediate_size")] = COUNT.or_null()  # null in every release: block_configs sizes each FFN
+# MiniMax-01 (minimax_01): the release's residual weights and switches (the family checks their values)
+RULES.update({**{f"layernorm_{part}_{ab}": NUMBER for part in ("full_attention", "linear_attention", "mlp")
+                 for ab in ("alpha", "beta")},
+              "postnorm": BOOL, "shared_moe_mode": STRING, "block_size": COUNT})
