@@ -79,9 +79,8 @@ def test_released_config_is_accepted_or_refused_by_name(path: Path):
     (dict(shared_intermediate_size=64), "shared_intermediate_size"),
     (dict(tie_word_embeddings=True), "tie_word_embeddings"),
     (dict(hidden_act="gelu"), "hidden_act"),
-    (dict(vocab_size=50304), "suppress_tokens"),
 ], ids=["layer_kinds", "short_list", "no_list", "unequal_alphas", "beta", "no_alpha", "prenorm", "no_rotary_dim",
-        "odd_rotary_dim", "shared_expert", "tied", "gelu", "rows_past_tokenizer"])
+        "odd_rotary_dim", "shared_expert", "tied", "gelu"])
 def test_refuses_what_minimax_01_cannot_run(changes, reason, checkpoint, tmp_path):
     """What llama.cpp's minimax-01 computes only one way, and what the converter would fail on or write from
     weight values, is refused by name."""
@@ -90,6 +89,16 @@ def test_refuses_what_minimax_01_cannot_run(changes, reason, checkpoint, tmp_pat
 
     with pytest.raises(ConfigError, match=reason):
         HfCheckpoint(variant(checkpoint("minimax_01"), tmp_path / "v", **changes), "f32")
+
+
+def test_embedding_rows_past_the_tokenizer_are_refused_by_name(checkpoint):
+    """The converter writes suppress_tokens from the values of embedding rows past the tokenizer's vocabulary
+    (those all zero); the view does not derive metadata from weight values, so it refuses such a vocabulary."""
+    from hfview.errors import ConfigError
+    from hfview.families.minimax_01 import vocab
+
+    with pytest.raises(ConfigError, match="suppress_tokens"):
+        vocab(checkpoint("minimax_01"), {"vocab_size": 50304})
 
 
 def test_transformers_port_is_not_presented(checkpoint, tmp_path):
