@@ -110,3 +110,17 @@ def test_transformers_port_is_not_presented(checkpoint, tmp_path):
     minimax_twin(checkpoint("minimax_01"), twin)
     config = json.loads((twin / "config.json").read_text(encoding="utf-8"))
     assert gate(config, twin / "config.json") == "torch"
+
+
+def test_m1_architecture_is_the_same_file(checkpoint, tmp_path):
+    """MiniMax-M1's names (MiniMaxM1ForCausalLM, model_type minimax_m1), which the converter registers beside
+    MiniMaxText01ForCausalLM: the view's file is the converter's, byte for byte."""
+    import oracle
+    from hfview import HfCheckpoint
+    from hfview.export import export
+
+    m1 = variant(checkpoint("minimax_01"), tmp_path / "MiniMax-M1-tiny", architectures=["MiniMaxM1ForCausalLM"],
+                 model_type="minimax_m1")
+    theirs = oracle.convert_cached(m1, "f32")
+    ours = export(HfCheckpoint(m1, "f32"), tmp_path / "ours.gguf")
+    assert oracle.sha256(ours) == oracle.sha256(theirs), oracle.first_difference(ours, theirs)
