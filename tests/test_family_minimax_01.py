@@ -70,6 +70,7 @@ def test_released_config_is_accepted_or_refused_by_name(path: Path):
     (dict(attn_type_list=[0, 0, 0, 1, 0, 0, 0, 1]), "every 8th layer"),
     (dict(attn_type_list=[0, 1]), "attn_type_list lists 2 layers"),
     (dict(attn_type_list=DROP), "attn_type_list is missing"),
+    (dict(num_hidden_layers=3, attn_type_list=[0, 0, 0]), "none of them softmax attention"),
     (dict(layernorm_mlp_alpha=1.0), "alphas must be equal"),
     (dict(layernorm_mlp_beta=0.5), "betas 1.0"),
     (dict(layernorm_full_attention_alpha=DROP), "layernorm_full_attention_alpha missing"),
@@ -79,7 +80,7 @@ def test_released_config_is_accepted_or_refused_by_name(path: Path):
     (dict(shared_intermediate_size=64), "shared_intermediate_size"),
     (dict(tie_word_embeddings=True), "tie_word_embeddings"),
     (dict(hidden_act="gelu"), "hidden_act"),
-], ids=["layer_kinds", "short_list", "no_list", "unequal_alphas", "beta", "no_alpha", "prenorm", "no_rotary_dim",
+], ids=["layer_kinds", "short_list", "no_list", "no_softmax_layer", "unequal_alphas", "beta", "no_alpha", "prenorm", "no_rotary_dim",
         "odd_rotary_dim", "shared_expert", "tied", "gelu"])
 def test_refuses_what_minimax_01_cannot_run(changes, reason, checkpoint, tmp_path):
     """What llama.cpp's minimax-01 computes only one way, and what the converter would fail on or write from
