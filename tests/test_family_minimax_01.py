@@ -125,3 +125,16 @@ def test_m1_architecture_is_the_same_file(checkpoint, tmp_path):
     theirs = oracle.convert_cached(m1, "f32")
     ours = export(HfCheckpoint(m1, "f32"), tmp_path / "ours.gguf")
     assert oracle.sha256(ours) == oracle.sha256(theirs), oracle.first_difference(ours, theirs)
+
+
+@pytest.mark.parametrize("model_type", ["minimax_text_01", "minimax_m1"])
+def test_no_config_class_fills_defaults(model_type, checkpoint, tmp_path):
+    """transformers 5.24 has no config class for the release's model types (they are remote code), so the
+    converter reads config.json as written, and the family's defaults are empty."""
+    from transformers import AutoConfig
+
+    from hfview.families.minimax_01 import DEFAULTS
+
+    assert DEFAULTS[model_type] == {}
+    with pytest.raises(ValueError):
+        AutoConfig.from_pretrained(variant(checkpoint("minimax_01"), tmp_path / "v", model_type=model_type))
