@@ -46,7 +46,8 @@ def converter_root() -> Path:
     if (root / "convert_hf_to_gguf.py").is_file():
         # chat templates some converter classes read from their own tree (MiniMax-01's MiniMax-M1.jinja): a root
         # unpacked before they were wanted gets them added
-        return made_once(root / "models" / "templates", lambda tmp: _unpack_sdist(tmp, "models/templates/")).parent.parent
+        made_once(root / "models" / "templates", lambda tmp: _unpack_sdist(tmp, "models/templates/"))
+        return root
 
     def unpack(tmp: Path) -> None:
         sdist_dir = CACHE / "sdist"

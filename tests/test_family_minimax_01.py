@@ -80,8 +80,8 @@ def test_released_config_is_accepted_or_refused_by_name(path: Path):
     (dict(shared_intermediate_size=64), "shared_intermediate_size"),
     (dict(tie_word_embeddings=True), "tie_word_embeddings"),
     (dict(hidden_act="gelu"), "hidden_act"),
-], ids=["layer_kinds", "short_list", "no_list", "no_softmax_layer", "unequal_alphas", "beta", "no_alpha", "prenorm", "no_rotary_dim",
-        "odd_rotary_dim", "shared_expert", "tied", "gelu"])
+], ids=["layer_kinds", "short_list", "no_list", "no_softmax_layer", "unequal_alphas", "beta", "no_alpha", "prenorm",
+        "no_rotary_dim", "odd_rotary_dim", "shared_expert", "tied", "gelu"])
 def test_refuses_what_minimax_01_cannot_run(changes, reason, checkpoint, tmp_path):
     """What llama.cpp's minimax-01 computes only one way, and what the converter would fail on or write from
     weight values, is refused by name."""

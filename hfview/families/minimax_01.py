@@ -108,7 +108,8 @@ def check(h: dict, path: Path) -> None:
     if 1 not in kinds:
         raise ConfigError(f"{path}: {n} layers, none of them softmax attention: llama.cpp's {ARCH} then has an empty "
                           f"attention cache and aborts (GGML_ASSERT(buffer) in ggml-backend.cpp, measured on a 3-layer "
-                          f"MiniMax-01); every release has softmax attention at every {FULL_ATTENTION_INTERVAL}th layer")
+                          f"MiniMax-01); every release has softmax attention at every "
+                          f"{FULL_ATTENTION_INTERVAL}th layer")
     if h.get("tie_word_embeddings"):
         raise ConfigError(f"{path}: tie_word_embeddings true: MiniMax-01 releases store their own lm_head, and the "
                           f"view presents that layout only")
