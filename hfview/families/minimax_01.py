@@ -15,7 +15,7 @@ config whose attn_type_list says otherwise is refused by name. transformers' own
 MiniMaxForCausalLM) is a class the pinned converter does not register, and is refused by name.
 
 Vocabulary: _set_vocab_gpt2, then the converter's own MiniMax-M1 chat template (llama.cpp's
-models/templates/MiniMax-M1.jinja, kept beside this module as data) replaces the template, unless a
+models/templates/MiniMax-M1.jinja, kept as data in minimax_01_template.py) replaces the template, unless a
 chat_template.jinja beside the weights does. The converter also writes suppress_tokens from embedding rows past
 the tokenizer's vocabulary that are all zero; the view does not read weight values for metadata, so a
 checkpoint with embedding rows past its tokenizer's vocabulary is refused by name.
@@ -29,6 +29,7 @@ from ..config import ANY, Harmless
 from ..errors import ConfigError
 from ..family import Experts, Family, Tensor
 from ..params import f32, text_model_parameters, u32
+from .minimax_01_template import TEMPLATE
 from .qwen2 import check_architecture, check_no_pooling, check_rope, check_silu
 
 ARCH = "minimax-01"
@@ -171,9 +172,7 @@ def vocab(model_dir: Path, h: dict) -> list:
     w.add_array(TOKEN_TYPE, types)
     SpecialVocab(model_dir, load_merges=True).write(w)
     jinja = model_dir / "chat_template.jinja"
-    if not jinja.is_file():
-        jinja = Path(__file__).with_name("minimax_01_m1.jinja")
-    write_chat_template(w, jinja.read_text(encoding="utf-8"))
+    write_chat_template(w, jinja.read_text(encoding="utf-8") if jinja.is_file() else TEMPLATE)
     return w.kvs()
 
 
