@@ -313,3 +313,7 @@ _SPARSITY = Rule("a number in [0, 1)", lambda v: NUMBER.ok(v) and 0 <= v < 1)
 RULES.update({"activation_sparsity_pattern": any_of(_SPARSITY, list_of(_SPARSITY)).or_null(),
               "altup_num_inputs": COUNT, "altup_active_idx": ZERO_OR_COUNT, "laurel_rank": COUNT,
               "altup_correct_scale": BOOL, "altup_coef_clip": NUMBER.or_null()})
+# MiniMax-01 (minimax_01): the release's residual weights and switches (the family checks their values)
+RULES.update({**{f"layernorm_{part}_{ab}": NUMBER for part in ("full_attention", "linear_attention", "mlp")
+                 for ab in ("alpha", "beta")},
+              "postnorm": BOOL, "shared_moe_mode": STRING, "block_size": COUNT})

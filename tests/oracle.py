@@ -14,7 +14,7 @@ from pathlib import Path
 
 LLAMA_CPP_PYTHON = "0.3.36"
 CACHE = Path(os.environ.get("HFVIEW_CACHE", Path.home() / ".cache" / "hfview"))
-_WANTED = ("convert_hf_to_gguf.py", "conversion/", "gguf-py/", "models/ggml-vocab-")
+_WANTED = ("convert_hf_to_gguf.py", "conversion/", "gguf-py/", "models/ggml-vocab-", "models/templates/")
 
 
 def made_once(out: Path, make) -> Path:
@@ -44,6 +44,9 @@ def converter_root() -> Path:
     """vendor/llama.cpp of the pinned sdist, fetched and unpacked on first use."""
     root = CACHE / f"llama-cpp-python-{LLAMA_CPP_PYTHON}" / "llama.cpp"
     if (root / "convert_hf_to_gguf.py").is_file():
+        # chat templates some converter classes read from their own tree (MiniMax-01's MiniMax-M1.jinja): a root
+        # unpacked before they were wanted gets them added
+        made_once(root / "models" / "templates", lambda tmp: _unpack_sdist(tmp, "models/templates/"))
         return root
 
     def unpack(tmp: Path) -> None:
@@ -65,6 +68,17 @@ def converter_root() -> Path:
                     tar.extract(member, tmp, filter="data")
 
     return made_once(root, unpack)
+
+
+def _unpack_sdist(tmp: Path, wanted: str) -> None:
+    """The sdist's vendor/llama.cpp/<wanted> files into tmp (as they lie under `wanted`)."""
+    sdists = sorted((CACHE / "sdist").glob(f"llama_cpp_python-{LLAMA_CPP_PYTHON}.tar.gz"))
+    prefix = f"llama_cpp_python-{LLAMA_CPP_PYTHON}/vendor/llama.cpp/{wanted}"
+    with tarfile.open(sdists[0]) as tar:
+        for member in tar.getmembers():
+            if member.isfile() and member.name.startswith(prefix):
+                member.name = member.name[len(prefix):]
+                tar.extract(member, tmp, filter="data")
 
 
 def convert(model_dir: Path, outfile: Path, outtype: str = "auto", *extra: str) -> Path:

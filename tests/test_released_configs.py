@@ -284,3 +284,6 @@ FEWER.update(dict.fromkeys(("deepseek_v32", "glm_moe_dsa"), _UNREACHED))
 FEWER["deci"] = _UNREACHED
 # Gemma 3n (issue 15): Google publishes on the Hub only; the search reached test code and hand-written dicts only
 FEWER["gemma3n"] = _UNREACHED
+# MiniMax-01 (minimax_01, issue 14): MiniMax-Text-01 and MiniMax-M1-40k/80k publish on the Hub only; one copy of M1's
+# config.json reached, embedded in a markdown dump of the M1 repository whose repository the index does not name
+FEWER["minimax_01"] = "one copy reached (MiniMax-M1's, inside a repository dump); Text-01's and M1-40k/80k's did not"
