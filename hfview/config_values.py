@@ -306,3 +306,10 @@ RULES.update({"index_topk": COUNT, "index_head_dim": COUNT, "index_n_heads": COU
 # Nemotron-NAS (deci): one attention and one ffn object per layer (the family checks each key and value)
 RULES.update({"block_configs": list_of(object_of({"attention": OBJECT, "ffn": OBJECT}))})
 OVERRIDES[("deci", "intermediate_size")] = COUNT.or_null()  # null in every release: block_configs sizes each FFN
+# dots3-note: the sliding layers' latent geometry, and the switches the converter checks (the family refuses all
+# but the values it converts)
+RULES.update({**{k: COUNT for k in ("swa_kv_lora_rank", "swa_q_lora_rank", "swa_qk_nope_head_dim",
+                                    "swa_qk_rope_head_dim", "shared_experts_intermediate_size")},
+              **{k: BOOL.or_null() for k in ("apply_mla_qkv_lora_rescale", "k_rope_only_layernorm", "use_dsa",
+                                             "use_dynamic_rsf", "moe_gating_fp32", "use_sliding_window")},
+              **{k: STRING for k in ("attention_gate_type", "swa_attention_gate_type", "normalization", "final_norm")}})

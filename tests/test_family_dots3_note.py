@@ -1,0 +1,55 @@
+"""dots3-note (Dots3NoteForCausalLM -> llama.cpp dots3note): latent attention in two geometries (indexed full
+attention with the lightning indexer, sliding-window layers with their own heads and kv_lora_rank), per-head
+sigmoid gates, the rope-key norm, the latent rescaling folded into the norms, DeepSeek's sigmoid router with a
+shared expert: converter bytes at every outtype, llama.cpp logits against transformers' Dots3NoteForCausalLM,
+refusals by name of what the converter or llama.cpp's dots3note would run wrong.
+
+The fixture keeps index_topk at the prompt's length (every key kept) and rope_theta at 10000: llama.cpp's
+dots3note rotates the indexer's rope part as NEOX halves where transformers rotates interleaved pairs, and the
+converter writes no rope.freq_base under transformers 5.24 (see hfview/families/dots3_note.py and the fixture's
+`why`)."""
+import pytest
+
+from family_oracle import oracle_tests
+from family_variants import assert_refused
+
+test_export, test_logits = oracle_tests("dots3_note", ["dots3_note"])
+
+
+@pytest.mark.parametrize("changes, reason", [
+    (dict(apply_mla_qkv_lora_rescale=False), "apply_mla_qkv_lora_rescale"),
+    (dict(apply_mla_qkv_lora_rescale=None), "apply_mla_qkv_lora_rescale"),
+    (dict(use_dsa=False), "use_dsa"),
+    (dict(k_rope_only_layernorm=False), "k_rope_only_layernorm"),
+    (dict(attention_gate_type="elementwise"), "attention_gate_type"),
+    (dict(scoring_func="softmax"), "scoring_func"),
+    (dict(scoring_func=None), "scoring_func"),
+    (dict(n_group=2, topk_group=1), "n_group"),
+    (dict(swa_qk_nope_head_dim=None), "swa_qk_nope_head_dim"),
+    (dict(first_k_dense_replace=None), "first_k_dense_replace"),
+    (dict(swa_q_lora_rank=16), "swa_q_lora_rank"),
+    (dict(swa_qk_rope_head_dim=4, swa_head_dim=20), "swa_qk_rope_head_dim"),
+    (dict(moe_shared_expert_intermediate_size=48), "moe_shared_expert_intermediate_size"),
+    (dict(rope_theta=80000000.0), "rope.freq_base"),
+    (dict(layer_types=["indexed_attention"] * 3), "layer_types"),
+    (dict(index_head_dim=48), "index_head_dim"),
+], ids=["no_rescale", "rescale_unstated", "no_dsa", "no_rope_key_norm", "elementwise_gate", "softmax",
+        "no_scoring_func", "groups", "swa_unstated", "dense_lead_unstated", "two_query_ranks", "two_rope_widths",
+        "shared_width", "released_rope_theta", "no_sliding_layer", "indexer_width"])
+def test_refuses_what_dots3note_cannot_run(changes, reason, checkpoint, tmp_path):
+    assert_refused(checkpoint("dots3_note"), tmp_path, reason, **changes)
+
+
+def test_refuses_a_tokenizer_without_endofassistant(checkpoint, tmp_path):
+    import json
+
+    from hfview import HfCheckpoint
+    from hfview.errors import ConfigError
+    from family_variants import variant
+
+    src = checkpoint("dots3_note")
+    tok = json.loads((src / "tokenizer.json").read_text(encoding="utf-8"))
+    tok["added_tokens"] = [t for t in tok["added_tokens"] if t["content"] != "<|endofassistant|>"]
+    path = variant(src, tmp_path / "v", "tokenizer.json", **tok)
+    with pytest.raises(ConfigError, match="endofassistant"):
+        HfCheckpoint(path, "f32")
