@@ -12,6 +12,7 @@ import pytest
 
 from family_oracle import oracle_tests
 from family_variants import assert_refused
+from released_config import released_configs
 
 test_export, test_logits = oracle_tests("dots3_note", ["dots3_note"])
 
@@ -53,3 +54,42 @@ def test_refuses_a_tokenizer_without_endofassistant(checkpoint, tmp_path):
     path = variant(src, tmp_path / "v", "tokenizer.json", **tok)
     with pytest.raises(ConfigError, match="endofassistant"):
         HfCheckpoint(path, "f32")
+
+
+def test_defaults_match_transformers_text_config():
+    """DEFAULTS are Dots3NoteTextConfig's (model_type dots3_note's config class, Dots3NoteConfig, nests them under
+    text_config); head_dim the family drops as the converter does."""
+    transformers = pytest.importorskip("transformers")
+    from hfview.families.dots3_note import FAMILY
+
+    theirs = transformers.Dots3NoteTextConfig().to_dict()
+    for key, value in FAMILY.defaults["dots3_note"].items():
+        assert theirs[key] == value, f"default {key} is {theirs[key]!r}, the family says {value!r}"
+
+
+@pytest.mark.xfail(len(released_configs("dots3_note")) < 2, strict=True,
+                   reason="published config.json files not reachable from this project's index: see "
+                          "tests/data/released_configs/dots3_note/SOURCES.md")
+def test_at_least_two_released_configs_collected():
+    assert len(released_configs("dots3_note")) >= 2, released_configs("dots3_note")
+
+
+def test_next_token_prediction_block_is_refused(checkpoint, tmp_path):
+    """The converter keeps a stored model.mtp.* block as an extra block; this view does not present it yet, and
+    refuses such a checkpoint by the tensor's name rather than writing a file that differs from the converter's."""
+    import shutil
+
+    import torch
+    from safetensors.torch import load_file, save_file
+
+    from hfview import HfCheckpoint
+    from hfview.errors import CheckpointError, ConfigError
+
+    src = checkpoint("dots3_note")
+    dst = tmp_path / "mtp"
+    shutil.copytree(src, dst)
+    tensors = load_file(str(dst / "model.safetensors"))
+    tensors["model.mtp.embed_tokens.weight"] = tensors["model.embed_tokens.weight"].clone()
+    save_file(tensors, str(dst / "model.safetensors"), metadata={"format": "pt"})
+    with pytest.raises((CheckpointError, ConfigError), match="model.mtp.embed_tokens"):
+        HfCheckpoint(dst, "f32")
