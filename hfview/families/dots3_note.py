@@ -19,6 +19,12 @@ kind ({"indexed_attention": ..., "sliding_attention": ...}), per_layer_config. T
 "full_attention" rope entry and writes no rope.freq_base (llama.cpp rotates the indexed layers at its default
 10000), and freq_base_swa from the sliding entry; the swa_*, first_k_dense_replace and sliding_window_size keys
 it reads from the top level as stated.
+
+llama.cpp's dots3note rotates the indexer's rope part as NEOX halves (ggml_rope_ext(..., LLAMA_ROPE_TYPE_NEOX) on
+indexer_q / indexer_k), while transformers' Dots3NoteTextIndexer rotates interleaved pairs: wherever index_topk is
+below the context length the indexer can choose other keys. Measured on a tiny fixture at index_topk 4 of 16
+positions: llama.cpp on the converter's own file misses transformers by NMSE 0.67 (the view equally); with only
+transformers' indexer rotation changed to NEOX halves, 9.4e-7. The view writes the converter's bytes, and says so.
 """
 from __future__ import annotations
 
@@ -293,4 +299,9 @@ FAMILY = Family(
     normalise=normalise,
     llama_cpp_applies_window=True,  # llama.cpp's dots3note slides on the layers sliding_window_pattern marks
     aliases={"num_local_experts": "n_routed_experts"},  # Dots3NoteTextConfig's attribute map
+    notes={"ceiling": "llama.cpp's dots3note rotates the indexer's rope part as NEOX halves, transformers as "
+                      "interleaved pairs: past index_topk positions the indexer may keep other keys (tiny fixture at "
+                      "index_topk 4 of 16: NMSE 0.67 on the converter's own file too)",
+           "rope_theta": "refused unless 10000: under transformers 5.24 the converter writes no rope.freq_base "
+                         "(the indexed layers' rope sits under \"indexed_attention\"), so llama.cpp rotates at 10000"},
 )
