@@ -147,3 +147,31 @@ def test_logits_meet_the_bar_against_the_indexer_rotated_as_llama_cpp_does(check
     value = nmse(ours, _indexer_as_neox(path, ids))
     print(f"dots3_note-topk4 f32: NMSE {value:.3e} against transformers with a NEOX indexer rope")
     assert value < NMSE_BAR
+
+
+def test_conditional_generation_text_decoder_equals_converter(checkpoint, tmp_path):
+    """Dots3NoteForConditionalGeneration: the converter's text model drops the encoders' tensors (vision_encoder.*,
+    audio_encoder.*) and writes the decoder as Dots3NoteForCausalLM's; the view the same, byte for byte."""
+    import json
+    import shutil
+
+    import torch
+    from safetensors.torch import load_file, save_file
+
+    import oracle
+    from hfview import HfCheckpoint
+    from hfview.export import export
+
+    dst = tmp_path / "dots3_note-mm"
+    shutil.copytree(checkpoint("dots3_note"), dst)
+    cfg = json.loads((dst / "config.json").read_text(encoding="utf-8"))
+    cfg["architectures"] = ["Dots3NoteForConditionalGeneration"]
+    (dst / "config.json").write_text(json.dumps(cfg, indent=2, sort_keys=True) + "\n", encoding="utf-8")
+    tensors = load_file(str(dst / "model.safetensors"))
+    gen = torch.Generator().manual_seed(12003)
+    for name in ("vision_encoder.blocks.0.mlp.gate_proj.weight", "audio_encoder.layers.0.mlp.down_proj.weight"):
+        tensors[name] = torch.randn((8, 8), generator=gen).to(torch.bfloat16)
+    save_file(tensors, str(dst / "model.safetensors"), metadata={"format": "pt"})
+    theirs = oracle.convert_cached(dst, "f32")
+    ours = export(HfCheckpoint(dst, "f32"), tmp_path / "ours.gguf")
+    assert oracle.sha256(ours) == oracle.sha256(theirs), oracle.first_difference(ours, theirs)
