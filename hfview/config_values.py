@@ -317,3 +317,10 @@ RULES.update({"activation_sparsity_pattern": any_of(_SPARSITY, list_of(_SPARSITY
 RULES.update({**{f"layernorm_{part}_{ab}": NUMBER for part in ("full_attention", "linear_attention", "mlp")
                  for ab in ("alpha", "beta")},
               "postnorm": BOOL, "shared_moe_mode": STRING, "block_size": COUNT})
+# dots3-note: the sliding layers' latent geometry, and the switches the converter checks (the family refuses all
+# but the values it converts)
+RULES.update({**{k: COUNT for k in ("swa_kv_lora_rank", "swa_q_lora_rank", "swa_qk_nope_head_dim",
+                                    "swa_qk_rope_head_dim", "shared_experts_intermediate_size")},
+              **{k: BOOL.or_null() for k in ("apply_mla_qkv_lora_rescale", "k_rope_only_layernorm", "use_dsa",
+                                             "use_dynamic_rsf", "moe_gating_fp32", "use_sliding_window")},
+              **{k: STRING for k in ("attention_gate_type", "swa_attention_gate_type", "normalization", "final_norm")}})
