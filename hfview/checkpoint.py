@@ -300,11 +300,12 @@ class HfCheckpoint:
                 take = min(n - done, self.data_start - pos)
                 out[done:done + take] = self._prefix[pos:pos + take]
             else:
-                take = self._read_data(pos - self.data_start, out[done:n])
+                # a read that began in an earlier tensor spills into this one (a stdio buffer filled after a seek)
+                take = self._read_data(pos - self.data_start, out[done:n], read_ahead=done == 0)
             done += take
         return n
 
-    def _read_data(self, rel: int, out: memoryview) -> int:
+    def _read_data(self, rel: int, out: memoryview, read_ahead: bool = True) -> int:
         i = bisect.bisect_right(self._data_offsets, rel) - 1
         t = self.tensors[i]
         within = rel - self._data_offsets[i]
@@ -321,8 +322,9 @@ class HfCheckpoint:
         if cached and cached[0] == i and cached[1] <= first_row and last_row <= cached[2]:
             data, base = cached[3], cached[1]
         else:
-            # readers go front to back in small pieces (stdio buffers): produce a whole chunk ahead
-            ahead = min(t.view.n_rows, first_row + rows_per_chunk)
+            # readers go front to back in small pieces (stdio buffers): produce a whole chunk ahead, except for
+            # the edge a spilling read touches (llama.cpp may read this tensor much later, or never from here)
+            ahead = min(t.view.n_rows, first_row + rows_per_chunk) if read_ahead else last_row
             self._cache = None  # the chunk before is done with: not held while the next one is made
             data, base = _bytes_view(t.rows(first_row, ahead)), first_row
             self._cache = (i, first_row, ahead, data)
