@@ -37,3 +37,16 @@ def assert_refused(src: Path, tmp_path: Path, message: str, **changes) -> None:
     changes = {k: (DROP if v is None else v) for k, v in changes.items()}
     with pytest.raises(ConfigError, match=message):
         HfCheckpoint(variant(src, tmp_path / "variant", **changes))
+
+
+def weights_variant(src: Path, dst: Path, edit) -> Path:
+    """`dst` holding `src`'s files linked, its model.safetensors rewritten as edit(tensors) (name -> torch tensor)."""
+    from safetensors.torch import load_file, save_file
+
+    dst.mkdir(parents=True, exist_ok=True)
+    for f in src.iterdir():
+        if f.name != "model.safetensors":
+            (dst / f.name).symlink_to(f)
+    save_file(edit(load_file(str(src / "model.safetensors"))), str(dst / "model.safetensors"),
+              metadata={"format": "pt"})
+    return dst

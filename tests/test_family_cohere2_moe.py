@@ -64,19 +64,12 @@ def test_a_checkpoint_saved_without_its_mtp_layer_still_presents(checkpoint, tmp
     then loads the trunk only (it marks the MTP block's tensors not required when blk.5.nextn.eh_proj is absent).
     The view does the same: the extra block's tensors are written as stored, never required. Checked by hand once:
     export sha256 == the converter's at f32, llama.cpp vs transformers NMSE 3.4e-7."""
-    from safetensors.torch import load_file, save_file
-
+    from family_variants import weights_variant
     from hfview import HfCheckpoint
 
     src = checkpoint("cohere2_moe-mtp")
-    dst = tmp_path / "trunk_only"
-    dst.mkdir()
-    for f in src.iterdir():
-        if f.name != "model.safetensors":
-            (dst / f.name).symlink_to(f)
-    tensors = {k: v for k, v in load_file(str(src / "model.safetensors")).items()
-               if not k.startswith("model.layers.5.")}
-    save_file(tensors, str(dst / "model.safetensors"), metadata={"format": "pt"})
+    dst = weights_variant(src, tmp_path / "trunk_only",
+                          lambda tensors: {k: v for k, v in tensors.items() if not k.startswith("model.layers.5.")})
     trunk, full = HfCheckpoint(dst, "f32"), HfCheckpoint(src, "f32")
     assert [t.name for t in trunk.tensors] == [t.name for t in full.tensors if not t.name.startswith("blk.5.")]
     kv = {k.key: k.value for k in trunk.kv}

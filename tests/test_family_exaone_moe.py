@@ -65,15 +65,9 @@ def test_refuses_what_exaone_moe_cannot_run(changes, reason, checkpoint, tmp_pat
 
 
 def _without_mtp_tensors(src, dst):
-    from safetensors.torch import load_file, save_file
+    from family_variants import weights_variant
 
-    dst.mkdir()
-    for f in src.iterdir():
-        if f.name != "model.safetensors":
-            (dst / f.name).symlink_to(f)
-    tensors = {k: v for k, v in load_file(str(src / "model.safetensors")).items() if not k.startswith("mtp.")}
-    save_file(tensors, str(dst / "model.safetensors"), metadata={"format": "pt"})
-    return dst
+    return weights_variant(src, dst, lambda tensors: {k: v for k, v in tensors.items() if not k.startswith("mtp.")})
 
 
 def test_mtp_layers_counted_but_not_stored_are_refused(checkpoint, tmp_path):
@@ -97,19 +91,13 @@ def test_mtp_tensors_the_converter_stops_on_are_refused_by_name(name, checkpoint
     """A mixture in the MTP layer (the converter stacks its experts under block 0's index and stops; llama.cpp's
     MTP blocks are dense) and an MTP tensor its remapper does not know are refused, naming the tensor."""
     import torch
-    from safetensors.torch import load_file, save_file
 
+    from family_variants import weights_variant
     from hfview import HfCheckpoint
     from hfview.errors import CheckpointError
 
-    src, dst = checkpoint("exaone_moe-mtp"), tmp_path / "odd_mtp"
-    dst.mkdir()
-    for f in src.iterdir():
-        if f.name != "model.safetensors":
-            (dst / f.name).symlink_to(f)
-    tensors = load_file(str(src / "model.safetensors"))
-    tensors[name] = torch.zeros(8, 32, dtype=torch.bfloat16)
-    save_file(tensors, str(dst / "model.safetensors"), metadata={"format": "pt"})
+    dst = weights_variant(checkpoint("exaone_moe-mtp"), tmp_path / "odd_mtp",
+                          lambda tensors: {**tensors, name: torch.zeros(8, 32, dtype=torch.bfloat16)})
     with pytest.raises(CheckpointError, match=name.replace(".", r"\.")):
         HfCheckpoint(dst, "f32")
 

@@ -104,19 +104,12 @@ def test_a_checkpoint_saved_without_its_mtp_layer_still_presents(checkpoint, tmp
     model.layers.{n}; the converter still writes block_count n + 1 and nextn_predict_layers (llama.cpp then loads
     the trunk only). The view does the same: the extra block's tensors are written as stored, never required.
     Checked by hand once: export sha256 == the converter's at f32, llama.cpp vs transformers NMSE 3.1e-7."""
-    from safetensors.torch import load_file, save_file
-
+    from family_variants import weights_variant
     from hfview import HfCheckpoint
 
     src = checkpoint("glm4_moe")
-    dst = tmp_path / "trunk_only"
-    dst.mkdir()
-    for f in src.iterdir():
-        if f.name != "model.safetensors":
-            (dst / f.name).symlink_to(f)
-    tensors = {k: v for k, v in load_file(str(src / "model.safetensors")).items()
-               if not k.startswith("model.layers.3.")}
-    save_file(tensors, str(dst / "model.safetensors"), metadata={"format": "pt"})
+    dst = weights_variant(src, tmp_path / "trunk_only",
+                          lambda tensors: {k: v for k, v in tensors.items() if not k.startswith("model.layers.3.")})
     trunk, full = HfCheckpoint(dst, "f32"), HfCheckpoint(src, "f32")
     assert [t.name for t in trunk.tensors] == [t.name for t in full.tensors if not t.name.startswith("blk.3.")]
     kv = {k.key: k.value for k in trunk.kv}

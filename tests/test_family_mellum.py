@@ -65,19 +65,12 @@ def test_a_stored_mtp_layer_is_refused_by_name(checkpoint, tmp_path):
     pinned converter ("Can not map tensor 'mtp.fc.weight'", checked by hand), so there is no file to present: the
     view refuses the tensor by name. The MTP setting alone (mellum-mtp) is accepted."""
     import torch
-    from safetensors.torch import load_file, save_file
 
+    from family_variants import weights_variant
     from hfview import HfCheckpoint
     from hfview.errors import CheckpointError
 
-    src = checkpoint("mellum-mtp")
-    dst = tmp_path / "stored_mtp"
-    dst.mkdir()
-    for f in src.iterdir():
-        if f.name != "model.safetensors":
-            (dst / f.name).symlink_to(f)
-    tensors = load_file(str(src / "model.safetensors"))
-    tensors["mtp.fc.weight"] = torch.zeros(32, 64, dtype=torch.bfloat16)
-    save_file(tensors, str(dst / "model.safetensors"), metadata={"format": "pt"})
+    dst = weights_variant(checkpoint("mellum-mtp"), tmp_path / "stored_mtp",
+                          lambda tensors: {**tensors, "mtp.fc.weight": torch.zeros(32, 64, dtype=torch.bfloat16)})
     with pytest.raises(CheckpointError, match="mtp.fc.weight.*multi-token-prediction"):
         HfCheckpoint(dst, "f32")

@@ -170,21 +170,13 @@ def test_refuses_what_mimo2_cannot_run_as_transformers_does(changes, reason, che
 
 def test_refuses_an_mtp_layer_past_the_converters_three(checkpoint, tmp_path):
     """The converter asserts an MTP layer index below its three; model.mtp.layers.3 would be block 6 of 6."""
-    from safetensors.torch import load_file, save_file
-
+    from family_variants import weights_variant
     from hfview import HfCheckpoint
     from hfview.errors import CheckpointError
 
-    src = checkpoint("mimo_v2_flash")
-    dst = tmp_path / "four_mtp"
-    dst.mkdir()
-    for f in src.iterdir():
-        if f.name != "model.safetensors":
-            (dst / f.name).symlink_to(f)
-    tensors = load_file(str(src / "model.safetensors"))
-    tensors.update({k.replace("mtp.layers.2.", "mtp.layers.3."): v.clone() for k, v in tensors.items()
-                    if k.startswith("model.mtp.layers.2.")})
-    save_file(tensors, str(dst / "model.safetensors"), metadata={"format": "pt"})
+    dst = weights_variant(checkpoint("mimo_v2_flash"), tmp_path / "four_mtp", lambda tensors: {
+        **tensors, **{k.replace("mtp.layers.2.", "mtp.layers.3."): v.clone() for k, v in tensors.items()
+                      if k.startswith("model.mtp.layers.2.")}})
     with pytest.raises(CheckpointError, match="block 6"):
         HfCheckpoint(dst, "f32")
 
