@@ -338,7 +338,6 @@ class HfCheckpoint:
         """The whole file in pieces: (bytes, tensor name or None for the header and padding)."""
         yield self._prefix, None
         for t in self.tensors:
-            row_bytes = t.row_bytes
             step = _rows_per_chunk(t)
             for r in range(0, t.view.n_rows, step):
                 yield _bytes_view(t.rows(r, min(t.view.n_rows, r + step))), t.name

@@ -81,7 +81,6 @@ def test_next_token_prediction_block_is_refused(checkpoint, tmp_path):
     refuses such a checkpoint by the tensor's name rather than writing a file that differs from the converter's."""
     import shutil
 
-    import torch
     from safetensors.torch import load_file, save_file
 
     from hfview import HfCheckpoint

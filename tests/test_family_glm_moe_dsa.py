@@ -9,7 +9,7 @@ import pytest
 
 from family_defaults import check_defaults
 from family_oracle import oracle_tests
-from family_variants import DROP, variant
+from family_variants import variant
 from released_config import config_path_kv, released_configs
 
 test_export, test_logits = oracle_tests("glm_moe_dsa", ["glm_moe_dsa"])

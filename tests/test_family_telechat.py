@@ -22,8 +22,8 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from family_oracle import OUTTYPES, PROMPT, nmse, twin_logits_test
-from family_variants import DROP, assert_refused, variant
+from family_oracle import PROMPT, nmse, twin_logits_test
+from family_variants import assert_refused, variant
 from released_config import DATA, config_path_kv, released_configs
 
 FIXTURES = ["telechat", "telechat-32k"]

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from ..config import ANY, Harmless
+from ..config import Harmless
 from ..family import Family
 from .qwen2 import check_architecture, check_no_pooling, check_rope, check_silu
 from .qwen2_moe import SHARED_EXPERT, gpt2_vocab, mixture_tensors

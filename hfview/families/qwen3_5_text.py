@@ -31,7 +31,7 @@ from ..family import Family, Skip, Tensor
 from ..gguf_layout import KV, ValueType
 from ..views import NEG_EXP, OFFSET_ONE, ColumnSelection, RowPermutation, RowSelection
 from .qwen2 import check_architecture, check_no_pooling, check_rope, check_silu
-from .qwen2_moe import LM_HEAD, gpt2_vocab
+from .qwen2_moe import gpt2_vocab
 from .qwen3_next import (NEXTN_TENSORS, check_hybrid, extra_mtp_blocks, hybrid_parameters, mtp_layers, mtp_rename,
                          normalise, on)
 
