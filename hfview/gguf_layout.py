@@ -97,17 +97,35 @@ _SIMPLE = {
 
 def inferred_type(value: Any) -> ValueType:
     """The type gguf-py's GGUFValueType.get_type gives a Python value (bool before int, int -> INT32)."""
-    if isinstance(value, (str, bytes, bytearray)):
+    found = _class_type(type(value))
+    if found is None:
+        raise TypeError(f"no GGUF type for {type(value).__name__} value {value!r}")
+    return found
+
+
+def _class_type(cls: type) -> ValueType | None:
+    if issubclass(cls, (str, bytes, bytearray)):
         return ValueType.STRING
-    if isinstance(value, list):
+    if issubclass(cls, list):
         return ValueType.ARRAY
-    if isinstance(value, float):
+    if issubclass(cls, float):
         return ValueType.FLOAT32
-    if isinstance(value, bool):
+    if issubclass(cls, bool):
         return ValueType.BOOL
-    if isinstance(value, int):
+    if issubclass(cls, int):
         return ValueType.INT32
-    raise TypeError(f"no GGUF type for {type(value).__name__} value {value!r}")
+    return None
+
+
+def array_item_type(values: Sequence[Any]) -> ValueType:
+    """The one inferred_type every item of an array has (ValueError if they differ), checked once per Python
+    class present rather than per item: a vocabulary's arrays have 100k+ items."""
+    item_type = inferred_type(values[0])
+    for cls in dict.fromkeys(map(type, values)):
+        if _class_type(cls) is not item_type:
+            raise ValueError(f"all items of a GGUF array must share one type ({item_type.name}, "
+                             f"and {cls.__name__})")
+    return item_type
 
 
 def _encode_value(value: Any, vtype: ValueType, item_type: ValueType | None) -> bytes:

@@ -60,22 +60,15 @@ def sentencepiece_tokens(model_dir: Path, hparams: dict) -> tuple[list[str], lis
     tokens = [f"[PAD{i}]" for i in range(vocab_size)]
     scores = [-10000.0] * vocab_size
     types = [UNUSED] * vocab_size
-    for tid in range(sp.vocab_size()):
-        if tid >= vocab_size:
-            log.warning("%s: pieces from id %d on are past the model's vocab_size %d, ignored", path, tid, vocab_size)
-            break
-        tokens[tid] = sp.IdToPiece(tid)
-        scores[tid] = sp.GetScore(tid)
-        if sp.IsUnknown(tid):
-            types[tid] = UNKNOWN
-        elif sp.IsControl(tid):
-            types[tid] = CONTROL
-        elif sp.IsUnused(tid):
-            types[tid] = UNUSED
-        elif sp.IsByte(tid):
-            types[tid] = BYTE
-        else:
-            types[tid] = NORMAL
+    if sp.vocab_size() > vocab_size:
+        log.warning("%s: pieces from id %d on are past the model's vocab_size %d, ignored", path, vocab_size,
+                    vocab_size)
+    ids = list(range(min(sp.vocab_size(), vocab_size)))  # asked in one call each: a vocabulary is 100k+ pieces
+    tokens[:len(ids)] = sp.IdToPiece(ids)
+    scores[:len(ids)] = sp.GetScore(ids)
+    types[:len(ids)] = [UNKNOWN if unknown else CONTROL if control else UNUSED if unused else BYTE if byte else NORMAL
+                        for unknown, control, unused, byte in zip(sp.IsUnknown(ids), sp.IsControl(ids),
+                                                                  sp.IsUnused(ids), sp.IsByte(ids))]
 
     added_path = model_dir / "added_tokens.json"
     if added_path.is_file():

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from typing import Any, Sequence
 
-from hfview.gguf_layout import KV, ValueType, inferred_type
+from hfview.gguf_layout import KV, ValueType, array_item_type
 
 
 class KVWriter:
@@ -34,9 +34,10 @@ class KVWriter:
         if len(values) == 0:
             return
         values = list(values)
-        item_type = inferred_type(values[0])
-        if any(inferred_type(v) is not item_type for v in values):
-            raise ValueError(f"{key}: all items of a GGUF array must share one type")
+        try:
+            item_type = array_item_type(values)
+        except ValueError as exc:
+            raise ValueError(f"{key}: {exc}") from None
         self._put(KV(key, ValueType.ARRAY, values, item_type))
 
     def remove(self, key: str) -> None:
