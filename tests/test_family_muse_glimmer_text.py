@@ -116,3 +116,24 @@ def test_assistant_drafter_is_refused_by_name(tmp_path):
                           "tests/data/released_configs/muse_glimmer_text/SOURCES.md")
 def test_at_least_two_released_configs_collected():
     assert len(released_configs("muse_glimmer_text")) >= 2, released_configs("muse_glimmer_text")
+
+
+@pytest.mark.parametrize("changes", [
+    dict(layer_types=None, layer_rope_theta=None),
+    dict(layer_rope_theta=[10000.0, 250000.0, 0]),
+], ids=["kinds_computed", "per_layer_thetas"])
+def test_text_config_variants_equal_converter(changes, checkpoint, tmp_path):
+    """layer_types and layer_rope_theta unstated (MuseGlimmerTextConfig computes them: every 4th layer counted back
+    from the last full and NoPE), and per-layer thetas other than rope_theta (transformers rotates every rope layer
+    at rope_parameters' theta, and neither the converter nor llama.cpp reads them): the converter's bytes."""
+    import oracle
+    from family_variants import variant
+    from hfview import HfCheckpoint
+    from hfview.export import export
+
+    src = checkpoint("muse_glimmer")
+    text = {k: v for k, v in _text(src, **changes).items() if v is not None}
+    dst = variant(src, tmp_path / f"muse_glimmer-{'-'.join(changes)}", text_config=text)
+    theirs = oracle.convert_cached(dst, "f32")
+    ours = export(HfCheckpoint(dst, "f32"), tmp_path / "ours.gguf")
+    assert oracle.sha256(ours) == oracle.sha256(theirs), oracle.first_difference(ours, theirs)
