@@ -63,6 +63,12 @@ NOT_COMPUTABLE: dict[str, str] = {
     "solar": "Solar Pro (SolarForCausalLM, upstage/solar-pro-preview-instruct, remote code only) adds block skip "
              "connections (bskcn_1..4) that no llama.cpp architecture computes, and the pinned converter has no class "
              "for it; Upstage's Solar Open is model_type solar_open, which the view presents (family solar_open)",
+    "muse_glimmer_assistant": "MuseGlimmerAssistantModel is a DFlash drafter, not a stand-alone model: it has no token "
+                              "embedding or output head of its own and reads the hidden states of its target "
+                              "(MuseGlimmerForConditionalGeneration) at target_layer_ids; the converter writes it "
+                              "(llama.cpp dflash) only with --target-model-dir for the target's vocabulary, and llama.cpp "
+                              "runs it only beside that target in speculative decoding. Use the target checkpoint "
+                              "(model_type muse_glimmer, presented as muse_glimmer_text)",
 }
 
 

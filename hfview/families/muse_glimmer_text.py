@@ -1,0 +1,196 @@
+"""Muse Glimmer's text decoder (MuseGlimmerForConditionalGeneration read as its text model; model_type
+muse_glimmer_text in text_config) -> llama.cpp `muse-glimmer` (the converter's MuseGlimmerModel).
+
+- the image-text wrapper: text_config is merged over the top level (config.py), the text weights' `language_model.`
+  prefix goes (the converter's rename), the vision tower, its adapter and projection are left out as the
+  converter's text conversion leaves them out ("vision_" in their names).
+- layers: sliding-window layers with rope, full-attention layers without (NoPE); llama.cpp's muse-glimmer rotates
+  exactly the layers sliding_window_pattern marks sliding, so layer_rope_theta must be 0 exactly on the full
+  layers (transformers rotates where it is nonzero, always at rope_parameters' theta).
+- q_proj / k_proj are stored in transformers' rotate-half layout: presented as interleaved rotation pairs per head
+  (llama.cpp's normal rope), as the converter un-permutes them.
+- q/k norms: transformers normalises queries and keys by a scaleless RMS norm and multiplies the queries by
+  qk_scale_factor; the converter writes that as attn_q_norm (qk_scale_factor everywhere) and attn_k_norm (ones),
+  emitted where q_proj is read, before attn_q.
+- the four layer norms are stored centred (the norm scales by 1 + w): written as 1 + w; the final norm as stored.
+- the embedding's own scaleless RMS norm and the post-norm epsilon 1e-8 are llama.cpp's graph (the latter
+  hard-coded, so post_norm_eps must be 1e-8); the logits are scaled by output_multiplier (logit_scale), then
+  tanh-capped at final_logit_softcapping.
+- the end of turn: the converter looks up <|eot|> through transformers' tokenizer and writes its id
+  (tokenizer.ggml.eot_token_id) after the special vocabulary.
+
+MuseGlimmerAssistantModel (model_type muse_glimmer_assistant, the converter's MuseGlimmerAssistantModel -> llama.cpp
+`dflash`) is refused by name: see NOT_COMPUTABLE in hfview/families/__init__.py.
+"""
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+
+from ..config import ANY, Harmless
+from ..errors import ConfigError
+from ..family import Family, Skip, Split, Tensor, rope_pairs
+from ..gguf_layout import KV, ValueType
+from ..params import f32, text_model_parameters, u32
+from ..views import OFFSET_ONE, Generated
+from .qwen2 import check_architecture
+
+ARCH = "muse-glimmer"
+SLIDING, FULL = "sliding_attention", "full_attention"
+
+# transformers 5.24's MuseGlimmerTextConfig defaults, as data (tests/test_family_muse_glimmer_text.py compares
+# them); layer_types and layer_rope_theta are computed by the class (normalise)
+DEFAULTS = {
+    "muse_glimmer_text": dict(
+        vocab_size=202048, hidden_size=6656, intermediate_size=19968, num_hidden_layers=52, num_attention_heads=32,
+        num_key_value_heads=2, head_dim=128, hidden_activation="silu", max_position_embeddings=131072,
+        initializer_range=0.02, rms_norm_eps=1e-5, use_cache=True, pad_token_id=None, eos_token_id=200001,
+        bos_token_id=200000, tie_word_embeddings=False, rope_parameters={"rope_theta": 10000.0, "rope_type": "default"},
+        attention_bias=False, attention_dropout=0.0, sliding_window=2048, final_logit_softcapping=20.0,
+        qk_scale_factor=3.87, output_multiplier=0.19611613513818404, post_norm_eps=1e-8),
+}
+
+READS = frozenset({*DEFAULTS["muse_glimmer_text"], "layer_types", "layer_rope_theta"})
+# The image-text wrapper's: the vision tower's config and width, the projector's sizes and activation, and the
+# media placeholder ids (transformers embeds token 0 in their place; a text prompt does not contain them)
+HARMLESS: Harmless = dict.fromkeys(("vision_config", "out_hidden_size", "projector_hidden_size", "projector_hidden_act",
+                                    "image_token_id", "video_token_id"), ANY)
+
+_L = "model.layers.{bid}."
+
+
+def _q_norm(sources, h):
+    return Generated(np.full((h["head_dim"],), h["qk_scale_factor"], dtype=np.float32), "qk_scale_factor per head width")
+
+
+def _k_norm(sources, h):
+    return Generated(np.ones((h["head_dim"],), dtype=np.float32), "ones (the keys' norm has no scale)")
+
+
+TENSORS = (
+    # the image-text model's vision side, which the converter's --mmproj file holds
+    Skip("model.vision_tower.{rest}"), Skip("model.vision_adapter.{rest}"), Skip("model.vision_projection.{rest}"),
+    Tensor("lm_head.weight", "output.weight"),
+    Tensor("model.embed_tokens.weight", "token_embd.weight"),
+    Tensor("model.norm.weight", "output_norm.weight"),
+    Tensor(f"{_L}input_layernorm.weight", "blk.{bid}.attn_norm.weight", steps=(OFFSET_ONE,)),
+    Tensor(f"{_L}post_attention_layernorm.weight", "blk.{bid}.post_attention_norm.weight", steps=(OFFSET_ONE,)),
+    Tensor(f"{_L}pre_feedforward_layernorm.weight", "blk.{bid}.ffn_norm.weight", steps=(OFFSET_ONE,)),
+    Tensor(f"{_L}post_feedforward_layernorm.weight", "blk.{bid}.post_ffw_norm.weight", steps=(OFFSET_ONE,)),
+    Tensor(f"{_L}mlp.gate_proj.weight", "blk.{bid}.ffn_gate.weight"),
+    Tensor(f"{_L}mlp.up_proj.weight", "blk.{bid}.ffn_up.weight"),
+    Tensor(f"{_L}mlp.down_proj.weight", "blk.{bid}.ffn_down.weight"),
+    Tensor(f"{_L}self_attn.gate_proj.weight", "blk.{bid}.attn_gate.weight"),
+    # the q/k norms are written where q_proj is read, before it
+    Split(f"{_L}self_attn.q_proj.weight", (("blk.{bid}.attn_q_norm.weight", _q_norm),
+                                           ("blk.{bid}.attn_k_norm.weight", _k_norm),
+                                           ("blk.{bid}.attn_q.weight", rope_pairs("num_attention_heads")))),
+    Tensor(f"{_L}self_attn.k_proj.weight", "blk.{bid}.attn_k.weight", view=rope_pairs("num_key_value_heads")),
+    Tensor(f"{_L}self_attn.v_proj.weight", "blk.{bid}.attn_v.weight"),
+    Tensor(f"{_L}self_attn.o_proj.weight", "blk.{bid}.attn_output.weight"),
+)
+
+
+def normalise(h: dict) -> dict:
+    """MuseGlimmerTextConfig.__post_init__: every 4th layer counted back from the last a full-attention layer, the
+    rest sliding; layer_rope_theta 0 (NoPE) on those same positions, rope_theta elsewhere."""
+    n = h["num_hidden_layers"]
+    full = [(n - 1 - i) % 4 == 0 for i in range(n)]
+    if h.get("layer_types") is None:
+        h["layer_types"] = [FULL if f else SLIDING for f in full]
+    if h.get("layer_rope_theta") is None:
+        h["layer_rope_theta"] = [0 if f else h["rope_parameters"]["rope_theta"] for f in full]
+    return h
+
+
+def check(h: dict, path: Path) -> None:
+    check_architecture(h, path, "muse_glimmer_text", ("MuseGlimmerForConditionalGeneration",))
+    if h.get("hidden_activation") != "silu":
+        raise ConfigError(f"{path}: hidden_activation {h.get('hidden_activation')!r}: llama.cpp's {ARCH} computes a "
+                          f"SiLU-gated MLP only")
+    if h.get("attention_bias"):
+        raise ConfigError(f"{path}: attention_bias true: llama.cpp's {ARCH} has no attention biases")
+    if h.get("tie_word_embeddings"):
+        raise ConfigError(f"{path}: tie_word_embeddings true: llama.cpp's {ARCH} needs output.weight, which the "
+                          f"converter writes from lm_head.weight, and a tied checkpoint stores none")
+    if h.get("head_dim") is None:
+        raise ConfigError(f"{path}: head_dim null: the converter writes the q/k norms head_dim wide")
+    if h.get("post_norm_eps") != 1e-8:
+        raise ConfigError(f"{path}: post_norm_eps {h.get('post_norm_eps')!r}: llama.cpp's {ARCH} normalises the "
+                          f"attention and MLP outputs with a fixed epsilon of 1e-8 (it reads no post-norm epsilon)")
+    for key in ("final_logit_softcapping", "sliding_window"):
+        if h.get(key) is None:
+            raise ConfigError(f"{path}: {key} null: the converter writes it as a number (and transformers' Muse "
+                              f"Glimmer computes with it)")
+    for key in ("qk_scale_factor", "output_multiplier"):
+        if not isinstance(h.get(key), (int, float)) or isinstance(h.get(key), bool):
+            raise ConfigError(f"{path}: {key} {h.get(key)!r}: a number is needed (the converter writes it)")
+    rope = h["rope_parameters"]
+    if set(rope) - {"rope_type", "rope_theta"} or rope.get("rope_type", "default") != "default":
+        raise ConfigError(f"{path}: rope_parameters {rope!r}: the view presents Muse Glimmer's plain rope only "
+                          f"(rope_theta, as released)")
+    kinds = set(h["layer_types"])
+    if not kinds <= {SLIDING, FULL}:
+        raise ConfigError(f"{path}: layer_types {sorted(kinds)}: Muse Glimmer's layers slide or attend fully")
+    thetas = h["layer_rope_theta"]
+    nope = [i for i, t in enumerate(thetas) if t == 0]
+    full = [i for i, kind in enumerate(h["layer_types"]) if kind == FULL]
+    if nope != full:
+        raise ConfigError(f"{path}: layer_rope_theta is 0 (no rope) on layers {nope}, layer_types has full "
+                          f"attention on layers {full}: llama.cpp's {ARCH} rotates exactly the sliding layers")
+
+
+def parameters(h: dict, block_count: int, file_type: int) -> list:
+    """TextModel's list, then MuseGlimmerModel's: the soft cap, the logit scale, the window and its pattern."""
+    return [*text_model_parameters(h, ARCH, block_count, file_type),
+            f32(f"{ARCH}.final_logit_softcapping", h["final_logit_softcapping"]),
+            f32(f"{ARCH}.logit_scale", h["output_multiplier"]),
+            u32(f"{ARCH}.attention.sliding_window", h["sliding_window"]),
+            KV(f"{ARCH}.attention.sliding_window_pattern", ValueType.ARRAY,
+               [kind == SLIDING for kind in h["layer_types"]], ValueType.BOOL)]
+
+
+def _eot_id(model_dir: Path) -> int:
+    """The id of <|eot|> in tokenizer.json (its vocabulary or added tokens)."""
+    from tokenizer.special import read_tokenizer_json
+
+    path = Path(model_dir) / "tokenizer.json"
+    tok = read_tokenizer_json(path) if path.is_file() else {}
+    ids = {t.get("content"): t.get("id") for t in tok.get("added_tokens", []) if isinstance(t, dict)}
+    vocab = (tok.get("model") or {}).get("vocab")
+    if isinstance(vocab, dict):
+        ids = {**vocab, **ids}
+    if not isinstance(ids.get("<|eot|>"), int):
+        raise ConfigError(f"{path}: no token <|eot|>: the converter asks transformers' tokenizer for it as Muse "
+                          f"Glimmer's end of turn, and without it writes the unknown token's id (or none) instead; "
+                          f"hfview does not present that")
+    return ids["<|eot|>"]
+
+
+def vocab(model_dir: Path, h: dict) -> list:
+    """MuseGlimmerModel.set_vocab: byte-level BPE (_set_vocab_gpt2), then <|eot|>'s id as the end of turn."""
+    from tokenizer.vocab import gpt2_vocab
+
+    eot = _eot_id(model_dir)
+    return [*gpt2_vocab(model_dir, h), u32("tokenizer.ggml.eot_token_id", eot)]
+
+
+FAMILY = Family(
+    name="muse_glimmer_text",
+    gguf_arch=ARCH,
+    architectures=("MuseGlimmerForConditionalGeneration",),
+    defaults=DEFAULTS,
+    reads=READS,
+    harmless=HARMLESS,
+    tensors=TENSORS,
+    parameters=parameters,
+    vocab=vocab,
+    check=check,
+    normalise=normalise,
+    notes={"image-text": "MuseGlimmerForConditionalGeneration is presented as its text model; the vision tower, "
+                         "adapter and projection (the converter's --mmproj file) are not presented",
+           "embedding norm": "the scaleless RMS norm over the embeddings and the post-norm epsilon 1e-8 are applied "
+                             "by llama.cpp's muse-glimmer graph; nothing is written"},
+    llama_cpp_applies_window=True,  # llama.cpp's muse-glimmer slides on the layers sliding_window_pattern names
+)
