@@ -7,12 +7,12 @@ NemotronHPuzzleModel (conversion/nemotron.py) takes the layer kinds from each bl
 mixture block's moe_intermediate_size and num_experts_per_tok per layer, everything else (the expert count, the
 shared expert's width, the latent width, routing) from the top level; llama.cpp's nemotron_h_moe
 (src/models/nemotron-h.cpp, "Puzzle models set a different expert FFN size per layer") builds each layer's experts
-at its width and routes its top-k. The releases' modeling_nemotron_h_puzzle.py is not in the search index; what was
-read of the family besides the converter (Megatron-Bridge's NemotronHPuzzleBridge and its tests: "Puzzle keeps
-num_moe_experts and moe_shared_expert_intermediate_size constant across MoE layers", the per-layer overrides being
-moe_ffn_hidden_size and moe_router_topk; vLLM and SGLang serving NemotronHPuzzleForCausalLM with their Nemotron-H
-model and a per-layer config) says the same: each layer is transformers' NemotronHBlock of a NemotronHConfig that
-carries that block's expert width and top-k. So the reference is transformers 5.24's NemotronHForCausalLM built at
+at its width and routes its top-k. The releases' modeling_nemotron_h_puzzle.py was not found in the search index;
+what was read of the family besides the converter says the same (Megatron-Bridge's NemotronHPuzzleBridge tests:
+"Puzzle keeps num_moe_experts and moe_shared_expert_intermediate_size constant across MoE layers", the per-layer
+overrides being moe_ffn_hidden_size and moe_router_topk only; vLLM's model registry and an SGLang-style model file
+serving NemotronHPuzzleForCausalLM with their Nemotron-H model class): each layer is transformers' NemotronHBlock of
+a NemotronHConfig that carries that block's expert width and top-k. So the reference is transformers 5.24's NemotronHForCausalLM built at
 the top level's config, each mixture layer's mixer rebuilt as NemotronHMoE from a config with its block's
 moe_intermediate_size and num_experts_per_tok, over the fixture's weights in float32 (the MTP head left out, as
 the converter leaves it).

@@ -77,7 +77,9 @@ def check(h: dict, path: Path) -> None:
     if missing:
         raise ConfigError(f"{path}: {', '.join(missing)} not stated: the converter reads a Puzzle's config.json as "
                           f"written (transformers has no class for it to fill defaults) and needs them")
-    if "head_dim" in h and h["head_dim"] is None or h.get("head_dim", h.get("attention_head_dim")) is None:
+    if "head_dim" in h and h["head_dim"] is None:
+        raise ConfigError(f"{path}: head_dim null: the converter finds the key and fails on its value")
+    if h.get("head_dim", h.get("attention_head_dim")) is None:
         raise ConfigError(f"{path}: head_dim not stated: the converter would take mamba_head_dim for the attention "
                           f"heads' width")
     for i, block in enumerate(blocks):
