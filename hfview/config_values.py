@@ -326,3 +326,10 @@ RULES.update({**{k: COUNT for k in ("swa_kv_lora_rank", "swa_q_lora_rank", "swa_
               **{k: STRING for k in ("attention_gate_type", "swa_attention_gate_type", "normalization", "final_norm")}})
 # (Muse Glimmer): 0 states a layer without rope (NoPE), as released
 OVERRIDES[("muse_glimmer_text", "layer_rope_theta")] = list_of(NON_NEGATIVE).or_null()
+# Nemotron-H Puzzle (nemotron_h_puzzle): one object per layer (block_type; a moe block's expert width and top-k; the
+# family compares any other key with the top level's), the layer count null where block_configs gives it, the MTP
+# head's blocks (dropped)
+OVERRIDES[("nemotron_h_puzzle", "block_configs")] = list_of(object_of(
+    {"block_type": STRING, "moe_intermediate_size": COUNT.or_null(), "num_experts_per_tok": COUNT.or_null()}))
+OVERRIDES[("nemotron_h_puzzle", "num_hidden_layers")] = COUNT.or_null()
+RULES.update({"mtp_block_configs": list_of(OBJECT).or_null()})

@@ -292,3 +292,6 @@ FEWER["gemma3n"] = _UNREACHED
 # MiniMax-01 (minimax_01, issue 14): MiniMax-Text-01 and MiniMax-M1-40k/80k publish on the Hub only; one copy of M1's
 # config.json reached, embedded in a markdown dump of the M1 repository whose repository the index does not name
 FEWER["minimax_01"] = "one copy reached (MiniMax-M1's, inside a repository dump); Text-01's and M1-40k/80k's did not"
+# Nemotron-H Puzzle (issue 14): NVIDIA-Nemotron-Labs-3-Puzzle-75B-A9B (BF16, FP8, NVFP4) publishes on the Hub only;
+# its config.json found only as fields quoted in other projects' test code, no byte copy
+FEWER["nemotron_h_puzzle"] = _UNREACHED

@@ -186,6 +186,20 @@ def check(h: dict, path: Path) -> None:
             raise ConfigError(f"{path}: {stated_moe[0]} in a config without mixture layers: the converter would then "
                               f"write it as nemotron_h_moe, which llama.cpp cannot load without experts")
     r = as_read(h)
+    check_sizes(r, path)
+    if moe:
+        check_routing(r, path)
+        if not 0 < r["num_experts_per_tok"] <= r["n_routed_experts"]:
+            raise ConfigError(f"{path}: num_experts_per_tok {r['num_experts_per_tok']} of {r['n_routed_experts']}")
+        if r.get("num_nextn_predict_layers"):
+            raise ConfigError(f"{path}: num_nextn_predict_layers {r['num_nextn_predict_layers']}: the multi-token "
+                              f"prediction head is not presented; this family reads checkpoints without it")
+
+
+def check_sizes(r: dict, path: Path) -> None:
+    """What llama.cpp's nemotron_h / nemotron_h_moe compute of the hyperparameters `r` (as the converter reads them):
+    the padded vocabulary, the Mamba-2 sizes, no step clamp, no biases, squared ReLU and SiLU, one RMS epsilon,
+    no window."""
     if padded_vocab({"vocab_size": r["vocab_size"], "pad_vocab_size_multiple": 8}) != r["vocab_size"]:
         raise ConfigError(f"{path}: vocab_size {r['vocab_size']}: the converter pads a Nemotron-H vocabulary to a "
                           f"multiple of 8 but not the embedding, and llama.cpp refuses such a file")
@@ -211,28 +225,23 @@ def check(h: dict, path: Path) -> None:
     if r.get("sliding_window") is not None:
         raise ConfigError(f"{path}: sliding_window {r['sliding_window']}: llama.cpp's nemotron_h attends over "
                           f"the whole context")
-    if moe:
-        if r["n_group"] != 1 or r["topk_group"] != 1:
-            raise ConfigError(f"{path}: n_group {r['n_group']} / topk_group {r['topk_group']}: llama.cpp's "
-                              f"nemotron_h_moe does not route by expert groups")
-        if not 0 < r["num_experts_per_tok"] <= r["n_routed_experts"]:
-            raise ConfigError(f"{path}: num_experts_per_tok {r['num_experts_per_tok']} of {r['n_routed_experts']}")
-        if r["n_shared_experts"] != 1:
-            raise ConfigError(f"{path}: n_shared_experts {r['n_shared_experts']}: transformers' Nemotron-H builds one "
-                              f"shared expert of moe_shared_expert_intermediate_size whatever it says; state 1")
-        if r.get("num_nextn_predict_layers"):
-            raise ConfigError(f"{path}: num_nextn_predict_layers {r['num_nextn_predict_layers']}: the multi-token "
-                              f"prediction head is not presented; this family reads checkpoints without it")
 
 
-def parameters(h: dict, block_count: int, file_type: int) -> list:
-    """NemotronHModel.set_gguf_parameters: GraniteMoeModel's list (TextModel's without head_dim, the vocabulary size,
-    Llama's rope width), the Mamba-2 sizes, the KV heads per layer and no rope, then the head width, the FFN width
-    per layer and a mixture's expert keys; keys set twice keep their first place."""
-    moe = is_moe(h)
-    arch = "nemotron_h_moe" if moe else "nemotron_h"
-    r = as_read(h)
-    layers = kinds(r)
+def check_routing(r: dict, path: Path) -> None:
+    """A mixture's routing as llama.cpp's nemotron_h_moe computes it: no expert groups, one shared expert."""
+    if r["n_group"] != 1 or r["topk_group"] != 1:
+        raise ConfigError(f"{path}: n_group {r['n_group']} / topk_group {r['topk_group']}: llama.cpp's "
+                          f"nemotron_h_moe does not route by expert groups")
+    if r["n_shared_experts"] != 1:
+        raise ConfigError(f"{path}: n_shared_experts {r['n_shared_experts']}: transformers' Nemotron-H builds one "
+                          f"shared expert of moe_shared_expert_intermediate_size whatever it says; state 1")
+
+
+def trunk_parameters(r: dict, arch: str, layers: list[str], block_count: int, file_type: int) -> list:
+    """GraniteHybridModel's list (GraniteMoeModel's: TextModel's without head_dim, the vocabulary size, Llama's rope
+    width), the Mamba-2 sizes, the KV heads per layer and no rope, then NemotronHModel's head width: what every
+    Nemotron-H class writes before its FFN widths. `r`: the hyperparameters as the converter reads them; `layers`:
+    each layer's kind."""
     kv = text_model_parameters({k: v for k, v in r.items() if k != "head_dim"}, arch, block_count, file_type)
     kv += [u32(f"{arch}.vocab_size", r["vocab_size"]),
            u32(f"{arch}.rope.dimension_count", r["hidden_size"] // r["num_attention_heads"]),
@@ -245,6 +254,18 @@ def parameters(h: dict, block_count: int, file_type: int) -> list:
            boolean(f"{arch}.rope.scaling.finetuned", False), u32(f"{arch}.context_length", 2 ** 20)]
     head_dim = r.get("head_dim", r.get("attention_head_dim"))
     kv += [u32(f"{arch}.attention.key_length", head_dim), u32(f"{arch}.attention.value_length", head_dim)]
+    return kv
+
+
+def parameters(h: dict, block_count: int, file_type: int) -> list:
+    """NemotronHModel.set_gguf_parameters: GraniteMoeModel's list (TextModel's without head_dim, the vocabulary size,
+    Llama's rope width), the Mamba-2 sizes, the KV heads per layer and no rope, then the head width, the FFN width
+    per layer and a mixture's expert keys; keys set twice keep their first place."""
+    moe = is_moe(h)
+    arch = "nemotron_h_moe" if moe else "nemotron_h"
+    r = as_read(h)
+    layers = kinds(r)
+    kv = trunk_parameters(r, arch, layers, block_count, file_type)
     ffn = "moe" if moe else "mlp"
     width = r["moe_intermediate_size"] if moe else r["intermediate_size"]
     kv.append(KV(f"{arch}.feed_forward_length", ValueType.ARRAY, [width if t == ffn else 0 for t in layers],
