@@ -15,6 +15,7 @@ from .gguf_layout import (KV, GGMLType, ValueType, encode_header, encode_kv, enc
                           pad_to)
 from .shards import StoredTensor, index_shards
 from .views import Presented
+from tokenizer.special import forget_parsed
 
 # --outtype -> (the type of the tensors it converts, general.file_type)
 OUTTYPES = {"f32": (GGMLType.F32, 0), "f16": (GGMLType.F16, 1), "bf16": (GGMLType.BF16, 32),
@@ -136,6 +137,7 @@ class HfCheckpoint:
         elif imatrix is not None:
             raise ConfigError("an importance matrix (--imatrix) applies only with --quant")
         self._layout()
+        forget_parsed()  # the header is built: what it was built from is not held while the tensors are read
 
     # ------------------------------------------------------------ what the converter decides
     def _resolve_outtype(self, outtype: str) -> str:
