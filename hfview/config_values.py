@@ -324,3 +324,9 @@ RULES.update({**{k: COUNT for k in ("swa_kv_lora_rank", "swa_q_lora_rank", "swa_
               **{k: BOOL.or_null() for k in ("apply_mla_qkv_lora_rescale", "k_rope_only_layernorm", "use_dsa",
                                              "use_dynamic_rsf", "moe_gating_fp32", "use_sliding_window")},
               **{k: STRING for k in ("attention_gate_type", "swa_attention_gate_type", "normalization", "final_norm")}})
+# HRM-Text (hrm_text): the two stacks' cycle counts and per-stack depth (null: num_hidden_layers is it), the embedding
+# scale (null: 1 / initializer_range), the prefix-LM switch, the training-only gradient list; an initializer_range in
+# HrmTextConfig's interval, since the scale may be its inverse
+RULES.update({"H_cycles": COUNT, "L_cycles": COUNT, "num_layers_per_stack": COUNT.or_null(),
+              "embedding_scale": POSITIVE.or_null(), "prefix_lm": BOOL, "L_bp_cycles": list_of(INT).or_null()})
+OVERRIDES[("hrm_text", "initializer_range")] = Rule("a number in [0, 1]", lambda v: NUMBER.ok(v) and 0 <= v <= 1)
