@@ -289,3 +289,7 @@ FEWER["gemma3n"] = _UNREACHED
 # MiniMax-01 (minimax_01, issue 14): MiniMax-Text-01 and MiniMax-M1-40k/80k publish on the Hub only; one copy of M1's
 # config.json reached, embedded in a markdown dump of the M1 repository whose repository the index does not name
 FEWER["minimax_01"] = "one copy reached (MiniMax-M1's, inside a repository dump); Text-01's and M1-40k/80k's did not"
+# HRM-Text (issue 15): sapientinc/HRM-Text-1B publishes on the Hub only; its config.json reached only printed whole in
+# an agent transcript (kept as data in tests/test_family_hrm_text.py), KoHRM-Text-1.4B's only as quoted highlights
+FEWER["hrm_text"] = "no copy of a released config.json file reached; HRM-Text-1B's printed copy is tested in " \
+                    "tests/test_family_hrm_text.py"
