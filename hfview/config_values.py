@@ -333,3 +333,9 @@ OVERRIDES[("nemotron_h_puzzle", "block_configs")] = list_of(object_of(
     {"block_type": STRING, "moe_intermediate_size": COUNT.or_null(), "num_experts_per_tok": COUNT.or_null()}))
 OVERRIDES[("nemotron_h_puzzle", "num_hidden_layers")] = COUNT.or_null()
 RULES.update({"mtp_block_configs": list_of(OBJECT).or_null()})
+# HRM-Text (hrm_text): the two stacks' cycle counts and per-stack depth (null: num_hidden_layers is it), the embedding
+# scale (null: 1 / initializer_range), the prefix-LM switch, the training-only gradient list; an initializer_range in
+# HrmTextConfig's interval, since the scale may be its inverse
+RULES.update({"H_cycles": COUNT, "L_cycles": COUNT, "num_layers_per_stack": COUNT.or_null(),
+              "embedding_scale": POSITIVE.or_null(), "prefix_lm": BOOL, "L_bp_cycles": list_of(INT).or_null()})
+OVERRIDES[("hrm_text", "initializer_range")] = Rule("a number in [0, 1]", lambda v: NUMBER.ok(v) and 0 <= v <= 1)

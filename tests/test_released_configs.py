@@ -295,3 +295,7 @@ FEWER["minimax_01"] = "one copy reached (MiniMax-M1's, inside a repository dump)
 # Nemotron-H Puzzle (issue 14): NVIDIA-Nemotron-Labs-3-Puzzle-75B-A9B (BF16, FP8, NVFP4) publishes on the Hub only;
 # its config.json found only as fields quoted in other projects' test code, no byte copy
 FEWER["nemotron_h_puzzle"] = _UNREACHED
+# HRM-Text (issue 15): sapientinc/HRM-Text-1B publishes on the Hub only; its config.json reached only printed whole in
+# an agent transcript (kept as data in tests/test_family_hrm_text.py), KoHRM-Text-1.4B's only as quoted highlights
+FEWER["hrm_text"] = "no copy of a released config.json file reached; HRM-Text-1B's printed copy is tested in " \
+                    "tests/test_family_hrm_text.py"
