@@ -15,7 +15,6 @@ from .gguf_layout import (KV, GGMLType, ValueType, encode_header, encode_kv, enc
                           pad_to)
 from .shards import StoredTensor, index_shards
 from .views import Presented
-from tokenizer.special import forget_parsed
 
 # --outtype -> (the type of the tensors it converts, general.file_type)
 OUTTYPES = {"f32": (GGMLType.F32, 0), "f16": (GGMLType.F16, 1), "bf16": (GGMLType.BF16, 32),
@@ -137,6 +136,8 @@ class HfCheckpoint:
         elif imatrix is not None:
             raise ConfigError("an importance matrix (--imatrix) applies only with --quant")
         self._layout()
+        from tokenizer.special import forget_parsed  # (here: tokenizer imports hfview)
+
         forget_parsed()  # the header is built: what it was built from is not held while the tensors are read
 
     # ------------------------------------------------------------ what the converter decides
