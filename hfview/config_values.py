@@ -324,3 +324,5 @@ RULES.update({**{k: COUNT for k in ("swa_kv_lora_rank", "swa_q_lora_rank", "swa_
               **{k: BOOL.or_null() for k in ("apply_mla_qkv_lora_rescale", "k_rope_only_layernorm", "use_dsa",
                                              "use_dynamic_rsf", "moe_gating_fp32", "use_sliding_window")},
               **{k: STRING for k in ("attention_gate_type", "swa_attention_gate_type", "normalization", "final_norm")}})
+# HyperCLOVA X: attention_multiplier null means head_dim ** -0.5 (HyperCLOVAXConfig computes it)
+OVERRIDES[("hyperclovax", "attention_multiplier")] = NUMBER.or_null()
