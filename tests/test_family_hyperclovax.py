@@ -10,7 +10,7 @@ from __future__ import annotations
 import pytest
 
 from family_defaults import check_defaults
-from family_oracle import oracle_tests
+from family_oracle import oracle_tests, reference_logits_test
 from family_variants import assert_refused
 
 FIXTURES = ["hyperclovax", "hyperclovax-tied-linear"]
@@ -68,3 +68,47 @@ def test_folds_are_shown(checkpoint):
 ])
 def test_refused(changes, message, checkpoint, tmp_path):
     assert_refused(checkpoint("hyperclovax"), tmp_path, message, **changes)
+
+
+def _wrapper_logits(path, ids):
+    """transformers' HyperCLOVAXVisionV2ForConditionalGeneration over a text-only prompt (no image: the vision
+    tower and projector are never run)."""
+    import torch
+    from transformers import HyperCLOVAXVisionV2ForConditionalGeneration
+
+    model = HyperCLOVAXVisionV2ForConditionalGeneration.from_pretrained(path, dtype=torch.float32)
+    with torch.no_grad():
+        return model(input_ids=torch.tensor([ids])).logits[0].float().numpy()
+
+
+test_logits_vision_v2_text_decoder = reference_logits_test(
+    "hyperclovax", ["hyperclovax_vision_v2"], _wrapper_logits, "transformers' HyperCLOVAXVisionV2ForConditionalGeneration")
+
+
+def test_vision_v2_presents_only_the_text_decoder(checkpoint):
+    """The wrapper's own tie_word_embeddings (true; its text_config says false) ties the head, as transformers does:
+    no output.weight; no vision or projector tensor."""
+    from hfview import HfCheckpoint
+    ckpt = HfCheckpoint(checkpoint("hyperclovax_vision_v2"), "f32")
+    names = {t.name for t in ckpt.tensors}
+    assert ckpt.hparams["tie_word_embeddings"] is True
+    assert "output.weight" not in names and "blk.1.post_ffw_norm.weight" in names
+    assert not any("vision" in n or "proj" in n for n in names)
+
+
+def test_vision_v2_released_layout_is_the_same_view(checkpoint, tmp_path):
+    """Released HyperCLOVAX Vision V2 names (model.language_model.model.*, transformers' conversion mapping reads
+    them) present the same tensors, value for value, as the layout transformers 5 saves."""
+    import numpy as np
+
+    from family_variants import weights_variant
+    from hfview import HfCheckpoint
+
+    def released(tensors):
+        return {k.replace("model.language_model.", "model.language_model.model.", 1): v for k, v in tensors.items()}
+
+    src = checkpoint("hyperclovax_vision_v2")
+    saved, rel = HfCheckpoint(src, "f32"), HfCheckpoint(weights_variant(src, tmp_path / "released", released), "f32")
+    assert [t.name for t in saved.tensors] == [t.name for t in rel.tensors]
+    for t in saved.tensors:
+        assert np.array_equal(saved.read_tensor(t.name), rel.read_tensor(t.name)), t.name

@@ -18,6 +18,11 @@ Each constant is a linear factor the view folds into the weight it multiplies, i
 glm4 rotates interleaved pairs (ggml's NORM rope): q and k rows are regrouped from rotate-half halves into rotation
 pairs per head, as for Llama.
 
+HyperCLOVAX Vision V2 (HyperCLOVAXVisionV2ForConditionalGeneration, model_type hyperclovax_vision_v2): its text
+decoder is this model below model.language_model (its text_config a hyperclovax config); the Qwen2.5-VL vision tower
+and its projector are left out, and the head is tied by the wrapper's own tie_word_embeddings, as transformers ties
+it (wrapper_tie).
+
 Refused by name: use_post_norm false (Granite's block: glm4's post norms are not optional, and an RMSNorm is not
 the identity), biases on o_proj or the MLP (glm4 adds none there; attention_bias puts one on o_proj), activations
 other than SiLU, and rope types llama.cpp's glm4 does not compute from these keys.
@@ -27,7 +32,7 @@ from __future__ import annotations
 import math
 from pathlib import Path
 
-from ..config import Harmless
+from ..config import ANY, Harmless
 from ..errors import ConfigError
 from ..family import Family, Skip, Stacked, Tensor, rope_pairs
 from ..params import text_model_parameters, u32
@@ -52,7 +57,9 @@ READS = frozenset({
     "tie_word_embeddings", "rope_parameters", "rope_scaling", "rope_theta", "attention_bias", "mlp_bias",
     "embedding_multiplier", "logits_scaling", "residual_multiplier", "attention_multiplier", "use_post_norm",
 })
-HARMLESS: Harmless = {}
+# HyperCLOVAX Vision V2's wrapper keys: its image and video path (the vision tower, its projector, the placeholder
+# ids), which a text-only prompt never reaches
+HARMLESS: Harmless = {"vision_config": ANY, "image_token_id": ANY, "video_token_id": ANY}
 
 
 def normalise(h: dict) -> dict:
@@ -94,8 +101,20 @@ def _gate_up(sources: list[StoredTensor], h: dict) -> RowsJoined:
     return RowsJoined(tuple(sources))
 
 
+# after the converter's own rename (language_model. dropped): model.language_model.model.* and
+# model.language_model.lm_head (the released layout transformers' conversion mapping reads) as the text model's
+_WRAPPER = (("model.model.", "model."), ("model.lm_head.", "lm_head."))
+
+
 def rename(name: str, h: dict) -> str:
-    """gate_proj and up_proj as the two parts of one stack: glm4's ffn_up is [gate; up]."""
+    """gate_proj and up_proj as the two parts of one stack: glm4's ffn_up is [gate; up]. HyperCLOVAX Vision V2's text
+    decoder under its wrapper's names (model.language_model.* as transformers 5 saves it, model.language_model.model.*
+    and model.language_model.lm_head as released; the converter's rename drops language_model.) as the text
+    model's."""
+    for old, new in _WRAPPER:
+        if name.startswith(old):
+            name = new + name[len(old):]
+            break
     for i, proj in enumerate(("gate_proj", "up_proj")):
         name = name.replace(f".mlp.{proj}.", f".mlp.gate_up.{i}.")
     return name
@@ -104,6 +123,9 @@ def rename(name: str, h: dict) -> str:
 _tied = lambda h: h["tie_word_embeddings"]  # noqa: E731
 
 TENSORS = (
+    Skip("model.vision_model.{rest}"),  # HyperCLOVAX Vision V2's Qwen2.5-VL vision tower and its projector
+    Skip("model.vision_projector.{rest}"),
+    Skip("model.projector.{rest}"),
     Tensor("model.embed_tokens.weight", "token_embd.weight", steps=_embedding_steps),
     Tensor("model.norm.weight", "output_norm.weight", steps=_output_norm_steps),
     Skip("lm_head.weight", when=_tied),  # tied: glm4 reads the output through the embeddings
@@ -121,6 +143,20 @@ TENSORS = (
     Tensor("model.layers.{bid}.mlp.down_proj.weight", "blk.{bid}.ffn_down.weight"),
     Tensor("model.layers.{bid}.post_norm2.weight", "blk.{bid}.post_ffw_norm.weight", steps=_residual_steps),
 )
+
+
+def wrapper_tie(h: dict, stored: dict[str, StoredTensor]) -> dict:
+    """HyperCLOVAX Vision V2: transformers ties the head by the wrapper's own tie_word_embeddings (the top-level
+    config's, default true), not text_config's, which the merged config shows; read it from config.json."""
+    if "vision_config" not in h or not stored:
+        return h
+    import json
+    path = next(iter(stored.values())).path.parent / "config.json"
+    top = json.loads(path.read_text(encoding="utf-8"))
+    tie = top.get("tie_word_embeddings", True)
+    if not isinstance(tie, bool):
+        raise ConfigError(f"{path}: tie_word_embeddings {tie!r}: expected true or false")
+    return {**h, "tie_word_embeddings": tie}
 
 
 def check(h: dict, path: Path) -> None:
@@ -165,7 +201,7 @@ def vocab(model_dir: Path, h: dict) -> list:
 FAMILY = Family(
     name="hyperclovax",
     gguf_arch="glm4",
-    architectures=("HyperCLOVAXForCausalLM",),
+    architectures=("HyperCLOVAXForCausalLM", "HyperCLOVAXVisionV2ForConditionalGeneration"),
     defaults=DEFAULTS,
     reads=READS,
     harmless=HARMLESS,
@@ -175,6 +211,7 @@ FAMILY = Family(
     check=check,
     normalise=normalise,
     rename=rename,
+    stored_hparams=wrapper_tie,
     no_converter="the pinned converter has no class for HyperCLOVAXForCausalLM; hfview's own mapping presents it as "
                  "llama.cpp's glm4 (pre- and post-norms around attention and MLP, the muP multipliers folded into "
                  "the weights they multiply)",
