@@ -156,6 +156,8 @@ def wrapper_tie(h: dict, stored: dict[str, StoredTensor]) -> dict:
     tie = top.get("tie_word_embeddings", True)
     if not isinstance(tie, bool):
         raise ConfigError(f"{path}: tie_word_embeddings {tie!r}: expected true or false")
+    if tie and h["embedding_multiplier"] == 0:
+        raise ConfigError(f"{path}: embedding_multiplier 0 with a tied head: the logits' factor cannot be folded")
     return {**h, "tie_word_embeddings": tie}
 
 
