@@ -339,3 +339,5 @@ RULES.update({"mtp_block_configs": list_of(OBJECT).or_null()})
 RULES.update({"H_cycles": COUNT, "L_cycles": COUNT, "num_layers_per_stack": COUNT.or_null(),
               "embedding_scale": POSITIVE.or_null(), "prefix_lm": BOOL, "L_bp_cycles": list_of(INT).or_null()})
 OVERRIDES[("hrm_text", "initializer_range")] = Rule("a number in [0, 1]", lambda v: NUMBER.ok(v) and 0 <= v <= 1)
+# HyperCLOVA X: attention_multiplier null means head_dim ** -0.5 (HyperCLOVAXConfig computes it)
+OVERRIDES[("hyperclovax", "attention_multiplier")] = NUMBER.or_null()

@@ -86,6 +86,7 @@ class Stacked:
     count_key: str
     required: bool | Callable[[dict], bool] = True
     group: str | None = None
+    view: "ViewMaker | None" = None  # how the parts become one tensor (default: stacked along a new first axis)
 
 
 def Experts(hf: str, gguf: str, count_key: str, required: bool | Callable[[dict], bool] = True) -> Stacked:
@@ -291,7 +292,8 @@ def plan_tensors(family: Family, stored_tensors: dict[str, StoredTensor], h: dic
         parts[(members.index(rule), x)] = tensor
         if len(parts) == n * len(members):
             for i, r in enumerate(members):
-                present(r.gguf.format(bid=bid, wb=groups.get("wb")), stack([parts[(i, e)] for e in range(n)], h))
+                make = r.view or stack
+                present(r.gguf.format(bid=bid, wb=groups.get("wb")), make([parts[(i, e)] for e in range(n)], h))
             del pending[key]
     if pending:
         (what, bid), parts = next(iter(pending.items()))

@@ -710,3 +710,17 @@ class RowsPadded(View):
         if start < stored:
             out[:min(stop, stored) - start] = _flat_rows(self.source, start, min(stop, stored))
         return out
+
+
+@dataclass
+class RowsJoined(Stack):
+    """Same-shaped matrices one after another along their rows, as one matrix (HyperCLOVA X's gate_proj and
+    up_proj as llama.cpp glm4's fused ffn_up, [gate; up]). Read part by part as Stack reads its parts."""
+
+    def __post_init__(self):
+        super().__post_init__()
+        first = self.parts[0]
+        if len(first.shape) != 2:
+            raise CheckpointError(f"cannot join the rows of {first.name!r} {list(first.shape)}: not a matrix")
+        self.shape = (len(self.parts) * first.shape[0], first.shape[1])
+        self.name = " then ".join(p.name for p in self.parts) + ", rows joined"
