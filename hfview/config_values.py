@@ -341,3 +341,14 @@ RULES.update({"H_cycles": COUNT, "L_cycles": COUNT, "num_layers_per_stack": COUN
 OVERRIDES[("hrm_text", "initializer_range")] = Rule("a number in [0, 1]", lambda v: NUMBER.ok(v) and 0 <= v <= 1)
 # HyperCLOVA X: attention_multiplier null means head_dim ** -0.5 (HyperCLOVAXConfig computes it)
 OVERRIDES[("hyperclovax", "attention_multiplier")] = NUMBER.or_null()
+# GLM-5.3-Flash (glm5_next_text): latent attention without rope (qk_rope_head_dim 0, head_dim the rope width 0),
+# the delta attention's sizes and gate bound, mHC's streams, the indexer's key pool, the SwiGLU clamp
+for _key in ("head_dim", "qk_rope_head_dim"):
+    OVERRIDES[("glm5_next_text", _key)] = ZERO_OR_COUNT.or_null()
+OVERRIDES[("glm5_next_text", "linear_attn_config")] = object_of({
+    "full_attn_layers": list_of(ZERO_OR_COUNT), "kda_layers": list_of(ZERO_OR_COUNT), "head_dim": COUNT,
+    "num_heads": COUNT, "short_conv_kernel_size": COUNT, "gate_lower_bound": NUMBER.or_null(), "safe_gate": BOOL})
+OVERRIDES[("glm5_next_text", "linear_lower_bound")] = NUMBER.or_null()
+OVERRIDES[("glm5_next_text", "swiglu_limit")] = NUMBER.or_null()
+RULES.update({"mla_use_nope": BOOL, "mhc": BOOL, "index_kpool": COUNT, "index_kpool_always_select_tail": BOOL,
+              "hc_sinkhorn_iters": COUNT})
