@@ -299,3 +299,10 @@ FEWER["nemotron_h_puzzle"] = _UNREACHED
 # an agent transcript (kept as data in tests/test_family_hrm_text.py), KoHRM-Text-1.4B's only as quoted highlights
 FEWER["hrm_text"] = "no copy of a released config.json file reached; HRM-Text-1B's printed copy is tested in " \
                     "tests/test_family_hrm_text.py"
+# VaultGemma and HyperCLOVA X (issue 15): google/vaultgemma-1b and naver-hyperclovax/HyperCLOVAX-SEED-* publish on the
+# Hub only; the search reached a keras-hub test's dict and tiny random models' test code, no config.json
+FEWER["vaultgemma"] = _UNREACHED
+FEWER["hyperclovax"] = _UNREACHED
+# GLM-5.3-Flash (glm5_next_text, issue 12): zai-org publishes on the Hub only; the search reached other projects'
+# hand-written test configs (tests/data/released_configs/glm5_next_text/SOURCES.md)
+FEWER["glm5_next_text"] = _UNREACHED
