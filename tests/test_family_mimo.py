@@ -122,3 +122,22 @@ def test_released_config(path):
     assert kv["qwen2.attention.head_count_kv"] == stated["num_key_value_heads"]
     assert kv["qwen2.rope.freq_base"] == stated["rope_theta"]
     assert kv["qwen2.context_length"] == stated["max_position_embeddings"]
+
+
+def test_mimo_v2_is_refused_for_its_measured_reason():
+    """MiMoV2ForCausalLM (model_type mimo_v2) is not presented: the converter's text class for it is MimoV2Model
+    (the second registration, MiMoV2VisionAudioModel, is its mmproj class), which takes MiMo-V2.5's plain
+    config.json (transformers has no mimo_v2 class) and writes sliding_window as stated, where transformers'
+    MiMoV2Flash, the one equivalent class, attends sliding_window_size + 1 keys."""
+    transformers = pytest.importorskip("transformers")
+    from hfview.coverage import route_for
+    from oracle import converter_root
+
+    source = (converter_root() / "conversion" / "mimo.py").read_text(encoding="utf-8")
+    assert '@ModelBase.register("MiMoV2FlashForCausalLM", "MiMoV2ForCausalLM")\n' in source
+    assert '@ModelBase.register("MiMoV2ForCausalLM")\n' in source and "class MiMoV2VisionAudioModel(MmprojModel)" in source
+    assert 'self.gguf_writer.add_sliding_window(self.hparams["sliding_window"])' in source
+    assert not hasattr(transformers, "MiMoV2ForCausalLM")
+    assert transformers.MiMoV2FlashConfig(sliding_window=128, sliding_window_size=128).sliding_window == 129
+    route = route_for("mimo_v2")
+    assert route.kind == "none" and "sliding_window_size + 1 (129)" in route.detail
