@@ -306,3 +306,8 @@ FEWER["hyperclovax"] = _UNREACHED
 # GLM-5.3-Flash (glm5_next_text, issue 12): zai-org publishes on the Hub only; the search reached other projects'
 # hand-written test configs (tests/data/released_configs/glm5_next_text/SOURCES.md)
 FEWER["glm5_next_text"] = _UNREACHED
+
+
+# MiMo-7B (issue 15): its checkpoints publish config.json on the Hub only; one copy reached (XiaomiMiMo/MiMo's
+# GitHub repository), the others found only as dicts quoted in other projects' tests
+FEWER["mimo"] = _UNREACHED

@@ -76,6 +76,16 @@ NOT_COMPUTABLE: dict[str, str] = {
                               "runs it only beside that target in speculative decoding. Use the target checkpoint "
                               "(model_type muse_glimmer, presented as muse_glimmer_text)",
 }
+# MiMo-V2.5 / V2.5-Pro (issue 15): the pinned converter registers MiMoV2ForCausalLM twice (conversion/mimo.py): as a
+# text class, MimoV2Model (mimo2, the class of MiMoV2Flash), and as an mmproj class for its towers (--mmproj only)
+NOT_COMPUTABLE["mimo_v2"] = (
+    "MiMoV2ForCausalLM (MiMo-V2.5, with vision and audio towers) has no transformers 5.24 class, so its function "
+    "cannot be checked against transformers; the pinned converter writes it with MimoV2Model (MiMoV2Flash's class) "
+    "from the plain config.json, hence the stated sliding_window (128, as sliding_window_size) where transformers' "
+    "MiMoV2FlashForCausalLM over the same weights attends sliding_window_size + 1 (129) keys, so the converter's "
+    "file and that equivalent class compute different functions; its released weights are FP8 (quantization_config "
+    "quant_method fp8, refused as quantized) with a fused qkv_proj sharded by tensor-parallel rank "
+    "(attention_projection_layout fused_qkv), which the converter regroups into q, k, v only while dequantizing FP8")
 
 
 def supported_model_types() -> list[str]:
