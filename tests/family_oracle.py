@@ -134,3 +134,17 @@ def oracle_tests(family: str, fixtures: list[str], *, outtypes=OUTTYPES, export_
     for mark in export_marks:
         test_export = mark(test_export)
     return test_export, test_logits
+
+
+def assert_converter_has_no_class(family: str) -> None:
+    """The premise of a family of hfview's own mapping: no module of the pinned converter registers any of its
+    architectures (once one does, its bytes are to be tested against that class instead)."""
+    from hfview.families import FAMILIES
+
+    (fam,) = [f for f in FAMILIES if f.name == family]
+    root = oracle.converter_root()
+    text = "\n".join(p.read_text(encoding="utf-8")
+                     for p in [root / "convert_hf_to_gguf.py", *sorted((root / "conversion").glob("*.py"))])
+    for arch in fam.architectures:
+        assert f'"{arch}"' not in text, f"the pinned converter registers {arch}: test {family} against its class"
+    assert fam.no_converter

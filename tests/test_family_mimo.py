@@ -18,7 +18,7 @@ from pathlib import Path
 import pytest
 
 import oracle
-from family_oracle import OUTTYPES, twin_logits_test
+from family_oracle import OUTTYPES, assert_converter_has_no_class, twin_logits_test
 from family_variants import assert_refused
 from released_config import config_path_kv, released_configs
 
@@ -65,14 +65,7 @@ def test_export_matches_the_converters_qwen2_class_on_its_qwen2_variant(name, ou
 
 def test_the_pinned_converter_has_no_class_for_mimo():
     """The premise of the variant byte oracle: no converter module registers MiMoForCausalLM."""
-    from oracle import converter_root
-
-    root = converter_root()
-    sources = [root / "convert_hf_to_gguf.py", *sorted((root / "conversion").glob("*.py"))]
-    text = "\n".join(p.read_text(encoding="utf-8") for p in sources if p.is_file())
-    assert '"MiMoForCausalLM"' not in text, "the converter now registers MiMoForCausalLM: compare with its class"
-    from hfview.families.mimo import FAMILY
-    assert FAMILY.no_converter
+    assert_converter_has_no_class("mimo")
 
 
 def test_mtp_layers_are_dropped(checkpoint):

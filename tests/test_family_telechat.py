@@ -22,7 +22,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from family_oracle import PROMPT, nmse, twin_logits_test
+from family_oracle import PROMPT, assert_converter_has_no_class, nmse, twin_logits_test
 from family_variants import assert_refused, variant
 from released_config import DATA, config_path_kv, released_configs
 
@@ -82,15 +82,7 @@ test_logits = twin_logits_test("telechat", FIXTURES, llama_twin, "Llama")
 
 def test_the_pinned_converter_has_no_class_for_telechat():
     """The premise of the missing byte oracle: no converter module registers a TeleChat architecture."""
-    from oracle import converter_root
-
-    root = converter_root()
-    sources = [root / "convert_hf_to_gguf.py", *sorted((root / "conversion").glob("*.py"))]
-    text = "\n".join(p.read_text(encoding="utf-8") for p in sources if p.is_file())
-    from hfview.families.telechat import FAMILY
-    for arch in FAMILY.architectures:
-        assert f'"{arch}"' not in text, f"the converter now registers {arch}: add the bytes oracle"
-    assert FAMILY.no_converter
+    assert_converter_has_no_class("telechat")
 
 
 @pytest.mark.parametrize("outtype", ["f32", "auto"])

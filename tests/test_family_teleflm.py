@@ -16,7 +16,7 @@ from pathlib import Path
 
 import pytest
 
-from family_oracle import twin_logits_test
+from family_oracle import assert_converter_has_no_class, twin_logits_test
 from family_variants import assert_refused
 
 
@@ -40,12 +40,7 @@ test_logits = twin_logits_test("teleflm", ["teleflm"], granite_twin, "Granite")
 
 
 def test_the_pinned_converter_has_no_class_for_teleflm():
-    from oracle import converter_root
-
-    root = converter_root()
-    text = "\n".join(p.read_text(encoding="utf-8")
-                     for p in [root / "convert_hf_to_gguf.py", *sorted((root / "conversion").glob("*.py"))])
-    assert '"TeleFLMForCausalLM"' not in text, "the converter now registers TeleFLM: add the bytes oracle"
+    assert_converter_has_no_class("teleflm")
 
 
 def test_kv_carries_the_multipliers(checkpoint):

@@ -29,12 +29,11 @@ from ..errors import CheckpointError, ConfigError
 from ..family import Family, Skip, Split, Tensor
 from ..gguf_layout import KV, ValueType
 from ..params import boolean, f32, text_model_parameters, u32
-from ..views import NEG_EXP
 from .deepseek_v2 import key_half, mixture_tensors, value_half
 from .glm4_moe import NEXTN_TENSORS
 from .glm4_moe import vocab as glm_vocab
 from .glm4_moe_lite import check_mlp_layer_types
-from .kimi_linear import conv_weight
+from .kimi_linear import KIMI_DELTA_ATTENTION
 from .qwen2 import check_architecture, check_silu
 
 ARCH = "glm5-next"
@@ -96,18 +95,7 @@ TENSORS = (
     Tensor(_L + "input_layernorm.weight", "blk.{bid}.attn_norm.weight"),
     Tensor(_L + "post_attention_layernorm.weight", "blk.{bid}.ffn_norm.weight"),
     *(Tensor(_L + hc, f"blk.{{bid}}.{hc}.weight", required=some) for hc in _HC),  # not in the MTP layers
-    # Kimi Delta Attention
-    *(Tensor(_A + f"{p}_proj.weight", f"blk.{{bid}}.attn_{p}.weight", required=some) for p in ("q", "k", "v")),
-    *(Tensor(_A + f"{p}_conv1d.weight", f"blk.{{bid}}.ssm_conv1d_{p}.weight", conv_weight, required=some)
-      for p in ("q", "k", "v")),
-    Tensor(_A + "f_a_proj.weight", "blk.{bid}.ssm_f_a.weight", required=some),
-    Tensor(_A + "f_b_proj.weight", "blk.{bid}.ssm_f_b.weight", required=some),
-    Tensor(_A + "dt_bias", "blk.{bid}.ssm_dt.bias", required=some),
-    Tensor(_A + "A_log", "blk.{bid}.ssm_a", steps=(NEG_EXP,), required=some),
-    Tensor(_A + "b_proj.weight", "blk.{bid}.ssm_beta.weight", required=some),
-    Tensor(_A + "g_a_proj.weight", "blk.{bid}.ssm_g_a.weight", required=some),
-    Tensor(_A + "g_b_proj.weight", "blk.{bid}.ssm_g_b.weight", required=some),
-    Tensor(_A + "o_norm.weight", "blk.{bid}.ssm_norm.weight", required=some),
+    *KIMI_DELTA_ATTENTION,
     # latent attention without rope
     Tensor(_A + "q_a_proj.weight", "blk.{bid}.attn_q_a.weight", required=some),
     Tensor(_A + "q_a_layernorm.weight", "blk.{bid}.attn_q_a_norm.weight", required=some),

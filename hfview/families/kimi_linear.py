@@ -73,14 +73,9 @@ def conv_weight(sources, h):
     return Reshaped(src, (1, src.shape[0], 1, src.shape[-1]), "as (1, channels, 1, kernel)")
 
 
-TENSORS = (
-    Tensor("model.embed_tokens.weight", "token_embd.weight"),
-    Tensor("model.norm.weight", "output_norm.weight"),
-    Skip("lm_head.weight", when=lambda h: bool(h.get("tie_word_embeddings"))),
-    Tensor("lm_head.weight", "output.weight", required=lambda h: not h.get("tie_word_embeddings")),
-    Tensor(_L + "input_layernorm.weight", "blk.{bid}.attn_norm.weight"),
-    Tensor(_L + "post_attention_layernorm.weight", "blk.{bid}.ffn_norm.weight"),
-    # Kimi Delta Attention
+# Kimi Delta Attention's tensors (its layers only: llama.cpp tells the kinds by head_count_kv), as GLM-5 Next has
+# them too
+KIMI_DELTA_ATTENTION = (
     *(Tensor(_A + f"{p}_proj.weight", f"blk.{{bid}}.attn_{p}.weight", required=some) for p in ("q", "k", "v")),
     *(Tensor(_A + f"{p}_conv1d.weight", f"blk.{{bid}}.ssm_conv1d_{p}.weight", conv_weight, required=some)
       for p in ("q", "k", "v")),
@@ -92,6 +87,16 @@ TENSORS = (
     Tensor(_A + "g_a_proj.weight", "blk.{bid}.ssm_g_a.weight", required=some),
     Tensor(_A + "g_b_proj.weight", "blk.{bid}.ssm_g_b.weight", required=some),
     Tensor(_A + "o_norm.weight", "blk.{bid}.ssm_norm.weight", required=some),
+)
+
+TENSORS = (
+    Tensor("model.embed_tokens.weight", "token_embd.weight"),
+    Tensor("model.norm.weight", "output_norm.weight"),
+    Skip("lm_head.weight", when=lambda h: bool(h.get("tie_word_embeddings"))),
+    Tensor("lm_head.weight", "output.weight", required=lambda h: not h.get("tie_word_embeddings")),
+    Tensor(_L + "input_layernorm.weight", "blk.{bid}.attn_norm.weight"),
+    Tensor(_L + "post_attention_layernorm.weight", "blk.{bid}.ffn_norm.weight"),
+    *KIMI_DELTA_ATTENTION,
     # latent attention (no rope), and the output projection both mixers have
     Tensor(_A + "kv_a_proj_with_mqa.weight", "blk.{bid}.attn_kv_a_mqa.weight", required=some),
     Tensor(_A + "kv_a_layernorm.weight", "blk.{bid}.attn_kv_a_norm.weight", required=some),
