@@ -278,6 +278,17 @@ def backend_init() -> None:
             _backend_ready = True
 
 
+def cpu_repack_is_safe() -> bool:
+    """Whether llama.cpp may put weights in the CPU's extra buffer types (repacked layouts) on this machine.
+
+    Not where ggml was built with AMX: its AMX matmul (``ggml_backend_amx_mul_mat``) segfaults on some weights
+    (llama.cpp issue #20824, open; here the Q8_0 file of the qwen3_moe fixture, the converter's own as much as
+    the view, crashes in ``llama_decode``). There the repack is off, as llama.cpp's ``--no-repack`` does:
+    slower quantized matmuls instead of a crash; the numbers stay ggml's plain CPU kernels'."""
+    backend_init()
+    return b"AMX_INT8 = 1" not in _llama().llama_print_system_info()
+
+
 class _LlamaLog:
     """Route llama.cpp's log into Python while a call runs, so its error lines can name a failure.
 
@@ -447,6 +458,7 @@ def load_model(source: Any, *, n_gpu_layers: int = 0, progress: bool | Callable[
     params = ll.llama_model_default_params() if params is None else type(params).from_buffer_copy(params)
     params.load_mode = ll.LLAMA_LOAD_MODE_NONE  # mmap needs a real file descriptor
     params.lazy_mode = ll.LLAMA_LAZY_MODE_OFF  # lazy reads need mmap and would outlive the stream
+    params.use_extra_bufts = params.use_extra_bufts and cpu_repack_is_safe()
     params.n_gpu_layers = n_gpu_layers
     params.vocab_only = vocab_only
     keep_alive = []
@@ -492,6 +504,7 @@ def load_model_from_path(path: str | os.PathLike, *, n_gpu_layers: int = 0, use_
     params = ll.llama_model_default_params()
     params.load_mode = ll.LLAMA_LOAD_MODE_MMAP if use_mmap else ll.LLAMA_LOAD_MODE_NONE
     params.lazy_mode = ll.LLAMA_LAZY_MODE_OFF
+    params.use_extra_bufts = cpu_repack_is_safe()  # as load_model: both sides of a comparison load alike
     params.n_gpu_layers = n_gpu_layers
     with _LlamaLog(verbose) as log:
         ptr = ll.llama_model_load_from_file(os.fsencode(path), params)
