@@ -311,3 +311,6 @@ FEWER["glm5_next_text"] = _UNREACHED
 # MiMo-7B (issue 15): its checkpoints publish config.json on the Hub only; one copy reached (XiaomiMiMo/MiMo's
 # GitHub repository), the others found only as dicts quoted in other projects' tests
 FEWER["mimo"] = _UNREACHED
+# Sarvam MLA (sarvam_mla, issue 12): sarvamai/sarvam-105b publishes its config.json on the Hub only; the search reached
+# other projects' hand-written dicts of it (Megatron-Bridge's and SGLang's tests), no copy of the file
+FEWER["sarvam_mla"] = _UNREACHED

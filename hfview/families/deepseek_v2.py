@@ -165,7 +165,7 @@ def check_latent_attention(h: dict, path: Path, family: str, arch: str = ARCH) -
                           f"layers: llama.cpp's deepseek2 reads queries without a bottleneck only at the layer "
                           f"counts of DeepSeek-V2-Lite (26 or 27; 48 over a 128256-token vocabulary) and fails "
                           f"to load any other without q_lora_rank")
-    if h.get("q_lora_rank") is not None and _is_lite(h):
+    if h.get("q_lora_rank") and _is_lite(h):  # a rank of 0 says "no bottleneck", as llama.cpp reads lite ones
         raise ConfigError(f"{path}: q_lora_rank {h['q_lora_rank']} over {h['num_hidden_layers']} layers: "
                           f"llama.cpp's deepseek2 takes that layer count for DeepSeek-V2-Lite's and reads no "
                           f"query bottleneck there, so this checkpoint would not load")
