@@ -82,6 +82,26 @@ def from_view(path: str | os.PathLike, view) -> Iterator[str]:
             internals.LlamaModel = original
 
 
+@contextmanager
+def _cpu_repack_where_safe() -> Iterator[None]:
+    """Inside, a ``llama_cpp.Llama`` built from a GGUF file loads it as runner.stream loads every model: without
+    weight repacking where ggml's AMX kernels would take the weights (runner.stream.cpu_repack_is_safe)."""
+    from .stream import cpu_repack_is_safe
+
+    original = internals.LlamaModel
+
+    def make(*, path_model: str, params, **kwargs):
+        params.use_extra_bufts = params.use_extra_bufts and cpu_repack_is_safe()
+        return original(path_model=path_model, params=params, **kwargs)
+
+    with _patch_lock:
+        internals.LlamaModel = make
+        try:
+            yield
+        finally:
+            internals.LlamaModel = original
+
+
 def open_view(model: str | os.PathLike | None = None, *, precision: str = "auto", revision: str | None = None,
               progress: bool = False):
     """(path, view): MODEL resolved (directory, Hub id, or None: the embedded default) and its view
@@ -115,7 +135,8 @@ def llama(model: str | os.PathLike | None = None, *, precision: str = "auto", re
         if lora:
             raise HfviewError("--lora presents a PEFT adapter over a checkpoint directory's view; the model is a "
                               "GGUF file")
-        return llama_cpp.Llama(str(path), **kwargs)
+        with _cpu_repack_where_safe():
+            return llama_cpp.Llama(str(path), **kwargs)
     files = None
     if lora:  # checked before llama.cpp loads anything
         from .lora import lora_files

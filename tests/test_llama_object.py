@@ -187,6 +187,30 @@ def test_a_tool_building_its_own_llama(llama3, ref, tmp_path):
     assert internals.LlamaModel is original
 
 
+def test_a_ready_gguf_loads_with_the_views_repack_setting(tmp_path):
+    """A directory holding a ready GGUF beside its config: llama.cpp loads the file itself, with weight repacking
+    as runner.stream sets it for every model (off where ggml's AMX matmul would take the weights: it segfaults on
+    some, llama.cpp #20824), and llama_cpp's loader is put back afterwards."""
+    import shutil
+
+    from hfview.export import export
+    from runner.stream import cpu_repack_is_safe
+
+    src = runner.api.default_model_path()
+    d = tmp_path / "ready"
+    d.mkdir()
+    for f in src.iterdir():
+        if f.is_file() and not f.name.endswith(".safetensors"):
+            shutil.copyfile(f, d / f.name)
+    export(HfCheckpoint(src, "f32"), d / "default.gguf")
+    original = internals.LlamaModel
+    with closing(runner.llama(d, n_ctx=32)) as llm:
+        assert type(llm._model) is original
+        assert llm.model_params.use_extra_bufts == cpu_repack_is_safe()
+        assert llm.n_vocab() == 2000
+    assert internals.LlamaModel is original
+
+
 def test_from_view_nests(llama3):
     with from_view(llama3, HfCheckpoint(llama3, "auto")):
         with closing(runner.llama(llama3, n_ctx=32)) as llm:  # its own from_view inside: no deadlock
