@@ -154,3 +154,25 @@ def test_norm_offsets_are_the_converters(checkpoint):
 ])
 def test_refusals_by_name(checkpoint, tmp_path, change, match):
     assert_refused(checkpoint("plamo3"), tmp_path, match, **change)
+
+
+@pytest.mark.parametrize("key", ["vocab_size", "hidden_size", "intermediate_size", "num_hidden_layers",
+                                 "num_attention_heads", "num_key_value_heads", "head_dim", "max_position_embeddings",
+                                 "rms_norm_eps", "rope_theta", "rope_local_theta", "window_size",
+                                 "sliding_window_pattern"])
+def test_a_key_the_remote_code_defaults_is_required(checkpoint, tmp_path, key):
+    """No Plamo3Config defaults reach the converter: a key whose remote default the converter's silence would not
+    give llama.cpp is refused by name when absent (REMOTE_DEFAULTS states those defaults, from the release's
+    configuration_plamo.py)."""
+    from hfview.families.plamo3 import REMOTE_DEFAULTS
+
+    assert key in REMOTE_DEFAULTS
+    assert_refused(checkpoint("plamo3"), tmp_path, f"{key} is missing", **{key: None})
+
+
+def test_fixture_states_the_remote_codes_keys(checkpoint):
+    """The fixture's config.json carries every key of the release's Plamo3Config, as a release's does."""
+    from hfview.families.plamo3 import REMOTE_DEFAULTS
+
+    cfg = json.loads((checkpoint("plamo3") / "config.json").read_text())
+    assert set(REMOTE_DEFAULTS) <= set(cfg)

@@ -311,3 +311,7 @@ FEWER["glm5_next_text"] = _UNREACHED
 # MiMo-7B (issue 15): its checkpoints publish config.json on the Hub only; one copy reached (XiaomiMiMo/MiMo's
 # GitHub repository), the others found only as dicts quoted in other projects' tests
 FEWER["mimo"] = _UNREACHED
+
+# PLaMo 3 (plamo3): pfnet/plamo-3-nict-2b-base, -8b-base, -31b-base (and -2604-31b-base) are gated repositories on the
+# Hub; the search reached other projects' READMEs and code naming them, and hand-written test configs, no config.json
+FEWER["plamo3"] = _UNREACHED
