@@ -356,4 +356,5 @@ RULES.update({"mla_use_nope": BOOL, "mhc": BOOL, "index_kpool": COUNT, "index_kp
 # unscaled), its window, the embedding scale switch and the linear layers' kind (the family refuses all but normal)
 RULES.update({"rope_local_theta": POSITIVE.or_null(), "rope_scaling_factor": POSITIVE.or_null(),
               "initial_context_length": COUNT.or_null(), "window_size": ZERO_OR_COUNT.or_null(),
-              "scale_embedding": BOOL, "linear_type": STRING})
+              "scale_embedding": BOOL, "linear_type": STRING,
+              "interleaved_sliding_window": list_of(COUNT.or_null()).or_null()})

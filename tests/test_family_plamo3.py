@@ -151,6 +151,9 @@ def test_norm_offsets_are_the_converters(checkpoint):
     ({"rope_local_theta": None}, "rope_local_theta is missing"),
     ({"head_dim": None}, "head_dim is missing"),
     ({"rope_scaling": {"rope_type": "linear", "factor": 2.0}}, "rope_scaling"),
+    ({"sliding_window": 8, "window_size": None}, "window_size is missing"),
+    ({"interleaved_sliding_window": [8, None, 8]}, "interleaved_sliding_window"),
+    ({"interleaved_sliding_window": [8, 8, 8, None]}, "interleaved_sliding_window"),
 ])
 def test_refusals_by_name(checkpoint, tmp_path, change, match):
     assert_refused(checkpoint("plamo3"), tmp_path, match, **change)
@@ -176,3 +179,4 @@ def test_fixture_states_the_remote_codes_keys(checkpoint):
 
     cfg = json.loads((checkpoint("plamo3") / "config.json").read_text())
     assert set(REMOTE_DEFAULTS) <= set(cfg)
+    assert cfg["interleaved_sliding_window"] == [8, None, 8, None]  # as Plamo3Config computes and saves it

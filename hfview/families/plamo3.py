@@ -32,7 +32,7 @@ READS = frozenset({
     "num_key_value_heads", "head_dim", "max_position_embeddings", "rms_norm_eps", "tie_word_embeddings",
     "rope_theta", "rope_local_theta", "rope_scaling_factor", "initial_context_length", "window_size",
     "sliding_window", "sliding_window_pattern", "attention_bias", "hidden_activation", "scale_embedding",
-    "linear_type",
+    "linear_type", "interleaved_sliding_window",
 })
 # a vision wrapper's keys, unset on the text models
 HARMLESS: Harmless = {"image_token_id": (None,), "image_feature_size": (None,), "image_proj_type": ("linear",)}
@@ -75,8 +75,14 @@ TENSORS = (
 
 
 def window(h: dict) -> int:
-    """The converter's find_hparam(["window_size", "sliding_window"]): window_size first."""
-    return h["window_size"] if h.get("window_size") is not None else h["sliding_window"]
+    """The converter's find_hparam(["window_size", "sliding_window"]): window_size (required, check)."""
+    return h["window_size"]
+
+
+def layer_windows(h: dict) -> list:
+    """Plamo3Config's interleaved_sliding_window: None for every sliding_window_pattern-th layer, else the window."""
+    n = h["sliding_window_pattern"]
+    return [None if (i + 1) % n == 0 else h["window_size"] for i in range(h["num_hidden_layers"])]
 
 
 def normalise(h: dict) -> dict:
@@ -98,16 +104,24 @@ def check(h: dict, path: Path) -> None:
         raise ConfigError(f"{path}: architectures {h['architectures'][0]!r}: the plamo3 family reads "
                           f"{' or '.join(ARCHITECTURES)}")
     for key in _REQUIRED:
-        if h.get(key) is None and not (key == "window_size" and h.get("sliding_window") is not None) \
-                and not (key == "rope_theta" and h["rope_parameters"].get("rope_theta") is not None):
+        if h.get(key) is None and not (key == "rope_theta" and h["rope_parameters"].get("rope_theta") is not None):
             raise ConfigError(f"{path}: {key} is missing; the converter reads PLaMo 3's config.json as written (no "
                               f"Plamo3Config defaults apply), so llama.cpp would not get the remote code's "
                               f"{REMOTE_DEFAULTS[key]!r}")
-    if h.get("sliding_window") is not None and h.get("window_size") is not None \
-            and h["sliding_window"] != h["window_size"]:
+    if h.get("sliding_window") is not None and h["sliding_window"] != h["window_size"]:
         raise ConfigError(f"{path}: sliding_window {h['sliding_window']} differs from window_size "
                           f"{h['window_size']}; the converter writes window_size, mlx-lm's PLaMo 3 attends through "
                           f"sliding_window")
+    pattern = h["sliding_window_pattern"]
+    if not isinstance(pattern, int) or isinstance(pattern, bool) or pattern < 1:
+        raise ConfigError(f"{path}: sliding_window_pattern {pattern!r}: a positive layer count is needed (every "
+                          f"sliding_window_pattern-th layer attends fully)")
+    # Plamo3Config computes this list from window_size and the pattern, but a stated one overrides its attribute
+    # (vLLM reads it per layer); the converter and llama.cpp know only the two keys, so it must agree with them
+    if (stated := h.get("interleaved_sliding_window")) is not None and stated != layer_windows(h):
+        raise ConfigError(f"{path}: interleaved_sliding_window {stated!r} is not the per-layer windows window_size "
+                          f"{h['window_size']} and sliding_window_pattern {pattern} give over "
+                          f"{h['num_hidden_layers']} layers ({layer_windows(h)!r}), which is all llama.cpp reads")
     if (linear := h.get("linear_type", "normal")) != "normal":
         raise ConfigError(f"{path}: linear_type {linear!r}: llama.cpp's plamo3 has plain linear layers only "
                           f"(linear_type normal)")
@@ -119,10 +133,6 @@ def check(h: dict, path: Path) -> None:
         raise ConfigError(f"{path}: attention_bias true: llama.cpp's plamo3 has no attention biases")
     if (act := h.get("hidden_activation", "swiglu")) != "swiglu":
         raise ConfigError(f"{path}: hidden_activation {act!r}: llama.cpp's plamo3 computes SwiGLU only")
-    pattern = h["sliding_window_pattern"]
-    if not isinstance(pattern, int) or isinstance(pattern, bool) or pattern < 1:
-        raise ConfigError(f"{path}: sliding_window_pattern {pattern!r}: a positive layer count is needed (every "
-                          f"sliding_window_pattern-th layer attends fully)")
     factor = h.get("rope_scaling_factor", 1)
     if factor is not None and factor != 1 and h.get("initial_context_length") is None:
         raise ConfigError(f"{path}: rope_scaling_factor {factor} without initial_context_length: PLaMo 3's YaRN "
