@@ -15,6 +15,11 @@ Every sliding_window_pattern-th layer attends fully at rope_theta (YaRN over ini
 beta 32 to 1, not truncated, where rope_scaling_factor is not 1: the converter's own rope_parameters); the others
 attend through window_size and rotate at rope_local_theta (rope.freq_base_swa). llama.cpp's plamo3 graph has no
 embedding scale and no other linear layers, so scale_embedding true and a linear_type other than normal are refused.
+
+The window: llama.cpp's standard sliding window attends to window_size positions, the current one included, as vLLM
+and SGLang read PLaMo 3's window_size. (mlx-lm widens it by one for configs that state no rope_scaling_factor; the
+converter does not, and neither does the view.) A head stored beside tie_word_embeddings true is written, as the
+converter writes it, where vLLM would use the embedding.
 """
 from __future__ import annotations
 
