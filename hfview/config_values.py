@@ -352,3 +352,9 @@ OVERRIDES[("glm5_next_text", "linear_lower_bound")] = NUMBER.or_null()
 OVERRIDES[("glm5_next_text", "swiglu_limit")] = NUMBER.or_null()
 RULES.update({"mla_use_nope": BOOL, "mhc": BOOL, "index_kpool": COUNT, "index_kpool_always_select_tail": BOOL,
               "hc_sinkhorn_iters": COUNT})
+# (PLaMo 3): its flat rope keys (the sliding layers' base, the YaRN factor and the length it scales from, null where
+# unscaled), its window, the embedding scale switch and the linear layers' kind (the family refuses all but normal)
+RULES.update({"rope_local_theta": POSITIVE.or_null(), "rope_scaling_factor": POSITIVE.or_null(),
+              "initial_context_length": COUNT.or_null(), "window_size": ZERO_OR_COUNT.or_null(),
+              "scale_embedding": BOOL, "linear_type": STRING,
+              "interleaved_sliding_window": list_of(COUNT.or_null()).or_null()})

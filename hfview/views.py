@@ -110,7 +110,14 @@ class RowSegmentsScaled(ValueStep):
         return out
 
 
-OFFSET_ONE = ValueStep("1 + w", lambda x: x + x.dtype.type(1))
+def offset(c: float, label: str) -> ValueStep:
+    """c + w: a norm scale stored as its offset from a constant (Gemma's 1, PLaMo 3's 1/5 and 5^-1.5), as torch adds
+    a Python number to a tensor: in float32 (the number rounded to it), the sum rounded to the tensor's dtype."""
+    return ValueStep(f"{label} + w", lambda x: (x.astype(np.float32, copy=False) + np.float32(c)).astype(x.dtype,
+                                                                                                     copy=False))
+
+
+OFFSET_ONE = offset(1.0, "1")
 
 
 def _neg_exp(x: np.ndarray) -> np.ndarray:

@@ -314,3 +314,7 @@ FEWER["mimo"] = _UNREACHED
 # Sarvam MLA (sarvam_mla, issue 12): sarvamai/sarvam-105b publishes its config.json on the Hub only; the search reached
 # other projects' hand-written dicts of it (Megatron-Bridge's and SGLang's tests), no copy of the file
 FEWER["sarvam_mla"] = _UNREACHED
+
+# PLaMo 3 (plamo3): pfnet/plamo-3-nict-2b-base, -8b-base, -31b-base (and -2604-31b-base) are gated repositories on the
+# Hub; the search reached other projects' READMEs and code naming them, and hand-written test configs, no config.json
+FEWER["plamo3"] = _UNREACHED
