@@ -109,3 +109,22 @@ def test_text_only_class_of_transformers_is_refused(checkpoint, tmp_path):
     src = variant(checkpoint(FAMILY), tmp_path / "v", architectures=["MiniMaxM3VLForCausalLM"])
     with pytest.raises(ConfigError, match="MiniMaxM3VLForCausalLM"):
         HfCheckpoint(src, "f32")
+
+
+def test_release_spellings_convert_as_the_converter_does(checkpoint, tmp_path):
+    """The text_config spellings releases use (seen in other projects' copies of its text_config): flat rope_theta
+    and partial_rotary_factor, use_qk_norm, qk_norm_type "per_head", use_routing_bias; the view of that config
+    equals the pinned converter's file of it, byte for byte."""
+    import oracle
+    from hfview import HfCheckpoint
+    from hfview.export import export
+
+    src = checkpoint(FAMILY)
+    text = json.loads((src / "config.json").read_text(encoding="utf-8"))["text_config"]
+    rope = text["rope_parameters"]
+    dst = _text_variant(src, tmp_path / "released", rope_parameters=None, rope_theta=rope["rope_theta"],
+                        partial_rotary_factor=rope["partial_rotary_factor"], use_qk_norm=True,
+                        qk_norm_type="per_head", use_routing_bias=True)
+    ours = export(HfCheckpoint(dst, "bf16"), tmp_path / "ours.gguf")
+    theirs = oracle.convert(dst, tmp_path / "theirs.gguf", "bf16")
+    assert oracle.sha256(ours) == oracle.sha256(theirs), oracle.first_difference(ours, theirs)

@@ -9,6 +9,12 @@ router biased by e_score_correction_bias (renormalised, times routed_scaling_fac
 experts, and MiniMax sparse attention: a lightning indexer (index q/k projections and norms) picks key blocks.
 Every RMSNorm is Gemma-style (1 + w): the converter bakes the 1 in. The activation is swigluoai with alpha 1.702
 and limit 7.0, which llama.cpp has fixed.
+
+transformers 5.24's MiniMaxM3VLTextConfig consumes sparse_attention_config and moe_layer_freq (into layer_types,
+mlp_layer_types, index_*), so its to_dict, which the pinned converter reads, lacks them, and the converter stops
+(KeyError 'sparse_attention_config') on a config that states them only in text_config, as releases do. The view
+reads config.json itself and presents what the converter writes where it can read them (stated at the top level
+as well, which MiniMaxM3VLConfig keeps): the fixture does so, and its bytes are tested against that file.
 """
 from __future__ import annotations
 
@@ -40,7 +46,8 @@ DEFAULTS = {
 READS = frozenset({
     "vocab_size", "hidden_size", "intermediate_size", "dense_intermediate_size", "shared_intermediate_size",
     "num_hidden_layers", "num_attention_heads", "num_key_value_heads", "head_dim", "max_position_embeddings",
-    "rms_norm_eps", "rope_parameters", "rope_scaling", "rope_theta", "tie_word_embeddings", "num_local_experts",
+    "rms_norm_eps", "rope_parameters", "rope_scaling", "rope_theta", "partial_rotary_factor", "tie_word_embeddings",
+    "num_local_experts",
     "num_experts", "num_experts_per_tok", "routed_scaling_factor",
     "rotary_dim",               # the converter writes it as rope.dimension_count; checked against the rotary fraction
     "scoring_func",             # the converter writes the gating function from it: sigmoid is MiniMax-M3's
@@ -51,7 +58,10 @@ READS = frozenset({
 # hidden_act: transformers' MiniMax-M3 computes swigluoai inline whatever it says (releases say "swigluoai") and
 # llama.cpp's minimax-m3 does the same; alpha and limit are the constants llama.cpp's swigluoai has. The wrapper's
 # vision side and image/video tokens are never touched by a text forward.
+# use_qk_norm, qk_norm_type and use_routing_bias: releases state what the model always does (per-head q/k norms,
+# a selection bias), the only way transformers' MiniMax-M3 and llama.cpp's minimax-m3 compute.
 HARMLESS: Harmless = {"hidden_act": ANY, "swiglu_alpha": (1.702,), "swiglu_limit": (7.0,),
+                      "use_qk_norm": (True,), "qk_norm_type": ("per_head",), "use_routing_bias": (True,),
                       **dict.fromkeys(("vision_config", "image_token_index", "video_token_index",
                                        "projector_hidden_size", "merged_hidden_size"), ANY)}
 
@@ -176,7 +186,8 @@ def check(h: dict, path: Path) -> None:
                           f"num_key_value_heads {h['num_key_value_heads']}: llama.cpp's {_ARCH} keeps one indexer head "
                           f"per KV group (it aborts otherwise)")
     head_dim, rot = h["head_dim"], h["rotary_dim"]
-    factor = h["rope_parameters"].get("partial_rotary_factor", 1.0)
+    # transformers folds a flat partial_rotary_factor (as releases state it) into rope_parameters
+    factor = h["rope_parameters"].get("partial_rotary_factor", h.get("partial_rotary_factor", 1.0))
     if not 0 < rot <= head_dim or rot % 2 or factor * head_dim != rot:
         raise ConfigError(f"{path}: rotary_dim {rot} with rope_parameters.partial_rotary_factor {factor} over head_dim "
                           f"{head_dim}: transformers rotates head_dim x partial_rotary_factor, the converter writes "
