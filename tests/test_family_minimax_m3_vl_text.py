@@ -128,3 +128,21 @@ def test_release_spellings_convert_as_the_converter_does(checkpoint, tmp_path):
     ours = export(HfCheckpoint(dst, "bf16"), tmp_path / "ours.gguf")
     theirs = oracle.convert(dst, tmp_path / "theirs.gguf", "bf16")
     assert oracle.sha256(ours) == oracle.sha256(theirs), oracle.first_difference(ours, theirs)
+
+
+@pytest.mark.parametrize("edit, reason", [
+    (lambda t: {k: v for k, v in t.items() if "layers.1.self_attn.index_q_proj" not in k},
+     r"model\.layers\.1\.self_attn\.index_q_proj\.weight' is missing"),
+    (lambda t: {**t, "language_model.model.layers.0.block_sparse_moe.gate.weight":
+                t["language_model.model.layers.1.block_sparse_moe.gate.weight"].clone()},
+     r"model\.layers\.0\.block_sparse_moe\.gate\.weight' is stored, but block 0 is a dense layer"),
+], ids=["indexer_missing", "router_in_dense_layer"])
+def test_blocks_must_hold_their_kinds_tensors(edit, reason, checkpoint, tmp_path):
+    """llama.cpp's minimax-m3 loads each block by its kind (leading dense, or mixture with shared experts and
+    indexer): a block missing its kind's tensor, or holding the other kind's, is refused by tensor name."""
+    from family_variants import weights_variant
+    from hfview import HfCheckpoint
+    from hfview.errors import CheckpointError
+
+    with pytest.raises(CheckpointError, match=reason):
+        HfCheckpoint(weights_variant(checkpoint(FAMILY), tmp_path / "w", edit), "f32")
