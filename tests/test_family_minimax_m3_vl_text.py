@@ -146,3 +146,22 @@ def test_blocks_must_hold_their_kinds_tensors(edit, reason, checkpoint, tmp_path
 
     with pytest.raises(CheckpointError, match=reason):
         HfCheckpoint(weights_variant(checkpoint(FAMILY), tmp_path / "w", edit), "f32")
+
+
+def test_release_placement_stops_the_converter_and_the_view_presents_what_it_writes_otherwise(checkpoint, tmp_path):
+    """sparse_attention_config and moe_layer_freq only in text_config, as releases place them: the pinned converter
+    under transformers 5.24 stops (MiniMaxM3VLTextConfig consumes both, its to_dict no longer has them), while the
+    view presents the same tensors and KV as for the fixture, which also states them at the top level where the
+    converter reads them (the export oracle checks those bytes). Once the converter reads the release, this test
+    says so."""
+    import oracle
+    from hfview import HfCheckpoint
+    from hfview.export import export
+
+    src = checkpoint(FAMILY)
+    dst = variant(src, tmp_path / src.name, sparse_attention_config=DROP, moe_layer_freq=DROP)
+    with pytest.raises(oracle.ConverterFailed, match="sparse_attention_config"):
+        oracle.convert(dst, tmp_path / "theirs.gguf", "bf16")
+    released = export(HfCheckpoint(dst, "bf16"), tmp_path / "released.gguf")
+    fixture = export(HfCheckpoint(src, "bf16"), tmp_path / "fixture.gguf")
+    assert oracle.sha256(released) == oracle.sha256(fixture), oracle.first_difference(released, fixture)
