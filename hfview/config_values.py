@@ -358,3 +358,7 @@ RULES.update({"rope_local_theta": POSITIVE.or_null(), "rope_scaling_factor": POS
               "initial_context_length": COUNT.or_null(), "window_size": ZERO_OR_COUNT.or_null(),
               "scale_embedding": BOOL, "linear_type": STRING,
               "interleaved_sliding_window": list_of(COUNT.or_null()).or_null()})
+# MiniMax-M3 (minimax_m3_vl_text): moe_layer_freq is one 0/1 per layer; sparse_attention_config is an object the
+# family checks key by key
+OVERRIDES[("minimax_m3_vl_text", "moe_layer_freq")] = list_of(ZERO_OR_COUNT)
+RULES.update({"sparse_attention_config": OBJECT})

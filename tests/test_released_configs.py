@@ -318,3 +318,7 @@ FEWER["sarvam_mla"] = _UNREACHED
 # PLaMo 3 (plamo3): pfnet/plamo-3-nict-2b-base, -8b-base, -31b-base (and -2604-31b-base) are gated repositories on the
 # Hub; the search reached other projects' READMEs and code naming them, and hand-written test configs, no config.json
 FEWER["plamo3"] = _UNREACHED
+
+# MiniMax-M3 (minimax_m3_vl_text): the search reached other projects' hand-written test configs and parsers
+# (text_config excerpts), no copy of MiniMaxAI/MiniMax-M3's config.json
+FEWER["minimax_m3_vl_text"] = _UNREACHED
