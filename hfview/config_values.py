@@ -368,4 +368,5 @@ RULES.update({"num_attention_groups": COUNT, "attention_other_setting": OBJECT.o
               "need_fp32_gate": BOOL, "use_head_wise_attn_gate": BOOL, "partial_rotary_factors": list_of(FRACTION),
               "swiglu_limits": list_of(NON_NEGATIVE.or_null()).or_null(),
               "swiglu_limits_shared": list_of(NON_NEGATIVE.or_null()).or_null(),
-              "yarn_only_types": list_of(STRING).or_null(), "max_seq_len": COUNT})
+              "yarn_only_types": list_of(STRING).or_null(), "max_seq_len": COUNT,
+              "use_rope_layers": list_of(BOOL).or_null()})

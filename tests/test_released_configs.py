@@ -318,3 +318,7 @@ FEWER["sarvam_mla"] = _UNREACHED
 # PLaMo 3 (plamo3): pfnet/plamo-3-nict-2b-base, -8b-base, -31b-base (and -2604-31b-base) are gated repositories on the
 # Hub; the search reached other projects' READMEs and code naming them, and hand-written test configs, no config.json
 FEWER["plamo3"] = _UNREACHED
+
+# Step-3.5-Flash (step3p5): stepfun-ai/Step-3.5-Flash publishes its config.json on the Hub only; the search reached
+# other projects' hand-written dicts of it (SGLang's, aiconfigurator's, mlx ports' tests), no copy of the file
+FEWER["step3p5"] = _UNREACHED

@@ -42,7 +42,7 @@ READS = frozenset({
     "use_rope_layers",
 })
 # need_fp32_gate: the router's matmul precision only (llama.cpp keeps the router F32 anyway)
-HARMLESS: Harmless = {"need_fp32_gate": ANY, "att_impl_type": ("GQA",), "use_rope_layers": (None, [])}
+HARMLESS: Harmless = {"need_fp32_gate": ANY, "att_impl_type": ("GQA",)}
 
 # The release's Step3p5Config (configuration_step3p5.py) defaults for what the converter needs stated
 _REQUIRED = ("vocab_size", "hidden_size", "intermediate_size", "num_hidden_layers", "num_attention_heads",
@@ -135,6 +135,9 @@ def check(h: dict, path: Path) -> None:
                 raise ConfigError(f"{path}: rope_theta[{i}] {theta}: the converter writes rope_theta[0] {per_layer[0]}"
                                   f" for every full_attention layer and rope_theta[1] {per_layer[1]} for every "
                                   f"sliding one, which is all llama.cpp reads")
+    if (rope_layers := h.get("use_rope_layers")) and not all(rope_layers[:n]):
+        raise ConfigError(f"{path}: use_rope_layers {rope_layers!r}: the release skips rotation on the layers it "
+                          f"marks false, llama.cpp's step35 rotates every layer")
     if not h.get("use_qk_norm", True):
         raise ConfigError(f"{path}: use_qk_norm false: the release's attention always normalises q and k")
     if not h.get("use_moe_router_bias") and h.get("moe_router_activation") != "sigmoid":
