@@ -217,3 +217,21 @@ def test_logits_bf16_within_the_converter_files_measured_ceiling(outtype, checkp
     record_property("family", "step3p5")
     record_property("oracle", "logits")
     check_within_ceiling("step3p5", outtype, checkpoint, converted_as_config_json, step3p5_logits)
+
+
+@pytest.mark.parametrize("match, change", [
+    ("num_nextn_predict_layers 3", {"num_nextn_predict_layers": 3}),
+    ("norm_expert_weight", {"norm_expert_weight": None}),
+    ("norm_expert_weight False", {"norm_expert_weight": False}),
+    (r"rope_theta\[2\]", {"rope_theta": [5000000.0, 10000.0, 20000.0, 5000000.0]}),
+    ("partial_rotary_factors", {"partial_rotary_factors": [1.0, 1.0, 1.0, 1.0]}),
+    ("rope scaling", {"rope_scaling": {"rope_type": "llama3", "factor": 2.0}}),
+    ("softmax routing", {"use_moe_router_bias": False, "moe_router_activation": "softmax"}),
+    ("use_rope_layers", {"use_rope_layers": [True, False, True, True]}),
+    ("num_attention_groups is missing", {"num_attention_groups": None}),
+    ("swiglu_limits_shared clamps a dense layer", {"swiglu_limits_shared": [7.0, 0.0, 0.0, 0.0]}),
+])
+def test_refused(match, change, checkpoint, tmp_path):
+    """What llama.cpp's step35 (or the converter) would compute otherwise than the release is refused by name."""
+    from family_variants import assert_refused
+    assert_refused(checkpoint("step3p5"), tmp_path, match, **change)

@@ -94,8 +94,9 @@ def normalise(h: dict) -> dict:
     (entry 0) and the sliding layers' base (entry 1)."""
     theta = h["rope_parameters"].get("rope_theta")
     if isinstance(theta, list) and len(theta) >= 2:
-        h["rope_parameters"] = {"rope_theta": float(theta[0]), "sliding_attention": {"rope_theta": float(theta[1])},
-                                "theta_per_layer": list(theta)}
+        # the rest (a rope_type, a factor) is kept for check to refuse
+        h["rope_parameters"] = {**h["rope_parameters"], "rope_theta": float(theta[0]),
+                                "sliding_attention": {"rope_theta": float(theta[1])}, "theta_per_layer": list(theta)}
     return h
 
 
