@@ -322,3 +322,6 @@ FEWER["plamo3"] = _UNREACHED
 # MiniMax-M3 (minimax_m3_vl_text): the search reached other projects' hand-written test configs and parsers
 # (text_config excerpts), no copy of MiniMaxAI/MiniMax-M3's config.json
 FEWER["minimax_m3_vl_text"] = _UNREACHED
+# Step-3.5-Flash (step3p5): stepfun-ai/Step-3.5-Flash publishes its config.json on the Hub only; the search reached
+# other projects' hand-written dicts of it (SGLang's, aiconfigurator's, mlx ports' tests), no copy of the file
+FEWER["step3p5"] = _UNREACHED

@@ -1,0 +1,239 @@
+"""Step-3.5-Flash (Step3p5ForCausalLM, model_type step3p5, remote code) -> llama.cpp `step35` (the converter's
+Step35Model, a TextModel).
+
+A Llama-like block under Step's names: per-head q/k RMSNorm, a head-wise sigmoid gate on the attention output
+(self_attn.g_proj), full-attention layers with num_attention_heads / num_attention_groups that rotate half their
+head width (partial_rotary_factors 0.5) and sliding layers with attention_other_setting's head counts that rotate
+all of it (1.0); NeoX rotation, so Q/K rows stay as stored. Dense layers keep mlp.*; mixture layers (moe_layers_enum)
+store their experts already stacked (moe.gate_proj / up_proj / down_proj, [experts, out, in]), a router
+(moe.gate), a selection bias (moe.router_bias, written as exp_probs_b.bias) and a shared expert (share_expert.*).
+Every RMSNorm stores its scale as an offset from 1 (Step3p5RMSNorm multiplies by weight + 1), which the converter
+adds back to every tensor whose name ends in norm.weight.
+
+transformers 5.24 has no Step3p5 class, so the converter reads config.json as written. rope_theta may be a list
+(one base per layer): the converter writes its first entry as the base and its second as the sliding layers'
+base, so the view refuses a list whose full / sliding layers do not carry those two values. The release's router
+renormalises the chosen weights always; the converter writes expert_weights_norm only from norm_expert_weight, so
+a config without it true is refused (llama.cpp would not renormalise). Not yet presented, and refused by name:
+rope scaling (rope_scaling / rope_parameters with a rope_type, yarn_only_types), the appended MTP layers
+(num_nextn_predict_layers > 0), softmax routing without a router bias (llama.cpp's step35 gates by sigmoid).
+"""
+from __future__ import annotations
+
+from pathlib import Path
+
+from ..config import ANY, Harmless
+from ..errors import ConfigError
+from ..family import Family, Skip, Tensor
+from ..gguf_layout import KV, ValueType
+from ..params import boolean, f32, text_model_parameters, u32
+from ..views import OFFSET_ONE
+
+ARCH = "step35"
+ARCHITECTURES = ("Step3p5ForCausalLM",)
+READS = frozenset({
+    "vocab_size", "hidden_size", "intermediate_size", "num_hidden_layers", "num_attention_heads",
+    "num_attention_groups", "head_dim", "max_position_embeddings", "max_seq_len", "rms_norm_eps", "rope_theta",
+    "rope_scaling", "rope_parameters", "layer_types", "partial_rotary_factors", "attention_other_setting",
+    "sliding_window", "use_head_wise_attn_gate", "moe_num_experts", "moe_top_k", "moe_intermediate_size",
+    "share_expert_dim", "moe_layers_enum", "moe_every_n_layer", "moe_router_activation",
+    "moe_router_scaling_factor", "use_moe_router_bias", "norm_expert_weight", "swiglu_limits",
+    "swiglu_limits_shared", "num_nextn_predict_layers", "tie_word_embeddings", "use_qk_norm", "yarn_only_types",
+    "use_rope_layers",
+})
+# need_fp32_gate: the router's matmul precision only (llama.cpp keeps the router F32 anyway)
+HARMLESS: Harmless = {"need_fp32_gate": ANY, "att_impl_type": ("GQA",)}
+
+# The release's Step3p5Config (configuration_step3p5.py) defaults for what the converter needs stated
+_REQUIRED = ("vocab_size", "hidden_size", "intermediate_size", "num_hidden_layers", "num_attention_heads",
+             "num_attention_groups", "head_dim", "rms_norm_eps", "layer_types", "partial_rotary_factors",
+             "sliding_window", "moe_num_experts", "moe_top_k", "moe_intermediate_size", "share_expert_dim",
+             "moe_layers_enum")
+
+_L = "model.layers.{bid}."
+TENSORS = (
+    Tensor("model.embed_tokens.weight", "token_embd.weight"),
+    Tensor("model.norm.weight", "output_norm.weight", steps=(OFFSET_ONE,)),
+    Tensor("lm_head.weight", "output.weight"),
+    Tensor(_L + "input_layernorm.weight", "blk.{bid}.attn_norm.weight", steps=(OFFSET_ONE,)),
+    Tensor(_L + "self_attn.q_proj.weight", "blk.{bid}.attn_q.weight"),
+    Tensor(_L + "self_attn.k_proj.weight", "blk.{bid}.attn_k.weight"),
+    Tensor(_L + "self_attn.v_proj.weight", "blk.{bid}.attn_v.weight"),
+    Tensor(_L + "self_attn.o_proj.weight", "blk.{bid}.attn_output.weight"),
+    Tensor(_L + "self_attn.q_norm.weight", "blk.{bid}.attn_q_norm.weight", steps=(OFFSET_ONE,)),
+    Tensor(_L + "self_attn.k_norm.weight", "blk.{bid}.attn_k_norm.weight", steps=(OFFSET_ONE,)),
+    Tensor(_L + "self_attn.g_proj.weight", "blk.{bid}.attn_gate.weight",
+           required=lambda h: bool(h.get("use_head_wise_attn_gate"))),
+    Tensor(_L + "post_attention_layernorm.weight", "blk.{bid}.ffn_norm.weight", steps=(OFFSET_ONE,)),
+    # dense layers (those not in moe_layers_enum) and mixture layers store different modules
+    Tensor(_L + "mlp.gate_proj.weight", "blk.{bid}.ffn_gate.weight", required=False),
+    Tensor(_L + "mlp.up_proj.weight", "blk.{bid}.ffn_up.weight", required=False),
+    Tensor(_L + "mlp.down_proj.weight", "blk.{bid}.ffn_down.weight", required=False),
+    Tensor(_L + "moe.gate.weight", "blk.{bid}.ffn_gate_inp.weight", required=False),
+    Tensor(_L + "moe.router_bias", "blk.{bid}.exp_probs_b.bias", required=False),
+    Tensor(_L + "moe.gate_proj.weight", "blk.{bid}.ffn_gate_exps.weight", required=False),
+    Tensor(_L + "moe.up_proj.weight", "blk.{bid}.ffn_up_exps.weight", required=False),
+    Tensor(_L + "moe.down_proj.weight", "blk.{bid}.ffn_down_exps.weight", required=False),
+    Tensor(_L + "share_expert.gate_proj.weight", "blk.{bid}.ffn_gate_shexp.weight", required=False),
+    Tensor(_L + "share_expert.up_proj.weight", "blk.{bid}.ffn_up_shexp.weight", required=False),
+    Tensor(_L + "share_expert.down_proj.weight", "blk.{bid}.ffn_down_shexp.weight", required=False),
+    Skip(_L + "self_attn.rotary_emb.inv_freq"),
+)
+
+
+def moe_layers(h: dict) -> list[int]:
+    return sorted(int(i) for i in str(h["moe_layers_enum"]).strip().split(",") if i.strip())
+
+
+def _sliding(h: dict) -> list[bool]:
+    return [t == "sliding_attention" for t in h["layer_types"][:h["num_hidden_layers"]]]
+
+
+def normalise(h: dict) -> dict:
+    """rope_parameters as Step35Model.set_gguf_parameters makes them: a per-layer rope_theta list gives the base
+    (entry 0) and the sliding layers' base (entry 1)."""
+    theta = h["rope_parameters"].get("rope_theta")
+    if isinstance(theta, list) and len(theta) >= 2:
+        # the rest (a rope_type, a factor) is kept for check to refuse
+        h["rope_parameters"] = {**h["rope_parameters"], "rope_theta": float(theta[0]),
+                                "sliding_attention": {"rope_theta": float(theta[1])}, "theta_per_layer": list(theta)}
+    return h
+
+
+def check(h: dict, path: Path) -> None:
+    if h.get("architectures") and h["architectures"][0] not in ARCHITECTURES:
+        raise ConfigError(f"{path}: architectures {h['architectures'][0]!r}: the step3p5 family reads "
+                          f"{' or '.join(ARCHITECTURES)}")
+    for key in _REQUIRED:
+        if h.get(key) is None:
+            raise ConfigError(f"{path}: {key} is missing; the converter reads Step-3.5's config.json as written (no "
+                              f"Step3p5Config defaults apply)")
+    n = h["num_hidden_layers"]
+    types, factors = h["layer_types"], h["partial_rotary_factors"]
+    if len(types) < n or any(t not in ("full_attention", "sliding_attention") for t in types[:n]):
+        raise ConfigError(f"{path}: layer_types must name full_attention or sliding_attention for each of the "
+                          f"{n} layers")
+    if "full_attention" not in types[:n]:
+        raise ConfigError(f"{path}: layer_types has no full_attention layer; the converter needs one")
+    if [float(f) for f in factors[:n]] != [1.0 if t == "sliding_attention" else 0.5 for t in types[:n]]:
+        raise ConfigError(f"{path}: partial_rotary_factors {factors!r}: llama.cpp's step35 rotates half the head "
+                          f"on full_attention layers and all of it on sliding ones (0.5 / 1.0), as the converter "
+                          f"asserts")
+    if (nextn := h.get("num_nextn_predict_layers") or 0) > 0:
+        raise ConfigError(f"{path}: num_nextn_predict_layers {nextn}: the appended MTP layers the converter writes "
+                          f"are not presented by hfview yet")
+    rope = h["rope_parameters"]
+    if h.get("yarn_only_types") or rope.get("rope_type", "default") not in ("default", None) or any(
+            k in rope for k in ("factor", "type")):
+        raise ConfigError(f"{path}: rope scaling {rope!r} (rope_scaling / rope_parameters / yarn_only_types): not "
+                          f"presented by hfview's step3p5 yet")
+    if (per_layer := rope.get("theta_per_layer")) is not None:
+        if len(per_layer) < n:
+            raise ConfigError(f"{path}: rope_theta lists {len(per_layer)} bases for {n} layers")
+        for i, (sliding, theta) in enumerate(zip(_sliding(h), per_layer)):
+            want = rope["sliding_attention"]["rope_theta"] if sliding else rope["rope_theta"]
+            if float(theta) != want:
+                raise ConfigError(f"{path}: rope_theta[{i}] {theta}: the converter writes rope_theta[0] {per_layer[0]}"
+                                  f" for every full_attention layer and rope_theta[1] {per_layer[1]} for every "
+                                  f"sliding one, which is all llama.cpp reads")
+    if (rope_layers := h.get("use_rope_layers")) and not all(rope_layers[:n]):
+        raise ConfigError(f"{path}: use_rope_layers {rope_layers!r}: the release skips rotation on the layers it "
+                          f"marks false, llama.cpp's step35 rotates every layer")
+    if not h.get("use_qk_norm", True):
+        raise ConfigError(f"{path}: use_qk_norm false: the release's attention always normalises q and k")
+    if not h.get("use_moe_router_bias") and h.get("moe_router_activation") != "sigmoid":
+        raise ConfigError(f"{path}: softmax routing (no use_moe_router_bias, moe_router_activation "
+                          f"{h.get('moe_router_activation')!r}): llama.cpp's step35 gates by sigmoid")
+    if h.get("norm_expert_weight") is not True:
+        raise ConfigError(f"{path}: norm_expert_weight {h.get('norm_expert_weight')!r}: the release renormalises the "
+                          f"chosen experts' weights always, llama.cpp only where norm_expert_weight is true")
+    layers = moe_layers(h)
+    if layers != sorted(set(layers)) or any(i < 0 or i >= n for i in layers):
+        raise ConfigError(f"{path}: moe_layers_enum {h['moe_layers_enum']!r}: layer indices below {n} are needed")
+    if h.get("moe_every_n_layer", 1) != 1:
+        raise ConfigError(f"{path}: moe_every_n_layer {h['moe_every_n_layer']}: the release places its mixtures by "
+                          f"moe_layers_enum alone")
+    for key in ("swiglu_limits", "swiglu_limits_shared"):
+        if (limits := h.get(key)) is not None and len(limits) < n:
+            raise ConfigError(f"{path}: {key} lists {len(limits)} values for {n} layers")
+    if h.get("swiglu_limits_shared") and any(h["swiglu_limits_shared"][i] for i in range(n) if i not in layers):
+        raise ConfigError(f"{path}: swiglu_limits_shared clamps a dense layer's MLP, which llama.cpp's step35 "
+                          f"does not clamp")
+    other = h.get("attention_other_setting") or {}
+    for heads, groups in ((h["num_attention_heads"], h["num_attention_groups"]),
+                          (other.get("num_attention_heads", h["num_attention_heads"]),
+                           other.get("num_attention_groups", h["num_attention_groups"]))):
+        if heads % groups:
+            raise ConfigError(f"{path}: {heads} attention heads do not split into {groups} groups")
+
+
+def _array(key: str, values: list, item: ValueType) -> KV:
+    return KV(f"{ARCH}.{key}", ValueType.ARRAY, values, item)
+
+
+def _in_place(kv: list[KV], new: KV) -> list[KV]:
+    """GGUFWriter's overwrite of a key already written: the new value in the key's first place."""
+    if any(k.key == new.key for k in kv):
+        return [new if k.key == new.key else k for k in kv]
+    return [*kv, new]
+
+
+def parameters(h: dict, block_count: int, file_type: int) -> list:
+    """TextModel's list, then Step35Model.set_gguf_parameters: per-layer head counts (head_count in place), the
+    window and its per-layer pattern, the value width, the mixture's sizes and routing, the leading dense count,
+    the norm epsilon (in place) and the per-layer SwiGLU clamps."""
+    n = block_count
+    sliding = _sliding(h)
+    other = h.get("attention_other_setting") or {}
+    heads = [other.get("num_attention_heads", h["num_attention_heads"]) if s else h["num_attention_heads"]
+             for s in sliding]
+    groups = [other.get("num_attention_groups", h["num_attention_groups"]) if s else h["num_attention_groups"]
+              for s in sliding]
+    kv = text_model_parameters(h, ARCH, block_count, file_type)
+    kv = _in_place(kv, _array("attention.head_count", heads, ValueType.INT32))
+    kv = _in_place(kv, _array("attention.head_count_kv", groups, ValueType.INT32))
+    kv = _in_place(kv, u32(f"{ARCH}.attention.sliding_window", h["sliding_window"]))
+    kv = _in_place(kv, _array("attention.sliding_window_pattern", sliding, ValueType.BOOL))
+    kv = _in_place(kv, u32(f"{ARCH}.attention.value_length", h["head_dim"]))
+    kv = _in_place(kv, u32(f"{ARCH}.expert_count", h["moe_num_experts"]))
+    kv = _in_place(kv, u32(f"{ARCH}.expert_used_count", h["moe_top_k"]))
+    kv = _in_place(kv, u32(f"{ARCH}.expert_feed_forward_length", h["moe_intermediate_size"]))
+    kv = _in_place(kv, u32(f"{ARCH}.expert_shared_feed_forward_length", h["share_expert_dim"]))
+    if (scale := h.get("moe_router_scaling_factor")) is not None:
+        kv = _in_place(kv, f32(f"{ARCH}.expert_weights_scale", scale))
+    if (norm := h.get("norm_expert_weight")) is not None:
+        kv = _in_place(kv, boolean(f"{ARCH}.expert_weights_norm", norm))
+    layers = moe_layers(h)
+    kv = _in_place(kv, u32(f"{ARCH}.leading_dense_block_count", max(0, layers[0]) if layers else 0))
+    kv = _in_place(kv, u32(f"{ARCH}.moe_every_n_layers", int(h.get("moe_every_n_layer", 1))))
+    kv = _in_place(kv, f32(f"{ARCH}.attention.layer_norm_rms_epsilon", h.get("rms_norm_eps", 1e-5)))
+    for key, gguf_key in (("swiglu_limits", "swiglu_clamp_exp"), ("swiglu_limits_shared", "swiglu_clamp_shexp")):
+        if (limits := h.get(key)) is not None:
+            values = [0.0 if v is None else float(v) for v in limits][:n]
+            kv = _in_place(kv, _array(gguf_key, values + [0.0] * (n - len(values)), ValueType.FLOAT32))
+    return kv
+
+
+def vocab(model_dir: Path, h: dict) -> list:
+    """TextModel.set_vocab: byte-level BPE (the release ships a tokenizer.json)."""
+    from tokenizer.vocab import gpt2_vocab
+    return gpt2_vocab(model_dir, h)
+
+
+FAMILY = Family(
+    name="step3p5",
+    gguf_arch=ARCH,
+    architectures=ARCHITECTURES,
+    defaults={"step3p5": {}},
+    reads=READS,
+    harmless=HARMLESS,
+    tensors=TENSORS,
+    parameters=parameters,
+    vocab=vocab,
+    check=check,
+    normalise=normalise,
+    notes={"norm offsets": "1 + w on every RMSNorm, as the converter adds",
+           "experts": "stored stacked ([experts, out, in]); written as stored",
+           "router bias": "moe.router_bias as exp_probs_b.bias"},
+    llama_cpp_applies_window=True,  # llama.cpp's step35 slides on the layers layer_types names sliding
+)
