@@ -366,7 +366,7 @@ RULES.update({"sparse_attention_config": OBJECT})
 # a comma-separated string of layer indices), the per-layer rotary fractions and SwiGLU clamps (0 or null: none)
 OVERRIDES[("step3p5", "rope_theta")] = any_of(POSITIVE, list_of(POSITIVE))
 RULES.update({"num_attention_groups": COUNT, "attention_other_setting": OBJECT.or_null(),
-              "moe_num_experts": COUNT, "moe_top_k": COUNT, "share_expert_dim": ZERO_OR_COUNT,
+              "moe_top_k": COUNT, "share_expert_dim": ZERO_OR_COUNT,
               "moe_layers_enum": STRING, "moe_every_n_layer": COUNT, "moe_router_activation": STRING,
               "moe_router_scaling_factor": NUMBER, "use_moe_router_bias": BOOL, "norm_expert_weight": BOOL,
               "need_fp32_gate": BOOL, "use_head_wise_attn_gate": BOOL, "partial_rotary_factors": list_of(FRACTION),
@@ -374,3 +374,5 @@ RULES.update({"num_attention_groups": COUNT, "attention_other_setting": OBJECT.o
               "swiglu_limits_shared": list_of(NON_NEGATIVE.or_null()).or_null(),
               "yarn_only_types": list_of(STRING).or_null(), "max_seq_len": COUNT,
               "use_rope_layers": list_of(BOOL).or_null()})
+# ERNIE 4.5 MoE states moe_num_experts 0 for "no experts" (its family refuses that by name): a count for step3p5 only
+OVERRIDES[("step3p5", "moe_num_experts")] = COUNT
