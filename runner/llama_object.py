@@ -61,6 +61,19 @@ _patch_lock = threading.RLock()  # re-entrant: runner.llama inside a from_view b
 
 
 @contextmanager
+def _llama_model_built_by(make) -> Iterator[None]:
+    """Inside, llama_cpp builds its LlamaModel with ``make``; one swap at a time, so the original is always what
+    gets put back."""
+    with _patch_lock:
+        original = internals.LlamaModel
+        internals.LlamaModel = make
+        try:
+            yield
+        finally:
+            internals.LlamaModel = original
+
+
+@contextmanager
 def from_view(path: str | os.PathLike, view) -> Iterator[str]:
     """Inside, ``llama_cpp.Llama(path)`` (or anything that builds one from a path: llama-cpp-python's
     server, LangChain's LlamaCpp) loads the checkpoint directory ``path`` from ``view``. Yields ``path``
@@ -74,12 +87,8 @@ def from_view(path: str | os.PathLike, view) -> Iterator[str]:
             return ViewModel(path_model=path_model, **kwargs, view=view)
         return original(path_model=path_model, **kwargs)
 
-    with _patch_lock:  # one swap at a time, so the original is always what gets put back
-        internals.LlamaModel = make
-        try:
-            yield path
-        finally:
-            internals.LlamaModel = original
+    with _llama_model_built_by(make):
+        yield path
 
 
 @contextmanager
@@ -94,12 +103,8 @@ def _cpu_repack_where_safe() -> Iterator[None]:
         params.use_extra_bufts = params.use_extra_bufts and cpu_repack_is_safe()
         return original(path_model=path_model, params=params, **kwargs)
 
-    with _patch_lock:
-        internals.LlamaModel = make
-        try:
-            yield
-        finally:
-            internals.LlamaModel = original
+    with _llama_model_built_by(make):
+        yield
 
 
 def open_view(model: str | os.PathLike | None = None, *, precision: str = "auto", revision: str | None = None,
