@@ -16,7 +16,8 @@ import pytest
 from family_oracle import oracle_tests, twin_logits_test
 from family_variants import assert_refused
 
-test_export, _ = oracle_tests("chatglm", ["chatglm"])
+FIXTURES = ["chatglm", "chatglm3"]
+test_export, _ = oracle_tests("chatglm", FIXTURES)
 
 
 def glm_twin(src, out):
@@ -33,7 +34,7 @@ def glm_twin(src, out):
               head_dim=head, rms_norm_eps=c["layernorm_epsilon"], attention_bias=True, tie_word_embeddings=False,
               max_position_embeddings=c["seq_length"], pad_token_id=c["pad_token_id"],
               eos_token_id=c["eos_token_id"],
-              rope_parameters={"rope_type": "default", "rope_theta": 10000.0 * c["rope_ratio"],
+              rope_parameters={"rope_type": "default", "rope_theta": 10000.0 * c.get("rope_ratio", 1),
                                "partial_rotary_factor": 0.5}).save_pretrained(out)
     renames = {"transformer.embedding.word_embeddings.": "model.embed_tokens.",
                "transformer.encoder.final_layernorm.": "model.norm.", "transformer.output_layer.": "lm_head.",
@@ -57,7 +58,7 @@ def glm_twin(src, out):
     return out
 
 
-test_logits = twin_logits_test("chatglm", ["chatglm"], glm_twin, "Glm")
+test_logits = twin_logits_test("chatglm", FIXTURES, glm_twin, "Glm")
 
 
 def test_inv_freq_buffer_dropped_and_qkv_kept_fused(checkpoint):
@@ -77,7 +78,6 @@ def test_inv_freq_buffer_dropped_and_qkv_kept_fused(checkpoint):
     (dict(pre_seq_len=128), "pre_seq_len"),
     (dict(kv_channels=32), "kv_channels 32"),
     (dict(num_hidden_layers=3), "num_hidden_layers 3 != num_layers 2"),
-    (dict(_name_or_path="THUDM/chatglm3-6b"), "ChatGLM3's SentencePiece"),
     (dict(vocab_size=None), "vocab_size is missing"),
     # the first ChatGLM-6B (2-D positions, GELU, LayerNorm): its keys are none the family knows
     (dict(position_encoding_2d=True), "position_encoding_2d"),
@@ -99,3 +99,48 @@ def test_tiktoken_only_directory_refused(checkpoint, tmp_path):
             (dst / f.name).symlink_to(f)
     with pytest.raises(TokenizerError, match="tokenizer.json is missing"):
         HfCheckpoint(dst)
+
+
+def test_chatglm3_vocabulary_numbers_specials_after_the_pieces(checkpoint):
+    """ChatGLM3's SentencePiece path: the pieces (ids 0-2 renamed), its nine specials as control tokens right after
+    them, and [PAD<id>] up to padded_vocab_size, as set_vocab_chatglm3 writes them (the bytes oracle compares the
+    whole file; this names what a wrong numbering would break)."""
+    import sentencepiece
+
+    from hfview import HfCheckpoint
+    from tokenizer.vocab import CHATGLM3_SPECIALS, CONTROL, UNUSED
+
+    src = checkpoint("chatglm3")
+    kv = {k.key: k.value for k in HfCheckpoint(src, "f32").kv}
+    n = sentencepiece.SentencePieceProcessor(model_file=str(src / "tokenizer.model")).vocab_size()
+    tokens, types = kv["tokenizer.ggml.tokens"], kv["tokenizer.ggml.token_type"]
+    assert kv["tokenizer.ggml.model"] == "llama" and kv["tokenizer.ggml.pre"] == "chatglm-spm"
+    assert len(tokens) == json.loads((src / "config.json").read_text())["padded_vocab_size"]
+    assert tokens[:3] == ["<unk>", "<bos>", "<eos>"]
+    assert tuple(tokens[n:n + len(CHATGLM3_SPECIALS)]) == CHATGLM3_SPECIALS
+    assert set(types[n:n + len(CHATGLM3_SPECIALS)]) == {CONTROL}
+    assert tokens[-1] == f"[PAD{len(tokens) - 1}]" and types[-1] == UNUSED
+
+
+def test_chatglm3_needs_its_tokenizer_model(checkpoint, tmp_path):
+    from hfview import HfCheckpoint
+    from tokenizer.errors import TokenizerError
+
+    src = checkpoint("chatglm3")
+    dst = tmp_path / "no-tokenizer-model"
+    dst.mkdir()
+    for f in src.iterdir():
+        if f.name != "tokenizer.model":
+            (dst / f.name).symlink_to(f)
+    with pytest.raises(TokenizerError, match="tokenizer.model is missing"):
+        HfCheckpoint(dst)
+
+
+def test_chatglm3_padded_vocab_size_must_hold_the_specials(checkpoint, tmp_path):
+    from family_variants import variant
+
+    from hfview import HfCheckpoint
+    from tokenizer.errors import TokenizerError
+
+    with pytest.raises(TokenizerError, match="padded_vocab_size 32005 must be at least the 32000 pieces"):
+        HfCheckpoint(variant(checkpoint("chatglm3"), tmp_path / "v", padded_vocab_size=32005))

@@ -344,6 +344,51 @@ def plamo3_vocab(model_dir: Path, hparams: dict) -> list[KV]:
     return w.kvs()
 
 
+# -- ChatGLM3 (tokenizer.model through the release's tokenization_chatglm.py) -------------------------------------
+
+# the special tokens ChatGLM3's tokenizer numbers after the SentencePiece pieces, in its order
+CHATGLM3_SPECIALS = ("[MASK]", "[gMASK]", "[sMASK]", "sop", "eop", "<|system|>", "<|user|>", "<|assistant|>",
+                     "<|observation|>")
+
+
+def chatglm3_vocab(model_dir: Path, hparams: dict) -> list[KV]:
+    """ChatGLMModel.set_vocab_chatglm3: every id below padded_vocab_size as the release's tokenizer names it (its
+    SentencePiece piece; "" for the bos, eos and pad (= unk) ids, which ids 0, 1, 2 then overwrite as <unk>, <bos>,
+    <eos>; the nine specials after the pieces; "" past them, written [PAD<id>]), with the piece's score and type."""
+    model_dir = Path(model_dir)
+    path = model_dir / "tokenizer.model"
+    if not path.is_file():
+        raise TokenizerError(f"{path} is missing: ChatGLM3's vocabulary is its SentencePiece tokenizer.model")
+    sp = load_sentencepiece(path, "{path} is not a SentencePiece model ({error}); the converter fails on it too")
+    n_pieces = sp.vocab_size()
+    vocab_size = hparams.get("padded_vocab_size")
+    if not isinstance(vocab_size, int) or vocab_size < n_pieces + len(CHATGLM3_SPECIALS):
+        raise TokenizerError(f"{model_dir / 'config.json'}: padded_vocab_size {vocab_size!r} must be at least the "
+                             f"{n_pieces} pieces of {path.name} plus ChatGLM3's {len(CHATGLM3_SPECIALS)} special "
+                             f"tokens (the converter sizes the vocabulary by it)")
+    blank = {sp.bos_id(), sp.eos_id(), sp.unk_id()}
+    ids = list(range(n_pieces))
+    pieces = ["" if i in blank else piece for i, piece in zip(ids, sp.IdToPiece(ids))]
+    for i, piece in enumerate(("<unk>", "<bos>", "<eos>")[:n_pieces]):
+        pieces[i] = piece
+    scores = [score if piece else 0.0 for piece, score in zip(pieces, sp.GetScore(ids))]
+    types = [UNKNOWN if unknown else CONTROL if control else UNUSED if unused else BYTE if byte else NORMAL
+             for unknown, control, unused, byte in zip(sp.IsUnknown(ids), sp.IsControl(ids), sp.IsUnused(ids),
+                                                       sp.IsByte(ids))]
+    past = range(n_pieces + len(CHATGLM3_SPECIALS), vocab_size)
+    pieces += list(CHATGLM3_SPECIALS) + [f"[PAD{i}]" for i in past]
+    scores += [0.0] * (vocab_size - n_pieces)
+    types += [CONTROL] * len(CHATGLM3_SPECIALS) + [UNUSED] * len(past)
+    w = KVWriter()
+    w.add_string(MODEL, "llama")
+    w.add_string(PRE, "chatglm-spm")
+    w.add_array(TOKENS, pieces)
+    w.add_array(SCORES, [float(s) for s in scores])
+    w.add_array(TOKEN_TYPE, types)
+    SpecialVocab(model_dir, n_vocab=len(pieces)).write(w)
+    return w.kvs()
+
+
 # -- LlamaModel.set_vocab ----------------------------------------------------------------------------------------
 
 def llama_vocab(model_dir: Path, hparams: dict) -> list[KV]:

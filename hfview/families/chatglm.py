@@ -8,13 +8,12 @@ gate then up, kept fused; rotary on the first half of each head in interleaved p
 (no defaults). The switches ChatGLM's modeling code reads are harmless only in the position every release has
 them in (RMSNorm, a final norm, no biases beside q/k/v, grouped KV heads); otherwise refused by name.
 
-Released ChatGLM configs state padded_vocab_size and no vocab_size; the converter then writes the tokenizer's
-token count, fewer than the embedding's rows, a file llama.cpp refuses to load: refused by name here, unless
-vocab_size is stated.
-
-Vocabulary: GLM-4's BPE from tokenizer.json (the converter's ChatGLM set_vocab for every config whose
-`_name_or_path` does not name THUDM/chatglm3-6b). ChatGLM3's SentencePiece vocabulary (set_vocab_chatglm3) and a
-directory with only a tiktoken/SentencePiece `tokenizer.model` and remote tokenizer code are refused by name.
+Vocabulary, as the converter chooses it by `_name_or_path`: where it names THUDM/chatglm3-6b (and its -base, -32k,
+-128k siblings), ChatGLM3's SentencePiece tokenizer.model as the release's tokenizer code numbers it
+(set_vocab_chatglm3, padded_vocab_size ids); otherwise GLM-4's BPE from tokenizer.json (a directory with only a
+tiktoken `tokenizer.model` and remote tokenizer code is refused by name). On that second path released configs
+state padded_vocab_size and no vocab_size; the converter then writes the tokenizer's token count, fewer than the
+embedding's rows, a file llama.cpp refuses to load: refused by name here, unless vocab_size is stated.
 """
 from __future__ import annotations
 
@@ -64,6 +63,11 @@ _ROPE_BASE = 10000.0
 _CHATGLM3 = "THUDM/chatglm3-6b"
 
 
+def _is_chatglm3(h: dict) -> bool:
+    """The converter's test for ChatGLM3's SentencePiece vocabulary: a substring of _name_or_path."""
+    return _CHATGLM3 in str(h.get("_name_or_path", ""))
+
+
 def _kv_heads(h: dict) -> int:
     return h.get("multi_query_group_num", h.get("num_key_value_heads", h["num_attention_heads"]))
 
@@ -72,11 +76,7 @@ def check(h: dict, path: Path) -> None:
     for key in ("hidden_size", "num_attention_heads", "multi_query_group_num"):
         if key not in h:
             raise ConfigError(f"{path}: {key} is missing; ChatGLM's config.json states it (no defaults apply)")
-    if _CHATGLM3 in str(h.get("_name_or_path", "")):
-        raise ConfigError(f"{path}: _name_or_path names {_CHATGLM3}: the converter then writes ChatGLM3's "
-                          f"SentencePiece vocabulary through its remote tokenizer code, which hfview does not "
-                          f"present yet")
-    if "vocab_size" not in h:
+    if "vocab_size" not in h and not _is_chatglm3(h):
         raise ConfigError(f"{path}: vocab_size is missing (ChatGLM releases state only padded_vocab_size): the "
                           f"converter then writes only as many tokens as the tokenizer has, fewer than the "
                           f"padded_vocab_size rows of the embedding, and llama.cpp refuses that file "
@@ -122,6 +122,9 @@ def parameters(h: dict, block_count: int, file_type: int) -> list:
 
 def vocab(model_dir: Path, h: dict) -> list:
     from tokenizer.errors import TokenizerError
+    from tokenizer.vocab import chatglm3_vocab
+    if _is_chatglm3(h):
+        return chatglm3_vocab(model_dir, h)
     if not (Path(model_dir) / "tokenizer.json").is_file():
         raise TokenizerError(f"{Path(model_dir) / 'tokenizer.json'} is missing: hfview reads ChatGLM's GLM-4 BPE "
                              f"vocabulary from it (a tokenizer.model with remote tokenizer code is not read)")
