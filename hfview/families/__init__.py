@@ -87,6 +87,31 @@ NOT_COMPUTABLE["mimo_v2"] = (
     "quant_method fp8, refused as quantized) with a fused qkv_proj sharded by tensor-parallel rank "
     "(attention_projection_layout fused_qkv), which the converter regroups into q, k, v only while dequantizing FP8")
 
+# Issue 15's remote-code families with no transformers class, each read from its public ports (vLLM, SGLang, mlx-lm):
+# what their forward computes that no llama.cpp architecture of the pinned build does
+NOT_COMPUTABLE["iquestloopcoder"] = (
+    "IQuestLoopCoderForCausalLM (IQuest-Coder-V1-Loop) runs its stored layers loop_num times, and from the second "
+    "loop on each attention blends, per head by a sigmoid gate of the query (gate_projections), attention over the "
+    "first loop's keys and values of that layer with sliding-window attention (loop_window_size) over the current "
+    "loop's; no llama.cpp architecture attends to another pass's KV cache or mixes two attentions by a learned gate, "
+    "and the pinned converter has no class for it")
+NOT_COMPUTABLE["k2_horizon"] = (
+    "K2HorizonForCausalLM (K2-Horizon) normalises with RMSNorms over layernorm_num_groups groups of channels, each "
+    "group by its own root mean square (4 in the released config), and its MoVA variants route value projections "
+    "through value experts (mova_num_experts) beside a softplus attention gate; no llama.cpp architecture computes a "
+    "grouped block norm or value experts, and the pinned converter has no class for it")
+NOT_COMPUTABLE["step3_text"] = (
+    "Step3's text model (Step3TextForCausalLM, the decoder of Step3VForConditionalGeneration) projects queries "
+    "through a shared low-rank bottleneck with an RMSNorm (q_proj to share_q_dim, inter_norm, then wq per head) "
+    "beside plain key and value projections shared by every head (num_attention_groups 1); llama.cpp's only query "
+    "bottleneck (deepseek2's) comes with latent keys and values, so no llama.cpp architecture computes it, and the "
+    "pinned converter has no class for it (its StepVL class writes Step3-VL-10B, a Qwen3)")
+NOT_COMPUTABLE["longcat_flash_ngram"] = (
+    "LongcatFlashNgramForCausalLM (LongCat-Flash-Lite) adds to each token's embedding n-gram embeddings of its "
+    "preceding tokens (ngram_vocab_size_ratio, emb_neighbor_num, emb_split_num), and its layers are LongCat-Flash's: "
+    "two latent attentions and two dense MLPs per layer with a shortcut-connected MoE whose zero experts return their "
+    "input; llama.cpp has no LongCat architecture, and the pinned converter has no class for it")
+
 
 def supported_model_types() -> list[str]:
     """Every HF `model_type` the view reads, sorted. A family of its own format (Mistral's params.json) is
