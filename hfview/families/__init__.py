@@ -56,6 +56,24 @@ NOT_PRESENTED: dict[str, str] = {
                    "MXFP4 blocks, and fails on unquantized experts (KeyError: Missing routed expert tensors); the "
                    "checkpoints it converts are therefore quantized, which hfview does not read (the DSpark draft, "
                    "the converter's --dspark, is cut from the same checkpoint's mtp.* tensors)",
+    # read from transformers 5.24's own modeling code: what each computes that no llama.cpp architecture does
+    "axk1": "A.X-K1's MoE layers pass the MoE block's output through an RMSNorm (post_mlp_layernorm) before the "
+            "residual; llama.cpp's latent-attention MoE graphs (deepseek2, deepseek32, glm-dsa) have no norm there, and "
+            "the pinned converter has no class for AXK1ForCausalLM",
+    "zamba2": "Zamba2 runs shared attention blocks at several depths between its Mamba2 layers (one set of weights, "
+              "each use with its own LoRA adapters, fed the hidden state concatenated with the original embeddings); "
+              "llama.cpp has no Zamba architecture and its pinned converter no class for Zamba2ForCausalLM",
+    "olmo_hybrid": "OLMo-Hybrid mixes OLMo 3's attention layers (RMSNorms after attention and after the MLP) with Gated "
+                   "DeltaNet layers in Llama's pre-norm block; llama.cpp's Gated DeltaNet graphs (qwen3next, qwen35, "
+                   "kimi-linear) pair them only with pre-norm attention of their own, and it has no OLMo-Hybrid "
+                   "architecture (nor its pinned converter a class for OlmoHybridForCausalLM)",
+    "longcat_flash": "LongCat-Flash's layers each hold two latent attentions and two dense MLPs, with a shortcut-connected "
+                     "MoE whose zero-computation experts return their input; llama.cpp has no LongCat architecture and "
+                     "its pinned converter no class for LongcatFlashForCausalLM",
+    "inkling_text": "Inkling's attention adds a position bias computed from the hidden state (InklingRelativeLogits: each "
+                    "token mixes a trained bank of bias-by-distance profiles) and its layers add short convolutions; "
+                    "llama.cpp has no such attention bias nor an Inkling architecture, and its pinned converter no class "
+                    "for it",
 }
 
 
