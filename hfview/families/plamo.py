@@ -10,8 +10,8 @@ rotates halves (NeoX), as llama.cpp's plamo does. The rotary base is 10000 in th
 reads no rope key, and llama.cpp's default when the converter writes none.
 
 The pinned converter hard-codes PLaMo-13B's shapes: it writes context_length 4096 ("not in config.json") and
-head_count_kv 5 ("num_key_value_heads is wrong": the release states 40, the model's config class default, which its
-modeling code never reads), and its reshapes assert 5120 x 5120 (40 heads of 128, n_shared_head 8). The view writes
+head_count_kv 5 ("num_key_value_heads is wrong": PlamoConfig saves num_attention_heads there by default, 40 in
+the copy of plamo-13b's config a Swift port quotes, and its modeling code never reads it), and its reshapes assert 5120 x 5120 (40 heads of 128, n_shared_head 8). The view writes
 the same 4096, and for the KV heads the count those reshapes assume, num_attention_heads / n_shared_head: 5 for every
 released model, where the converter's bytes are the oracle. For other shapes (where the converter stops at its
 assertion) the view applies the same reordering at their sizes, and only llama.cpp's logits vouch for it.
