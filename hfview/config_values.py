@@ -376,3 +376,5 @@ RULES.update({"num_attention_groups": COUNT, "attention_other_setting": OBJECT.o
               "use_rope_layers": list_of(BOOL).or_null()})
 # ERNIE 4.5 MoE states moe_num_experts 0 for "no experts" (its family refuses that by name): a count for step3p5 only
 OVERRIDES[("step3p5", "moe_num_experts")] = COUNT
+# (PLaMo 1): the query heads sharing each KV head (num_attention_heads / n_shared_head KV heads)
+RULES.update({"n_shared_head": COUNT})

@@ -731,3 +731,14 @@ class RowsJoined(Stack):
             raise CheckpointError(f"cannot join the rows of {first.name!r} {list(first.shape)}: not a matrix")
         self.shape = (len(self.parts) * first.shape[0], first.shape[1])
         self.name = " then ".join(p.name for p in self.parts) + ", rows joined"
+
+
+def tiled_kv_grouped(n_head: int, n_head_kv: int, head_dim: int) -> np.ndarray:
+    """Query heads of a model whose KV heads are tiled over the query heads (query head h reads KV head
+    h % n_head_kv: PLaMo's repeat of its shared KV heads) put in ggml's grouped order (query head j reads KV head
+    j // (n_head / n_head_kv)), as indices over n_head x head_dim rows (q_proj) or columns (o_proj): presented head
+    b * group + a is stored head a * n_head_kv + b. The converter's PlamoModel reshape to [group, n_head_kv,
+    head_dim] and swap of the first two axes."""
+    if n_head_kv < 1 or n_head % n_head_kv:
+        raise CheckpointError(f"{n_head} query heads do not share {n_head_kv} KV heads evenly")
+    return np.arange(n_head * head_dim).reshape(n_head // n_head_kv, n_head_kv, head_dim).swapaxes(0, 1).reshape(-1)

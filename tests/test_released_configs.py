@@ -325,3 +325,6 @@ FEWER["minimax_m3_vl_text"] = _UNREACHED
 # Step-3.5-Flash (step3p5): stepfun-ai/Step-3.5-Flash publishes its config.json on the Hub only; the search reached
 # other projects' hand-written dicts of it (SGLang's, aiconfigurator's, mlx ports' tests), no copy of the file
 FEWER["step3p5"] = _UNREACHED
+# PLaMo 1 (issue 13): pfnet/plamo-13b and its instruct models publish on the Hub only; copies found only as fields
+# quoted in other projects' test code (a Swift port's "legacy" config string), none as a config.json file
+FEWER["plamo"] = _UNREACHED
