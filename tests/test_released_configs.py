@@ -325,3 +325,7 @@ FEWER["minimax_m3_vl_text"] = _UNREACHED
 # Step-3.5-Flash (step3p5): stepfun-ai/Step-3.5-Flash publishes its config.json on the Hub only; the search reached
 # other projects' hand-written dicts of it (SGLang's, aiconfigurator's, mlx ports' tests), no copy of the file
 FEWER["step3p5"] = _UNREACHED
+# JAIS 1 (jais): core42 / inceptionai publish jais-13b, jais-30b-* and jais-family-* config.json on the Hub only; the
+# search reached other projects' loaders (vLLM's JAISConfig, Rust ports reading its keys) and model cards, no copy of
+# the file
+FEWER["jais"] = _UNREACHED
