@@ -2,7 +2,8 @@
 
 * bytes oracle: `hfview export` == the pinned converter's file, every outtype, on a jais-13b-style fixture (its
   embeddings_scale / width_scale / scale_qk_dot_by_d spellings, float32, tied) and a jais-family-style one (the
-  mup_ spellings, bfloat16, untied, a padded vocabulary);
+  mup_ spellings, bfloat16, untied, a padded vocabulary) and the first stored in float16 (its multipliers folded
+  in float16, as torch multiplies a float16 tensor);
 * logits oracle: transformers 5.24 has no JAIS class, so the reference is JAIS's forward composed from transformers'
   own modules in float32 (jais_logits below), from the stored safetensors and config.json alone.
 
@@ -23,7 +24,7 @@ import pytest
 from family_oracle import nmse, oracle_tests, reference_logits_test
 from family_variants import assert_refused, weights_variant
 
-FIXTURES = ["jais", "jais-family"]
+FIXTURES = ["jais", "jais-family", "jais-f16"]
 
 
 def _scales(cfg):
@@ -216,3 +217,21 @@ def test_the_converters_default_lazy_run_fails(checkpoint, tmp_path):
     except oracle.ConverterFailed as failed:
         assert "cannot be called on meta tensors" in str(failed), "the converter failed otherwise than recorded"
         raise
+
+
+def test_slopes_stored_in_bfloat16_are_accepted_and_others_refused():
+    """A bfloat16 release stores its slopes rounded to 8 significant bits: still llama.cpp's (maximum bias 8); a
+    sequence of another maximum bias, or one slope off by 1%, is not."""
+    import torch
+
+    from hfview.errors import CheckpointError
+    from hfview.families.jais import alibi_slopes, bias_from_slopes
+
+    for n in (16, 40, 56):
+        rounded = torch.tensor(alibi_slopes(n, 8.0)).to(torch.bfloat16).float().numpy()
+        assert bias_from_slopes(rounded, n, "m.safetensors") == 8.0
+    assert bias_from_slopes(alibi_slopes(40, 4.0), 40, "m.safetensors") == 4.0  # another bias, consistently stored
+    off = alibi_slopes(40, 8.0)
+    off[7] *= 1.01
+    with pytest.raises(CheckpointError, match="not the ALiBi slopes"):
+        bias_from_slopes(off, 40, "m.safetensors")

@@ -161,6 +161,26 @@ def alibi_slopes(n_head: int, max_bias: float) -> np.ndarray:
     return np.array([m0 ** (h + 1) if h < n_log2 else m1 ** (2 * (h - n_log2) + 1) for h in range(n_head)])
 
 
+# how far a stored slope may be from llama.cpp's: a bfloat16 checkpoint stores them rounded to 8 significant bits
+# (2^-9 relative), while two slopes of one sequence differ by 2^-8/n or more (8% at 64 heads)
+SLOPE_RTOL = 2.0 ** -8
+
+
+def bias_from_slopes(values: np.ndarray, n_head: int, where: str) -> float:
+    """The converter's maximum bias from the stored slopes (float32 values, one per head), refused unless the slopes
+    llama.cpp computes from it are the stored ones."""
+    values = np.asarray(values, dtype=np.float64).reshape(-1)
+    if not np.all(np.isfinite(values)) or not np.all(values > 0):
+        raise CheckpointError(f"{where}: {SLOPES!r} holds a slope that is not a positive number")
+    bias = float(-round(math.log2(float(np.float32(values[0]))) * 2 ** math.floor(math.log2(n_head))))
+    expected = alibi_slopes(n_head, bias)
+    if bias <= 0 or not np.allclose(values, expected, rtol=SLOPE_RTOL, atol=0):
+        raise CheckpointError(f"{where}: {SLOPES!r} are not the ALiBi slopes llama.cpp computes from the maximum "
+                              f"bias {bias} the converter writes (first slope {values[0]!r}; llama.cpp's "
+                              f"{expected.tolist()!r}); these positions would run wrong")
+    return bias
+
+
 def max_alibi_bias(h: dict, stored: dict) -> float:
     """JaisModel.modify_tensors: -round(log2(first slope) * 2^floor(log2(n_head))), 8 where no slopes are stored."""
     t = stored.get(SLOPES)
@@ -170,16 +190,7 @@ def max_alibi_bias(h: dict, stored: dict) -> float:
     if t.shape not in ((n_head, 1), (n_head,)):
         raise CheckpointError(f"{t.path.name}: {SLOPES!r} has shape {list(t.shape)}; ALiBi stores one slope per head "
                               f"({n_head} x 1)")
-    values = to_working(t.read(), t.dtype).astype(np.float64).reshape(-1)
-    if not np.all(np.isfinite(values)) or not np.all(values > 0):
-        raise CheckpointError(f"{t.path.name}: {SLOPES!r} holds a slope that is not a positive number")
-    bias = float(-round(math.log2(float(np.float32(values[0]))) * 2 ** math.floor(math.log2(n_head))))
-    expected = alibi_slopes(n_head, bias)
-    if not np.allclose(values, expected, rtol=1e-3, atol=0):
-        raise CheckpointError(f"{t.path.name}: {SLOPES!r} are not the ALiBi slopes llama.cpp computes from the maximum "
-                              f"bias {bias} the converter writes (first slope {values[0]!r}; llama.cpp's "
-                              f"{expected.tolist()!r}); these positions would run wrong")
-    return bias
+    return bias_from_slopes(to_working(t.read(), t.dtype), n_head, t.path.name)
 
 
 def stored_kv(h: dict, stored: dict) -> list:
