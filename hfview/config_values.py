@@ -378,3 +378,11 @@ RULES.update({"num_attention_groups": COUNT, "attention_other_setting": OBJECT.o
 OVERRIDES[("step3p5", "moe_num_experts")] = COUNT
 # (PLaMo 1): the query heads sharing each KV head (num_attention_heads / n_shared_head KV heads)
 RULES.update({"n_shared_head": COUNT})
+# JAIS 1 (jais): its config.json is read as written (no config class types it): the attention switches, the muP
+# multipliers in both spellings releases use, and the ALiBi scaling object (the family refuses all but null)
+for _key in ("scale_attn_weights", "scale_attn_by_inverse_layer_idx", "scale_qk_dot_by_d", "mup_scale_qk_dot_by_d",
+             "reorder_and_upcast_attn"):
+    OVERRIDES[("jais", _key)] = BOOL
+for _key in ("embeddings_scale", "mup_embeddings_scale", "width_scale", "mup_width_scale", "mup_output_alpha"):
+    OVERRIDES[("jais", _key)] = POSITIVE
+OVERRIDES[("jais", "alibi_scaling")] = OBJECT.or_null()

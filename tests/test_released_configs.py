@@ -328,3 +328,7 @@ FEWER["step3p5"] = _UNREACHED
 # PLaMo 1 (issue 13): pfnet/plamo-13b and its instruct models publish on the Hub only; copies found only as fields
 # quoted in other projects' test code (a Swift port's "legacy" config string), none as a config.json file
 FEWER["plamo"] = _UNREACHED
+# JAIS 1 (jais): core42 / inceptionai publish jais-13b, jais-30b-* and jais-family-* config.json on the Hub only; the
+# search reached other projects' loaders (vLLM's JAISConfig, Rust ports reading its keys) and model cards, no copy of
+# the file
+FEWER["jais"] = _UNREACHED
