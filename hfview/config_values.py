@@ -376,3 +376,5 @@ RULES.update({"num_attention_groups": COUNT, "attention_other_setting": OBJECT.o
               "use_rope_layers": list_of(BOOL).or_null()})
 # ERNIE 4.5 MoE states moe_num_experts 0 for "no experts" (its family refuses that by name): a count for step3p5 only
 OVERRIDES[("step3p5", "moe_num_experts")] = COUNT
+# (Refact): multi_query is a switch (no config class defaults it for model_type gpt_refact; the family refuses false)
+OVERRIDES[("refact", "multi_query")] = BOOL

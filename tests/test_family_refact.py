@@ -31,7 +31,7 @@ from converter_ceiling import check_within_ceiling
 from family_oracle import OUTTYPES, nmse, oracle_tests, reference_logits_test
 from family_variants import assert_refused, weights_variant
 
-FIXTURES = ["refact", "refact-6heads"]
+FIXTURES = ["refact", "refact-6heads", "refact-bigcode-typed"]
 
 
 def release_slopes(n_head: int) -> list[float]:

@@ -15,6 +15,7 @@ read, by the converter too, through transformers' GPTBigCodeConfig.
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Callable
 
 import numpy as np
 
@@ -56,7 +57,7 @@ def head_width(h: dict) -> int:
     return h["n_embd"] // h["n_head"]
 
 
-def _rows(part: int, what: str, first: callable):
+def _rows(part: int, what: str, first: Callable[[dict], int]):
     """Rows [0, first(h)) (part 0) or [first(h), end) (part 1) of a fused matrix that must hold 2 x first(h) rows:
     the converter's data[:n] / data[n:] split, where llama.cpp then needs both parts n rows wide."""
     def make(sources, h):
