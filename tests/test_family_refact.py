@@ -205,3 +205,14 @@ def test_released_config_kv_carries_its_values():
     assert kv["refact.block_count"] == 32 and kv["refact.embedding_length"] == 2048
     assert kv["refact.attention.head_count"] == 32 and kv["refact.attention.head_count_kv"] == 1
     assert kv["refact.context_length"] == 4096 and kv["refact.feed_forward_length"] == 5632
+
+
+def test_gpt_bigcode_typed_configs_are_read_by_their_architecture():
+    """model_type gpt_bigcode is GPT-BigCode's, unless the architecture is Refact's (as the converter picks its class
+    by the architecture): the first Refact-1.6-base upload is read as Refact, StarCoder still as GPT-BigCode."""
+    from hfview import families
+
+    assert families.family_for("gpt_bigcode", ["GPTRefactForCausalLM"]).name == "refact"
+    assert families.family_for("gpt_bigcode", ["GPTBigCodeForCausalLM"]).name == "gpt_bigcode"
+    assert families.family_for("gpt_bigcode").name == "gpt_bigcode"
+    assert families.family_for("gpt_refact", ["GPTRefactForCausalLM"]).name == "refact"
