@@ -386,3 +386,5 @@ for _key in ("scale_attn_weights", "scale_attn_by_inverse_layer_idx", "scale_qk_
 for _key in ("embeddings_scale", "mup_embeddings_scale", "width_scale", "mup_width_scale", "mup_output_alpha"):
     OVERRIDES[("jais", _key)] = POSITIVE
 OVERRIDES[("jais", "alibi_scaling")] = OBJECT.or_null()
+# (Refact): multi_query is a switch (no config class defaults it for model_type gpt_refact; the family refuses false)
+OVERRIDES[("refact", "multi_query")] = BOOL

@@ -1,0 +1,156 @@
+"""Refact-1.6B (GPTRefactForCausalLM, model_type gpt_refact, remote code) -> llama.cpp `refact` (the converter's
+RefactModel).
+
+GPT-BigCode's names with Llama's parts: multi-query attention (q: n_embd rows; kv: one head's key rows, then its
+value rows), no positions but ALiBi (llama.cpp computes the slopes with its fixed maximum bias 8, the release's
+schedule; nothing is written), a SwiGLU MLP whose gate_up_proj holds the gate rows, then the up rows, and
+bias-free norms. The converter writes its own short list: the feed-forward width from n_embd alone (4 x n_embd,
+times 2/3, rounded up to a multiple of 256, as the release's MLP sizes it), one KV head, and the norms' epsilon as
+an RMS-norm epsilon: llama.cpp's refact normalises by the root mean square, where the release's modeling code
+(modeling_gpt_refact.py, LayerNormNoBias) subtracts the mean first. That is the converter's file too; the logits
+test measures it (tests/test_family_refact.py). transformers has no GPTRefact config class: config.json is read as
+written (no defaults), except for Refact-1.6-base's first upload, which states model_type gpt_bigcode and so is
+read, by the converter too, through transformers' GPTBigCodeConfig.
+"""
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Callable
+
+import numpy as np
+
+from ..config import ANY, Harmless
+from ..errors import CheckpointError, ConfigError
+from ..family import Family, Split, Tensor
+from ..params import f32, u32
+from ..views import RowSelection
+from .gpt_bigcode import DEFAULTS as _BIGCODE
+
+# gpt_refact: no transformers config class, config.json as written. gpt_bigcode (with GPTRefactForCausalLM):
+# AutoConfig reads it as transformers 5.24's GPTBigCodeConfig, whose defaults then fill the rest
+DEFAULTS = {"gpt_refact": {}, "gpt_bigcode": _BIGCODE["gpt_bigcode"]}
+
+READS = frozenset({"vocab_size", "n_embd", "n_layer", "n_head", "n_positions", "layer_norm_epsilon", "n_inner",
+                   "multi_query"})
+HARMLESS: Harmless = {
+    # precision switches: the softmax, its scale and the ALiBi bias computed in float32 under 16-bit weights
+    # (llama.cpp's softmax is float32 anyway)
+    "attention_softmax_in_fp32": ANY, "scale_attention_softmax_in_fp32": ANY, "attention_bias_in_fp32": ANY,
+    # dropout (the first uploads carry GPT-BigCode's); the modeling code hard-codes SiLU, so the first uploads'
+    # activation_function is read by nothing, nor is scale_attn_weights (it always scales by 1/sqrt(head width))
+    "embd_pdrop": ANY, "resid_pdrop": ANY, "attn_pdrop": ANY, "activation_function": ANY, "scale_attn_weights": ANY,
+    # GPTBigCodeConfig's own fields (the gpt_bigcode-typed upload): the modeling code keeps one KV head and a
+    # separate lm_head whatever they say
+    "num_key_value_heads": ANY, "tie_word_embeddings": ANY,
+}
+
+_REQUIRED = ("n_embd", "n_layer", "n_head", "n_positions", "layer_norm_epsilon")
+
+
+def ff_width(n_embd: int) -> int:
+    """The release's MLP width, as the converter writes it: int(2 x 4 n_embd / 3) rounded up to a multiple of 256."""
+    hidden = int(2 * (4 * n_embd) / 3)
+    return 256 * ((hidden + 255) // 256)
+
+
+def head_width(h: dict) -> int:
+    return h["n_embd"] // h["n_head"]
+
+
+def _rows(part: int, what: str, first: Callable[[dict], int]):
+    """Rows [0, first(h)) (part 0) or [first(h), end) (part 1) of a fused matrix that must hold 2 x first(h) rows:
+    the converter's data[:n] / data[n:] split, where llama.cpp then needs both parts n rows wide."""
+    def make(sources, h):
+        src = sources[0]
+        n = first(h)
+        if len(src.shape) != 2 or src.shape[0] != 2 * n or src.shape[1] != h["n_embd"]:
+            raise CheckpointError(f"tensor {src.name!r} has shape {list(src.shape)}; Refact's {what} is "
+                                  f"[{2 * n}, {h['n_embd']}] for n_embd {h['n_embd']} and n_head {h['n_head']}, so "
+                                  f"llama.cpp's refact could not load its halves")
+        return RowSelection(src, part * n + np.arange(n), f"{('first', 'second')[part]} {n} rows of {what}")
+    return make
+
+
+_L = "transformer.h.{bid}."
+TENSORS = (
+    Tensor("transformer.wte.weight", "token_embd.weight"),
+    Tensor(_L + "ln_1.weight", "blk.{bid}.attn_norm.weight"),
+    Tensor(_L + "attn.q.weight", "blk.{bid}.attn_q.weight"),
+    Split(_L + "attn.kv.weight", (("blk.{bid}.attn_k.weight", _rows(0, "attn.kv (key, then value)", head_width)),
+                                  ("blk.{bid}.attn_v.weight", _rows(1, "attn.kv (key, then value)", head_width)))),
+    Tensor(_L + "attn.c_proj.weight", "blk.{bid}.attn_output.weight"),
+    Tensor(_L + "ln_2.weight", "blk.{bid}.ffn_norm.weight"),
+    Split(_L + "mlp.gate_up_proj.weight",
+          (("blk.{bid}.ffn_gate.weight", _rows(0, "mlp.gate_up_proj (gate, then up)", lambda h: ff_width(h["n_embd"]))),
+           ("blk.{bid}.ffn_up.weight", _rows(1, "mlp.gate_up_proj (gate, then up)", lambda h: ff_width(h["n_embd"]))))),
+    Tensor(_L + "mlp.c_proj.weight", "blk.{bid}.ffn_down.weight"),
+    Tensor("ln_f.weight", "output_norm.weight"),
+    # stored as released; llama.cpp would use the embedding if it were absent, the modeling code would not
+    Tensor("lm_head.weight", "output.weight"),
+)
+
+
+def check(h: dict, path: Path) -> None:
+    for key in _REQUIRED:
+        if h.get(key) is None:
+            raise ConfigError(f"{path}: {key} is missing; Refact's config.json states it (the converter reads it, "
+                              f"no defaults apply)")
+    n_embd, n_head = h["n_embd"], h["n_head"]
+    if n_embd % n_head:
+        raise ConfigError(f"{path}: n_embd {n_embd} does not split into n_head {n_head} heads")
+    if h.get("n_inner") not in (None, 4 * n_embd):
+        raise ConfigError(f"{path}: n_inner {h['n_inner']}: the converter sizes Refact's MLP from 4 x n_embd = "
+                          f"{4 * n_embd} (ffn {ff_width(n_embd)}), so llama.cpp could not load these MLP weights")
+    if h.get("multi_query", True) is not True:
+        raise ConfigError(f"{path}: multi_query {h['multi_query']}: Refact's modeling code and llama.cpp's refact "
+                          f"(the converter writes one KV head) compute multi-query attention only")
+
+
+def parameters(h: dict, block_count: int, file_type: int) -> list:
+    return [
+        u32("refact.context_length", h["n_positions"]),
+        u32("refact.embedding_length", h["n_embd"]),
+        u32("refact.feed_forward_length", ff_width(h["n_embd"])),
+        u32("refact.block_count", block_count),
+        u32("refact.attention.head_count", h["n_head"]),
+        u32("refact.attention.head_count_kv", 1),
+        f32("refact.attention.layer_norm_rms_epsilon", h["layer_norm_epsilon"]),
+        u32("general.file_type", file_type),
+    ]
+
+
+# The converter's fill-in-the-middle ids for Refact (prefix 1, middle 2, suffix 3: the release's <fim_prefix>,
+# <fim_middle>, <fim_suffix>), set on a second SpecialVocab; these types have no GGUF key under these names, so
+# what that second pass writes is its add_* flags again (and an eot id where the tokenizer files state one)
+_FIM_IDS = {"prefix": 1, "suffix": 3, "middle": 2}
+
+
+def vocab(model_dir: Path, h: dict) -> list:
+    from tokenizer.special import SpecialVocab
+    from tokenizer.vocab import gpt2_vocab
+    from tokenizer.writer import KVWriter
+
+    w = KVWriter()
+    w.extend(gpt2_vocab(model_dir, h))
+    special = SpecialVocab(model_dir, load_merges=False, special_token_types=[*_FIM_IDS, "eot"])
+    for typ, tid in _FIM_IDS.items():
+        special.set_special_token(typ, tid)
+    special.chat_template = None  # the first SpecialVocab already wrote it
+    special.write(w)
+    return w.kvs()
+
+
+FAMILY = Family(
+    name="refact",
+    gguf_arch="refact",
+    architectures=("GPTRefactForCausalLM",),
+    defaults=DEFAULTS,
+    reads=READS,
+    harmless=HARMLESS,
+    tensors=TENSORS,
+    parameters=parameters,
+    vocab=vocab,
+    check=check,
+    notes={"norm": "llama.cpp's refact normalises by RMS; the release's norms are bias-free LayerNorms (mean "
+                   "subtracted): the converter's file computes so too"},
+)
