@@ -731,3 +731,18 @@ class RowsJoined(Stack):
             raise CheckpointError(f"cannot join the rows of {first.name!r} {list(first.shape)}: not a matrix")
         self.shape = (len(self.parts) * first.shape[0], first.shape[1])
         self.name = " then ".join(p.name for p in self.parts) + ", rows joined"
+
+
+def fused_part(n_rows: int, part: int, parts: int, n_head: int | None = None) -> np.ndarray:
+    """The rows of part `part` of `parts` equal consecutive parts of a fused weight (Baichuan's W_pack: all q rows,
+    then all k rows, then all v rows), regrouped into rotation pairs over `n_head` heads where given (the llama
+    permutation, rotation_pairs, applied within the part): indices for a RowSelection of the fused weight."""
+    if n_rows % parts:
+        raise CheckpointError(f"{n_rows} fused rows do not split into {parts} equal parts")
+    size = n_rows // parts
+    rows = part * size + np.arange(size)
+    if n_head is None:
+        return rows
+    if size % (2 * n_head):
+        raise CheckpointError(f"a part of {size} rows does not split into {n_head} heads of rotation pairs")
+    return rows[rotation_pairs(size, n_head)]
