@@ -178,7 +178,15 @@ def test_export(name, outtype, checkpoint, restored, tmp_path, record_property):
     record_property("family", "baichuan")
     record_property("oracle", "bytes")
     check_export(name, outtype, checkpoint, restored, tmp_path)
-test_logits = reference_logits_test("baichuan", ["baichuan-7b"], baichuan_logits, LABEL)
+test_logits = reference_logits_test("baichuan", ["baichuan-7b"], baichuan_logits, LABEL, outtypes=["f32", "f16", "auto"])
+
+
+def test_baichuan_7b_bf16_logits_within_the_converters_ceiling(checkpoint, restored, record_property):
+    """--outtype bf16 of the float16-stored 7B-style fixture: 32 layers of bf16-rounded weights miss the float32
+    forward past the bar in llama.cpp running the converter's own file too; the view's logits miss by no more."""
+    record_property("family", "baichuan")
+    record_property("oracle", "logits")
+    check_within_ceiling("baichuan-7b", "bf16", checkpoint, restored, baichuan_logits)
 
 
 @pytest.mark.parametrize("outtype", OUTTYPES)
@@ -247,14 +255,14 @@ def test_baichuan2_is_told_by_vocab_size(checkpoint):
 
 def test_w_pack_split_is_the_converters(checkpoint):
     """attn_q / attn_k are W_pack's first and second thirds in rotation pairs, attn_v its last third as stored."""
-    from safetensors.numpy import load_file
+    from safetensors.torch import load_file
 
     from hfview import HfCheckpoint
     from hfview.views import rotation_pairs
 
     path = checkpoint("baichuan2-13b")
-    w = load_file(str(path / "model.safetensors"))["model.layers.7.self_attn.W_pack.weight"]
-    view = HfCheckpoint(path, "bf16")
+    w = load_file(str(path / "model.safetensors"))["model.layers.7.self_attn.W_pack.weight"].float().numpy()
+    view = HfCheckpoint(path, "f32")
     q, k, v = np.split(w, 3)
     assert np.array_equal(view.read_tensor("blk.7.attn_q.weight"), q[rotation_pairs(80, 5)])
     assert np.array_equal(view.read_tensor("blk.7.attn_k.weight"), k[rotation_pairs(80, 5)])
@@ -271,20 +279,17 @@ def _two_layers(src, dst):
 
 def test_a_layer_count_neither_32_nor_40_is_refused_and_would_run_without_positions(checkpoint, tmp_path):
     """llama.cpp's baichuan gives a depth other than 32 or 40 neither RoPE nor ALiBi. The view refuses it by name;
-    the converter writes it, and llama.cpp then computes a last position blind to the order of the tokens before."""
+    the converter writes it, and llama.cpp then computes the forward without positions (matching the composition
+    with none, and missing the one with the RoPE Baichuan-7B's code would apply)."""
     from hfview import HfCheckpoint
     from hfview.errors import ConfigError
 
     small = _two_layers(checkpoint("baichuan-7b"), tmp_path)
     with pytest.raises(ConfigError, match="num_hidden_layers 2: llama.cpp's baichuan picks its positions"):
         HfCheckpoint(small)
-    gguf = convert_restored(small, tmp_path / "two.gguf", "f32")
-    ids = list(range(300, 316))
-    shuffled = [*ids[:-1][::-1], ids[-1]]
-    _, a = llama_cpp_logits(GGUFFile(gguf), ids)
-    _, b = llama_cpp_logits(GGUFFile(gguf), shuffled)
-    assert np.allclose(a[-1], b[-1], atol=1e-4)  # no positions: the order before the last token is invisible
-    assert not np.allclose(a[-2], b[-2], atol=1e-2)  # (the earlier positions see other tokens, so they differ)
+    ids, ours = llama_cpp_logits(GGUFFile(convert_restored(small, tmp_path / "two.gguf", "f32")), list(range(300, 316)))
+    assert nmse(ours, baichuan_logits(small, ids, scheme="none")) < NMSE_BAR
+    assert nmse(ours, baichuan_logits(small, ids, scheme="rope")) > 1e-3
 
 
 @pytest.mark.parametrize("change, match", [
