@@ -314,3 +314,48 @@ def test_model_max_length_is_the_context_where_no_max_position_embeddings(checkp
     assert kv["baichuan.context_length"] == 4096 and kv["baichuan.block_count"] == 40
     assert kv["baichuan.rope.dimension_count"] == 16
     assert kv["baichuan.tensor_data_layout"] == "Meta AI original pth"
+
+
+# Two Baichuan configs the search reached only as text, not as config.json files (hence FEWER in
+# tests/test_released_configs.py): a Baichuan2-7B derivative's (TongGu-7B) as transformers printed it in a log kept in
+# a GitHub repository (find_string id 3881833864), and a Baichuan-13B-based one (DISC-FinLLM) quoted in a document
+# (find_string id 45597557903, its _name_or_path and AutoModelForCausalLM path left as quoted).
+_TONGGU_7B = {
+    "_from_model_config": True, "architectures": ["BaichuanForCausalLM"],
+    "auto_map": {"AutoConfig": "configuration_baichuan.BaichuanConfig",
+                 "AutoModel": "modeling_baichuan.BaichuanForCausalLM",
+                 "AutoModelForCausalLM": "modeling_baichuan.BaichuanForCausalLM"},
+    "bos_token_id": 1, "eos_token_id": 2, "hidden_act": "silu", "hidden_size": 4096, "initializer_range": 0.02,
+    "intermediate_size": 11008, "max_position_embeddings": 4096, "model_max_length": 4096, "model_type": "baichuan",
+    "num_attention_heads": 32, "num_hidden_layers": 32, "pad_token_id": 0, "rms_norm_eps": 1e-06,
+    "tie_word_embeddings": False, "torch_dtype": "float16", "transformers_version": "4.52.3", "use_cache": False,
+    "vocab_size": 125696, "z_loss_weight": 0,
+}
+_DISC_FINLLM = {
+    "_from_model_config": True, "_name_or_path": "/export/.xhs/Baichuan2-13B-Chat",
+    "architectures": ["BaichuanForCausalLM"],
+    "auto_map": {"AutoConfig": "configuration_baichuan.BaichuanConfig",
+                 "AutoModel": "modeling_baichuan.BaichuanForCausalLM",
+                 "AutoModelForCausalLM": "/export/.xhs/Baichuan2-13B-Chat--modeling_baichuan.BaichuanForCausalLM"},
+    "bos_token_id": 1, "eos_token_id": 2, "hidden_act": "silu", "hidden_size": 5120, "initializer_range": 0.02,
+    "intermediate_size": 13696, "model_max_length": 4096, "model_type": "baichuan", "num_attention_heads": 40,
+    "num_hidden_layers": 40, "pad_token_id": 0, "rms_norm_eps": 1e-06, "tie_word_embeddings": False,
+    "torch_dtype": "float16", "transformers_version": "4.33.2", "use_cache": False, "vocab_size": 64000,
+}
+
+
+@pytest.mark.parametrize("config, scheme, baichuan2", [(_TONGGU_7B, "rope", True), (_DISC_FINLLM, "alibi", False)])
+def test_quoted_configs_through_the_config_path(config, scheme, baichuan2, tmp_path):
+    """Each quoted config passes the config path HfCheckpoint takes (gate, keys, values, family checks, KV)."""
+    from released_config import config_path_kv
+
+    from hfview.families.baichuan import is_baichuan2, positions
+
+    d = tmp_path / "baichuan"
+    d.mkdir()
+    (d / "quoted.json").write_text(json.dumps(config), encoding="utf-8")
+    kv = config_path_kv(d / "quoted.json")
+    assert kv["baichuan.block_count"] == config["num_hidden_layers"]
+    assert kv["baichuan.context_length"] == 4096
+    assert kv["baichuan.rope.dimension_count"] == 128
+    assert (positions(config), is_baichuan2(config)) == (scheme, baichuan2)
