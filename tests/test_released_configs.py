@@ -325,3 +325,8 @@ FEWER["minimax_m3_vl_text"] = _UNREACHED
 # Step-3.5-Flash (step3p5): stepfun-ai/Step-3.5-Flash publishes its config.json on the Hub only; the search reached
 # other projects' hand-written dicts of it (SGLang's, aiconfigurator's, mlx ports' tests), no copy of the file
 FEWER["step3p5"] = _UNREACHED
+# TeleChat3 (telechat3, issue 15): Tele-AI publishes TeleChat3-36B-Thinking on the Hub and ModelScope only; the one
+# copy reached is mlx-community's 4-bit conversion's config.json, quoted field for field in a port's test
+FEWER["telechat3"] = _UNREACHED
+REFUSED["telechat3/mlx-community__Telechat3-36B-Thinking-4bit.json"] = (
+    "quantized checkpoints are unsupported", "MLX affine 4-bit (mlx-lm's `quantization`, group_size 64)")
