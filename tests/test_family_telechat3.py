@@ -220,6 +220,15 @@ def test_the_code_takes_the_factor_from_the_lengths(checkpoint, tmp_path):
                                                                  rel=1e-6)
 
 
+def test_truncate_true_is_what_the_code_computes(checkpoint, tmp_path):
+    from hfview import HfCheckpoint
+
+    base = json.loads((checkpoint("telechat3") / "config.json").read_text())["rope_scaling"]
+    kv = {k.key: k.value for k in HfCheckpoint(variant(checkpoint("telechat3"), tmp_path / "t", rope_scaling=dict(
+        base, truncate=True)), "f32").kv}
+    assert kv["llama.rope.scaling.type"] == "yarn"
+
+
 def test_mscale_pair_and_a_stated_attention_factor(checkpoint, tmp_path):
     from hfview import HfCheckpoint
 
@@ -248,7 +257,8 @@ _YARN = {"beta_fast": 32.0, "beta_slow": 1.0, "factor": 4.0, "original_max_posit
     (dict(hidden_act="gelu"), "hidden_act 'gelu'"),
     (dict(rope_scaling=dict(_YARN, rope_type="yarn", type="yarn")), "rope_type 'yarn'"),
     (dict(rope_scaling=dict(_YARN, beta_fast=16.0)), "beta_fast 16.0"),
-    (dict(rope_scaling=dict(_YARN, truncate=False)), "rope_scaling key 'truncate'"),
+    (dict(rope_scaling=dict(_YARN, truncate=False)), "rope_scaling truncate False"),
+    (dict(rope_scaling=dict(_YARN, attn_factor=1.2)), "rope_scaling key 'attn_factor'"),  # vLLM's name, not read
     (dict(rope_scaling=dict(_YARN, factor=8.0)), "rope_scaling factor 8 differs"),
     (dict(rope_scaling=dict(_YARN, original_max_position_embeddings=64)), "factor 1"),
     (dict(rope_scaling=dict(_YARN, type="dynamic")), "states type 'dynamic'"),
@@ -314,3 +324,28 @@ def test_family_table_shows_no_byte_mark():
     row = next(r for r in family_table.table().splitlines() if r.startswith("| telechat3 |"))
     assert row.split("|")[4].strip() == "n/a (no converter class)"
     assert route_for("telechat3").kind == "view" and "own mapping" in route_for("telechat3").detail
+
+
+def test_export_is_a_file_llama_cpp_loads_with_the_views_logits(checkpoint, tmp_path):
+    """`hfview export` writes the view as a file (no converter file to compare it with); llama.cpp loads that file
+    and computes the view's logits."""
+    from hfview import HfCheckpoint
+    from hfview.export import export
+    from runner.stream import StreamModel
+
+    path = export(HfCheckpoint(checkpoint("telechat3"), "f16"), tmp_path / "telechat3.gguf")
+
+    class _File:
+        size = path.stat().st_size
+
+        def read(self, offset, n):
+            with open(path, "rb") as f:
+                f.seek(offset)
+                return f.read(n)
+
+    with StreamModel(HfCheckpoint(checkpoint("telechat3"), "f16"), n_ctx=64) as m:
+        ids = m.tokenize(PROMPT)[:16]
+        view = m.logits(ids)
+    with StreamModel(_File(), n_ctx=64) as m:
+        from_file = m.logits(ids)
+    assert np.array_equal(view, from_file)

@@ -22,9 +22,15 @@ cancels its own get_mscale and ggml's rope_yarn multiplies 1 + 0.1 * ln(1 / freq
 floored/ceiled correction dims and the same linear ramp, and beta_fast / beta_slow fixed at 32 / 1 for `llama`. So
 the view writes the code's factor, original length and attn_factor = scale / (0.1 * ln(factor) + 1).
 
-Config: the release's Telechat3Config defaults fill what config.json leaves out. Vocabulary: the SentencePiece
-tokenizer.model the release ships (131072 pieces, byte fallback, its control tokens <_start> <_end> <_pad> ... at ids
-1-23), as llama.cpp's SentencePiece tokenizer takes it.
+Config: the release's Telechat3Config defaults fill what config.json leaves out; rope_scaling keys the release's code
+does not read are refused by name (vLLM's truncate only at true, which is what the code computes). Vocabulary: the
+SentencePiece tokenizer.model TeleChat3 ships (a BPE model of 131072 pieces, identity normalizer, dummy prefix, extra
+whitespace kept, byte fallback, control tokens <_start> <_end> <_pad> <_user> <_bot> ... </tool_response> at ids
+1-23; TelechatTokenizer adds no BOS or EOS) written as the converter's _set_vocab_sentencepiece writes one, which
+llama.cpp's SentencePiece tokenizer reads. Checked by hand on the copy of that file in github.com/Tele-AI/TeleChat3
+(mindformers_telechat3/research/telechat3/tokenizer.model at 242aeb5b): llama.cpp over the view's vocabulary gave
+sentencepiece's ids on ten texts (Chinese, byte-fallback emoji, runs of spaces, code) and, with special tokens
+parsed, on a chat turn with <_system> <_user> <_bot> <think>.
 """
 from __future__ import annotations
 
@@ -76,9 +82,10 @@ TENSORS = (
 )
 
 YARN = "telechat3-yarn"
-# what the release's rotary code reads from rope_scaling (rope_theta is folded in from the top level)
+# what the release's rotary code reads from rope_scaling (rope_theta is folded in from the top level), and vLLM's
+# truncate, which the release's code never reads (it always truncates)
 _YARN_KEYS = {"rope_type", "type", "rope_theta", "factor", "original_max_position_embeddings", "attention_factor",
-              "mscale", "mscale_all_dim", "beta_fast", "beta_slow"}
+              "mscale", "mscale_all_dim", "beta_fast", "beta_slow", "truncate"}
 
 
 def head_dim(h: dict) -> int:
@@ -142,6 +149,10 @@ def check(h: dict, path: Path) -> None:
     if unknown:
         raise ConfigError(f"{path}: rope_scaling key {unknown[0]!r} (= {rope[unknown[0]]!r}) is not one the release's "
                           f"{YARN} code reads; hfview will not guess what it means")
+    if rope.get("truncate", True) is not True:
+        raise ConfigError(f"{path}: rope_scaling truncate {rope['truncate']!r}: the release's code always floors and "
+                          f"ceils YaRN's correction range (truncate true), and so does llama.cpp; vLLM would honour "
+                          f"false, so this config names a model the release's code does not compute")
     if "original_max_position_embeddings" not in rope and rope.get("factor") is None:
         raise ConfigError(f"{path}: rope_scaling {YARN} states neither original_max_position_embeddings nor factor; "
                           f"the release's code needs one of them")
