@@ -336,3 +336,8 @@ FEWER["jais"] = _UNREACHED
 # repositories hold code and READMEs); the search reached a Baichuan2-7B derivative's config printed in a log and a
 # 13B one quoted in a document, no copy of a file (tests/test_family_baichuan.py runs those two through the config path)
 FEWER["baichuan"] = _UNREACHED
+# TeleChat3 (telechat3, issue 15): Tele-AI publishes TeleChat3-36B-Thinking on the Hub and ModelScope only; the one
+# copy reached is mlx-community's 4-bit conversion's config.json, quoted field for field in a port's test
+FEWER["telechat3"] = _UNREACHED
+REFUSED["telechat3/mlx-community__Telechat3-36B-Thinking-4bit.json"] = (
+    "quantized checkpoints are unsupported", "MLX affine 4-bit (mlx-lm's `quantization`, group_size 64)")
