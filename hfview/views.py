@@ -742,6 +742,8 @@ def tiled_kv_grouped(n_head: int, n_head_kv: int, head_dim: int) -> np.ndarray:
     if n_head_kv < 1 or n_head % n_head_kv:
         raise CheckpointError(f"{n_head} query heads do not share {n_head_kv} KV heads evenly")
     return np.arange(n_head * head_dim).reshape(n_head // n_head_kv, n_head_kv, head_dim).swapaxes(0, 1).reshape(-1)
+
+
 def fused_part(n_rows: int, part: int, parts: int, n_head: int | None = None) -> np.ndarray:
     """The rows of part `part` of `parts` equal consecutive parts of a fused weight (Baichuan's W_pack: all q rows,
     then all k rows, then all v rows), regrouped into rotation pairs over `n_head` heads where given (the llama
