@@ -325,3 +325,7 @@ FEWER["minimax_m3_vl_text"] = _UNREACHED
 # Step-3.5-Flash (step3p5): stepfun-ai/Step-3.5-Flash publishes its config.json on the Hub only; the search reached
 # other projects' hand-written dicts of it (SGLang's, aiconfigurator's, mlx ports' tests), no copy of the file
 FEWER["step3p5"] = _UNREACHED
+# Param2 MoE (param2moe, issue 15): bharatgenai/Param2-17B-A2.4B-Thinking publishes its config.json on the Hub only;
+# the search reached Megatron-Bridge's bridge (the keys it writes), vLLM's / SGLang's code and transformers' port
+# (tests/data/released_configs/param2moe/SOURCES.md), no copy of the file
+FEWER["param2moe"] = _UNREACHED
