@@ -213,6 +213,14 @@ def test_refuses_what_bailingmoe2_cannot_run_as_param2_does(changes, reason, che
     assert_refused(checkpoint(FIXTURE), tmp_path, reason, **changes)
 
 
+def test_refuses_a_shared_width_the_tensors_do_not_have(checkpoint, tmp_path):
+    from hfview import HfCheckpoint
+    from hfview.errors import CheckpointError
+
+    with pytest.raises(CheckpointError, match="shared_experts.gate_proj.weight' is 32 wide"):
+        HfCheckpoint(variant(checkpoint(FIXTURE), tmp_path / "v", moe_shared_expert_intermediate_size=48))
+
+
 @pytest.mark.xfail(len(released_configs("param2moe")) < 1, strict=True,
                    reason="no published Param2 config.json reachable from this project's index (the Hub's "
                           "bharatgenai/Param2-17B-A2.4B-Thinking is not in it): FEWER['param2moe'] = _UNREACHED")

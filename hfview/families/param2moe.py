@@ -29,7 +29,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from ..config import ANY, Harmless
-from ..errors import ConfigError
+from ..errors import CheckpointError, ConfigError
 from ..family import Family
 from . import bailing_moe_v2, sarvam_moe
 from .qwen2 import check_architecture
@@ -82,6 +82,20 @@ def as_llama_cpp_reads(h: dict) -> dict:
 
 def parameters(h: dict, block_count: int, file_type: int) -> list:
     return sarvam_moe.bailing_v2_parameters(rope_dim)(as_llama_cpp_reads(h), block_count, file_type)
+
+
+def check_layers(h: dict, stored: dict) -> list:
+    """No KV: each layer holds the FFN llama.cpp's bailingmoe2 loads for it, the shared one as wide as the config
+    says (llama.cpp would refuse it otherwise, past the view)."""
+    sarvam_moe.check_layers(h, stored)
+    for i in range(h["first_k_dense_replace"], h["num_hidden_layers"]):
+        name = f"model.layers.{i}.mlp.shared_experts.gate_proj.weight"
+        if stored[name].shape[0] != shared_width(h):
+            raise CheckpointError(f"tensor {name!r} is {stored[name].shape[0]} wide, but the config's shared experts "
+                                  f"are {shared_width(h)} (moe_shared_expert_intermediate_size, else "
+                                  f"moe_intermediate_size x num_shared_experts): the config does not describe "
+                                  f"these weights")
+    return []
 
 
 def normalise(h: dict) -> dict:
@@ -142,7 +156,7 @@ FAMILY = Family(
     vocab=sarvam_moe.gpt2_vocab,
     check=check,
     normalise=normalise,
-    stored_kv=sarvam_moe.check_layers,
+    stored_kv=check_layers,
     aliases=ALIASES,
     no_converter="the pinned converter has no class for Param2MoEForCausalLM; hfview's own mapping presents it as "
                  "llama.cpp's bailingmoe2 (Ling 2.0's BailingMoeV2Model, whose block Param2's is), with Param2's "
