@@ -30,6 +30,8 @@ from family_variants import assert_refused, variant
 from released_config import config_path_kv, released_configs
 
 FIXTURE = "param2moe"
+# Param2's paths its release leaves unused: half-head rope and expert groups (fixtures/families/param2moe.py)
+OTHER = "param2moe-partial-grouped"
 
 
 def ling2_variant(src: Path, out: Path, *, per_expert_shared_width=True) -> Path:
@@ -51,20 +53,20 @@ def ling2_variant(src: Path, out: Path, *, per_expert_shared_width=True) -> Path
     return out
 
 
-@pytest.mark.parametrize("outtype", OUTTYPES)
-def test_export_matches_the_converters_bailing_moe_v2_class_on_its_variant(outtype, checkpoint, tmp_path,
+@pytest.mark.parametrize("name, outtype", [*((FIXTURE, t) for t in OUTTYPES), (OTHER, "f32"), (OTHER, "bf16")])
+def test_export_matches_the_converters_bailing_moe_v2_class_on_its_variant(name, outtype, checkpoint, tmp_path,
                                                                            record_property):
-    """`hfview export` of the Param2 fixture == the pinned converter's file of its Ling 2.0 variant."""
+    """`hfview export` of a Param2 fixture == the pinned converter's file of its Ling 2.0 variant."""
     from hfview import HfCheckpoint
     from hfview.export import export
 
     record_property("family", "param2moe")
     record_property("oracle", "bytes")
-    path = checkpoint(FIXTURE)
+    path = checkpoint(name)
     theirs = oracle.convert_cached(ling2_variant(path, tmp_path / "variant" / path.name), outtype)
     ours = export(HfCheckpoint(path, outtype), tmp_path / "ours.gguf")
     if oracle.sha256(ours) != oracle.sha256(theirs):
-        pytest.fail(f"{FIXTURE} --outtype {outtype}: {oracle.first_difference(ours, theirs)}")
+        pytest.fail(f"{name} --outtype {outtype}: {oracle.first_difference(ours, theirs)}")
 
 
 def sarvam_config(path):
@@ -101,6 +103,9 @@ def sarvam_logits(path, ids, **changes):
 
 test_logits = reference_logits_test("param2moe", [FIXTURE], sarvam_logits,
                                     "transformers' SarvamMoE over the same weights")
+test_logits_partial_grouped = reference_logits_test("param2moe", [OTHER], sarvam_logits,
+                                                    "transformers' SarvamMoE over the same weights",
+                                                    outtypes=["f32", "bf16"])
 
 
 def test_transformers_read_every_stored_weight(checkpoint):
@@ -129,6 +134,18 @@ def test_the_reference_moves(checkpoint):
     assert not np.allclose(base[1:], sarvam_logits(path, ids, **theta)[1:], atol=1e-3)
 
 
+def test_the_other_fixtures_paths_matter(checkpoint):
+    """On the half-rope grouped fixture, the reference with the whole head rotated, or without the group limit,
+    gives other logits: both paths are exercised by its oracles."""
+    pytest.importorskip("transformers")
+    path = checkpoint(OTHER)
+    ids = [464, 2068, 7586, 21831, 18045, 625, 262, 16931, 3290, 13]
+    base = sarvam_logits(path, ids)
+    full = dict(rope_parameters={"rope_type": "default", "rope_theta": 1000000.0, "partial_rotary_factor": 1.0})
+    assert not np.allclose(base[1:], sarvam_logits(path, ids, **full)[1:], atol=1e-3)
+    assert not np.allclose(base, sarvam_logits(path, ids, n_group=1, topk_group=1), atol=1e-3)
+
+
 def test_without_the_per_expert_width_llama_cpp_refuses_the_converters_file(checkpoint, tmp_path):
     """Why the view writes the shared width per shared expert: the converter's file of the variant stating the
     total (as Param2's config.json does) asks llama.cpp's bailingmoe2 for a shared FFN 2 x 32 wide, and the stored
@@ -138,7 +155,7 @@ def test_without_the_per_expert_width_llama_cpp_refuses_the_converters_file(chec
     path = checkpoint(FIXTURE)
     theirs = oracle.convert_cached(ling2_variant(path, tmp_path / "total" / path.name, per_expert_shared_width=False),
                                    "f32")
-    with pytest.raises(ModelLoadError, match="shexp"):
+    with pytest.raises(ModelLoadError, match="ffn_gate_shexp.weight' has wrong shape"):
         load_model_from_path(theirs)
 
 

@@ -8,7 +8,9 @@ Ling's tensor names: fused query_key_value split q|k|v, per-head q/k RMSNorms (q
 before a rotate-half (neox) rope over the first head_dim x partial_rotary_factor dims, RMSNorm pre-norm blocks,
 first_k_dense_replace dense SwiGLU layers, then mixtures: a sigmoid router (mlp.gate, scored in f32) whose top-k
 choice adds mlp.gate.expert_bias (vLLM centres it first, which changes no choice), the chosen unbiased scores
-renormalised where norm_topk_prob says and times routed_scaling_factor, plus always-on shared experts. No sliding
+renormalised where norm_topk_prob says and times routed_scaling_factor, plus always-on shared experts. Expert
+groups (n_group / topk_group; 1 / 1 in all Param2's defaults) are scored by each group's two best biased scores, as
+vLLM's and SGLang's grouped top-k, transformers' later Param2MoE class and llama.cpp score them. No sliding
 window (max_window_layers is bookkeeping no copy reads), no MTP layers in any inference copy.
 
 What is Param2's own, and how the view says it to llama.cpp:
