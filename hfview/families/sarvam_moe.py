@@ -88,8 +88,9 @@ def head_dim(h: dict) -> int:
     return h.get("head_dim") or h["hidden_size"] // h["num_attention_heads"]
 
 
-def check_block(h: dict, path: Path, arch: str = ARCH) -> None:
-    """What llama.cpp's bailingmoe2 graph computes, against a config transformers computes otherwise."""
+def check_block(h: dict, path: Path, arch: str = ARCH, *, one_shared: bool = True) -> None:
+    """What llama.cpp's bailingmoe2 graph computes, against a config transformers computes otherwise.
+    `one_shared` False: the family checks its shared experts' count and width itself (Param2's two, fused)."""
     check_silu(h, path, arch)
     check_rope(h, path, arch, allowed=("default", "linear", "yarn"))
     check_no_pooling(path)
@@ -106,12 +107,12 @@ def check_block(h: dict, path: Path, arch: str = ARCH) -> None:
                           f"{h['hidden_size']}; llama.cpp's {arch} sizes its fused attn_qkv by hidden_size")
     if not h.get("n_routed_experts"):
         raise ConfigError(f"{path}: {h.get('n_routed_experts')!r} experts: llama.cpp's {arch} needs a mixture")
-    if h.get("n_shared_experts") != 1:
+    if one_shared and h.get("n_shared_experts") != 1:
         raise ConfigError(f"{path}: n_shared_experts {h.get('n_shared_experts')!r}: llama.cpp's {arch} loads one "
                           f"shared FFN of the written shared width times the shared count again, which fits only "
                           f"a single shared expert (every release has one)")
     stated = h.get("moe_shared_expert_intermediate_size")
-    if stated is not None and stated != h["moe_intermediate_size"] * h["n_shared_experts"]:
+    if one_shared and stated is not None and stated != h["moe_intermediate_size"] * h["n_shared_experts"]:
         raise ConfigError(f"{path}: moe_shared_expert_intermediate_size {stated}: transformers builds the shared "
                           f"expert moe_intermediate_size x n_shared_experts = "
                           f"{h['moe_intermediate_size'] * h['n_shared_experts']} wide, the converter writes {stated}")
