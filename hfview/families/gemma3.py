@@ -44,6 +44,7 @@ READS = frozenset({
     "rope_local_base_freq", "use_bidirectional_attention", "query_pre_attn_scalar", "sliding_window",
     "sliding_window_pattern", "_sliding_window_pattern", "layer_types", "attn_logit_softcapping",
     "final_logit_softcapping",
+    "attention_chunk_size",  # read only to refuse chunked attention by name (check)
 })
 # hidden_act: a leftover beside hidden_activation; cache_implementation: generate()'s cache. The rest are
 # the image-text wrapper's: the vision tower and image tokens, which a text-only forward never touches.
@@ -95,6 +96,12 @@ def normalise(h: dict) -> dict:
 
 
 def check(h: dict, path: Path) -> None:
+    if "chunked_attention" in (h.get("layer_types") or ()) or h.get("attention_chunk_size") is not None:
+        # Rnj-1.5's block-local layers: a token attends only within its own attention_chunk_size block
+        raise ConfigError(f"{path}: chunked_attention layers (attention_chunk_size "
+                          f"{h.get('attention_chunk_size')}): a token attends only to earlier tokens of its own "
+                          f"block, which neither llama.cpp's gemma3 (a sliding window over the last tokens) nor "
+                          f"transformers' Gemma 3 computes; the view does not present a different attention")
     if h.get("hidden_activation") not in TANH_GELU:
         raise ConfigError(f"{path}: hidden_activation {h.get('hidden_activation')!r}: llama.cpp's gemma3 computes "
                           f"the tanh GELU only")
