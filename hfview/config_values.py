@@ -388,3 +388,5 @@ for _key in ("embeddings_scale", "mup_embeddings_scale", "width_scale", "mup_wid
 OVERRIDES[("jais", "alibi_scaling")] = OBJECT.or_null()
 # (Refact): multi_query is a switch (no config class defaults it for model_type gpt_refact; the family refuses false)
 OVERRIDES[("refact", "multi_query")] = BOOL
+# (Gemma 3): attention_chunk_size, read only to refuse chunked attention (Rnj-1.5) by name
+OVERRIDES[("gemma3", "attention_chunk_size")] = COUNT.or_null()
