@@ -202,16 +202,17 @@ class _Handler(BaseHTTPRequestHandler):
 
     def _send(self, status: int, body: bytes, *, head: bool, headers: dict[str, str] | None = None,
               file: str | None = None) -> None:
+        # recorded before anything is sent: once the client has its answer it may go on (and a test read the
+        # log) before this handler thread runs again, which made the log race the client under load
+        sent = len(body) if not head and body else 0
+        self.owner.record(Request(self.command, self.path, status, sent, file))
         self.send_response(status)
         for key, value in (headers or {}).items():
             self.send_header(key, value)
         self.send_header("Content-Length", str(len(body)))
         self.end_headers()
-        sent = 0
-        if not head and body:
+        if sent:
             self.wfile.write(body)
-            sent = len(body)
-        self.owner.record(Request(self.command, self.path, status, sent, file))
 
 
 # -- tiny checkpoint files (a few hundred bytes each), shared by the resolution tests ----------------
