@@ -376,3 +376,6 @@ RULES.update({"num_attention_groups": COUNT, "attention_other_setting": OBJECT.o
               "use_rope_layers": list_of(BOOL).or_null()})
 # ERNIE 4.5 MoE states moe_num_experts 0 for "no experts" (its family refuses that by name): a count for step3p5 only
 OVERRIDES[("step3p5", "moe_num_experts")] = COUNT
+# Qwen-1 (issue 13): its long-context and bias switches, and the Qwen-VL / Qwen-Audio encoder configs it refuses
+OVERRIDES.update({("qwen", k): BOOL for k in ("use_dynamic_ntk", "use_logn_attn", "no_bias")})
+OVERRIDES.update({("qwen", k): OBJECT for k in ("visual", "audio")})
