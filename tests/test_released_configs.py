@@ -325,3 +325,11 @@ FEWER["minimax_m3_vl_text"] = _UNREACHED
 # Step-3.5-Flash (step3p5): stepfun-ai/Step-3.5-Flash publishes its config.json on the Hub only; the search reached
 # other projects' hand-written dicts of it (SGLang's, aiconfigurator's, mlx ports' tests), no copy of the file
 FEWER["step3p5"] = _UNREACHED
+# Qwen-1 (issue 13): the first Qwen-7B-Chat revision's Megatron names, Qwen-VL (GPTQ) and Qwen-Audio's encoders
+REFUSED.update({
+    "qwen/Qwen__Qwen-7B-Chat-2023-08.json": (
+        "ffn_hidden_size 22016", "Qwen-7B-Chat's first revision (n_embd, n_layer, ffn_hidden_size): the converter "
+        "finds no feed-forward length among those names, so its file would not load; the current config reads"),
+    "qwen/Qwen__Qwen-VL-Chat-Int4.json": ("quantized checkpoints are unsupported", "GPTQ 4-bit (quantization_config)"),
+    "qwen/Qwen__Qwen-Audio.json": ("a Qwen-Audio checkpoint", "an audio encoder beside the text model"),
+})
