@@ -10,6 +10,12 @@ from config.json as written (transformers has no Qwen-1 config class): rotary_em
 rope_theta where a release states both), max_position_embeddings as the context, intermediate_size (twice the MLP
 width, which llama.cpp's qwen halves) as the feed-forward length.
 
+The pinned converter and llama.cpp disagree on one key: QwenModel writes layer_norm_epsilon under TextModel's
+LayerNorm name (qwen.attention.layer_norm_epsilon), while llama.cpp's qwen requires
+qwen.attention.layer_norm_rms_epsilon. The view writes the converter's bytes, so llama.cpp refuses it as it refuses
+the converter's own file ("key not found in model: qwen.attention.layer_norm_rms_epsilon"); with that one key
+supplied as a load-time KV override (llama.cpp's --override-kv) it runs as Qwen-1 (tests/test_family_qwen.py).
+
 Long context: released configs turn on use_dynamic_ntk and use_logn_attn. Both act only past seq_length tokens:
 dynamic NTK raises the rope base by alpha = 2^ceil(log2(n / seq_length) + 1) - 1, which is 1 for n <= seq_length,
 and logn scales a query at position i by log_seq_length(i), 1 for i <= seq_length. Up to seq_length tokens the
