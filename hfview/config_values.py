@@ -390,3 +390,6 @@ OVERRIDES[("jais", "alibi_scaling")] = OBJECT.or_null()
 OVERRIDES[("refact", "multi_query")] = BOOL
 # (Gemma 3): attention_chunk_size, read only to refuse chunked attention (Rnj-1.5) by name
 OVERRIDES[("gemma3", "attention_chunk_size")] = COUNT.or_null()
+# Qwen-1 (issue 13): its long-context and bias switches, and the Qwen-VL / Qwen-Audio encoder configs it refuses
+OVERRIDES.update({("qwen", k): BOOL for k in ("use_dynamic_ntk", "use_logn_attn", "no_bias")})
+OVERRIDES.update({("qwen", k): OBJECT for k in ("visual", "audio")})

@@ -345,3 +345,11 @@ REFUSED["telechat3/mlx-community__Telechat3-36B-Thinking-4bit.json"] = (
 # the search reached Megatron-Bridge's bridge (the keys it writes), vLLM's / SGLang's code and transformers' port
 # (tests/data/released_configs/param2moe/SOURCES.md), no copy of the file
 FEWER["param2moe"] = _UNREACHED
+# Qwen-1 (issue 13): the first Qwen-7B-Chat revision's Megatron names, Qwen-VL (GPTQ) and Qwen-Audio's encoders
+REFUSED.update({
+    "qwen/Qwen__Qwen-7B-Chat-2023-08.json": (
+        "ffn_hidden_size 22016", "Qwen-7B-Chat's first revision (n_embd, n_layer, ffn_hidden_size): the converter "
+        "finds no feed-forward length among those names, so its file would not load; the current config reads"),
+    "qwen/Qwen__Qwen-VL-Chat-Int4.json": ("quantized checkpoints are unsupported", "GPTQ 4-bit (quantization_config)"),
+    "qwen/Qwen__Qwen-Audio.json": ("a Qwen-Audio checkpoint", "an audio encoder beside the text model"),
+})

@@ -1,0 +1,228 @@
+"""Qwen-1 (QWenLMHeadModel, model_type qwen, remote code: Qwen-1.8B/7B/14B/72B and their -Chat) -> llama.cpp `qwen`
+(the converter's QwenModel).
+
+The block of the release's modeling_qwen.py: RMSNorm ln_1, a fused c_attn (q rows, then k, then v, each
+hidden_size wide) with biases, rotate-half rotary over the whole head (kv_channels wide) at rotary_emb_base, scores
+scaled by 1/sqrt(head width), c_proj without a bias; RMSNorm ln_2 and a SiLU-gated MLP c_proj(w1(x) * silu(w2(x))),
+whose gate is therefore w2 (the converter maps w2 to ffn_gate and w1 to ffn_up, as llama.cpp's qwen computes
+up * silu(gate)); RMSNorm ln_f and an untied lm_head. The converter's QwenModel writes only TextModel's keys, read
+from config.json as written (transformers has no Qwen-1 config class): rotary_emb_base as the rope base (or
+rope_theta where a release states both), max_position_embeddings as the context, intermediate_size (twice the MLP
+width, which llama.cpp's qwen halves) as the feed-forward length.
+
+The pinned converter and llama.cpp disagree on one key: QwenModel writes layer_norm_epsilon under TextModel's
+LayerNorm name (qwen.attention.layer_norm_epsilon), while llama.cpp's qwen requires
+qwen.attention.layer_norm_rms_epsilon. The view writes the converter's bytes, so llama.cpp refuses it as it refuses
+the converter's own file ("key not found in model: qwen.attention.layer_norm_rms_epsilon"); with that one key
+supplied as a load-time KV override (llama.cpp's --override-kv) it runs as Qwen-1 (tests/test_family_qwen.py).
+
+Long context: released configs turn on use_dynamic_ntk and use_logn_attn. Both act only past seq_length tokens:
+dynamic NTK raises the rope base by alpha = 2^ceil(log2(n / seq_length) + 1) - 1, which is 1 for n <= seq_length,
+and logn scales a query at position i by log_seq_length(i), 1 for i <= seq_length. Up to seq_length tokens the
+release's forward is the one llama.cpp's qwen computes; past it the release's base changes with the whole length
+and its queries grow, which llama.cpp's qwen does not compute (tests/test_family_qwen.py measures both sides).
+
+The vocabulary: the converter reads it only through the release's tokenizer code (tokenization_qwen.py, run with
+trust_remote_code). hfview runs no checkpoint code: it reads qwen.tiktoken as that code reads it (`base64(token)
+rank` per line, the stated ranks) and the special tokens that code defines at fixed ids (<|endoftext|>, <|im_start|>,
+<|im_end|>, <|extra_0|>..<|extra_204|> from 151643 on), and writes what the converter's _set_vocab_qwen writes from
+them: ids past the tokenizer as [PAD<id>], one merge per multi-byte token, BOS/EOS/UNK <|endoftext|> where config.json
+states no special ids.
+"""
+from __future__ import annotations
+
+import unicodedata
+from pathlib import Path
+
+from ..config import ANY, Harmless
+from ..errors import ConfigError
+from ..family import Family, Tensor
+from ..params import text_model_parameters
+
+# transformers has no Qwen-1 config class (the release's configuration_qwen.py is remote code the converter does not
+# run): config.json is read as written, as the converter reads it
+DEFAULTS = {"qwen": {}}
+
+READS = frozenset({
+    "vocab_size", "hidden_size", "intermediate_size", "num_hidden_layers", "num_attention_heads",
+    "max_position_embeddings", "layer_norm_epsilon", "rotary_emb_base", "rope_theta", "tie_word_embeddings",
+    # checked: the computation llama.cpp's qwen has (head width, whole-head rotary, biases where it has them)
+    "kv_channels", "rotary_pct", "no_bias",
+    # checked: Qwen-1's long-context switches, which change nothing up to seq_length tokens (module docstring)
+    "seq_length", "use_dynamic_ntk", "use_logn_attn",
+    # the first release's names (Qwen-7B, August 2023), refused by name in check: the converter finds no
+    # feed-forward length among them
+    "n_embd", "n_head", "n_layer", "n_positions", "ffn_hidden_size",
+    # Qwen-VL's and Qwen-Audio's encoders (QWenLMHeadModel too), refused by name in check
+    "visual", "audio",
+})
+HARMLESS: Harmless = {
+    # dropout, the attention kernel, the dtype the release's code casts to, an export switch
+    "emb_dropout_prob": ANY, "attn_dropout_prob": ANY, "use_flash_attn": ANY, "bf16": ANY, "fp16": ANY,
+    "fp32": ANY, "softmax_in_fp32": ANY, "onnx_safe": ANY, "tokenizer_type": ANY,
+    # the computation llama.cpp's qwen has: scores scaled by 1/sqrt(head width), a KV cache kept unquantized
+    "scale_attn_weights": (True,), "use_cache_quantization": (False,), "use_cache_kernel": (False,),
+    # the first release's Megatron-style keys, beside the names check refuses
+    "activation": ("swiglu",), "pos_emb": ("rotary",), "apply_residual_connection_post_layernorm": (False,),
+    "attn_pdrop": ANY, "embd_pdrop": ANY, "resid_pdrop": ANY, "bias_dropout_fusion": ANY, "params_dtype": ANY,
+    "padded_vocab_size": ANY,
+}
+
+_ARCH = "qwen"
+_H = "transformer.h.{bid}."
+TENSORS = (
+    Tensor("transformer.wte.weight", "token_embd.weight"),
+    Tensor(_H + "ln_1.weight", "blk.{bid}.attn_norm.weight"),
+    Tensor(_H + "attn.c_attn.{wb}", "blk.{bid}.attn_qkv.{wb}"),
+    Tensor(_H + "attn.c_proj.weight", "blk.{bid}.attn_output.weight"),
+    Tensor(_H + "ln_2.weight", "blk.{bid}.ffn_norm.weight"),
+    Tensor(_H + "mlp.w1.weight", "blk.{bid}.ffn_up.weight"),
+    Tensor(_H + "mlp.w2.weight", "blk.{bid}.ffn_gate.weight"),
+    Tensor(_H + "mlp.c_proj.weight", "blk.{bid}.ffn_down.weight"),
+    Tensor("transformer.ln_f.weight", "output_norm.weight"),
+    Tensor("lm_head.weight", "output.weight"),
+)
+
+_REQUIRED = ("vocab_size", "hidden_size", "intermediate_size", "num_hidden_layers", "num_attention_heads",
+             "max_position_embeddings", "layer_norm_epsilon", "kv_channels", "seq_length")
+
+
+def check(h: dict, path: Path) -> None:
+    arch = (h.get("architectures") or [None])[0]
+    if arch not in ("QWenLMHeadModel", None):
+        raise ConfigError(f"{path}: architecture {arch!r} is not one the qwen family reads (QWenLMHeadModel)")
+    if "ffn_hidden_size" in h and "intermediate_size" not in h:
+        raise ConfigError(f"{path}: ffn_hidden_size {h['ffn_hidden_size']} (Qwen-7B's first release, n_embd / "
+                          f"n_layer names): the converter finds no feed-forward length among these names and writes "
+                          f"none, so llama.cpp's qwen could not load the MLP; use the release's current config.json "
+                          f"(hidden_size, intermediate_size, ...)")
+    for key in _REQUIRED:
+        if h.get(key) is None:
+            raise ConfigError(f"{path}: {key} is missing; Qwen-1's config.json states it (no config class fills "
+                              f"defaults: the converter reads the file as written)")
+    for key in ("visual", "audio"):
+        if key in h:
+            raise ConfigError(f"{path}: {key!r} config: a Qwen-{'VL' if key == 'visual' else 'Audio'} checkpoint "
+                              f"(its {key} encoder's tensors beside the language model); the view presents "
+                              f"Qwen-1's text model only")
+    hidden, heads = h["hidden_size"], h["num_attention_heads"]
+    if h["kv_channels"] * heads != hidden:
+        raise ConfigError(f"{path}: kv_channels {h['kv_channels']} x num_attention_heads {heads} is not hidden_size "
+                          f"{hidden}: the release's attention splits c_attn in hidden_size parts, and llama.cpp's qwen "
+                          f"has heads of hidden_size / num_attention_heads")
+    if h.get("rotary_pct", 1.0) != 1.0:
+        raise ConfigError(f"{path}: rotary_pct {h['rotary_pct']}: the converter writes no rope width, and llama.cpp's "
+                          f"qwen rotates the whole head; only rotary_pct 1.0 (every release's) runs as the model")
+    if h["intermediate_size"] % 2:
+        raise ConfigError(f"{path}: intermediate_size {h['intermediate_size']} is odd: Qwen-1's MLP is "
+                          f"intermediate_size / 2 wide (w1 and w2), and llama.cpp's qwen halves it too")
+    if h.get("no_bias", True) is not True:
+        raise ConfigError(f"{path}: no_bias {h['no_bias']!r}: the release's code then puts biases on c_proj, w1 and "
+                          f"w2, which llama.cpp's qwen does not have (it has c_attn's only)")
+    if h.get("tie_word_embeddings", False):
+        raise ConfigError(f"{path}: tie_word_embeddings true: llama.cpp's qwen needs its own output matrix and the "
+                          f"converter writes none for a tied Qwen-1 (no release ties them)")
+    base, theta = h.get("rotary_emb_base"), h["rope_parameters"].get("rope_theta")
+    if base is None:
+        raise ConfigError(f"{path}: rotary_emb_base is missing; Qwen-1's config.json states it (the release's code "
+                          f"rotates at it)")
+    if theta != base:
+        raise ConfigError(f"{path}: rope_theta {theta} and rotary_emb_base {base} differ: the converter writes "
+                          f"rope_theta, the release's code rotates at rotary_emb_base")
+    if h["max_position_embeddings"] < h["seq_length"]:
+        raise ConfigError(f"{path}: max_position_embeddings {h['max_position_embeddings']} is below seq_length "
+                          f"{h['seq_length']}: no release states that")
+
+
+def normalise(h: dict) -> dict:
+    """TextModel's rope base: rope_theta where the config states it (Qwen-72B states both), else rotary_emb_base."""
+    rope = h["rope_parameters"]
+    if "rope_theta" not in rope and h.get("rotary_emb_base") is not None:
+        rope["rope_theta"] = h["rotary_emb_base"]
+    return h
+
+
+def parameters(h: dict, block_count: int, file_type: int) -> list:
+    """TextModel's keys only (QwenModel adds none): block count, context, widths, heads, rope base, LayerNorm eps
+    (as layer_norm_epsilon, the name the config gives it)."""
+    return text_model_parameters(h, _ARCH, block_count, file_type)
+
+
+# What the release's tokenization_qwen.py defines in code: its split pattern and its special tokens at fixed ids
+QWEN_PATTERN = (r"""(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}| ?[^\s\p{L}\p{N}]+[\r\n]*"""
+                r"""|\s*[\r\n]+|\s+(?!\S)|\s+""")
+SPECIAL_START_ID = 151643
+QWEN_SPECIALS = ("<|endoftext|>", "<|im_start|>", "<|im_end|>", *(f"<|extra_{i}|>" for i in range(205)))
+
+
+def _probe_ids(ranks: dict[bytes, int], specials: dict[str, int]) -> list[int]:
+    """The ids tokenization_qwen.py's encode gives the converter's probe text: NFC, the split, BPE in each piece
+    (its special tokens are allowed in text; the probe has none)."""
+    from tokenizer.digests import PRE_TOKENIZER_PROBE
+    from tokenizer.tiktoken_bpe import bpe_parts, tiktoken_split
+    text = unicodedata.normalize("NFC", PRE_TOKENIZER_PROBE)
+    if any(s in text for s in specials):
+        raise AssertionError("the pre-tokenizer probe names a Qwen special token")
+    ids: list[int] = []
+    for piece in tiktoken_split(QWEN_PATTERN, text):
+        data = piece.encode("utf-8")
+        ids += [ranks[data]] if data in ranks else [ranks[p] for p in bpe_parts(ranks, data)]
+    return ids
+
+
+def vocab(model_dir: Path, h: dict) -> list:
+    """_set_vocab_qwen: tokens of the ranks and the special tokens over vocab_size ids (holes as [PAD<id>]), the
+    pre-tokenizer named by the probe digest, one merge per two-part token, SpecialVocab without merges, and
+    <|endoftext|> as BOS and EOS where config.json states none, and always as UNK."""
+    import hashlib
+
+    from tokenizer.digests import pre_tokenizer_named
+    from tokenizer.special import SpecialVocab
+    from tokenizer.tiktoken_bpe import load_ranks, recover_merges, tiktoken_tokens
+    from tokenizer.writer import KVWriter
+
+    ranks_file = Path(model_dir) / "qwen.tiktoken"
+    if not ranks_file.is_file():
+        raise ConfigError(f"{ranks_file} is missing: the converter reads Qwen-1's vocabulary from qwen.tiktoken "
+                          f"(through the release's tokenizer code), and hfview reads that file")
+    ranks = load_ranks(ranks_file)
+    specials = {t: SPECIAL_START_ID + i for i, t in enumerate(QWEN_SPECIALS)}
+    taken = set(ranks.values())
+    if len(taken) != len(ranks) or any(tid in taken for tid in specials.values()):
+        raise ConfigError(f"{ranks_file}: its ranks repeat or reach the special tokens' ids ({SPECIAL_START_ID} on): "
+                          f"the release's tokenizer code asserts they do not")
+    if max(taken | set(specials.values())) >= h["vocab_size"]:
+        raise ConfigError(f"{ranks_file}: {len(ranks)} ranks and {len(specials)} special tokens up to id "
+                          f"{max(taken | set(specials.values()))}, but vocab_size is {h['vocab_size']}: the converter "
+                          f"asserts every id fits")
+    digest = hashlib.sha256(str(_probe_ids(ranks, specials)).encode()).hexdigest()
+    pre = pre_tokenizer_named(digest, str(ranks_file))
+    tokens, types = tiktoken_tokens(ranks, specials, h["vocab_size"], str(ranks_file))
+    special = SpecialVocab(model_dir, load_merges=False)
+    special.merges = recover_merges(ranks, require_pairs=True, where=str(ranks_file))
+    if not special.special_token_ids:
+        special.set_special_token("bos", specials["<|endoftext|>"])
+        special.set_special_token("eos", specials["<|endoftext|>"])
+    special.set_special_token("unk", specials["<|endoftext|>"])
+    w = KVWriter()
+    w.add_string("tokenizer.ggml.model", "gpt2")
+    w.add_string("tokenizer.ggml.pre", pre)
+    w.add_array("tokenizer.ggml.tokens", tokens)
+    w.add_array("tokenizer.ggml.token_type", types)
+    special.write(w)
+    return w.kvs()
+
+
+FAMILY = Family(
+    name="qwen",
+    gguf_arch=_ARCH,
+    architectures=("QWenLMHeadModel",),
+    defaults=DEFAULTS,
+    reads=READS,
+    harmless=HARMLESS,
+    tensors=TENSORS,
+    parameters=parameters,
+    vocab=vocab,
+    check=check,
+    normalise=normalise,
+)
