@@ -376,3 +376,9 @@ RULES.update({"num_attention_groups": COUNT, "attention_other_setting": OBJECT.o
               "use_rope_layers": list_of(BOOL).or_null()})
 # ERNIE 4.5 MoE states moe_num_experts 0 for "no experts" (its family refuses that by name): a count for step3p5 only
 OVERRIDES[("step3p5", "moe_num_experts")] = COUNT
+# (PLaMo 2): the attention layers' head width and window (full_attention_idx: the layers that attend fully), the Mamba
+# layer pattern, scan chunk and switch, and the evaluation-time quantisation bits (null: none; the family refuses any)
+RULES.update({"hidden_size_per_head": COUNT, "attention_window_size": COUNT,
+              "full_attention_idx": list_of(ZERO_OR_COUNT).or_null(), "mamba_step": COUNT, "mamba_chunk_size": COUNT,
+              "mamba_enabled": BOOL, "eval_attention_n_bit": COUNT.or_null(), "eval_mlp_n_bit": COUNT.or_null(),
+              "fp8_accum_dtype": STRING.or_null()})

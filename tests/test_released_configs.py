@@ -325,3 +325,7 @@ FEWER["minimax_m3_vl_text"] = _UNREACHED
 # Step-3.5-Flash (step3p5): stepfun-ai/Step-3.5-Flash publishes its config.json on the Hub only; the search reached
 # other projects' hand-written dicts of it (SGLang's, aiconfigurator's, mlx ports' tests), no copy of the file
 FEWER["step3p5"] = _UNREACHED
+
+# PLaMo 2 (plamo2): pfnet/plamo-2-1b, -8b and plamo-2-translate publish their config.json on the Hub only; the search
+# reached vLLM's, mlx-lm's and other projects' code and hand-written test dicts of them, no copy of the file
+FEWER["plamo2"] = _UNREACHED
