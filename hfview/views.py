@@ -742,3 +742,17 @@ def tiled_kv_grouped(n_head: int, n_head_kv: int, head_dim: int) -> np.ndarray:
     if n_head_kv < 1 or n_head % n_head_kv:
         raise CheckpointError(f"{n_head} query heads do not share {n_head_kv} KV heads evenly")
     return np.arange(n_head * head_dim).reshape(n_head // n_head_kv, n_head_kv, head_dim).swapaxes(0, 1).reshape(-1)
+
+
+# ---------------------------------------------------------------- exp (Ling 3.0's KDA decay rate)
+def _exp(x: np.ndarray) -> np.ndarray:
+    """exp(w) as the converter computes it (Ling 3.0's A_log, written as the decay rate itself): torch's
+    exponential in the working dtype, for the reason _neg_exp gives; without torch, the correctly rounded value."""
+    try:
+        import torch
+    except ImportError:
+        return np.exp(x.astype(np.float64)).astype(x.dtype)
+    return torch.exp(torch.from_numpy(np.array(x))).numpy()  # a copy: stored bytes are read-only
+
+
+EXP = ValueStep("exp(w)", _exp)
