@@ -378,3 +378,12 @@ RULES.update({"num_attention_groups": COUNT, "attention_other_setting": OBJECT.o
 OVERRIDES[("step3p5", "moe_num_experts")] = COUNT
 # (PLaMo 1): the query heads sharing each KV head (num_attention_heads / n_shared_head KV heads)
 RULES.update({"n_shared_head": COUNT})
+# Ling 3.0 (bailing_hybrid): the hybrid's group size, its delta attention's switches, conv kernel and gate bound (the
+# family refuses a bound that is not negative), the attention gate's granularity and the SwiGLU clamp lists (null in
+# every release; the family refuses others by name)
+for _key, _rule in (("layer_group_size", COUNT), ("short_conv_kernel_size", COUNT), ("qk_head_dim", COUNT),
+                    ("kda_lower_bound", NUMBER), ("kda_safe_gate", BOOL), ("no_kda_lora", BOOL), ("use_kda_lora", BOOL),
+                    ("gated_attention_proj_granularity_type", STRING.or_null()),
+                    ("expert_swiglu_limit_list", list_of(NUMBER.or_null()).or_null()),
+                    ("share_expert_swiglu_limit_list", list_of(NUMBER.or_null()).or_null())):
+    OVERRIDES[("bailing_hybrid", _key)] = _rule

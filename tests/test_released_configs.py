@@ -328,3 +328,6 @@ FEWER["step3p5"] = _UNREACHED
 # PLaMo 1 (issue 13): pfnet/plamo-13b and its instruct models publish on the Hub only; copies found only as fields
 # quoted in other projects' test code (a Swift port's "legacy" config string), none as a config.json file
 FEWER["plamo"] = _UNREACHED
+# Ling 3.0 (issue 14): Ling-3.0-tiny and Ling-3.0-flash publish on the Hub only; copies found only as other projects'
+# subsets and transcriptions of their values (and one quantized derivative's, without model_type)
+FEWER["bailing_hybrid"] = _UNREACHED
