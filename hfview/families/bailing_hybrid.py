@@ -140,7 +140,11 @@ def is_full_attention(h: dict, bid: int) -> bool:
     return bid >= n or (bid + 1) % size == 0 or bid >= n // size * size
 
 
-_LAYER = re.compile(r"model\.layers\.(\d+)\.attention\.(g_proj|q_proj)\.weight$")
+_LAYER = re.compile(r"model\.layers\.(\d+)\.attention\.(g_proj|q_proj|f_proj)\.weight$")
+_ON_LATENT = {"g_proj": _FULL_GATE, "q_proj": "attention.q_proj_full.weight",
+              # a forget gate on a latent layer: the converter stops (ValueError); no rule matches the name, so the
+              # view refuses the tensor by name
+              "f_proj": "attention.f_proj.on_a_latent_attention_layer"}
 
 
 def rename(name: str, h: dict) -> str:
@@ -148,7 +152,7 @@ def rename(name: str, h: dict) -> str:
     (attn_q); a delta layer's are ssm_g_a and attn_q: told apart by the layer's kind, as the converter does."""
     m = _LAYER.match(name)
     if m and is_full_attention(h, int(m.group(1))):
-        return f"model.layers.{m.group(1)}." + (_FULL_GATE if m.group(2) == "g_proj" else "attention.q_proj_full.weight")
+        return f"model.layers.{m.group(1)}." + _ON_LATENT[m.group(2)]
     return name
 
 
