@@ -399,3 +399,12 @@ RULES.update({"hidden_size_per_head": COUNT, "attention_window_size": COUNT,
               "full_attention_idx": list_of(ZERO_OR_COUNT).or_null(), "mamba_step": COUNT, "mamba_chunk_size": COUNT,
               "mamba_enabled": BOOL, "eval_attention_n_bit": COUNT.or_null(), "eval_mlp_n_bit": COUNT.or_null(),
               "fp8_accum_dtype": STRING.or_null()})
+# Ling 3.0 (bailing_hybrid): the hybrid's group size, its delta attention's switches, conv kernel and gate bound (the
+# family refuses a bound that is not negative), the attention gate's granularity and the SwiGLU clamp lists (null in
+# every release; the family refuses others by name)
+for _key, _rule in (("layer_group_size", COUNT), ("short_conv_kernel_size", COUNT), ("qk_head_dim", COUNT),
+                    ("kda_lower_bound", NUMBER), ("kda_safe_gate", BOOL), ("no_kda_lora", BOOL), ("use_kda_lora", BOOL),
+                    ("gated_attention_proj_granularity_type", STRING.or_null()),
+                    ("expert_swiglu_limit_list", list_of(NUMBER.or_null()).or_null()),
+                    ("share_expert_swiglu_limit_list", list_of(NUMBER.or_null()).or_null())):
+    OVERRIDES[("bailing_hybrid", _key)] = _rule

@@ -757,3 +757,15 @@ def fused_part(n_rows: int, part: int, parts: int, n_head: int | None = None) ->
     if size % (2 * n_head):
         raise CheckpointError(f"a part of {size} rows does not split into {n_head} heads of rotation pairs")
     return rows[rotation_pairs(size, n_head)]
+# ---------------------------------------------------------------- exp (Ling 3.0's KDA decay rate)
+def _exp(x: np.ndarray) -> np.ndarray:
+    """exp(w) as the converter computes it (Ling 3.0's A_log, written as the decay rate itself): torch's
+    exponential in the working dtype, for the reason _neg_exp gives; without torch, the correctly rounded value."""
+    try:
+        import torch
+    except ImportError:
+        return np.exp(x.astype(np.float64)).astype(x.dtype)
+    return torch.exp(torch.from_numpy(np.array(x))).numpy()  # a copy: stored bytes are read-only
+
+
+EXP = ValueStep("exp(w)", _exp)
