@@ -393,12 +393,6 @@ OVERRIDES[("gemma3", "attention_chunk_size")] = COUNT.or_null()
 # Qwen-1 (issue 13): its long-context and bias switches, and the Qwen-VL / Qwen-Audio encoder configs it refuses
 OVERRIDES.update({("qwen", k): BOOL for k in ("use_dynamic_ntk", "use_logn_attn", "no_bias")})
 OVERRIDES.update({("qwen", k): OBJECT for k in ("visual", "audio")})
-# (PLaMo 2): the attention layers' head width and window (full_attention_idx: the layers that attend fully), the Mamba
-# layer pattern, scan chunk and switch, and the evaluation-time quantisation bits (null: none; the family refuses any)
-RULES.update({"hidden_size_per_head": COUNT, "attention_window_size": COUNT,
-              "full_attention_idx": list_of(ZERO_OR_COUNT).or_null(), "mamba_step": COUNT, "mamba_chunk_size": COUNT,
-              "mamba_enabled": BOOL, "eval_attention_n_bit": COUNT.or_null(), "eval_mlp_n_bit": COUNT.or_null(),
-              "fp8_accum_dtype": STRING.or_null()})
 # Ling 3.0 (bailing_hybrid): the hybrid's group size, its delta attention's switches, conv kernel and gate bound (the
 # family refuses a bound that is not negative), the attention gate's granularity and the SwiGLU clamp lists (null in
 # every release; the family refuses others by name)

@@ -353,10 +353,6 @@ REFUSED.update({
     "qwen/Qwen__Qwen-VL-Chat-Int4.json": ("quantized checkpoints are unsupported", "GPTQ 4-bit (quantization_config)"),
     "qwen/Qwen__Qwen-Audio.json": ("a Qwen-Audio checkpoint", "an audio encoder beside the text model"),
 })
-
-# PLaMo 2 (plamo2): pfnet/plamo-2-1b, -8b and plamo-2-translate publish their config.json on the Hub only; the search
-# reached vLLM's, mlx-lm's and other projects' code and hand-written test dicts of them, no copy of the file
-FEWER["plamo2"] = _UNREACHED
 # Ling 3.0 (issue 14): Ling-3.0-tiny and Ling-3.0-flash publish on the Hub only; copies found only as other projects'
 # subsets and transcriptions of their values (and one quantized derivative's, without model_type)
 FEWER["bailing_hybrid"] = _UNREACHED
