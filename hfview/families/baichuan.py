@@ -28,6 +28,7 @@ from ..errors import CheckpointError, ConfigError
 from ..family import Family, Skip, Split, Tensor
 from ..params import string, text_model_parameters, u32
 from ..views import RowSelection, fused_part
+from .sentencepiece_only import sentencepiece_only
 
 ARCH = "baichuan"
 DEFAULTS = {"baichuan": {}}  # no transformers class: nothing is filled in
@@ -129,13 +130,7 @@ def parameters(h: dict, block_count: int, file_type: int) -> list:
             u32(f"{ARCH}.rope.dimension_count", h["hidden_size"] // h["num_attention_heads"])]
 
 
-def vocab(model_dir: Path, h: dict) -> list:
-    from tokenizer.errors import TokenizerError
-    from tokenizer.vocab import sentencepiece_vocab
-    if not (model_dir / "tokenizer.model").is_file():
-        raise TokenizerError(f"{model_dir / 'tokenizer.model'} is missing: the converter reads Baichuan's vocabulary "
-                             f"from the SentencePiece model only; copy it from the released checkpoint")
-    return sentencepiece_vocab(model_dir, h)
+vocab = sentencepiece_only("Baichuan")
 
 
 FAMILY = Family(

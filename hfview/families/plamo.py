@@ -30,6 +30,7 @@ from ..errors import CheckpointError, ConfigError
 from ..family import Family, Skip, Tensor
 from ..params import f32, u32
 from ..views import ColumnSelection, RowPermutation, Stored, tiled_kv_grouped
+from .sentencepiece_only import sentencepiece_only
 
 ARCH = "plamo"
 ARCHITECTURES = ("PlamoForCausalLM",)
@@ -144,13 +145,7 @@ def parameters(h: dict, block_count: int, file_type: int) -> list:
     ]
 
 
-def vocab(model_dir: Path, h: dict) -> list:
-    from tokenizer.errors import TokenizerError
-    from tokenizer.vocab import sentencepiece_vocab
-    if not (model_dir / "tokenizer.model").is_file():
-        raise TokenizerError(f"{model_dir / 'tokenizer.model'} is missing: the converter reads PLaMo's vocabulary "
-                             f"from the SentencePiece model only; copy it from the released checkpoint")
-    return sentencepiece_vocab(model_dir, h)
+vocab = sentencepiece_only("PLaMo")
 
 
 FAMILY = Family(

@@ -41,6 +41,7 @@ from ..config import Harmless
 from ..errors import ConfigError
 from ..family import Family, Skip, Tensor, rope_pairs
 from ..params import f32, string, u32
+from .sentencepiece_only import sentencepiece_only
 
 # The release's Telechat3Config (configuration_telechat3.py) defaults, as data, for the keys the 36B's decoder reads;
 # tie_word_embeddings False is its own default, bos/eos its own.
@@ -200,13 +201,7 @@ def parameters(h: dict, block_count: int, file_type: int) -> list:
     ]
 
 
-def vocab(model_dir: Path, h: dict) -> list:
-    from tokenizer.errors import TokenizerError
-    from tokenizer.vocab import sentencepiece_vocab
-    if not (model_dir / "tokenizer.model").is_file():
-        raise TokenizerError(f"{model_dir / 'tokenizer.model'} is missing: TeleChat3's vocabulary is its SentencePiece "
-                             f"model; copy it from the released checkpoint")
-    return sentencepiece_vocab(model_dir, h)
+vocab = sentencepiece_only("TeleChat3")
 
 
 FAMILY = Family(
