@@ -388,3 +388,6 @@ for _key in ("embeddings_scale", "mup_embeddings_scale", "width_scale", "mup_wid
 OVERRIDES[("jais", "alibi_scaling")] = OBJECT.or_null()
 # (Refact): multi_query is a switch (no config class defaults it for model_type gpt_refact; the family refuses false)
 OVERRIDES[("refact", "multi_query")] = BOOL
+# Mistral Large 3 / Small 4 in Mistral's format (mistral_moe_format): params.json's activation (the converter's
+# hidden_act; the family refuses any but silu)
+OVERRIDES[("mistral_moe_format", "activation")] = STRING

@@ -345,3 +345,7 @@ REFUSED["telechat3/mlx-community__Telechat3-36B-Thinking-4bit.json"] = (
 # the search reached Megatron-Bridge's bridge (the keys it writes), vLLM's / SGLang's code and transformers' port
 # (tests/data/released_configs/param2moe/SOURCES.md), no copy of the file
 FEWER["param2moe"] = _UNREACHED
+# Mistral Large 3 / Small 4 (params.json): no copy of a released params.json file reached; only copies quoted
+# inside other projects' tests (unsloth, TensorRT-LLM, vLLM), every one FP8 (quantization_config / quantization),
+# which the view refuses as quantized before any download
+FEWER["mistral_moe_format"] = _UNREACHED
