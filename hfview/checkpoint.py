@@ -57,12 +57,15 @@ def _base_name(gguf_name: str) -> str:
 
 def _read_config(path: Path) -> tuple[dict, Path]:
     """config.json; in a directory without one, the config file a family of its own format reads
-    (Mistral's params.json), tagged with that family's model_type."""
+    (Mistral's params.json), tagged with that family's model_type: the first family claiming its content where
+    several read that file (Family.claims), else the first without a claim."""
     if not (path / "config.json").is_file():
-        for family in families.FAMILIES:
+        for family in sorted(families.FAMILIES, key=lambda f: f.claims is None):
             own = path / family.config_file
             if family.config_file != "config.json" and own.is_file():
-                return {**read_config(own), "model_type": family.model_types[0]}, own
+                config = read_config(own)
+                if family.claims is None or family.claims(config):
+                    return {**config, "model_type": family.model_types[0]}, own
     return read_checkpoint_config(path)
 
 

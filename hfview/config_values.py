@@ -402,3 +402,6 @@ for _key, _rule in (("layer_group_size", COUNT), ("short_conv_kernel_size", COUN
                     ("expert_swiglu_limit_list", list_of(NUMBER.or_null()).or_null()),
                     ("share_expert_swiglu_limit_list", list_of(NUMBER.or_null()).or_null())):
     OVERRIDES[("bailing_hybrid", _key)] = _rule
+# Mistral Large 3 / Small 4 in Mistral's format (mistral_moe_format): params.json's activation (the converter's
+# hidden_act; the family refuses any but silu)
+OVERRIDES[("mistral_moe_format", "activation")] = STRING

@@ -164,6 +164,9 @@ class Family:
     # A format of its own (Mistral's params.json + consolidated*.safetensors): the config file read in a
     # directory without config.json, and the routine listing its tensors (default: Transformers' shards)
     config_file: str = "config.json"
+    # For a family of its own config file, which of those files it reads where several families share one
+    # (Mistral's params.json: dense vs "moe"); None: every such file
+    claims: Callable[[dict], bool] | None = None
     index: Callable[[Path], dict[str, StoredTensor]] | None = None
     # Whether llama.cpp's architecture applies the model's sliding window itself. Where it does not (the
     # llama architecture serving Mistral v0.1) attention past the window differs from the model's, so the

@@ -356,3 +356,7 @@ REFUSED.update({
 # Ling 3.0 (issue 14): Ling-3.0-tiny and Ling-3.0-flash publish on the Hub only; copies found only as other projects'
 # subsets and transcriptions of their values (and one quantized derivative's, without model_type)
 FEWER["bailing_hybrid"] = _UNREACHED
+# Mistral Large 3 / Small 4 (params.json): no copy of a released params.json file reached; only copies quoted
+# inside other projects' tests (unsloth, TensorRT-LLM, vLLM), every one FP8 (quantization_config / quantization),
+# which the view refuses as quantized before any download
+FEWER["mistral_moe_format"] = _UNREACHED
