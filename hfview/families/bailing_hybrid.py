@@ -36,7 +36,7 @@ from ..gguf_layout import KV, ValueType
 from ..params import boolean, f32, text_model_parameters, u32
 from ..views import EXP, Reshaped
 from .deepseek_v2 import key_half, value_half
-from .kimi_linear import conv_weight
+from .kimi_linear import check_leading_dense, conv_weight
 from .qwen2 import check_architecture
 
 ARCH = "bailingmoe3"
@@ -207,13 +207,7 @@ def check(h: dict, path: Path) -> None:
         raise ConfigError(f"{path}: layer_types {list(h['layer_types'])} disagree with layer_group_size {size}: "
                           f"transformers runs layer_types, the converter writes every {size}th layer as latent "
                           f"attention, so the file would run another model")
-    dense = h["first_k_dense_replace"]
-    if not 0 <= dense <= n:
-        raise ConfigError(f"{path}: first_k_dense_replace {dense}: must lie between 0 and the {n} layers")
-    mlp = h.get("mlp_layer_types")
-    if mlp is not None and list(mlp) != ["dense" if i < dense else "sparse" for i in range(n)]:
-        raise ConfigError(f"{path}: mlp_layer_types {list(mlp)} disagree with first_k_dense_replace {dense}: "
-                          f"llama.cpp's bailingmoe3 makes exactly the first {dense} layers dense")
+    dense = check_leading_dense(h, path, n, ARCH)
     if h.get("hidden_act", "silu") != "silu":
         raise ConfigError(f"{path}: hidden_act {h['hidden_act']!r}: llama.cpp's bailingmoe3 computes SiLU")
     if h.get("tie_word_embeddings"):

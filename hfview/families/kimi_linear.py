@@ -148,6 +148,19 @@ def _layer_kinds(h: dict, path: Path) -> list[str]:
     return kinds
 
 
+
+def check_leading_dense(h: dict, path: Path, n: int, arch: str) -> int:
+    """first_k_dense_replace (returned) within the layer count, and mlp_layer_types (where stated) the same leading
+    dense layers: the only placement llama.cpp's mixture graphs (kimi-linear, bailingmoe3) compute."""
+    dense = h["first_k_dense_replace"]
+    if not 0 <= dense <= n:
+        raise ConfigError(f"{path}: first_k_dense_replace {dense}: must lie between 0 and the {n} layers")
+    mlp = h.get("mlp_layer_types")
+    if mlp is not None and list(mlp) != ["dense" if i < dense else "sparse" for i in range(n)]:
+        raise ConfigError(f"{path}: mlp_layer_types {list(mlp)} disagree with first_k_dense_replace {dense}: "
+                          f"llama.cpp's {arch} makes exactly the first {dense} layers dense")
+    return dense
+
 def check(h: dict, path: Path) -> None:
     archs = h.get("architectures") or ["KimiLinearForCausalLM"]
     if list(archs) != ["KimiLinearForCausalLM"]:
@@ -180,13 +193,7 @@ def check(h: dict, path: Path) -> None:
     if "first_k_dense_replace" not in h:
         raise ConfigError(f"{path}: no first_k_dense_replace: the converter needs it (KeyError) and transformers "
                           f"defaults it to 1; state it, as every Kimi-Linear release does")
-    dense = h["first_k_dense_replace"]
-    if not 0 <= dense <= n:
-        raise ConfigError(f"{path}: first_k_dense_replace {dense}: must lie between 0 and the {n} layers")
-    mlp = h.get("mlp_layer_types")
-    if mlp is not None and list(mlp) != ["dense" if i < dense else "sparse" for i in range(n)]:
-        raise ConfigError(f"{path}: mlp_layer_types {list(mlp)} disagree with first_k_dense_replace {dense}: "
-                          f"llama.cpp's kimi-linear makes exactly the first {dense} layers dense")
+    dense = check_leading_dense(h, path, n, ARCH)
     func = h.get("moe_router_activation_func")
     if func is None:
         raise ConfigError(f"{path}: no moe_router_activation_func: transformers' Kimi-Linear router scores by "
