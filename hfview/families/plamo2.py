@@ -1,0 +1,214 @@
+"""PLaMo 2 (Plamo2ForCausalLM / PLaMo2ForCausalLM, model_type plamo2, remote code: pfnet/plamo-2-1b, plamo-2-8b,
+plamo-2-translate) -> llama.cpp `plamo2` (the converter's Plamo2Model, a TextModel with its own hyperparameter list).
+
+A hybrid: layer i runs a Mamba-2 mixer where i % mamba_step != mamba_step // 2 (with at most mamba_step // 2 layers,
+every layer but the last), attention elsewhere, as the release's is_mamba places them; the converter writes that as
+per-layer head counts, 0 on Mamba layers. Every layer has PLaMo's sandwich norms and a SwiGLU MLP (gate_up_proj fused,
+gate rows first, as stored: llama.cpp splits it). Attention keeps the fused qkv_proj (query heads, then key, then
+value) and per-head q/k RMSNorm scales (q_weight, k_weight: [heads, head_dim] as stored, no offset); rotation is
+NeoX's, so nothing is permuted. The Mamba mixer's in_proj interleaves z and x per head, as llama.cpp reads it; its
+conv1d is squeezed to [inner, kernel], bcdt_proj is B, C, then dt (ssm_x), dt_bias becomes ssm_dt.bias, and
+A = -exp(A_log). The norms store their scales as offsets, which the converter adds back: 1 for pre_mixer_norm,
+pre_mlp_norm and the final norm, 1/5 for post_mixer_norm, 5^-1.5 for post_mlp_norm.
+
+transformers 5.24 has no PLaMo 2 class, so the converter reads config.json as written; where a key is absent it uses
+its own fallbacks (the get(...) defaults in Plamo2Model.set_gguf_parameters, CONVERTER_FALLBACKS here), which the view
+uses too. A released config states them all.
+
+What llama.cpp (0.3.36) makes of the converter's file: its load_hparams sets the rotary width n_rot (and the head
+width) from attention.head_count of layer 0 alone; layer 0 of every hybrid PLaMo 2 is a Mamba layer, written with
+head_count 0, so n_rot is 0 and rope.dimension_count is never read (only when head_count[0] > 0). With n_rot 0 the CPU
+rope kernel's channel loop steps back by n_rot - 2 and forward by 2, forever: llama.cpp hangs on the first attention
+layer of the first evaluation. head_count is an array, which a load-time override (a scalar) cannot replace, and no
+scalar key reaches n_rot for plamo2. So the file exports (bytes == the converter's), and the runner refuses to load
+such a view before llama.cpp sees it (LLAMA_CPP_CANNOT_RUN, load_refusal).
+"""
+from __future__ import annotations
+
+from pathlib import Path
+
+from ..config import ANY, Harmless
+from ..errors import ConfigError
+from ..family import Family, Skip, Tensor
+from ..gguf_layout import KV, ValueType
+from ..params import f32, u32
+from ..views import NEG_EXP, OFFSET_ONE, offset
+from .mamba import squeezed
+
+ARCH = "plamo2"
+ARCHITECTURES = ("Plamo2ForCausalLM", "PLaMo2ForCausalLM")
+READS = frozenset({
+    "vocab_size", "hidden_size", "hidden_size_per_head", "intermediate_size", "num_hidden_layers",
+    "num_attention_heads", "num_key_value_heads", "max_position_embeddings", "rms_norm_eps", "tie_word_embeddings",
+    "mamba_step", "mamba_enabled", "mamba_d_state", "mamba_d_conv", "mamba_num_heads",
+})
+HARMLESS: Harmless = {
+    # how the remote code chunks its scan (the same recurrence, computed in blocks)
+    "mamba_chunk_size": ANY,
+    # the remote code's attention window: at least as long as any context the runner gives llama.cpp here (the
+    # runner refuses to load the view at all, see LLAMA_CPP_CANNOT_RUN)
+    "attention_window_size": ANY,
+    # a vision wrapper's keys, unset on the text models
+    "image_token_id": (None,), "image_feature_size": (None,), "image_proj_type": ("linear",),
+    # the remote code's layer implementation: plain linear layers, no quantized evaluation
+    "linear_type": ("normal",), "eval_attention_n_bit": (None,), "eval_mlp_n_bit": (None,),
+    "fp8_accum_dtype": ANY,
+    "use_predefined_initial_state": (False,),
+}
+
+# Plamo2Model.set_gguf_parameters' fallbacks (hparams.get(key, fallback)): what it writes for an absent key
+CONVERTER_FALLBACKS = dict(
+    mamba_step=2, mamba_enabled=True, num_key_value_heads=4, num_attention_heads=32, max_position_embeddings=2048,
+    hidden_size=4096, hidden_size_per_head=128, rms_norm_eps=1e-6, mamba_d_state=64, mamba_d_conv=4,
+    mamba_num_heads=64, intermediate_size=13312,
+)
+
+
+def _get(h: dict, key: str):
+    return h.get(key, CONVERTER_FALLBACKS[key])
+
+
+def is_mamba(h: dict) -> list[bool]:
+    """Which layers run Mamba, as the release's is_mamba places them (and the converter restates it)."""
+    n, step = h["num_hidden_layers"], _get(h, "mamba_step")
+    if not _get(h, "mamba_enabled"):
+        return [False] * n
+    if n <= step // 2:
+        return [i != n - 1 for i in range(n)]
+    return [i % step != step // 2 for i in range(n)]
+
+
+def dt_dim(h: dict) -> int:
+    """The width of dt in bcdt_proj: max(64, hidden_size / 16), as the release and llama.cpp's plamo2 compute it."""
+    return max(64, _get(h, "hidden_size") // 16)
+
+
+_L = "model.layers.layers.{bid}."
+_OPTIONAL = dict(required=False)  # present on the layers of one kind only (is_mamba places the kinds)
+TENSORS = (
+    Tensor("model.embed_tokens.weight", "token_embd.weight"),
+    Tensor("model.norm.weight", "output_norm.weight", steps=(OFFSET_ONE,)),
+    # a tied release stores no head; a stored one is written, as the converter writes it
+    Tensor("lm_head.weight", "output.weight", required=lambda h: h.get("tie_word_embeddings") is False),
+    Tensor(_L + "pre_mixer_norm.weight", "blk.{bid}.attn_norm.weight", steps=(OFFSET_ONE,)),
+    Tensor(_L + "post_mixer_norm.weight", "blk.{bid}.post_attention_norm", steps=(offset(1 / 5, "1/5"),)),
+    Tensor(_L + "pre_mlp_norm.weight", "blk.{bid}.ffn_norm.weight", steps=(OFFSET_ONE,)),
+    Tensor(_L + "post_mlp_norm.weight", "blk.{bid}.post_ffw_norm", steps=(offset(1 / 5 ** 1.5, "5^-1.5"),)),
+    Tensor(_L + "mlp.gate_up_proj.weight", "blk.{bid}.ffn_up.weight"),
+    Tensor(_L + "mlp.down_proj.weight", "blk.{bid}.ffn_down.weight"),
+    # attention layers
+    Tensor(_L + "mixer.qkv_proj.weight", "blk.{bid}.attn_qkv.weight", **_OPTIONAL),
+    Tensor(_L + "mixer.q_weight", "blk.{bid}.attn_q_norm.weight", **_OPTIONAL),
+    Tensor(_L + "mixer.k_weight", "blk.{bid}.attn_k_norm.weight", **_OPTIONAL),
+    Tensor(_L + "mixer.o_proj.weight", "blk.{bid}.attn_output.weight", **_OPTIONAL),
+    # Mamba layers
+    Tensor(_L + "mixer.in_proj.weight", "blk.{bid}.ssm_in.weight", **_OPTIONAL),
+    Tensor(_L + "mixer.conv1d.weight", "blk.{bid}.ssm_conv1d.weight", squeezed, **_OPTIONAL),
+    Tensor(_L + "mixer.bcdt_proj.weight", "blk.{bid}.ssm_x.weight", **_OPTIONAL),
+    Tensor(_L + "mixer.dt_proj.weight", "blk.{bid}.ssm_dt.weight", **_OPTIONAL),
+    Tensor(_L + "mixer.dt_bias", "blk.{bid}.ssm_dt.bias", **_OPTIONAL),
+    Tensor(_L + "mixer.dt_norm_weight", "blk.{bid}.ssm_dt_norm", **_OPTIONAL),
+    Tensor(_L + "mixer.B_norm_weight", "blk.{bid}.ssm_b_norm", **_OPTIONAL),
+    Tensor(_L + "mixer.C_norm_weight", "blk.{bid}.ssm_c_norm", **_OPTIONAL),
+    Tensor(_L + "mixer.A_log", "blk.{bid}.ssm_a", steps=(NEG_EXP,), **_OPTIONAL),
+    Tensor(_L + "mixer.D", "blk.{bid}.ssm_d", **_OPTIONAL),
+    Tensor(_L + "mixer.out_proj.weight", "blk.{bid}.ssm_out.weight", **_OPTIONAL),
+    Skip(_L + "mixer.rotary_emb.inv_freq"),
+)
+# The post norms' and the Mamba norms' GGUF names carry no ".weight": gguf-py's PLaMo 2 mapping names them with the
+# suffix, so the converter's renaming consumes it, and llama.cpp's plamo2 loads them by those bare names.
+
+
+def check(h: dict, path: Path) -> None:
+    if h.get("architectures") and h["architectures"][0] not in ARCHITECTURES:
+        raise ConfigError(f"{path}: architectures {h['architectures'][0]!r}: the plamo2 family reads "
+                          f"{' or '.join(ARCHITECTURES)}")
+    if h.get("num_hidden_layers") is None or h.get("vocab_size") is None:
+        raise ConfigError(f"{path}: num_hidden_layers and vocab_size are needed; the converter reads PLaMo 2's "
+                          f"config.json as written and fails without them")
+    step = _get(h, "mamba_step")
+    if not isinstance(step, int) or isinstance(step, bool) or step < 1:
+        raise ConfigError(f"{path}: mamba_step {step!r}: a positive layer count is needed (the release runs "
+                          f"attention where layer % mamba_step == mamba_step // 2)")
+    kinds = is_mamba(h)
+    if not _get(h, "mamba_enabled") or not any(kinds):
+        raise ConfigError(f"{path}: mamba_enabled {_get(h, 'mamba_enabled')!r}, mamba_step {step} over "
+                          f"{h['num_hidden_layers']} layers: no Mamba layer; "
+                          + ("the converter then writes no head counts at all, and llama.cpp's plamo2 would run "
+                             "every layer as Mamba" if not _get(h, "mamba_enabled") else
+                             "llama.cpp's plamo2 keeps a hybrid cache, which no released PLaMo 2 leaves without "
+                             "Mamba layers"))
+    heads, kv = _get(h, "num_attention_heads"), _get(h, "num_key_value_heads")
+    if not kv or heads % kv:
+        raise ConfigError(f"{path}: num_attention_heads {heads} is not a multiple of num_key_value_heads {kv}")
+
+
+def head_counts(h: dict) -> tuple[list[int], list[int]]:
+    """(head_count_kv, head_count) per layer: 0 on Mamba layers, as the converter writes them."""
+    kinds = is_mamba(h)
+    return ([0 if m else _get(h, "num_key_value_heads") for m in kinds],
+            [0 if m else _get(h, "num_attention_heads") for m in kinds])
+
+
+def parameters(h: dict, block_count: int, file_type: int) -> list:
+    """Plamo2Model.set_gguf_parameters' list, in its order (it does not call TextModel's)."""
+    kv_heads, heads = head_counts(h)
+    d = _get(h, "hidden_size_per_head")
+    theta = h.get("rope_parameters", {}).get("rope_theta", 10000)
+    return [
+        u32(f"{ARCH}.vocab_size", h["vocab_size"]),
+        KV(f"{ARCH}.attention.head_count_kv", ValueType.ARRAY, kv_heads, ValueType.INT32),
+        KV(f"{ARCH}.attention.head_count", ValueType.ARRAY, heads, ValueType.INT32),
+        u32(f"{ARCH}.context_length", _get(h, "max_position_embeddings")),
+        u32(f"{ARCH}.embedding_length", _get(h, "hidden_size")),
+        u32(f"{ARCH}.attention.key_length", d),
+        u32(f"{ARCH}.attention.value_length", d),
+        u32(f"{ARCH}.block_count", block_count),
+        f32(f"{ARCH}.attention.layer_norm_rms_epsilon", _get(h, "rms_norm_eps")),
+        f32(f"{ARCH}.rope.freq_base", theta),
+        u32(f"{ARCH}.ssm.state_size", _get(h, "mamba_d_state")),
+        u32(f"{ARCH}.ssm.conv_kernel", _get(h, "mamba_d_conv")),
+        u32(f"{ARCH}.ssm.time_step_rank", _get(h, "mamba_num_heads")),
+        u32(f"{ARCH}.ssm.inner_size", _get(h, "mamba_num_heads") * d),
+        u32(f"{ARCH}.ssm.group_count", 0),
+        u32(f"{ARCH}.feed_forward_length", _get(h, "intermediate_size")),
+        u32("general.file_type", file_type),
+    ]
+
+
+# Why llama.cpp 0.3.36 cannot compute a hybrid PLaMo 2 from the converter's file (the module docstring has the detail)
+LLAMA_CPP_CANNOT_RUN = (
+    "llama.cpp (0.3.36) cannot run this PLaMo 2 as the converter writes it: layer 0 is a Mamba layer, written with "
+    "attention.head_count 0, and llama.cpp takes the rotary width (n_rot) from layer 0's head count, so n_rot is 0 and "
+    "its rope kernel loops forever on the first attention layer; head_count is a per-layer array, which a load-time "
+    "KV override cannot replace, and rope.dimension_count is not read when head_count[0] is 0. `hfview export` writes "
+    "the converter's file; running it needs a llama.cpp that reads n_rot per layer")
+
+
+def load_refusal(h: dict) -> str | None:
+    """Why the runner must not hand this view to llama.cpp (None: it may): layer 0 without attention heads."""
+    _, heads = head_counts(h)
+    return LLAMA_CPP_CANNOT_RUN if heads and heads[0] == 0 else None
+
+
+def vocab(model_dir: Path, h: dict) -> list:
+    from tokenizer.vocab import plamo_vocab
+    return plamo_vocab(model_dir, h)
+
+
+FAMILY = Family(
+    name="plamo2",
+    gguf_arch=ARCH,
+    architectures=ARCHITECTURES,
+    defaults={"plamo2": {}},  # no transformers class: nothing is filled in
+    reads=READS,
+    harmless=HARMLESS,
+    tensors=TENSORS,
+    parameters=parameters,
+    vocab=vocab,
+    check=check,
+    notes={"hybrid": "Mamba layers where layer % mamba_step != mamba_step // 2, written as head counts 0",
+           "norm offsets": "1 + w, 1/5 + w (post_mixer_norm), 5^-1.5 + w (post_mlp_norm), as the converter adds",
+           "llama.cpp": "exports the converter's bytes; llama.cpp 0.3.36 hangs on them (n_rot 0): the runner "
+                        "refuses to load"},
+)
