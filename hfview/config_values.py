@@ -405,3 +405,7 @@ for _key, _rule in (("layer_group_size", COUNT), ("short_conv_kernel_size", COUN
 # Mistral Large 3 / Small 4 in Mistral's format (mistral_moe_format): params.json's activation (the converter's
 # hidden_act; the family refuses any but silu)
 OVERRIDES[("mistral_moe_format", "activation")] = STRING
+# PLaMo 2 (plamo2): its head width, the Mamba/attention layer pattern and the switch that turns Mamba off (the family
+# refuses mamba_enabled false: no Mamba layer)
+OVERRIDES.update({("plamo2", "hidden_size_per_head"): COUNT, ("plamo2", "mamba_step"): COUNT,
+                  ("plamo2", "mamba_enabled"): BOOL})

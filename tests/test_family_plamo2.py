@@ -248,3 +248,70 @@ def test_reference_is_causal_and_its_conv_counts(checkpoint):
     full = plamo2_logits(path, ids)
     assert np.allclose(plamo2_logits(path, ids[:8]), full[:8], atol=1e-4)
     assert nmse(plamo2_logits(path, ids, conv=False), full) > 1e-4
+
+
+def test_released_config_is_hybrid_from_layer_0_and_so_hangs_too():
+    """pfnet/plamo-2-1b's config (tests/data/released_configs/plamo2) through the config path: the converter's head
+    counts are 0 on every even layer, layer 0 included, and key_length is written (128) but llama.cpp never reads it
+    for n_rot: the hang is not the fixture's doing, a faithful file of the release hangs the same way."""
+    from hfview.families.plamo2 import LLAMA_CPP_CANNOT_RUN, load_refusal
+    from released_config import DATA, config_path_kv
+
+    path = DATA / "plamo2" / "pfnet__plamo-2-1b.json"
+    kv = config_path_kv(path)
+    assert kv["plamo2.attention.head_count"] == [0, 16] * 8
+    assert kv["plamo2.attention.head_count_kv"] == [0, 1] * 8
+    assert kv["plamo2.attention.key_length"] == 128 and "plamo2.rope.dimension_count" not in kv
+    assert kv["plamo2.ssm.inner_size"] == 32 * 128 and kv["plamo2.ssm.time_step_rank"] == 32
+    assert load_refusal(json.loads(path.read_text())) == LLAMA_CPP_CANNOT_RUN
+
+
+@pytest.mark.parametrize("name", FIXTURES)
+def test_fixtures_place_layers_as_the_release_does(name, checkpoint):
+    """Mamba where layer % mamba_step != mamba_step // 2: the fixtures start on Mamba, as every released PLaMo 2."""
+    from hfview import HfCheckpoint
+
+    view = HfCheckpoint(checkpoint(name), "f32")
+    names = {t.name for t in view.tensors}
+    n = json.loads((checkpoint(name) / "config.json").read_text())["num_hidden_layers"]
+    for i in range(n):
+        assert (f"blk.{i}.ssm_a" in names) == (i % 2 == 0)
+        assert (f"blk.{i}.attn_qkv.weight" in names) == (i % 2 == 1)
+    assert ("output.weight" in names) == (name == "plamo2-untied")
+
+
+def test_value_steps_are_the_converters(checkpoint):
+    """A = -exp(A_log); each norm = stored + its constant (1, 1/5, 5^-1.5; 1 for the final norm); the Mamba and q/k
+    norm scales, D and dt_bias as stored; conv1d squeezed; in float32 at --outtype f32."""
+    import torch
+    from safetensors.torch import load_file
+
+    from hfview import HfCheckpoint
+
+    path = checkpoint("plamo2")
+    stored = {k: v.float().numpy() for k, v in load_file(str(path / "model.safetensors")).items()}
+    view = HfCheckpoint(path, "f32")
+    p = "model.layers.layers."
+    assert np.array_equal(view.read_tensor("blk.0.ssm_a"), (-torch.exp(torch.from_numpy(stored[p + "0.mixer.A_log"]))).numpy())
+    for hf, gguf, c in (("pre_mixer_norm", "attn_norm.weight", 1.0), ("post_mixer_norm", "post_attention_norm", 0.2),
+                        ("pre_mlp_norm", "ffn_norm.weight", 1.0), ("post_mlp_norm", "post_ffw_norm", 5 ** -1.5)):
+        assert np.array_equal(view.read_tensor(f"blk.1.{gguf}"), stored[f"{p}1.{hf}.weight"] + np.float32(c)), hf
+    assert np.array_equal(view.read_tensor("output_norm.weight"), stored["model.norm.weight"] + np.float32(1))
+    for hf, gguf in (("dt_norm_weight", "ssm_dt_norm"), ("B_norm_weight", "ssm_b_norm"), ("C_norm_weight", "ssm_c_norm"),
+                     ("D", "ssm_d"), ("dt_bias", "ssm_dt.bias")):
+        assert np.array_equal(view.read_tensor(f"blk.2.{gguf}"), stored[f"{p}2.mixer.{hf}"]), hf
+    assert np.array_equal(view.read_tensor("blk.1.attn_q_norm.weight"), stored[p + "1.mixer.q_weight"])
+    assert np.array_equal(view.read_tensor("blk.0.ssm_conv1d.weight"), stored[p + "0.mixer.conv1d.weight"][:, 0, :])
+
+
+@pytest.mark.parametrize("change, match", [
+    ({"mamba_enabled": False}, "mamba_enabled False"),
+    ({"mamba_step": 1}, "no Mamba layer"),
+    ({"mamba_step": 0}, "mamba_step is 0"),
+    ({"num_key_value_heads": 3}, "not a multiple of num_key_value_heads = 3"),
+    ({"full_attention_idx": [1]}, "full_attention_idx"),
+    ({"rope_local_theta": 1000000}, "rope_local_theta"),
+    ({"architectures": ["PlamoForCausalLM"]}, "PlamoForCausalLM"),
+])
+def test_refusals_by_name(checkpoint, tmp_path, change, match):
+    assert_refused(checkpoint("plamo2"), tmp_path, match, **change)
