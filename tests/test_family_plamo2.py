@@ -170,6 +170,26 @@ def llama_cpp_in_subprocess(gguf: Path, out: Path, timeout: float) -> tuple[list
         return z["ids"].tolist(), z["logits"]
 
 
+_LOAD_CHILD = textwrap.dedent("""
+    import sys
+    sys.path[:0] = [sys.argv[2], sys.argv[2] + "/tests"]
+    from converter_ceiling import GGUFFile
+    from runner.stream import load_model
+    load_model(GGUFFile(__import__("pathlib").Path(sys.argv[1])), verbose=True).close()
+""")
+
+
+def llama_cpp_n_rot(gguf: Path) -> int:
+    """The rotary width llama.cpp's loader reports for `gguf` (loading alone ends; evaluating is what loops)."""
+    import re
+
+    root = str(Path(__file__).resolve().parent.parent)
+    done = subprocess.run([sys.executable, "-c", _LOAD_CHILD, str(gguf), root], check=True, timeout=RUN_TIMEOUT_S,
+                          capture_output=True, text=True)
+    (n_rot,) = re.findall(r"print_info: n_rot += (\d+)", done.stdout + done.stderr)
+    return int(n_rot)
+
+
 def with_head_counts_filled(gguf: Path, out: Path) -> Path:
     """A copy of `gguf` whose plamo2.attention.head_count zeros (the Mamba layers) are the attention head count,
     patched in place (the same bytes otherwise): llama.cpp then takes n_rot from layer 0's heads."""
@@ -195,6 +215,8 @@ def test_llama_cpp_hangs_on_the_converters_own_file(name, converted, tmp_path, r
     record_property("family", "plamo2")
     record_property("oracle", "logits")
     theirs = converted(name, "f32")
+    assert llama_cpp_n_rot(theirs) == 0  # the cause: layer 0's head_count 0
+    assert llama_cpp_n_rot(with_head_counts_filled(theirs, tmp_path / "filled.gguf")) == 16  # hidden_size_per_head
     with pytest.raises(subprocess.TimeoutExpired):
         llama_cpp_in_subprocess(theirs, tmp_path / "out.npz", HANG_TIMEOUT_S)
 
