@@ -202,6 +202,10 @@ class Family:
     # Matrices the converter's tensor_force_quant keeps in F32 beyond the common list, by GGUF name and the
     # hyperparameters (Hy4's iHC mixing matrices, and its lm_head where enable_lm_head_fp32 says)
     kept_f32: Callable[[str, dict], bool] = lambda name, h: False
+    # Why the pinned llama.cpp must not be handed this view to evaluate (PLaMo 2: the converter's file makes it loop
+    # forever), from the hyperparameters; "" where it may. The runner refuses before loading (vocab-only loads, which
+    # evaluate nothing, still go ahead); export is unaffected: the file stays the converter's
+    load_refusal: Callable[[dict], str] = lambda h: ""
 
     def arch_of(self, h: dict) -> str:
         return self.gguf_arch_for(h) if self.gguf_arch_for is not None else self.gguf_arch

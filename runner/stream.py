@@ -453,8 +453,11 @@ def load_model(source: Any, *, n_gpu_layers: int = 0, progress: bool | Callable[
     Raises the source's own exception if a read failed, ModelLoadError if llama.cpp refused the data.
     """
     ll = _llama()
-    backend_init()
     desc = _describe(source)
+    family = getattr(source, "family", None)  # a view (HfCheckpoint): its family may know llama.cpp cannot run it
+    if not vocab_only and family is not None and (why := family.load_refusal(source.hparams)):
+        raise ModelLoadError(f"not loading {desc}: {why}")
+    backend_init()
     params = ll.llama_model_default_params() if params is None else type(params).from_buffer_copy(params)
     params.load_mode = ll.LLAMA_LOAD_MODE_NONE  # mmap needs a real file descriptor
     params.lazy_mode = ll.LLAMA_LAZY_MODE_OFF  # lazy reads need mmap and would outlive the stream

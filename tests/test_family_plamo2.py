@@ -337,3 +337,43 @@ def test_value_steps_are_the_converters(checkpoint):
 ])
 def test_refusals_by_name(checkpoint, tmp_path, change, match):
     assert_refused(checkpoint("plamo2"), tmp_path, match, **change)
+
+
+_RUN_VIEW_CHILD = textwrap.dedent("""
+    import sys
+    sys.path[:0] = [sys.argv[2]]
+    from hfview import HfCheckpoint
+    from runner.stream import ModelLoadError, StreamModel, load_model
+    view = HfCheckpoint(sys.argv[1], "f32")
+    load_model(view, vocab_only=True).close()  # evaluates nothing: allowed
+    print("VOCAB-ONLY LOADED")
+    try:
+        StreamModel(view, n_ctx=64)
+    except ModelLoadError as e:
+        print("REFUSED:", e)
+    else:
+        print("LOADED")
+""")
+
+
+@pytest.mark.parametrize("name", FIXTURES)
+def test_runner_refuses_before_loading(name, checkpoint):
+    """The runner does not hand a PLaMo 2 view to llama.cpp (which would loop forever): StreamModel raises
+    ModelLoadError naming why, at once. In a subprocess with a timeout all the same: were the refusal missing, the
+    load would hang, and the test must fail, not hang."""
+    from hfview.families.plamo2 import LLAMA_CPP_CANNOT_RUN
+
+    root = str(Path(__file__).resolve().parent.parent)
+    done = subprocess.run([sys.executable, "-c", _RUN_VIEW_CHILD, str(checkpoint(name)), root], check=True,
+                          timeout=RUN_TIMEOUT_S, capture_output=True, text=True)
+    assert "VOCAB-ONLY LOADED" in done.stdout
+    assert f"REFUSED: not loading HfCheckpoint(" in done.stdout and LLAMA_CPP_CANNOT_RUN in done.stdout, done.stdout
+
+
+def test_export_is_not_refused(checkpoint, tmp_path):
+    """The refusal is the runner's: `hfview export` writes the converter's file (test_export checks its bytes)."""
+    from hfview import HfCheckpoint
+    from hfview.export import export
+
+    out = export(HfCheckpoint(checkpoint("plamo2"), "f32"), tmp_path / "plamo2.gguf")
+    assert out.stat().st_size > 0

@@ -185,10 +185,10 @@ LLAMA_CPP_CANNOT_RUN = (
     "the converter's file; running it needs a llama.cpp that reads n_rot per layer")
 
 
-def load_refusal(h: dict) -> str | None:
-    """Why the runner must not hand this view to llama.cpp (None: it may): layer 0 without attention heads."""
+def load_refusal(h: dict) -> str:
+    """Why the runner must not hand this view to llama.cpp ("": it may): layer 0 without attention heads."""
     _, heads = head_counts(h)
-    return LLAMA_CPP_CANNOT_RUN if heads and heads[0] == 0 else None
+    return LLAMA_CPP_CANNOT_RUN if heads and heads[0] == 0 else ""
 
 
 def vocab(model_dir: Path, h: dict) -> list:
@@ -207,6 +207,7 @@ FAMILY = Family(
     parameters=parameters,
     vocab=vocab,
     check=check,
+    load_refusal=load_refusal,
     notes={"hybrid": "Mamba layers where layer % mamba_step != mamba_step // 2, written as head counts 0",
            "norm offsets": "1 + w, 1/5 + w (post_mixer_norm), 5^-1.5 + w (post_mlp_norm), as the converter adds",
            "llama.cpp": "exports the converter's bytes; llama.cpp 0.3.36 hangs on them (n_rot 0): the runner "
