@@ -19,9 +19,13 @@ What llama.cpp (0.3.36) makes of the converter's file: its load_hparams sets the
 width) from attention.head_count of layer 0 alone; layer 0 of every hybrid PLaMo 2 is a Mamba layer, written with
 head_count 0, so n_rot is 0 and rope.dimension_count is never read (only when head_count[0] > 0). With n_rot 0 the CPU
 rope kernel's channel loop steps back by n_rot - 2 and forward by 2, forever: llama.cpp hangs on the first attention
-layer of the first evaluation. head_count is an array, which a load-time override (a scalar) cannot replace, and no
-scalar key reaches n_rot for plamo2. So the file exports (bytes == the converter's), and the runner refuses to load
-such a view before llama.cpp sees it (LLAMA_CPP_CANNOT_RUN, load_refusal).
+layer of the first evaluation. head_count is an array, which a load-time override (llama_model_kv_override: scalars only) cannot replace, and no
+scalar key reaches n_rot for plamo2 (rope.dimension_count_swa sets the sliding layers' width, and plamo2 has none).
+So the file exports (bytes == the converter's), and the runner refuses to load such a view before llama.cpp sees it
+(Family.load_refusal: LLAMA_CPP_CANNOT_RUN). Every configuration check() accepts has Mamba at layer 0 (only
+mamba_step 1, all attention, would not, and it is refused), so no PLaMo 2 view runs on this llama.cpp. The same
+file with head_count's zeros filled in runs and matches PLaMo 2's forward (tests/test_family_plamo2.py), which
+vouches for the tensors; it is not the converter's file, so the view does not present it.
 """
 from __future__ import annotations
 
@@ -45,15 +49,17 @@ READS = frozenset({
 HARMLESS: Harmless = {
     # how the remote code chunks its scan (the same recurrence, computed in blocks)
     "mamba_chunk_size": ANY,
-    # the remote code's attention window: at least as long as any context the runner gives llama.cpp here (the
-    # runner refuses to load the view at all, see LLAMA_CPP_CANNOT_RUN)
+    # the remote code's attention window (2048 as released); the converter writes none and llama.cpp's plamo2 attends
+    # over the whole context, so past the window the two would differ; moot while the runner loads no PLaMo 2 view
+    # (LLAMA_CPP_CANNOT_RUN), and the file is the converter's either way
     "attention_window_size": ANY,
-    # a vision wrapper's keys, unset on the text models
-    "image_token_id": (None,), "image_feature_size": (None,), "image_proj_type": ("linear",),
-    # the remote code's layer implementation: plain linear layers, no quantized evaluation
-    "linear_type": ("normal",), "eval_attention_n_bit": (None,), "eval_mlp_n_bit": (None,),
-    "fp8_accum_dtype": ANY,
+    # keys of the release's Plamo2Config that other ports of PLaMo 2 read (use_predefined_initial_state) or that
+    # PLaMo 3's config shares (a vision wrapper's image_*, the linear layers' type and quantized evaluation),
+    # accepted only at the values that change nothing: no predefined Mamba state, plain linear layers, no image input
     "use_predefined_initial_state": (False,),
+    "image_token_id": (None,), "image_feature_size": (None,), "image_proj_type": ("linear",),
+    "linear_type": ("normal",), "eval_attention_n_bit": (None,), "eval_mlp_n_bit": (None,),
+    "fp8_accum_dtype": ANY,  # the accumulation dtype of fp8 linear layers, which linear_type normal does not use
 }
 
 # Plamo2Model.set_gguf_parameters' fallbacks (hparams.get(key, fallback)): what it writes for an absent key
