@@ -12,7 +12,8 @@
   head_count_kv, unchanged), and its logits are compared with PLaMo 2's forward in float32 (plamo2_logits), at
   every outtype (measured: 6.2e-8 / 1.9e-7 at f32; bf16 and auto on the untied fixture 1.5e-4, held to the same
   filling of the converter's own file, measured, CEILING). That file is not the converter's, so the view does not run
-  it; it is evidence about the tensors.
+  it; it is evidence about the tensors. Neither test records itself as the logits oracle (tools/family_table.py would
+  show a ✓): they record "llama_cpp_hangs" and "tensors_filled_head_count".
 
 transformers 5.24 has no PLaMo 2 class, and remote code is never run: the reference is PLaMo 2's forward composed
 from transformers 5.24's Llama RMSNorm, MLP and rotary modules, with the Mamba-2 recurrence written out, from the
@@ -213,7 +214,7 @@ def test_llama_cpp_hangs_on_the_converters_own_file(name, converted, tmp_path, r
     """The ceiling, measured: llama.cpp 0.3.36 does not finish on the converter's file (n_rot 0 from layer 0's
     head_count 0). Strict: if it ever finishes, this fails, and the ordinary logits oracle should replace it."""
     record_property("family", "plamo2")
-    record_property("oracle", "logits")
+    record_property("oracle", "llama_cpp_hangs")
     theirs = converted(name, "f32")
     assert llama_cpp_n_rot(theirs) == 0  # the cause: layer 0's head_count 0
     assert llama_cpp_n_rot(with_head_counts_filled(theirs, tmp_path / "filled.gguf")) == 16  # hidden_size_per_head
@@ -239,7 +240,7 @@ def test_view_tensors_compute_plamo2_once_n_rot_is_readable(name, outtype, check
     from hfview.export import export
 
     record_property("family", "plamo2")
-    record_property("oracle", "logits")
+    record_property("oracle", "tensors_filled_head_count")
     path = checkpoint(name)
     ours = export(HfCheckpoint(path, outtype), tmp_path / "view.gguf")
     patched = with_head_counts_filled(ours, tmp_path / "patched.gguf")
