@@ -82,7 +82,7 @@ def test_quantized_checkpoint(tmp_path):
 
 
 def test_unknown_model_type(tmp_path):
-    refused(make(tmp_path, {**CONFIG, "model_type": "plamo2"}), "'plamo2'", "llama", exc=ConfigError)
+    refused(make(tmp_path, {**CONFIG, "model_type": "jetmoe"}), "'jetmoe'", "llama", exc=ConfigError)
 
 
 def test_truncated_shard(tmp_path):
