@@ -74,3 +74,50 @@ def test_vision_tower_and_projector_are_left_out(checkpoint):
     assert kv["general.architecture"] == "lfm2"
     assert kv["lfm2.block_count"] == 4 and kv["lfm2.attention.head_count_kv"] == [0, 0, 2, 0]
     assert kv["lfm2.feed_forward_length"] == 256
+
+
+def test_converters_own_failure_is_the_mmproj_only_class(checkpoint, tmp_path):
+    """What the strict xfail above stands for: the converter's own run on lfm2_vl-saved stops at the architecture
+    (the top level's, as text_config states none), not later."""
+    with pytest.raises(oracle.ConverterFailed, match="Model Lfm2VlForConditionalGeneration is not supported"):
+        oracle.convert(checkpoint("lfm2_vl-saved"), tmp_path / "out.gguf", "f32")
+
+
+def _with_text_config(src, dst, **changes):
+    shutil.copytree(src, dst)
+    config = json.loads((dst / "config.json").read_text(encoding="utf-8"))
+    config["text_config"].update(changes)
+    (dst / "config.json").write_text(json.dumps(config, indent=2, sort_keys=True) + "\n", encoding="utf-8")
+    return dst
+
+
+@pytest.mark.parametrize("changes, message", [
+    ({"layer_types": ["full_attention"] * 4}, "no conv layer"),
+    ({"block_dim": 128}, "block_dim 128 differs from hidden_size 64"),
+    ({"num_heads": 8}, "num_heads 8 differs from num_attention_heads 4"),
+    ({"block_use_swiglu": False}, "block_use_swiglu"),
+    ({"conv_bias": True}, "conv_bias true"),
+], ids=["all_attention", "block_dim", "num_heads", "no_swiglu", "conv_bias"])
+def test_text_config_values_llama_cpp_cannot_run_are_refused(changes, message, checkpoint, tmp_path):
+    """The text decoder's checks apply through text_config; the first releases' duplicated widths (block_dim,
+    num_heads, ...) must agree with the keys transformers reads, their training-only flags sit in the position
+    transformers implements."""
+    from hfview import HfCheckpoint
+    from hfview.errors import ConfigError
+
+    with pytest.raises(ConfigError, match=message):
+        HfCheckpoint(_with_text_config(checkpoint("lfm2_vl"), tmp_path / "variant", **changes), "f32")
+
+
+def test_first_releases_training_keys_are_read_where_they_agree(checkpoint, tmp_path):
+    """LFM2-VL-450M's text_config keys of Liquid's training code, stated as released, change nothing in the view."""
+    from hfview import HfCheckpoint
+
+    base = HfCheckpoint(checkpoint("lfm2_vl"), "f32")
+    view = HfCheckpoint(_with_text_config(
+        checkpoint("lfm2_vl"), tmp_path / "variant", block_dim=64, conv_dim=64, conv_dim_out=64, num_heads=4,
+        block_norm_eps=1e-5, block_mlp_init_scale=1.0, block_out_init_scale=1.0, block_use_swiglu=True,
+        block_use_xavier_init=True, conv_use_xavier_init=True, use_pos_enc=True), "f32")
+    assert [(k.key, k.value) for k in view.kv if k.key != "general.name"] == \
+        [(k.key, k.value) for k in base.kv if k.key != "general.name"]
+    assert [t.name for t in view.tensors] == [t.name for t in base.tensors]

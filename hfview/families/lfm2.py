@@ -43,6 +43,17 @@ READS = frozenset({
     "rope_scaling", "rope_theta", "conv_bias", "conv_L_cache", "block_multiple_of", "block_ffn_dim_multiplier",
     "block_auto_adjust_ff_dim", "full_attn_idxs", "layer_types",
 })
+# The first LFM2 / LFM2-VL releases' text configs also carry keys of Liquid's training code that neither
+# transformers' Lfm2Config nor the converter reads: weight-initialisation settings, and flags in the one position
+# transformers' model implements (SwiGLU feed-forward, rope applied). Their widths and eps are READS, held equal to
+# the keys transformers reads (check).
+_TRAINING_ONLY: Harmless = {"block_mlp_init_scale": ANY, "block_out_init_scale": ANY, "block_use_xavier_init": ANY,
+                            "conv_use_xavier_init": ANY, "block_use_swiglu": (True,), "use_pos_enc": (True,)}
+# stated twice under Liquid's own names: (its key, the key transformers reads)
+_SAME_AS = (("block_dim", "hidden_size"), ("conv_dim", "hidden_size"), ("conv_dim_out", "hidden_size"),
+            ("num_heads", "num_attention_heads"), ("block_norm_eps", "norm_eps"))
+READS = READS | {k for k, _ in _SAME_AS}
+
 # LFM2-VL's top level: its vision tower, projector, image token and image-processing settings, which a text-only
 # forward never touches (image_token_index: the first releases' name of image_token_id)
 HARMLESS: Harmless = dict.fromkeys((
@@ -50,6 +61,7 @@ HARMLESS: Harmless = dict.fromkeys((
     "projector_hidden_size", "projector_bias", "projector_use_layernorm", "vision_feature_layer",
     "do_image_splitting", "encoder_patch_size", "max_image_tokens", "min_image_tokens", "max_num_patches",
     "max_pixels_tolerance", "max_tiles", "min_tiles", "tile_size", "use_image_special_tokens", "use_thumbnail"), ANY)
+HARMLESS.update(_TRAINING_ONLY)
 
 TENSORS = (
     # LFM2-VL (text weights under model.language_model., renamed as the converter does): the vision tower and the
@@ -98,6 +110,10 @@ def ff_dim(h: dict) -> int:
 
 
 def check(h: dict, path: Path) -> None:
+    for theirs, ours in _SAME_AS:
+        if h.get(theirs) is not None and h[theirs] != h[ours]:
+            raise ConfigError(f"{path}: {theirs} {h[theirs]} differs from {ours} {h[ours]}: transformers' Lfm2 and the "
+                              f"converter read {ours} only; fix the config so that they agree")
     types = list(h["layer_types"])
     if len(types) != h["num_hidden_layers"] or set(types) - {"conv", "full_attention"}:
         raise ConfigError(f"{path}: layer_types {types}: LFM2 needs one of 'conv' / 'full_attention' per layer "
