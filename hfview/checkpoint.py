@@ -55,6 +55,28 @@ def _base_name(gguf_name: str) -> str:
     return ".".join(parts[:-1])
 
 
+def _checked_load_kv(family: Family):
+    """family.load_kv, held to what llama_model_kv_override can carry: keys under 128 bytes, scalar values."""
+    def load_kv(h: dict) -> dict[str, bool | int | float | str]:
+        kv = family.load_kv(h)
+        for key, value in kv.items():
+            if len(key.encode()) >= 128 or not isinstance(value, (bool, int, float, str)) or (
+                    isinstance(value, str) and len(value.encode()) >= 128):
+                raise TypeError(f"family {family.name}: load_kv {key!r}={value!r} is not a llama.cpp KV override "
+                                f"(key and string value under 128 bytes; bool, int, float or str)")
+        return kv
+    return load_kv
+
+
+def override_kv_flags(kv: dict[str, bool | int | float | str]) -> list[str]:
+    """The same overrides as llama-cli / llama-server arguments: --override-kv KEY=TYPE:VALUE."""
+    def typed(v):
+        if isinstance(v, bool):
+            return f"bool:{str(v).lower()}"
+        return f"int:{v}" if isinstance(v, int) else f"float:{v!r}" if isinstance(v, float) else f"str:{v}"
+    return [f"--override-kv {key}={typed(value)}" for key, value in kv.items()]
+
+
 def _read_config(path: Path) -> tuple[dict, Path]:
     """config.json; in a directory without one, the config file a family of its own format reads
     (Mistral's params.json), tagged with that family's model_type: the first family claiming its content where
@@ -117,6 +139,7 @@ class HfCheckpoint:
         self.hparams = family.normalise(hparams)
         family.check(self.hparams, config_path)
         self.hparams = family.stored_hparams(self.hparams, self._stored)
+        self.load_kv: dict[str, bool | int | float | str] = _checked_load_kv(family)(self.hparams)
         self.block_count = config_values.layer_count(self.hparams)
         if self.block_count is None:
             raise ConfigError(f"{config_path}: no layer count ({' / '.join(config_values.LAYER_COUNTS)}); "

@@ -100,6 +100,10 @@ def export(model: str, out: Path, revision: str | None, outtype: str, quant: str
     click.echo(f"wrote {out} ({ckpt.size:,} bytes, {ckpt.arch}, {ckpt.outtype}"
                f"{', ' + ckpt.quant if ckpt.quant else ''})"
                + (f"; no converter class: {ckpt.family.no_converter}" if ckpt.family.no_converter else ""), err=True)
+    if ckpt.load_kv:
+        from .checkpoint import override_kv_flags
+        click.echo(f"llama.cpp loads {out} only with {' '.join(override_kv_flags(ckpt.load_kv))} (as it loads the "
+                   f"converter's file of this checkpoint)", err=True)
 
 
 def _register_runner_commands() -> None:

@@ -405,6 +405,10 @@ for _key, _rule in (("layer_group_size", COUNT), ("short_conv_kernel_size", COUN
 # Mistral Large 3 / Small 4 in Mistral's format (mistral_moe_format): params.json's activation (the converter's
 # hidden_act; the family refuses any but silu)
 OVERRIDES[("mistral_moe_format", "activation")] = STRING
+# LFM2 (issue 14, lfm2_vl): the first LFM2 / LFM2-VL releases' duplicated widths and eps under Liquid's own names (the
+# family refuses any that disagrees with hidden_size / num_attention_heads / norm_eps)
+OVERRIDES.update({("lfm2", k): COUNT.or_null() for k in ("block_dim", "conv_dim", "conv_dim_out")})
+OVERRIDES[("lfm2", "block_norm_eps")] = NON_NEGATIVE.or_null()
 # PLaMo 2 (plamo2): its head width, the Mamba/attention layer pattern and the switch that turns Mamba off (the family
 # refuses mamba_enabled false: no Mamba layer)
 OVERRIDES.update({("plamo2", "hidden_size_per_head"): COUNT, ("plamo2", "mamba_step"): COUNT,

@@ -202,6 +202,11 @@ class Family:
     # Matrices the converter's tensor_force_quant keeps in F32 beyond the common list, by GGUF name and the
     # hyperparameters (Hy4's iHC mixing matrices, and its lm_head where enable_lm_head_fp32 says)
     kept_f32: Callable[[str, dict], bool] = lambda name, h: False
+    # KV llama.cpp requires that the converter writes under another key or not at all (Qwen-1's RMS epsilon,
+    # written under the LayerNorm key): the file stays the converter's, and llama.cpp gets these as load-time
+    # overrides (llama_model_kv_override, llama-cli's --override-kv) wherever hfview loads the view. Scalars only:
+    # llama.cpp cannot override an array
+    load_kv: Callable[[dict], dict[str, bool | int | float | str]] = lambda h: {}
     # Why the pinned llama.cpp must not be handed this view to evaluate (PLaMo 2: the converter's file makes it loop
     # forever), from the hyperparameters; "" where it may. The runner refuses before loading (vocab-only loads, which
     # evaluate nothing, still go ahead); export is unaffected: the file stays the converter's

@@ -25,6 +25,8 @@ def describe(ckpt: HfCheckpoint) -> dict:
         "gguf_bytes": ckpt.size,
         # no converter class: hfview's own mapping, no converter file to match (Family.no_converter)
         **({"no_converter": ckpt.family.no_converter} if ckpt.family.no_converter else {}),
+        # KV llama.cpp needs at load that the file (the converter's) does not carry (Family.load_kv)
+        **({"load_kv": ckpt.load_kv} if ckpt.load_kv else {}),
         "kv": [{"key": kv.key, "type": kv.type.name, "value": _value(kv)} for kv in ckpt.kv],
         "tensors": [{
             "name": t.name, "shape": list(t.ggml_dims), "type": t.ggml_type.name,
@@ -41,6 +43,10 @@ def render(info: dict) -> str:
              f"{info['gguf_bytes']:,} bytes as GGUF"]
     if info.get("no_converter"):
         lines.append(f"no converter class: {info['no_converter']}")
+    if info.get("load_kv"):
+        from .checkpoint import override_kv_flags
+        lines.append("llama.cpp loads this file only with " + " ".join(override_kv_flags(info["load_kv"]))
+                     + " (as the converter's; hfview's runner supplies them)")
     lines += ["", "KV:"]
     for kv in info["kv"]:
         v = kv["value"]

@@ -37,7 +37,7 @@ Backend = Literal["view", "torch"]
 # routines and SpecialVocab read these). A Hub download fetches those the repository publishes.
 TOKENIZER_FILES = (
     "tokenizer.json", "tokenizer_config.json", "tokenizer.model", "tokenizer.jsonl", "tiktoken.model",
-    "tekken.json", "special_tokens_map.json", "added_tokens.json", "vocab.json", "merges.txt",
+    "qwen.tiktoken", "tekken.json", "special_tokens_map.json", "added_tokens.json", "vocab.json", "merges.txt",
     "chat_template.jinja", "chat_template.json",
 )
 # Small metadata files the converter reads besides config and tokenizer (model card, generation
@@ -206,7 +206,8 @@ def _find_tokenizer(names: set[str], fmt: Format) -> tuple[str, str] | None:
         spm = sorted(n for n in names if n == "tokenizer.model" or n.startswith("tokenizer.model.v"))
         return ("sentencepiece", spm[-1]) if spm else None
     for name, kind in (("tokenizer.json", "huggingface"), ("tokenizer.jsonl", "plamo"),
-                       ("tokenizer.model", "sentencepiece"), ("tiktoken.model", "tiktoken")):
+                       ("tokenizer.model", "sentencepiece"), ("tiktoken.model", "tiktoken"),
+                       ("qwen.tiktoken", "tiktoken")):  # Qwen-1's ranks
         if name in names:
             return kind, name
     return None
@@ -217,8 +218,9 @@ def _tokenizer_related(names: set[str]) -> list[str]:
 
 
 _TOKENIZER_HELP = ("the directory needs tokenizer.json (or tokenizer.model: SentencePiece, or tiktoken "
-                   "named by tokenizer_config.json's ChatGLM4Tokenizer/TikTokenTokenizer; or PLaMo's "
-                   "tokenizer.jsonl) beside config.json; copy the base model's tokenizer files there")
+                   "named by tokenizer_config.json's ChatGLM4Tokenizer/TikTokenTokenizer; or tiktoken.model, "
+                   "Qwen-1's qwen.tiktoken, PLaMo's tokenizer.jsonl) beside config.json; copy the base model's "
+                   "tokenizer files there")
 
 
 def _check_tokenizer(directory: Path, kind: str, primary: str) -> str:
@@ -580,7 +582,7 @@ def _resolve_hub(model: str, revision: str | None, progress: bool, require: Back
         primary = "tekken.json" if fmt == "mistral" else "tokenizer.json"
         raise TokenizerError(f"tokenizer is missing: {where}/{primary}; the repository publishes no tokenizer "
                              "the converter can read (tokenizer.json, tokenizer.model, tiktoken.model, "
-                             "tokenizer.jsonl); use a repository that does")
+                             "qwen.tiktoken, tokenizer.jsonl); use a repository that does")
 
     quiet = _quiet_tqdm()
 

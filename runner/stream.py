@@ -439,6 +439,41 @@ class Model(_Closing):
 
 
 
+_OVERRIDE_TAGS = {bool: "BOOL", int: "INT", float: "FLOAT", str: "STR"}
+
+
+def _with_kv_overrides(params, kv: dict) -> Any:
+    """Point params.kv_overrides at the overrides already there (a caller's, e.g. llama_cpp.Llama's; they win:
+    llama.cpp keeps the first of a key) followed by ``kv`` (HfCheckpoint.load_kv: the family's KV llama.cpp needs
+    that the converter's file lacks). Returns the array, which must outlive the load."""
+    ll = _llama()
+    given = []
+    if params.kv_overrides:
+        i = 0
+        while params.kv_overrides[i].key:  # the array ends with an empty key (ctypes reads a char[] up to its NUL)
+            given.append(params.kv_overrides[i])
+            i += 1
+    have = {o.key for o in given}
+    ours = [(k.encode(), v) for k, v in kv.items() if k.encode() not in have]
+    arr = (ll.llama_model_kv_override * (len(given) + len(ours) + 1))()
+    for i, o in enumerate(given):
+        arr[i] = o
+    for i, (key, value) in enumerate(ours, len(given)):
+        o = arr[i]
+        o.key = key
+        o.tag = getattr(ll, f"LLAMA_KV_OVERRIDE_TYPE_{_OVERRIDE_TAGS[type(value)]}")
+        if isinstance(value, bool):
+            o.value.val_bool = value
+        elif isinstance(value, int):
+            o.value.val_i64 = value
+        elif isinstance(value, float):
+            o.value.val_f64 = value
+        else:
+            o.value.val_str = value.encode()
+    params.kv_overrides = ctypes.cast(arr, ctypes.POINTER(ll.llama_model_kv_override))
+    return arr
+
+
 def load_model(source: Any, *, n_gpu_layers: int = 0, progress: bool | Callable[[float], Any] | None = None,
                vocab_only: bool = False, offload: bool | None = None, verbose: bool = False,
                buffer_size: int = 1 << 18, params=None) -> Model:
@@ -465,6 +500,8 @@ def load_model(source: Any, *, n_gpu_layers: int = 0, progress: bool | Callable[
     params.n_gpu_layers = n_gpu_layers
     params.vocab_only = vocab_only
     keep_alive = []
+    if getattr(source, "load_kv", None):
+        keep_alive.append(_with_kv_overrides(params, source.load_kv))
     if offload is None:
         offload = n_gpu_layers != 0
     if not offload:

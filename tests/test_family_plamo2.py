@@ -172,23 +172,29 @@ def llama_cpp_in_subprocess(gguf: Path, out: Path, timeout: float) -> tuple[list
 
 
 _LOAD_CHILD = textwrap.dedent("""
-    import sys
+    import json, sys
     sys.path[:0] = [sys.argv[2], sys.argv[2] + "/tests"]
     from converter_ceiling import GGUFFile
     from runner.stream import load_model
-    load_model(GGUFFile(__import__("pathlib").Path(sys.argv[1])), verbose=True).close()
+    source = GGUFFile(__import__("pathlib").Path(sys.argv[1]))
+    source.load_kv = json.loads(sys.argv[3])  # applied as the runner applies a family's Family.load_kv
+    load_model(source, verbose=True).close()
 """)
 
 
-def llama_cpp_n_rot(gguf: Path) -> int:
-    """The rotary width llama.cpp's loader reports for `gguf` (loading alone ends; evaluating is what loops)."""
+def llama_cpp_loader_info(gguf: Path, load_kv: dict | None = None) -> dict[str, str]:
+    """llama.cpp's loader report (print_info: name = value) for `gguf`, with `load_kv` as load-time KV overrides
+    (loading alone ends; evaluating is what loops)."""
     import re
 
     root = str(Path(__file__).resolve().parent.parent)
-    done = subprocess.run([sys.executable, "-c", _LOAD_CHILD, str(gguf), root], check=True, timeout=RUN_TIMEOUT_S,
-                          capture_output=True, text=True)
-    (n_rot,) = re.findall(r"print_info: n_rot += (\d+)", done.stdout + done.stderr)
-    return int(n_rot)
+    done = subprocess.run([sys.executable, "-c", _LOAD_CHILD, str(gguf), root, json.dumps(load_kv or {})],
+                          check=True, timeout=RUN_TIMEOUT_S, capture_output=True, text=True)
+    return dict(re.findall(r"print_info: (\w+) += (.*)", done.stdout + done.stderr))
+
+
+def llama_cpp_n_rot(gguf: Path, load_kv: dict | None = None) -> int:
+    return int(llama_cpp_loader_info(gguf, load_kv)["n_rot"])
 
 
 def with_head_counts_filled(gguf: Path, out: Path) -> Path:
@@ -217,6 +223,13 @@ def test_llama_cpp_hangs_on_the_converters_own_file(name, converted, tmp_path, r
     record_property("oracle", "llama_cpp_hangs")
     theirs = converted(name, "f32")
     assert llama_cpp_n_rot(theirs) == 0  # the cause: layer 0's head_count 0
+    # no scalar override (Family.load_kv's only kind) reaches it: rope.dimension_count is not read while layer 0 has
+    # no heads, and the per-layer head_count is an array, which an override cannot replace
+    for kv in ({"plamo2.rope.dimension_count": 16}, {"plamo2.attention.head_count": 4},
+               {"plamo2.rope.dimension_count_swa": 16}):
+        assert llama_cpp_n_rot(theirs, kv) == 0, kv
+    # while an override of a key llama.cpp does read takes effect (the overrides do reach the loader)
+    assert float(llama_cpp_loader_info(theirs, {"plamo2.rope.freq_base": 5000.0})["freq_base_train"]) == 5000.0
     assert llama_cpp_n_rot(with_head_counts_filled(theirs, tmp_path / "filled.gguf")) == 16  # hidden_size_per_head
     with pytest.raises(subprocess.TimeoutExpired):
         llama_cpp_in_subprocess(theirs, tmp_path / "out.npz", HANG_TIMEOUT_S)

@@ -197,52 +197,79 @@ def test_reference_moves(checkpoint, tmp_path):
 
 
 # ------------------------------------------------------------------------------------------ llama.cpp
-def _overrides(h_eps: float):
-    import llama_cpp.llama_cpp as ll
-    arr = (ll.llama_model_kv_override * 2)()
-    arr[0].key = RMS_EPS_KEY.encode()
-    arr[0].tag = ll.LLAMA_KV_OVERRIDE_TYPE_FLOAT
-    arr[0].value.val_f64 = h_eps
-    params = ll.llama_model_default_params()
-    params.kv_overrides = ctypes.cast(arr, ctypes.POINTER(ll.llama_model_kv_override))
-    return params, arr
-
-
 def view_logits(path: Path, outtype: str, ids: list[int] | None = None, n_ctx: int = 64):
-    """llama.cpp fed from the view (no file), loaded with the one KV the converter's file lacks supplied by an
-    override; (ids, logits). ids default to llama.cpp's first 16 tokens of the oracle prompt."""
+    """llama.cpp fed from the view (no file), loaded as hfview's runner loads it: with the family's load-time KV
+    (the RMS epsilon the converter's file lacks) as an override; (ids, logits). ids default to llama.cpp's first
+    16 tokens of the oracle prompt."""
     from hfview import HfCheckpoint
     from runner.stream import StreamModel, load_model
 
-    eps = json.loads((Path(path) / "config.json").read_text(encoding="utf-8"))["layer_norm_epsilon"]
-    params, keep = _overrides(eps)
-    model = load_model(HfCheckpoint(path, outtype), params=params)
-    with StreamModel(model, n_ctx=n_ctx) as m:
+    with StreamModel(load_model(HfCheckpoint(path, outtype)), n_ctx=n_ctx) as m:
         ids = m.tokenize(PROMPT)[:16] if ids is None else ids
         assert len(ids) >= 16
-        out = m.logits(ids)
-    del keep
-    return ids, out
+        return ids, m.logits(ids)
 
 
-@pytest.mark.parametrize("outtype", OUTTYPES)
-def test_logits_with_rms_eps_supplied_at_load(outtype, checkpoint, record_property):
-    """llama.cpp from the view, the missing RMS epsilon given as a load-time KV override, vs Qwen-1's forward."""
-    record_property("family", "qwen")
-    record_property("oracle", "logits")
+# llama.cpp from the view vs Qwen-1's forward: the runner supplies the missing RMS epsilon at load (Family.load_kv)
+test_logits = reference_logits_test("qwen", [FIXTURE], qwen1_logits, "Qwen-1's forward")
+
+
+def test_the_view_declares_the_rms_epsilon_llama_cpp_needs(checkpoint):
+    """The file is the converter's (no layer_norm_rms_epsilon in it); the key llama.cpp requires comes as a load-time
+    override of the config's value, and inspect / export name it as llama-cli's --override-kv."""
+    from hfview import HfCheckpoint
+    from hfview.inspect import describe, render
+
     path = checkpoint(FIXTURE)
-    ids, ours = view_logits(path, outtype)
-    ref = qwen1_logits(path, ids)
-    value = nmse(ours, ref)
-    print(f"qwen {outtype}: NMSE {value:.3e} against Qwen-1's forward, top-1 agreement "
-          f"{np.mean(ours.argmax(-1) == ref.argmax(-1)):.3f}")
-    assert value < NMSE_BAR
+    ckpt = HfCheckpoint(path, "f32")
+    eps = json.loads((path / "config.json").read_text(encoding="utf-8"))["layer_norm_epsilon"]
+    assert RMS_EPS_KEY not in {kv.key for kv in ckpt.kv}
+    assert ckpt.load_kv == {RMS_EPS_KEY: eps}
+    assert f"--override-kv {RMS_EPS_KEY}=float:{eps!r}" in render(describe(ckpt))
 
 
-test_logits = pytest.mark.xfail(
-    raises=ModelLoadError, strict=True, reason="llama.cpp's qwen requires qwen.attention.layer_norm_rms_epsilon, which the pinned converter "
-                        "does not write (it writes layer_norm_epsilon): the converter's own file does not load")(
-    reference_logits_test("qwen", [FIXTURE], qwen1_logits, "Qwen-1's forward", outtypes=["f32"]))
+def test_without_the_override_llama_cpp_refuses_the_view(checkpoint):
+    """What the override does: the same view with no load-time KV fails in llama.cpp on the missing key."""
+    from hfview import HfCheckpoint
+    from runner.stream import load_model
+
+    ckpt = HfCheckpoint(checkpoint(FIXTURE), "f32")
+    ckpt.load_kv = {}
+    with pytest.raises(ModelLoadError, match=RMS_EPS_KEY):
+        load_model(ckpt)
+
+
+def test_a_callers_override_wins_and_others_are_kept(checkpoint):
+    """params that already carry overrides (llama_cpp.Llama's kv_overrides): a caller's value for the same key is
+    kept over the family's, and a caller's other keys stay."""
+    import llama_cpp.llama_cpp as ll
+    from hfview import HfCheckpoint
+    from runner.stream import _with_kv_overrides
+
+    params = ll.llama_model_default_params()
+    given = (ll.llama_model_kv_override * 3)()
+    given[0].key, given[0].tag, given[0].value.val_f64 = RMS_EPS_KEY.encode(), ll.LLAMA_KV_OVERRIDE_TYPE_FLOAT, 0.5
+    given[1].key, given[1].tag, given[1].value.val_i64 = b"qwen.context_length", ll.LLAMA_KV_OVERRIDE_TYPE_INT, 77
+    params.kv_overrides = ctypes.cast(given, ctypes.POINTER(ll.llama_model_kv_override))
+    ckpt = HfCheckpoint(checkpoint(FIXTURE), "f32")
+    keep = _with_kv_overrides(params, ckpt.load_kv)
+    got = [(o.key.decode(), o.tag) for o in keep][:-1]
+    assert got == [(RMS_EPS_KEY, ll.LLAMA_KV_OVERRIDE_TYPE_FLOAT), ("qwen.context_length", ll.LLAMA_KV_OVERRIDE_TYPE_INT)]
+    assert keep[0].value.val_f64 == 0.5 and keep[1].value.val_i64 == 77 and keep[2].key == b""
+
+
+def test_generate_runs_qwen1(checkpoint):
+    """hfview's runner over a Qwen-1 checkpoint loads (the override applied) and greedy-decodes Qwen-1's choices:
+    each generated token is the argmax of Qwen-1's forward over the ids before it."""
+    import runner
+
+    path = checkpoint(FIXTURE)
+    with runner.load(str(path), precision="f32", n_ctx=64) as r:
+        ids = r.tokenize(PROMPT, add_special=False)[:8]
+        out = r.run(ids=ids, max_tokens=4, temperature=0).tokens
+    assert len(out) == 4
+    ref = qwen1_logits(path, ids + out)
+    assert list(ref[len(ids) - 1:-1].argmax(-1)) == out
 
 
 def test_llama_cpp_refuses_the_converters_own_file(checkpoint, tmp_path_factory):

@@ -130,6 +130,15 @@ NOT_COMPUTABLE["longcat_flash_ngram"] = (
     "two latent attentions and two dense MLPs per layer with a shortcut-connected MoE whose zero experts return their "
     "input; llama.cpp has no LongCat architecture, and the pinned converter has no class for it")
 
+NOT_COMPUTABLE["pangu_ultra_moe"] = (
+    "PanguUltraMoEForCausalLM (openPangu-Ultra-MoE-718B, remote code: configuration_openpangu_moe.py) is DeepSeek-V3's "
+    "latent attention and sigmoid-routed experts under its own keys (attention_kv_lora_dim, attention_q_lora_dim, "
+    "num_routed_experts, num_dense_layers) with Pangu's depth-scaled sandwich norm: an RMSNorm on the attention's "
+    "output and one on the MLP's output before each residual (post_attention_layernorm, post_mlp_layernorm beside "
+    "pre_mlp_layernorm, as vLLM-Ascend's openpangu port computes with sandwich_norm); llama.cpp's latent-attention "
+    "graphs (deepseek2, deepseek32, glm-dsa) have no norm there and its sandwich-norm graphs (afmoe, gemma2/3) no "
+    "latent attention, and the pinned converter has no class for it")
+
 
 def supported_model_types() -> list[str]:
     """Every HF `model_type` the view reads, sorted. A family of its own format (Mistral's params.json) is

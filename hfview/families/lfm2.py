@@ -5,14 +5,23 @@ causal depthwise conv1d over conv_L_cache positions, out_proj), the others group
 per-head Q/K RMSNorms (NeoX rope, nothing permuted); every layer ends in a SwiGLU. KV heads are written per layer
 (0 on conv layers), the feed-forward width as LFM2's own adjustment computes it, and the model's last norm is
 stored as embedding_norm (llama.cpp's token_embd_norm).
+
+LFM2-VL (Lfm2VlForConditionalGeneration, the image-text releases LFM2-VL-450M / 1.6B / 3B) is read as its text model,
+as the converter's text conversion reads it: text_config over the top level, the text weights' `language_model.`
+prefix dropped, the SigLIP2 vision tower (model.vision_tower.) and the projector (model.multi_modal_projector.)
+left out. The releases state text_config.architectures ["Lfm2ForCausalLM"], which the converter's
+get_model_architecture routes to its LFM2Model; where text_config states none (transformers 5's save_pretrained
+writes none) the converter takes the top level's Lfm2VlForConditionalGeneration, which it has as an mmproj class
+only, and fails ("Model Lfm2VlForConditionalGeneration is not supported"); the view presents such a checkpoint as
+the converter writes it once text_config states its architecture.
 """
 from __future__ import annotations
 
 from pathlib import Path
 
-from ..config import Harmless
+from ..config import ANY, Harmless
 from ..errors import ConfigError
-from ..family import Family, Tensor
+from ..family import Family, Skip, Tensor
 from ..gguf_layout import KV, ValueType
 from ..params import f32, text_model_parameters, u32
 from .mamba import squeezed  # the same conv1d squeeze as Mamba's
@@ -34,9 +43,31 @@ READS = frozenset({
     "rope_scaling", "rope_theta", "conv_bias", "conv_L_cache", "block_multiple_of", "block_ffn_dim_multiplier",
     "block_auto_adjust_ff_dim", "full_attn_idxs", "layer_types",
 })
-HARMLESS: Harmless = {}
+# The first LFM2 / LFM2-VL releases' text configs also carry keys of Liquid's training code that neither
+# transformers' Lfm2Config nor the converter reads: weight-initialisation settings, and flags in the one position
+# transformers' model implements (SwiGLU feed-forward, rope applied). Their widths and eps are READS, held equal to
+# the keys transformers reads (check).
+_TRAINING_ONLY: Harmless = {"block_mlp_init_scale": ANY, "block_out_init_scale": ANY, "block_use_xavier_init": ANY,
+                            "conv_use_xavier_init": ANY, "block_use_swiglu": (True,), "use_pos_enc": (True,)}
+# stated twice under Liquid's own names: (its key, the key transformers reads)
+_SAME_AS = (("block_dim", "hidden_size"), ("conv_dim", "hidden_size"), ("conv_dim_out", "hidden_size"),
+            ("num_heads", "num_attention_heads"), ("block_norm_eps", "norm_eps"))
+READS = READS | {k for k, _ in _SAME_AS}
+
+# LFM2-VL's top level: its vision tower, projector, image token and image-processing settings, which a text-only
+# forward never touches (image_token_index: the first releases' name of image_token_id)
+HARMLESS: Harmless = dict.fromkeys((
+    "vision_config", "image_token_id", "image_token_index", "downsample_factor", "projector_hidden_act",
+    "projector_hidden_size", "projector_bias", "projector_use_layernorm", "vision_feature_layer",
+    "do_image_splitting", "encoder_patch_size", "max_image_tokens", "min_image_tokens", "max_num_patches",
+    "max_pixels_tolerance", "max_tiles", "min_tiles", "tile_size", "use_image_special_tokens", "use_thumbnail"), ANY)
+HARMLESS.update(_TRAINING_ONLY)
 
 TENSORS = (
+    # LFM2-VL (text weights under model.language_model., renamed as the converter does): the vision tower and the
+    # projector, which the converter's text conversion leaves out
+    Skip("model.vision_tower.{rest}"),
+    Skip("model.multi_modal_projector.{rest}"),
     Tensor("model.embed_tokens.weight", "token_embd.weight"),
     Tensor("model.embedding_norm.weight", "token_embd_norm.weight"),
     Tensor("lm_head.weight", "output.weight", required=False),  # absent when tied (as released)
@@ -79,6 +110,10 @@ def ff_dim(h: dict) -> int:
 
 
 def check(h: dict, path: Path) -> None:
+    for theirs, ours in _SAME_AS:
+        if h.get(theirs) is not None and h[theirs] != h[ours]:
+            raise ConfigError(f"{path}: {theirs} {h[theirs]} differs from {ours} {h[ours]}: transformers' Lfm2 and the "
+                              f"converter read {ours} only; fix the config so that they agree")
     types = list(h["layer_types"])
     if len(types) != h["num_hidden_layers"] or set(types) - {"conv", "full_attention"}:
         raise ConfigError(f"{path}: layer_types {types}: LFM2 needs one of 'conv' / 'full_attention' per layer "
@@ -114,7 +149,7 @@ def vocab(model_dir: Path, h: dict) -> list:
 FAMILY = Family(
     name="lfm2",
     gguf_arch="lfm2",
-    architectures=("Lfm2ForCausalLM", "LFM2ForCausalLM"),
+    architectures=("Lfm2ForCausalLM", "LFM2ForCausalLM", "Lfm2VlForConditionalGeneration"),
     defaults=DEFAULTS,
     reads=READS,
     harmless=HARMLESS,

@@ -41,7 +41,8 @@ HARMLESS: Harmless = {}
 _FFN = "model.layers.{bid}.feed_forward."
 _dense = {"ffn_gate", "ffn_up", "ffn_down"}
 TENSORS = (
-    *(t if t.gguf.split(".")[-2] not in _dense else Tensor(t.hf, t.gguf, required=False) for t in LFM2_TENSORS),
+    *(t if not isinstance(t, Tensor) or t.gguf.split(".")[-2] not in _dense else Tensor(t.hf, t.gguf, required=False)
+      for t in LFM2_TENSORS),
     Tensor(_FFN + "gate.weight", "blk.{bid}.ffn_gate_inp.weight", required=False),
     Tensor(_FFN + "expert_bias", "blk.{bid}.exp_probs_b.bias", required=False),
     Experts(_FFN + "experts.{x}.w1.weight", "blk.{bid}.ffn_gate_exps.weight", "num_experts", required=False),

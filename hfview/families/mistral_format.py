@@ -28,11 +28,12 @@ READS = frozenset({
     "dim", "n_layers", "head_dim", "hidden_dim", "n_heads", "n_kv_heads", "norm_eps", "rope_theta", "vocab_size",
     "max_position_embeddings", "sliding_window", "yarn",
     # read only to refuse them by name (see check)
-    "moe", "llama_4_scaling", "vision_encoder",
+    "llama_4_scaling", "vision_encoder",
 })
 # max_seq_len / max_batch_size: serving limits of Mistral's reference code; tied_embeddings: the
 # checkpoint then has no output.weight and llama.cpp reuses the embeddings, as the model does.
-HARMLESS: Harmless = {"max_seq_len": ANY, "max_batch_size": ANY, "tied_embeddings": ANY}
+# moe: null only (a params.json with a "moe" object is mistral_moe_format's: Family.claims)
+HARMLESS: Harmless = {"max_seq_len": ANY, "max_batch_size": ANY, "tied_embeddings": ANY, "moe": (None,)}
 
 TENSORS = (
     Tensor("tok_embeddings.weight", "token_embd.weight"),
@@ -73,10 +74,6 @@ def consolidated_tensors(model_dir: Path) -> dict[str, StoredTensor]:
 
 
 def check(h: dict, path: Path) -> None:
-    if h.get("moe") is not None:
-        raise ConfigError(f"{path}: 'moe': the converter reads a Mistral-format mixture of experts as DeepSeek-V2 "
-                          f"(latent attention, Mistral Large 3), which hfview's view does not present; use the "
-                          f"Transformers-format upload of this model (config.json + model*.safetensors)")
     if h.get("llama_4_scaling") is not None:
         raise ConfigError(f"{path}: 'llama_4_scaling' makes the converter write llama.cpp's mistral3 architecture, "
                           f"which hfview's view does not present yet; use the Transformers-format upload")

@@ -14,7 +14,8 @@ The pinned converter and llama.cpp disagree on one key: QwenModel writes layer_n
 LayerNorm name (qwen.attention.layer_norm_epsilon), while llama.cpp's qwen requires
 qwen.attention.layer_norm_rms_epsilon. The view writes the converter's bytes, so llama.cpp refuses it as it refuses
 the converter's own file ("key not found in model: qwen.attention.layer_norm_rms_epsilon"); with that one key
-supplied as a load-time KV override (llama.cpp's --override-kv) it runs as Qwen-1 (tests/test_family_qwen.py).
+supplied as a load-time KV override (llama.cpp's --override-kv; Family.load_kv, which hfview's runner applies) it
+runs as Qwen-1 (tests/test_family_qwen.py).
 
 Long context: released configs turn on use_dynamic_ntk and use_logn_attn. Both act only past seq_length tokens:
 dynamic NTK raises the rope base by alpha = 2^ceil(log2(n / seq_length) + 1) - 1, which is 1 for n <= seq_length,
@@ -142,6 +143,11 @@ def normalise(h: dict) -> dict:
     return h
 
 
+def load_kv(h: dict) -> dict:
+    """The key llama.cpp's qwen requires and the converter does not write: the RMS epsilon, given at load."""
+    return {f"{_ARCH}.attention.layer_norm_rms_epsilon": float(h["layer_norm_epsilon"])}
+
+
 def parameters(h: dict, block_count: int, file_type: int) -> list:
     """TextModel's keys only (QwenModel adds none): block count, context, widths, heads, rope base, LayerNorm eps
     (as layer_norm_epsilon, the name the config gives it)."""
@@ -225,4 +231,5 @@ FAMILY = Family(
     vocab=vocab,
     check=check,
     normalise=normalise,
+    load_kv=load_kv,
 )
