@@ -122,15 +122,13 @@ OFFSET_ONE = offset(1.0, "1")
 
 def _neg_exp(x: np.ndarray) -> np.ndarray:
     """-exp(w) as the converter computes it: torch's exponential in the working dtype (f16 as stored, the rest
-    widened to f32). Torch's vectorised exp is not correctly rounded (one unit in the last place off on ~0.1% of
-    bf16-representable inputs, far more of arbitrary f32 ones, depending on the CPU's vector unit), so where torch
-    is installed the view asks it and gets the converter's bits on this machine; without torch, the correctly
-    rounded value (through float64)."""
-    try:
-        import torch
-    except ImportError:
-        return (-np.exp(x.astype(np.float64))).astype(x.dtype)
-    return (-torch.exp(torch.from_numpy(np.array(x)))).numpy()  # a copy: stored bytes are read-only
+    widened to f32). Torch's vectorised exp is not correctly rounded and its bits depend on the CPU's vector unit, so
+    where torch is installed the view takes this machine's torch's values (hfview.torch_exp: a cached table for 16-bit
+    inputs) and gets the converter's bits; without torch, the correctly rounded value (through float64)."""
+    from .torch_exp import torch_exp
+
+    e = torch_exp(x)
+    return (-np.exp(x.astype(np.float64))).astype(x.dtype) if e is None else -e
 
 
 NEG_EXP = ValueStep("-exp(w)", _neg_exp)
@@ -761,11 +759,10 @@ def fused_part(n_rows: int, part: int, parts: int, n_head: int | None = None) ->
 def _exp(x: np.ndarray) -> np.ndarray:
     """exp(w) as the converter computes it (Ling 3.0's A_log, written as the decay rate itself): torch's
     exponential in the working dtype, for the reason _neg_exp gives; without torch, the correctly rounded value."""
-    try:
-        import torch
-    except ImportError:
-        return np.exp(x.astype(np.float64)).astype(x.dtype)
-    return torch.exp(torch.from_numpy(np.array(x))).numpy()  # a copy: stored bytes are read-only
+    from .torch_exp import torch_exp
+
+    e = torch_exp(x)
+    return np.exp(x.astype(np.float64)).astype(x.dtype) if e is None else e
 
 
 EXP = ValueStep("exp(w)", _exp)

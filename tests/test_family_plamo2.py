@@ -391,3 +391,13 @@ def test_export_is_not_refused(checkpoint, tmp_path):
 
     out = export(HfCheckpoint(checkpoint("plamo2"), "f32"), tmp_path / "plamo2.gguf")
     assert out.stat().st_size > 0
+
+
+def test_inspect_says_the_runner_does_not_run_it(checkpoint):
+    from hfview import HfCheckpoint
+    from hfview.families.plamo2 import LLAMA_CPP_CANNOT_RUN
+    from hfview.inspect import describe, render
+
+    info = describe(HfCheckpoint(checkpoint("plamo2"), "f32"))
+    assert info["load_refusal"] == LLAMA_CPP_CANNOT_RUN
+    assert f"not run by hfview's runner: {LLAMA_CPP_CANNOT_RUN}" in render(info)
