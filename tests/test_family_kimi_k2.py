@@ -23,7 +23,7 @@ from pathlib import Path
 import pytest
 
 import oracle
-from family_oracle import OUTTYPES, twin_logits_test
+from family_oracle import OUTTYPES
 from family_variants import DROP, variant
 
 FIXTURE = "kimi_k2"
@@ -79,7 +79,45 @@ def deepseek_v3_twin(src: Path, dst: Path) -> None:
             (dst / f.name).symlink_to(f)
 
 
-test_logits = twin_logits_test("deepseek_v3", [FIXTURE], deepseek_v3_twin, "DeepseekV3ForCausalLM")
+def _twin(checkpoint, tmp_path_factory) -> Path:
+    twin = tmp_path_factory.getbasetemp() / "kimi_k2-deepseek_v3-twin"
+    if not (twin / "model.safetensors").exists():
+        deepseek_v3_twin(checkpoint(FIXTURE), twin)
+    return twin
+
+
+@pytest.mark.parametrize("outtype", ["f32", "f16"])
+def test_logits(outtype, checkpoint, tmp_path_factory, record_property):
+    """llama.cpp fed from the view vs transformers' DeepseekV3ForCausalLM over the same weights: NMSE < 1e-4."""
+    from family_oracle import check_logits
+
+    record_property("family", "deepseek_v3")
+    record_property("oracle", "logits")
+    check_logits(FIXTURE, outtype, checkpoint, reference=_twin(checkpoint, tmp_path_factory),
+                 against="its DeepseekV3ForCausalLM twin")
+
+
+@pytest.mark.parametrize("outtype", ["bf16", "auto"])
+def test_logits_bf16_within_the_converter_files_measured_ceiling(outtype, checkpoint, tmp_path_factory,
+                                                                  record_property):
+    """At bf16 (auto is bf16 here: the fixture is stored bf16) llama.cpp rounds activations to bf16 before each
+    matmul: running the converter's own file (of the restored copy) it misses transformers' f32 pass by NMSE
+    ~2.0e-4 (measured each run, as deepseek_v3's bf16 ceiling); the view is held to that figure."""
+    from converter_ceiling import GGUFFile, llama_cpp_logits
+    from family_oracle import NMSE_BAR, nmse, transformers_logits
+    from hfview import HfCheckpoint
+
+    record_property("family", "deepseek_v3")
+    record_property("oracle", "logits")
+    src = checkpoint(FIXTURE)
+    ids, ours = llama_cpp_logits(HfCheckpoint(src, outtype))
+    theirs_file = oracle.convert_cached(restored(src, tmp_path_factory.getbasetemp() / "kimi_k2-restored"), outtype)
+    _, theirs = llama_cpp_logits(GGUFFile(theirs_file), ids)
+    ref = transformers_logits(_twin(checkpoint, tmp_path_factory), ids)
+    ceiling, value = nmse(theirs, ref), nmse(ours, ref)
+    print(f"kimi_k2 {outtype}: NMSE {value:.3e}, the converter's file {ceiling:.3e}")
+    assert ceiling > NMSE_BAR, f"the converter's file now meets the ordinary bar ({ceiling:.3e}): drop this ceiling"
+    assert value <= ceiling * (1 + 1e-6)
 
 
 def test_vocabulary_is_kimis(checkpoint):
