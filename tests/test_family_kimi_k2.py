@@ -144,7 +144,7 @@ def test_vocabulary_is_kimis(checkpoint):
     (dict(n_group=DROP), "kimi_k2 without n_group"),
     (dict(first_k_dense_replace=DROP), "kimi_k2 without first_k_dense_replace"),
     (dict(scoring_func=DROP), "no scoring_func"),
-    (dict(vocab_size=163842), "vocab_size 163842"),
+    (dict(vocab_size=163842), "vocab_size = 163842 is more than the 163840 rows"),
 ], ids=["no_n_group", "no_dense_count", "no_scoring_func", "vocab_past_256_specials"])
 def test_refuses_by_name(changes, reason, checkpoint, tmp_path):
     from hfview import HfCheckpoint
