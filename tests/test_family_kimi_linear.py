@@ -1,6 +1,10 @@
 """Kimi Linear (Kimi Delta Attention + latent attention without rope + a sigmoid mixture): converter bytes at every
 outtype, llama.cpp logits against transformers, the delta attention's decay computed on read, and refusals by
-name (a tiktoken-only release, layer kinds that disagree, what llama.cpp's kimi-linear cannot run)."""
+name (layer kinds that disagree, what llama.cpp's kimi-linear cannot run), a tiktoken-only release read
+as the converter's kimi-k2 branch."""
+import json
+from pathlib import Path
+
 import pytest
 
 from family_defaults import check_defaults
@@ -49,16 +53,23 @@ def test_decay_is_minus_exp_a_log_and_layers_are_written_by_kind(checkpoint):
     assert "blk.0.ffn_gate_inp.weight" not in names and "blk.1.exp_probs_b.bias" in names
 
 
-def test_tiktoken_only_release_is_refused_by_name(checkpoint, tmp_path):
-    """Released Kimi-Linear ships tiktoken.model with remote tokenizer code: refused, naming it."""
+def test_tiktoken_only_release_is_read_as_the_converters_kimi_branch(checkpoint, tmp_path):
+    """Released Kimi-Linear ships tiktoken.model + tokenizer_config.json (no tokenizer.json): read as
+    KimiLinearModel.set_vocab's kimi-k2 branch writes it (Kimi-K2's real files here, over the fixture's
+    vocab_size 50257: the first 50257 ranks), its EOS the tokenizer's own [EOS] (163585) over config.json's."""
     from hfview import HfCheckpoint
-    from hfview.errors import HfviewError
 
     dst = variant(checkpoint("kimi_linear"), tmp_path / "v")
     (dst / "tokenizer.json").unlink()
-    (dst / "tiktoken.model").write_bytes(b"")
-    with pytest.raises(HfviewError, match="tiktoken.model.*remote code"):
-        HfCheckpoint(dst).kv
+    kimi = Path(__file__).resolve().parents[1] / "fixtures" / "tokenizers" / "kimi-k2-tiktoken"
+    for name in ("tiktoken.model", "tokenizer_config.json"):
+        (dst / name).unlink(missing_ok=True)
+        (dst / name).symlink_to(kimi / name)
+    kv = {k.key: k.value for k in HfCheckpoint(dst).kv}
+    assert kv["tokenizer.ggml.pre"] == "kimi-k2"
+    assert len(kv["tokenizer.ggml.tokens"]) == 50257 and set(kv["tokenizer.ggml.token_type"]) == {1}
+    assert kv["tokenizer.ggml.eos_token_id"] == 163585
+    assert kv["tokenizer.ggml.bos_token_id"] == json.loads((dst / "config.json").read_text())["bos_token_id"]
 
 
 @pytest.mark.parametrize("changes, reason", [

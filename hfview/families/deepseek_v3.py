@@ -10,6 +10,13 @@ scores by sigmoid, but without the key the converter writes no gating function a
 softmax, so a config without it is refused by name. The next-token-prediction layers stored after
 num_hidden_layers are skipped, as the converter skips them. FP8 releases are refused before any download
 (hfview.config.refuse_quantized), naming the BF16 export to use.
+
+Kimi-K2 (Kimi-K2-Base / -Instruct / -Instruct-0905 / -Thinking as BF16 exports) states "model_type": "kimi_k2" with
+DeepseekV3ForCausalLM and an auto_map to its own configuration_deepseek.py. transformers 5.24 has no kimi_k2 config
+class and the converter loads configs without remote code, so its AutoConfig raises and it reads config.json as it
+stands: no defaults fill a kimi_k2 config, and the keys the view reads must be stated (every release states them).
+Its vocabulary is Kimi's tiktoken.model, read as the converter's kimi-k2 branch writes it
+(hfview/families/kimi_tiktoken.py).
 """
 from __future__ import annotations
 
@@ -35,6 +42,8 @@ DEFAULTS = {
                         tie_word_embeddings=False, rope_parameters={"rope_theta": 10000.0, "rope_type": "default"},
                         rope_interleave=True, attention_bias=False, attention_dropout=0.0,
                         num_nextn_predict_layers=1),
+    # no config class: the converter reads a kimi_k2 config.json as it stands (check_stated requires the keys)
+    "kimi_k2": {},
 }
 
 READS = LATENT_READS | {"rope_interleave", "num_nextn_predict_layers"}
@@ -60,8 +69,30 @@ def check_sigmoid_router(h: dict, path: Path, model: str, arch: str = "deepseek2
                           f"only")
 
 
+# what the view and the converter read from a kimi_k2 config.json that transformers' DeepseekV3Config would
+# otherwise fill with its own defaults
+KIMI_K2_STATED = ("vocab_size", "hidden_size", "intermediate_size", "moe_intermediate_size", "num_hidden_layers",
+                  "num_attention_heads", "n_routed_experts", "n_shared_experts", "routed_scaling_factor",
+                  "kv_lora_rank", "q_lora_rank", "qk_rope_head_dim", "v_head_dim", "qk_nope_head_dim", "n_group",
+                  "topk_group", "num_experts_per_tok", "first_k_dense_replace", "norm_topk_prob",
+                  "max_position_embeddings", "rms_norm_eps")
+
+
+def check_stated(h: dict, path: Path) -> None:
+    """A kimi_k2 config is read as it stands (no config class): a key it leaves out would be transformers'
+    DeepseekV3 default on one side and absent (or the converter's own default) on the other."""
+    missing = [k for k in KIMI_K2_STATED if k not in h]
+    if missing:
+        raise ConfigError(f"{path}: model_type kimi_k2 without {', '.join(missing)}: transformers has no kimi_k2 "
+                          f"config class, so the converter reads config.json as it stands while transformers "
+                          f"(read as deepseek_v3) would fill DeepseekV3Config's defaults; state them, as every "
+                          f"Kimi-K2 release does")
+
+
 def check(h: dict, path: Path) -> None:
     check_architecture(h, path, "deepseek_v3", ("DeepseekV3ForCausalLM",))
+    if h.get("model_type") == "kimi_k2":
+        check_stated(h, path)
     check_latent_attention(h, path, "DeepSeek-V3")
     check_mixture(h, path)
     check_sigmoid_router(h, path, "DeepseekV3")
@@ -78,6 +109,25 @@ def check_groups(h: dict, path: Path) -> None:
                           f"DeepSeek-V3's router keeps topk_group of n_group equal groups of at least two experts")
 
 
+def normalise_v3(h: dict) -> dict:
+    """DeepseekV3Config's computed head_dim / qk_head_dim (normalise); a kimi_k2 config, read as it stands, has
+    them only where it states them (the converter's TextModel writes key/value lengths early from a head_dim)."""
+    stated = "head_dim" in h
+    h = normalise(h)
+    if h.get("model_type") == "kimi_k2" and not stated:
+        del h["head_dim"]
+    return h
+
+
+def vocab(model_dir: Path, h: dict) -> list:
+    """DeepseekV2Model.set_vocab: byte-level BPE from tokenizer.json; where a release ships Kimi's tiktoken.model
+    alone, its kimi-k2 branch (the converter's first try fails there)."""
+    from .kimi_tiktoken import is_kimi_tiktoken, kimi_vocab
+    if is_kimi_tiktoken(Path(model_dir)):
+        return kimi_vocab(model_dir, h)
+    return gpt2_vocab(model_dir, h)
+
+
 FAMILY = Family(
     name="deepseek_v3",
     gguf_arch="deepseek2",
@@ -87,7 +137,7 @@ FAMILY = Family(
     harmless=HARMLESS,
     tensors=TENSORS,
     parameters=latent_parameters,
-    vocab=gpt2_vocab,  # DeepseekV2Model.set_vocab: byte-level BPE (Kimi's tiktoken path is not presented)
+    vocab=vocab,
     check=check,
-    normalise=normalise,
+    normalise=normalise_v3,
 )

@@ -246,13 +246,16 @@ def parameters(h: dict, block_count: int, file_type: int) -> list:
 
 
 def vocab(model_dir: Path, h: dict) -> list:
-    """KimiLinearModel.set_vocab's first try: tokenizer.json's byte-level BPE. Its fallback loads the release's
-    tiktoken tokenizer through remote code, which hfview never runs."""
+    """KimiLinearModel.set_vocab: tokenizer.json's byte-level BPE where there is one; where a release ships Kimi's
+    tiktoken.model alone (every Kimi-Linear release), its kimi-k2 branch, as DeepSeek-V2's reads it
+    (hfview/families/kimi_tiktoken.py), with the tokenizer's own EOS id written last."""
+    from .kimi_tiktoken import is_kimi_tiktoken, kimi_vocab
+    model_dir = Path(model_dir)
+    if is_kimi_tiktoken(model_dir):
+        return kimi_vocab(model_dir, h, eos_from_tokenizer=True)
     if not (model_dir / "tokenizer.json").is_file():
-        found = "tiktoken.model" if (model_dir / "tiktoken.model").is_file() else "no tokenizer.json"
-        raise ConfigError(f"{model_dir}: {found}: Kimi-Linear releases ship their tokenizer as tiktoken.model read "
-                          f"by remote code (tokenization_kimi.py), which hfview never runs (the converter falls back "
-                          f"to trust_remote_code there); add a tokenizer.json to present this checkpoint")
+        raise ConfigError(f"{model_dir}: neither tokenizer.json nor tiktoken.model: the converter reads Kimi-Linear's "
+                          f"vocabulary from one of them")
     from tokenizer.vocab import gpt2_vocab
     return gpt2_vocab(model_dir, h)
 
