@@ -413,3 +413,4 @@ OVERRIDES[("lfm2", "block_norm_eps")] = NON_NEGATIVE.or_null()
 # refuses mamba_enabled false: no Mamba layer)
 OVERRIDES.update({("plamo2", "hidden_size_per_head"): COUNT, ("plamo2", "mamba_step"): COUNT,
                   ("plamo2", "mamba_enabled"): BOOL})
+RULES.update({"rope_interleave": BOOL})  # deepseek_v3's; kimi_k2 (no transformers class, no defaults) needs it stated

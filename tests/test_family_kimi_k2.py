@@ -1,5 +1,5 @@
 """Kimi-K2 ("model_type": "kimi_k2" naming DeepseekV3ForCausalLM, with Kimi's tiktoken vocabulary) on the
-deepseek_v3 family: converter bytes at every outtype, llama.cpp logits against transformers' DeepseekV3ForCausalLM
+deepseek_v3 family: converter bytes at f32 and auto, llama.cpp logits against transformers' DeepseekV3ForCausalLM
 over the same weights, the vocabulary as the converter's kimi-k2 branch writes it, refusals by name.
 
 Bytes. transformers 5.24 has no kimi_k2 config class and the converter loads configs without remote code, so it
@@ -23,7 +23,6 @@ from pathlib import Path
 import pytest
 
 import oracle
-from family_oracle import OUTTYPES
 from family_variants import DROP, variant
 
 FIXTURE = "kimi_k2"
@@ -51,7 +50,12 @@ def test_converter_fails_on_the_release_as_shipped(checkpoint, converted):
     converted(FIXTURE, "f32")
 
 
-@pytest.mark.parametrize("outtype", OUTTYPES)
+# Each converter run costs ~5 CPU-minutes (the release's tokenizer code recovers 163k merges in Python), so the bytes
+# are checked at f32 and auto (bf16 here: the fixture is stored bf16), as hunyuan_v1_moe's are at two outtypes
+EXPORT_OUTTYPES = ["f32", "auto"]
+
+
+@pytest.mark.parametrize("outtype", EXPORT_OUTTYPES)
 def test_export(outtype, checkpoint, tmp_path_factory, tmp_path, record_property):
     """hfview export of the fixture as released == the converter's file for the restored copy (sha256)."""
     from hfview import HfCheckpoint
@@ -97,7 +101,7 @@ def test_logits(outtype, checkpoint, tmp_path_factory, record_property):
                  against="its DeepseekV3ForCausalLM twin")
 
 
-@pytest.mark.parametrize("outtype", ["bf16", "auto"])
+@pytest.mark.parametrize("outtype", ["auto"])
 def test_logits_bf16_within_the_converter_files_measured_ceiling(outtype, checkpoint, tmp_path_factory,
                                                                   record_property):
     """At bf16 (auto is bf16 here: the fixture is stored bf16) llama.cpp rounds activations to bf16 before each
