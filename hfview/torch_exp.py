@@ -21,7 +21,14 @@ import numpy as np
 
 def torch_exp(x: np.ndarray) -> np.ndarray | None:
     """exp(x) as this machine's torch computes it (x: f32 or f16 working values); None where torch is not
-    installed."""
+    installed (or cannot be imported: a None in sys.modules, as a test or an embedding application may set)."""
+    import importlib.util
+
+    try:
+        if importlib.util.find_spec("torch") is None:  # finds it without importing it
+            return None
+    except ValueError:  # a torch in sys.modules without a spec: ask it
+        return _torch(x)
     if x.dtype == np.float16:
         table, index = _table("f16"), np.ascontiguousarray(x).view(np.uint16)
     elif x.dtype == np.float32 and not (np.ascontiguousarray(x).view(np.uint32) & 0xFFFF).any():
