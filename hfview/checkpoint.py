@@ -91,6 +91,15 @@ def _read_config(path: Path) -> tuple[dict, Path]:
     return read_checkpoint_config(path)
 
 
+def _closest_types(model_type) -> str:
+    """The "did you mean …?" suffix for an unsupported model type: the full list is over a hundred names."""
+    import difflib
+    if not isinstance(model_type, str):
+        return ""
+    near = difflib.get_close_matches(model_type, families.supported_model_types(), n=3, cutoff=0.6)
+    return f" (did you mean {', '.join(near)}?)" if near else ""
+
+
 class HfCheckpoint:
     """A checkpoint directory read in place as its converted GGUF.
 
@@ -116,8 +125,9 @@ class HfCheckpoint:
                 raise ConfigError(f"model architecture {config.get('model_type')!r} ({config_path}) cannot be "
                                   f"presented as a GGUF: {why}; `hfview generate` runs it with transformers")
             raise ConfigError(f"model architecture {config.get('model_type')!r} ({config_path}) is unsupported by "
-                              f"hfview's view; model_type must be one of "
-                              f"{', '.join(families.supported_model_types())}")
+                              f"hfview's view{_closest_types(config.get('model_type'))}; "
+                              f"hfview.families.supported_model_types() lists the "
+                              f"{len(families.supported_model_types())} model types it reads")
         check_keys(config, config_path, family.name, family.reads, family.harmless)
         self.family: Family = family
         self.config = config

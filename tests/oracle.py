@@ -14,6 +14,18 @@ from pathlib import Path
 
 LLAMA_CPP_PYTHON = "0.3.36"
 CACHE = Path(os.environ.get("HFVIEW_CACHE", Path.home() / ".cache" / "hfview"))
+# general.* keys the converter derives from the checkpoint directory's name (gguf-py's Metadata splits it into
+# these); fixture directories end in a content hash, which may read as a finetune or version: two checkpoints
+# compared for the same content are compared without them
+DIRECTORY_NAMED = frozenset({"general.name", "general.basename", "general.finetune", "general.version",
+                             "general.size_label"})
+
+
+def kv_but_directory_named(view) -> list[tuple]:
+    """(key, value) of a view's KV in order, less what the directory's name decides."""
+    return [(kv.key, kv.value) for kv in view.kv if kv.key not in DIRECTORY_NAMED]
+
+
 _WANTED = ("convert_hf_to_gguf.py", "conversion/", "gguf-py/", "models/ggml-vocab-", "models/templates/")
 
 

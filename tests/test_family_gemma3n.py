@@ -7,6 +7,7 @@ from pathlib import Path
 
 import pytest
 
+import oracle
 from config_defaults import with_config
 from family_oracle import oracle_tests
 from hfview import HfCheckpoint
@@ -27,8 +28,7 @@ def test_image_text_model_presents_the_text_models_tensors(checkpoint):
     assert [t.name for t in wrapped.tensors] == [t.name for t in text.tensors]
     for t in text.tensors:
         assert np.array_equal(wrapped.read_tensor(t.name), text.read_tensor(t.name)), t.name
-    same = lambda view: {k.key: k.value for k in view.kv if k.key != "general.name"}  # noqa: E731
-    assert same(wrapped) == same(text)
+    assert oracle.kv_but_directory_named(wrapped) == oracle.kv_but_directory_named(text)
 
 
 def test_defaults_match_transformers():
