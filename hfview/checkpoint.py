@@ -126,8 +126,7 @@ class HfCheckpoint:
                                   f"presented as a GGUF: {why}; `hfview generate` runs it with transformers")
             raise ConfigError(f"model architecture {config.get('model_type')!r} ({config_path}) is unsupported by "
                               f"hfview's view{_closest_types(config.get('model_type'))}; "
-                              f"hfview.families.supported_model_types() lists the "
-                              f"{len(families.supported_model_types())} model types it reads")
+                              f"`hfview families` lists the {len(families.supported_model_types())} model types it reads")
         check_keys(config, config_path, family.name, family.reads, family.harmless)
         self.family: Family = family
         self.config = config

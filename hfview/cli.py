@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import json
+import os
 import sys
 from pathlib import Path
 
@@ -28,6 +29,9 @@ class _Group(click.Group):
             return super().invoke(ctx)
         except (click.exceptions.ClickException, click.exceptions.Exit, click.exceptions.Abort):
             raise  # usage errors and exits are click's own business
+        except BrokenPipeError:  # `hfview families | head`: the reader has all it wants
+            os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())  # no second error at exit's flush
+            ctx.exit(0)
         except Exception as e:  # noqa: BLE001 - the one place every failure becomes a message
             if ctx.params.get("debug") or "--debug" in sys.argv:
                 raise
@@ -104,6 +108,35 @@ def export(model: str, out: Path, revision: str | None, outtype: str, quant: str
         from .checkpoint import override_kv_flags
         click.echo(f"llama.cpp loads {out} only with {' '.join(override_kv_flags(ckpt.load_kv))} (as it loads the "
                    f"converter's file of this checkpoint)", err=True)
+
+
+@main.command()
+@click.option("--json", "as_json", is_flag=True, help="Machine-readable output.")
+def families(as_json: bool) -> None:
+    """The model types the view reads: each with the llama.cpp architecture it is presented as and the
+    `architectures` entries it reads; then those it refuses, with why."""
+    from . import families as registry
+
+    by_type: dict[str, dict] = {}
+    own_format = [{"family": f.name, "config_file": f.config_file, "gguf_arch": f.gguf_arch}
+                  for f in registry.FAMILIES if f.config_file != "config.json"]
+    for f in registry.FAMILIES:  # a model_type two families share (bailing_moe) is one row, each arch named
+        for t in f.model_types if f.config_file == "config.json" else ():
+            row = by_type.setdefault(t, {"model_type": t, "gguf_arch": [], "architectures": []})
+            row["gguf_arch"].append(f.gguf_arch)
+            row["architectures"].extend(f.architectures)
+    read = [{**r, "gguf_arch": "/".join(dict.fromkeys(r["gguf_arch"]))} for _, r in sorted(by_type.items())]
+    refused = {**registry.NOT_PRESENTED, **registry.NOT_COMPUTABLE}
+    if as_json:
+        click.echo(json.dumps({"read": read, "own_format": own_format, "refused": refused}, indent=1))
+        return
+    width = max(len(r["model_type"]) for r in read)
+    for r in read:
+        click.echo(f"{r['model_type']:<{width}}  {r['gguf_arch']:<16} {', '.join(r['architectures'])}")
+    for r in own_format:
+        click.echo(f"{r['config_file']:<{width}}  {r['gguf_arch']:<16} (hfview.families.{r['family']}: no model_type)")
+    for model_type, why in sorted(refused.items()):
+        click.echo(f"{model_type:<{width}}  refused: {why}")
 
 
 def _register_runner_commands() -> None:

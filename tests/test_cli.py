@@ -75,3 +75,15 @@ def test_unexpected_exception_is_one_line_naming_the_command(checkpoint, monkeyp
 def test_refusal_with_debug_raises(tmp_path):
     result = CliRunner().invoke(main, ["--debug", "export", str(tmp_path), str(tmp_path / "x.gguf")])
     assert type(result.exception).__name__ == "ConfigError"
+
+
+def test_families_lists_what_the_view_reads_and_refuses():
+    from hfview import families as registry
+
+    result = CliRunner().invoke(main, ["families", "--json"])
+    assert result.exit_code == 0, result.output
+    listed = json.loads(result.output)
+    assert sorted(r["model_type"] for r in listed["read"]) == sorted(registry.supported_model_types())
+    llama = next(r for r in listed["read"] if r["model_type"] == "llama")
+    assert llama["gguf_arch"] == "llama" and "LlamaForCausalLM" in llama["architectures"]
+    assert "opt" in listed["refused"] and "OPT" in listed["refused"]["opt"]

@@ -82,7 +82,13 @@ def test_quantized_checkpoint(tmp_path):
 
 
 def test_unknown_model_type(tmp_path):
-    refused(make(tmp_path, {**CONFIG, "model_type": "jetmoe"}), "'jetmoe'", "llama", exc=ConfigError)
+    msg = refused(make(tmp_path, {**CONFIG, "model_type": "jetmoe"}), "'jetmoe'", "`hfview families` lists",
+                  exc=ConfigError)
+    assert "did you mean" not in msg  # nothing near it: no guess
+
+
+def test_misspelt_model_type_names_its_near_matches(tmp_path):
+    refused(make(tmp_path, {**CONFIG, "model_type": "qwen_2"}), "'qwen_2'", "did you mean qwen2", exc=ConfigError)
 
 
 def test_truncated_shard(tmp_path):
