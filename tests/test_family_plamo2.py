@@ -34,6 +34,7 @@ import json
 import subprocess
 import sys
 import textwrap
+import time
 from pathlib import Path
 
 import numpy as np
@@ -145,7 +146,7 @@ def plamo2_logits(path, ids, *, conv=True):
 # ---------------------------------------------------------------- llama.cpp, always in a subprocess with a timeout
 # A file of the converter's own layout makes llama.cpp 0.3.36 loop forever (not crash): it is only ever run in a
 # child process that is killed at the timeout. The fixtures evaluate in well under a second when llama.cpp runs them.
-HANG_TIMEOUT_S = 60
+HANG_FACTOR, HANG_FLOOR_S = 5, 15
 RUN_TIMEOUT_S = 120
 
 _CHILD = textwrap.dedent("""
@@ -230,9 +231,15 @@ def test_llama_cpp_hangs_on_the_converters_own_file(name, converted, tmp_path, r
         assert llama_cpp_n_rot(theirs, kv) == 0, kv
     # while an override of a key llama.cpp does read takes effect (the overrides do reach the loader)
     assert float(llama_cpp_loader_info(theirs, {"plamo2.rope.freq_base": 5000.0})["freq_base_train"]) == 5000.0
-    assert llama_cpp_n_rot(with_head_counts_filled(theirs, tmp_path / "filled.gguf")) == 16  # hidden_size_per_head
+    filled = with_head_counts_filled(theirs, tmp_path / "filled.gguf")
+    assert llama_cpp_n_rot(filled) == 16  # hidden_size_per_head
+    # the hang, against the same child over the filled copy, which ends: HANG_FACTOR times as long, at least
+    # HANG_FLOOR_S, is not a slow machine
+    start = time.monotonic()
+    llama_cpp_in_subprocess(filled, tmp_path / "filled.npz", RUN_TIMEOUT_S)
+    timeout = max(HANG_FLOOR_S, HANG_FACTOR * (time.monotonic() - start))
     with pytest.raises(subprocess.TimeoutExpired):
-        llama_cpp_in_subprocess(theirs, tmp_path / "out.npz", HANG_TIMEOUT_S)
+        llama_cpp_in_subprocess(theirs, tmp_path / "out.npz", timeout)
 
 
 # Where llama.cpp's 16-bit arithmetic over the filled-in file misses the bar, the ceiling is the converter's own file
