@@ -303,6 +303,7 @@ class HfCheckpoint:
         self.data_start = len(self._prefix)
         self.size = self.data_start + offset
         self._cache: tuple[int, int, int, memoryview] | None = None  # (tensor index, first row, last row, bytes)
+        self._chunk_buffer = np.empty(0, np.uint8)  # what stored bits are read into, reused chunk after chunk
 
     @property
     def arch(self) -> str:
@@ -364,7 +365,15 @@ class HfCheckpoint:
             # the edge a spilling read touches (llama.cpp may read this tensor much later, or never from here)
             ahead = min(t.view.n_rows, first_row + rows_per_chunk) if read_ahead else last_row
             self._cache = None  # the chunk before is done with: not held while the next one is made
-            data, base = _bytes_view(t.rows(first_row, ahead)), first_row
+            if t.stored_bits:  # read straight into one buffer reused chunk after chunk (no new pages to fault in)
+                n = (ahead - first_row) * row_bytes
+                if len(self._chunk_buffer) < n:
+                    self._chunk_buffer = np.empty(n, np.uint8)
+                t.rows_into(first_row, ahead, self._chunk_buffer[:n])
+                data = memoryview(self._chunk_buffer[:n]).cast("B")
+            else:
+                data = _bytes_view(t.rows(first_row, ahead))
+            base = first_row
             self._cache = (i, first_row, ahead, data)
             last_row = min(last_row, ahead)
         start = within - base * row_bytes

@@ -6,6 +6,7 @@ the converter writes.
 """
 from __future__ import annotations
 
+import itertools
 import struct
 from dataclasses import dataclass
 from enum import IntEnum
@@ -88,6 +89,7 @@ class KV:
     item_type: ValueType | None = None
 
 
+_U64 = struct.Struct("<Q")
 _SIMPLE = {
     ValueType.UINT8: "<B", ValueType.INT8: "<b", ValueType.UINT16: "<H", ValueType.INT16: "<h",
     ValueType.UINT32: "<I", ValueType.INT32: "<i", ValueType.FLOAT32: "<f", ValueType.UINT64: "<Q",
@@ -142,6 +144,9 @@ def _encode_value(value: Any, vtype: ValueType, item_type: ValueType | None) -> 
             item_type = inferred_type(value[0])
         if item_type in _SIMPLE and item_type != ValueType.BOOL:
             body = struct.pack(f"<{len(value)}{_SIMPLE[item_type][1]}", *value)
+        elif item_type == ValueType.STRING:  # a vocabulary: 100k+ strings, each its length then its bytes
+            raw = [v.encode("utf-8") if isinstance(v, str) else bytes(v) for v in value]
+            body = b"".join(itertools.chain.from_iterable(zip(map(_U64.pack, map(len, raw)), raw)))
         else:
             body = b"".join(_encode_value(v, item_type, None) for v in value)
         return struct.pack("<IQ", item_type, len(value)) + body

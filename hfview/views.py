@@ -42,12 +42,21 @@ _PASSTHROUGH = {"F32": GGMLType.F32, "F16": GGMLType.F16, "BF16": GGMLType.BF16}
 
 def quiet_bf16_nans(bits: np.ndarray) -> np.ndarray:
     """bf16 bits as ggml's f32 -> bf16 rounding returns them: identical, except a NaN gets its quiet bit."""
-    # two reductions without temporaries find any NaN: negative ones are the only bits above 0xFF80,
-    # positive ones the only int16 values above 0x7F80
-    if bits.size and (bits.max() > 0xFF80 or bits.view(np.int16).max() > 0x7F80):
+    if _any_bf16_nan(bits):
         nan = (bits & 0x7FFF) > 0x7F80
         bits = np.where(nan, bits | np.uint16(0x40), bits)
     return bits
+
+
+def quiet_bf16_nans_in_place(bits: np.ndarray) -> None:
+    if _any_bf16_nan(bits):
+        np.bitwise_or(bits, np.uint16(0x40), out=bits, where=(bits & 0x7FFF) > 0x7F80)
+
+
+def _any_bf16_nan(bits: np.ndarray) -> bool:
+    # two reductions without temporaries find any NaN: negative ones are the only bits above 0xFF80,
+    # positive ones the only int16 values above 0x7F80
+    return bool(bits.size) and bool(bits.max() > 0xFF80 or bits.view(np.int16).max() > 0x7F80)
 
 
 def to_output(values: np.ndarray, ggml_type: GGMLType) -> np.ndarray:
@@ -166,6 +175,11 @@ class View:
         """Flattened rows [start, stop) in the stored dtype."""
         raise NotImplementedError
 
+    def rows_into(self, start: int, stop: int, out: np.ndarray) -> None:
+        """rows(start, stop) written into `out` ([stop - start, last dim], the stored dtype); a view whose rows are
+        stored bytes reads them straight in."""
+        out[...] = self.rows(start, stop)
+
     def describe(self) -> str:
         return self.name
 
@@ -180,6 +194,12 @@ class Stored(View):
 
     def rows(self, start, stop):
         return _flat_rows(self.source, start, stop)
+
+    def rows_into(self, start, stop, out):
+        if len(self.shape) == 2:
+            self.source.read_rows_into(start, stop, out)
+        else:
+            super().rows_into(start, stop, out)
 
 
 @dataclass
@@ -403,13 +423,11 @@ class Stack(View):
         first = self.parts[0]
         if len(first.shape) == 2:  # matrices (experts): each part's rows read straight into the destination
             out = np.empty((total, first.shape[1]), dtype=first.numpy_dtype)
+            self.rows_into(start, stop, out)
+            return out
         while done < total:
             i, r = divmod(start + done, per)
             take = min(total - done, per - r)
-            if out is not None and len(first.shape) == 2:
-                self.parts[i].read_rows_into(r, r + take, out[done:done + take])
-                done += take
-                continue
             piece = _flat_rows(self.parts[i], r, r + take)
             if take == total:
                 return piece  # the whole range lies in one part
@@ -419,6 +437,16 @@ class Stack(View):
             del piece
             done += take
         return out
+
+    def rows_into(self, start, stop, out):
+        if len(self.parts[0].shape) != 2:
+            return super().rows_into(start, stop, out)
+        per, done = self.parts[0].shape[0], 0
+        while done < stop - start:
+            i, r = divmod(start + done, per)
+            take = min(stop - start - done, per - r)
+            self.parts[i].read_rows_into(r, r + take, out[done:done + take])
+            done += take
 
 
 @dataclass
@@ -492,11 +520,28 @@ class Presented:
             row = end
         return np.concatenate(parts) if len(parts) > 1 else parts[0]
 
+    @property
+    def stored_bits(self) -> bool:
+        """Whether the file's bytes are the stored ones: the converter's round trip through f32 leaves them
+        unchanged (bf16: but NaNs made quiet)."""
+        return (self.via is None and not self.steps and bool(self.view.sources)
+                and _PASSTHROUGH.get(self.stored_dtype) == self.ggml_type)
+
+    def rows_into(self, start: int, stop: int, out: np.ndarray) -> None:
+        """rows(start, stop) into `out` (uint8, exactly their bytes): for stored_bits read straight from the
+        shards where the view can, with no array in between."""
+        if not self.stored_bits:
+            out[:] = np.ascontiguousarray(self.rows(start, stop)).reshape(-1).view(np.uint8)
+            return
+        bits = out.view(self.view.sources[0].numpy_dtype).reshape(stop - start, self.shape[-1] if self.shape else 1)
+        self.view.rows_into(start, stop, bits)
+        if self.ggml_type == GGMLType.BF16:
+            quiet_bf16_nans_in_place(bits)
+
     def _converted(self, start: int, stop: int, ggml_type: GGMLType) -> np.ndarray:
         """Rows [start, stop) as the converter writes them in `ggml_type`."""
         raw = self.view.rows(start, stop)
         if not self.steps and _PASSTHROUGH.get(self.stored_dtype) == ggml_type and self.view.sources:
-            # the converter's round trip through f32 leaves these bits unchanged (bf16: but NaNs made quiet)
             return quiet_bf16_nans(raw) if ggml_type == GGMLType.BF16 else raw
         values = to_working(raw, self.stored_dtype) if self.view.sources else raw
         for step in self.steps:

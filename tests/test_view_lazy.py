@@ -3,6 +3,8 @@ from __future__ import annotations
 
 import json
 
+import numpy as np
+
 import hfview.shards as shards
 from hfview import HfCheckpoint
 from hfview.inspect import describe, render
@@ -18,3 +20,40 @@ def test_open_and_inspect_read_no_tensor_bytes(checkpoint, monkeypatch):
     assert "blk.0.ffn_gate_exps.weight" in text and "stack of 4" in text
     assert "rotation pairs" in text
     json.dumps(info, default=str)
+
+
+def test_stored_bf16_nans_are_quieted_as_the_converter_does_on_every_read_path(checkpoint, tmp_path):
+    """bf16 bits pass through unchanged, except that a signalling NaN comes out quiet (the converter's round trip
+    through f32): the exported file, the stream llama.cpp reads (stored rows read straight into a reused buffer) and
+    the converter's file are the same bytes."""
+    import hashlib
+    import shutil
+
+    import torch
+    from safetensors.torch import load_file, save_file
+
+    import oracle
+    from hfview.export import export
+
+    src = tmp_path / "nans"
+    shutil.copytree(checkpoint("llama3-bpe"), src)
+    shard = sorted(src.glob("*.safetensors"))[0]
+    tensors = load_file(shard)
+    name = next(k for k, t in tensors.items() if t.dtype == torch.bfloat16 and t.dim() == 2)
+    bits = tensors[name].view(torch.int16).clone()
+    flat = bits.view(-1)
+    flat[:4] = torch.tensor([0x7F81, 0xFF81 - 0x10000, 0x7FC1, 0x7F80], dtype=torch.int16)  # sNaN, -sNaN, qNaN, inf
+    tensors[name] = bits.view(torch.bfloat16)
+    save_file(tensors, shard, metadata={"format": "pt"})
+
+    view = HfCheckpoint(src, "bf16")
+    ours = export(view, tmp_path / "ours.gguf")
+    theirs = oracle.convert_cached(src, "bf16")
+    streamed, buf, offset = hashlib.sha256(), bytearray(1 << 18), 0
+    while offset < view.size:
+        n = view.readinto(offset, memoryview(buf)[:min(len(buf), view.size - offset)])
+        streamed.update(memoryview(buf)[:n])
+        offset += n
+    assert oracle.sha256(ours) == oracle.sha256(theirs) == streamed.hexdigest()
+    row = view.read_tensor(next(t.name for t in view.tensors if t.view.sources and t.view.sources[0].name == name))
+    assert [int(b) for b in row.reshape(-1)[:4].view(np.uint16)] == [0x7FC1, 0xFFC1, 0x7FC1, 0x7F80]

