@@ -38,6 +38,8 @@ def bf16_bits(values: np.ndarray) -> np.ndarray:
 
 
 _PASSTHROUGH = {"F32": GGMLType.F32, "F16": GGMLType.F16, "BF16": GGMLType.BF16}
+_BITS_DTYPE = {"F32": np.float32, "F16": np.float16, "BF16": np.uint16}  # (a view that computes its values,
+# ColumnsNormalised, gives them in its values_dtype, not its source's)
 
 
 def quiet_bf16_nans(bits: np.ndarray) -> np.ndarray:
@@ -533,7 +535,7 @@ class Presented:
         if not self.stored_bits:
             out[:] = np.ascontiguousarray(self.rows(start, stop)).reshape(-1).view(np.uint8)
             return
-        bits = out.view(self.view.sources[0].numpy_dtype).reshape(stop - start, self.shape[-1] if self.shape else 1)
+        bits = out.view(_BITS_DTYPE[self.stored_dtype]).reshape(stop - start, self.shape[-1] if self.shape else 1)
         self.view.rows_into(start, stop, bits)
         if self.ggml_type == GGMLType.BF16:
             quiet_bf16_nans_in_place(bits)
