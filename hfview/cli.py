@@ -118,10 +118,12 @@ def families(as_json: bool) -> None:
     from . import families as registry
 
     by_type: dict[str, dict] = {}
-    own_format = [{"family": f.name, "config_file": f.config_file, "gguf_arch": f.gguf_arch}
-                  for f in registry.FAMILIES if f.config_file != "config.json"]
-    for f in registry.FAMILIES:  # a model_type two families share (bailing_moe) is one row, each arch named
-        for t in f.model_types if f.config_file == "config.json" else ():
+    own_format = []
+    for f in registry.FAMILIES:
+        if f.config_file != "config.json":  # Mistral's params.json: reached by its file, not a model_type
+            own_format.append({"family": f.name, "config_file": f.config_file, "gguf_arch": f.gguf_arch})
+            continue
+        for t in f.model_types:  # a model_type two families share (bailing_moe) is one row, each arch named
             row = by_type.setdefault(t, {"model_type": t, "gguf_arch": [], "architectures": []})
             row["gguf_arch"].append(f.gguf_arch)
             row["architectures"].extend(f.architectures)

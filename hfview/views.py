@@ -42,23 +42,15 @@ _BITS_DTYPE = {"F32": np.float32, "F16": np.float16, "BF16": np.uint16}  # (a vi
 # ColumnsNormalised, gives them in its values_dtype, not its source's)
 
 
-def quiet_bf16_nans(bits: np.ndarray) -> np.ndarray:
+def quiet_bf16_nans(bits: np.ndarray, *, in_place: bool = False) -> np.ndarray:
     """bf16 bits as ggml's f32 -> bf16 rounding returns them: identical, except a NaN gets its quiet bit."""
-    if _any_bf16_nan(bits):
-        nan = (bits & 0x7FFF) > 0x7F80
-        bits = np.where(nan, bits | np.uint16(0x40), bits)
-    return bits
-
-
-def quiet_bf16_nans_in_place(bits: np.ndarray) -> None:
-    if _any_bf16_nan(bits):
-        np.bitwise_or(bits, np.uint16(0x40), out=bits, where=(bits & 0x7FFF) > 0x7F80)
-
-
-def _any_bf16_nan(bits: np.ndarray) -> bool:
     # two reductions without temporaries find any NaN: negative ones are the only bits above 0xFF80,
     # positive ones the only int16 values above 0x7F80
-    return bool(bits.size) and bool(bits.max() > 0xFF80 or bits.view(np.int16).max() > 0x7F80)
+    if bits.size and (bits.max() > 0xFF80 or bits.view(np.int16).max() > 0x7F80):
+        if not in_place:
+            bits = bits.copy()
+        np.bitwise_or(bits, np.uint16(0x40), out=bits, where=(bits & 0x7FFF) > 0x7F80)
+    return bits
 
 
 def to_output(values: np.ndarray, ggml_type: GGMLType) -> np.ndarray:
@@ -522,28 +514,28 @@ class Presented:
             row = end
         return np.concatenate(parts) if len(parts) > 1 else parts[0]
 
+    def _passes_through(self, ggml_type: GGMLType) -> bool:
+        """Whether rows in `ggml_type` are the stored bits: the converter's round trip through f32 leaves them
+        unchanged (bf16: but NaNs made quiet)."""
+        return not self.steps and bool(self.view.sources) and _PASSTHROUGH.get(self.stored_dtype) == ggml_type
+
     @property
     def stored_bits(self) -> bool:
-        """Whether the file's bytes are the stored ones: the converter's round trip through f32 leaves them
-        unchanged (bf16: but NaNs made quiet)."""
-        return (self.via is None and not self.steps and bool(self.view.sources)
-                and _PASSTHROUGH.get(self.stored_dtype) == self.ggml_type)
+        """Whether the file's bytes are the stored bits (so rows_into can read them straight in)."""
+        return self.via is None and self._passes_through(self.ggml_type)
 
     def rows_into(self, start: int, stop: int, out: np.ndarray) -> None:
-        """rows(start, stop) into `out` (uint8, exactly their bytes): for stored_bits read straight from the
-        shards where the view can, with no array in between."""
-        if not self.stored_bits:
-            out[:] = np.ascontiguousarray(self.rows(start, stop)).reshape(-1).view(np.uint8)
-            return
+        """rows(start, stop) of a stored_bits tensor into `out` (uint8, exactly their bytes): read straight from
+        the shards where the view can, with no array in between."""
         bits = out.view(_BITS_DTYPE[self.stored_dtype]).reshape(stop - start, self.shape[-1] if self.shape else 1)
         self.view.rows_into(start, stop, bits)
         if self.ggml_type == GGMLType.BF16:
-            quiet_bf16_nans_in_place(bits)
+            quiet_bf16_nans(bits, in_place=True)
 
     def _converted(self, start: int, stop: int, ggml_type: GGMLType) -> np.ndarray:
         """Rows [start, stop) as the converter writes them in `ggml_type`."""
         raw = self.view.rows(start, stop)
-        if not self.steps and _PASSTHROUGH.get(self.stored_dtype) == ggml_type and self.view.sources:
+        if self._passes_through(ggml_type):
             return quiet_bf16_nans(raw) if ggml_type == GGMLType.BF16 else raw
         values = to_working(raw, self.stored_dtype) if self.view.sources else raw
         for step in self.steps:
