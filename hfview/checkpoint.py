@@ -365,14 +365,7 @@ class HfCheckpoint:
             # the edge a spilling read touches (llama.cpp may read this tensor much later, or never from here)
             ahead = min(t.view.n_rows, first_row + rows_per_chunk) if read_ahead else last_row
             self._cache = None  # the chunk before is done with: not held while the next one is made
-            if t.stored_bits:  # read straight into one buffer reused chunk after chunk (no new pages to fault in)
-                n = (ahead - first_row) * row_bytes
-                if len(self._chunk_buffer) < n:
-                    self._chunk_buffer = np.empty(n, np.uint8)
-                t.rows_into(first_row, ahead, self._chunk_buffer[:n])
-                data = memoryview(self._chunk_buffer[:n]).cast("B")
-            else:
-                data = _bytes_view(t.rows(first_row, ahead))
+            data = self._chunk(t, first_row, ahead)
             base = first_row
             self._cache = (i, first_row, ahead, data)
             last_row = min(last_row, ahead)
@@ -381,13 +374,26 @@ class HfCheckpoint:
         out[:take] = data[start:start + take]
         return take
 
+    def _chunk(self, t: Presented, first: int, stop: int) -> memoryview:
+        """The file's bytes of rows [first, stop) of `t`. Stored bits are read straight into one buffer reused
+        chunk after chunk (no new pages to fault in), so they are valid only until the next chunk is made."""
+        if not t.stored_bits:
+            return _bytes_view(t.rows(first, stop))
+        self._cache = None  # it may point into the buffer about to be overwritten
+        n = (stop - first) * t.row_bytes
+        if len(self._chunk_buffer) < n:
+            self._chunk_buffer = np.empty(n, np.uint8)
+        t.rows_into(first, stop, self._chunk_buffer[:n])
+        return memoryview(self._chunk_buffer[:n]).cast("B")
+
     def iter_file(self) -> Iterator[tuple[bytes | memoryview, str | None]]:
-        """The whole file in pieces: (bytes, tensor name or None for the header and padding)."""
+        """The whole file in pieces: (bytes, tensor name or None for the header and padding). A piece is valid
+        until the next one is asked for."""
         yield self._prefix, None
         for t in self.tensors:
             step = _rows_per_chunk(t)
             for r in range(0, t.view.n_rows, step):
-                yield _bytes_view(t.rows(r, min(t.view.n_rows, r + step))), t.name
+                yield self._chunk(t, r, min(t.view.n_rows, r + step)), t.name
             if pad := pad_to(t.nbytes) - t.nbytes:
                 yield b"\0" * pad, None
 

@@ -5,7 +5,6 @@ import json
 
 from click.testing import CliRunner
 
-import hfview.views as views
 import oracle
 from hfview.cli import main
 
@@ -39,15 +38,16 @@ def test_refusal_is_one_line_without_traceback(tmp_path):
 
 
 def test_failure_mid_export_leaves_no_file(checkpoint, tmp_path, monkeypatch):
+    import hfview.checkpoint
     calls = {"n": 0}
-    real = views.Presented.rows
+    real = hfview.checkpoint.HfCheckpoint._chunk
 
-    def failing(self, start, stop):
+    def failing(self, t, start, stop):
         calls["n"] += 1
         if calls["n"] > 5:
             raise OSError("disk pulled out")
-        return real(self, start, stop)
-    monkeypatch.setattr(views.Presented, "rows", failing)
+        return real(self, t, start, stop)
+    monkeypatch.setattr(hfview.checkpoint.HfCheckpoint, "_chunk", failing)
     out = tmp_path / "m.gguf"
     result = CliRunner().invoke(main, ["export", str(checkpoint("llama-spm")), str(out), "--no-progress"])
     assert result.exit_code == 1 and result.output == "hfview: disk pulled out\n"  # a system error: one line
@@ -87,3 +87,41 @@ def test_families_lists_what_the_view_reads_and_refuses():
     llama = next(r for r in listed["read"] if r["model_type"] == "llama")
     assert llama["gguf_arch"] == "llama" and "LlamaForCausalLM" in llama["architectures"]
     assert "opt" in listed["refused"] and "OPT" in listed["refused"]["opt"]
+
+
+def _refusing_direct(monkeypatch, at: str) -> dict:
+    """Make O_DIRECT refused as tmpfs refuses it (`at` "open") or as a filesystem that accepts the flag and refuses
+    the first write does (`at` "write"); returns counts of the refusals."""
+    import errno
+    import fcntl
+    import os
+    refused = {"n": 0}
+    real_open, real_write = os.open, os.write
+
+    def open_(path, flags, *args, **kwargs):
+        if at == "open" and flags & os.O_DIRECT:
+            refused["n"] += 1
+            raise OSError(errno.EINVAL, "Invalid argument")
+        return real_open(path, flags, *args, **kwargs)
+
+    def write(fd, data):
+        if at == "write" and fcntl.fcntl(fd, fcntl.F_GETFL) & os.O_DIRECT:
+            refused["n"] += 1
+            raise OSError(errno.EINVAL, "Invalid argument")
+        return real_write(fd, data)
+    monkeypatch.setattr(os, "open", open_)
+    monkeypatch.setattr(os, "write", write)
+    return refused
+
+
+def test_export_where_direct_writes_are_refused_writes_the_same_file_buffered(checkpoint, converted, tmp_path,
+                                                                               monkeypatch):
+    from hfview.checkpoint import HfCheckpoint
+    from hfview.export import export
+    want = oracle.sha256(converted("mistral", "f16"))
+    for at in ("open", "write"):
+        with monkeypatch.context() as m:
+            refused = _refusing_direct(m, at)
+            out = export(HfCheckpoint(checkpoint("mistral"), "f16"), tmp_path / f"{at}.gguf")
+        assert refused["n"] == 1, at  # refused once, then written buffered
+        assert oracle.sha256(out) == want, at
