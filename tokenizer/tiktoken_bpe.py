@@ -96,13 +96,22 @@ def recover_merges(ranks: dict[bytes, int], *, require_pairs: bool = True, where
 
 
 def tiktoken_tokens(ranks: dict[bytes, int], special_tokens: dict[str, int], vocab_size: int,
-                    where: str = "") -> tuple[list[str], list[int]]:
-    """Tokens and types over vocab_size ids: rank tokens NORMAL, special tokens CONTROL, holes [PAD{id}]."""
-    reverse = {rank: token_bytes_to_string(tok) for tok, rank in ranks.items()}
-    reverse.update({tid: content for content, tid in special_tokens.items()})
-    if reverse and max(reverse) >= vocab_size:
-        raise TokenizerError(f"{where or 'tiktoken vocabulary'}: id {max(reverse)} does not fit vocab_size "
-                             f"{vocab_size}; the converter refuses this too")
+                    where: str = "", *, merge_by_name: bool = False) -> tuple[list[str], list[int]]:
+    """Tokens and types over vocab_size ids: rank tokens NORMAL, special tokens CONTROL, holes [PAD{id}].
+
+    `merge_by_name` is the converter's Kimi branch: the specials merged into the ranks' spellings by name
+    ({**vocab, **specials}) and read back by id, so a special spelled as a rank token takes that token's place
+    (its id becomes a hole), and ids at or past vocab_size are left out where the other branches refuse them."""
+    if merge_by_name:
+        by_name = {token_bytes_to_string(tok): rank for tok, rank in ranks.items()}
+        by_name.update(special_tokens)
+        reverse = {tid: name for name, tid in by_name.items() if tid < vocab_size}
+    else:
+        reverse = {rank: token_bytes_to_string(tok) for tok, rank in ranks.items()}
+        reverse.update({tid: content for content, tid in special_tokens.items()})
+        if reverse and max(reverse) >= vocab_size:
+            raise TokenizerError(f"{where or 'tiktoken vocabulary'}: id {max(reverse)} does not fit vocab_size "
+                                 f"{vocab_size}; the converter refuses this too")
     specials = set(special_tokens.values())
     tokens, types = [], []
     for tid in range(vocab_size):

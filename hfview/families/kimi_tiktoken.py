@@ -89,26 +89,6 @@ def probe_ids(ranks: dict[bytes, int]) -> list[int]:
     return ids
 
 
-def tokens_and_types(ranks: dict[bytes, int], specials: dict[str, int], vocab_size: int) -> tuple[list[str], list[int]]:
-    """The converter's list over range(vocab_size): the ranks' byte-level spellings and the special names merged
-    by name ({**vocab, **specials}) then read back by id, specials CONTROL, the rest NORMAL, holes [PAD{id}]
-    UNUSED; ids at or past vocab_size are left out."""
-    from tokenizer.tiktoken_bpe import CONTROL, NORMAL, UNUSED, token_bytes_to_string
-    by_name = {token_bytes_to_string(tok): rank for tok, rank in ranks.items()}
-    by_name.update(specials)
-    by_id = {tid: name for name, tid in by_name.items()}
-    special_ids = set(specials.values())
-    tokens, types = [], []
-    for tid in range(vocab_size):
-        if tid not in by_id:
-            tokens.append(f"[PAD{tid}]")
-            types.append(UNUSED)
-        else:
-            tokens.append(by_id[tid])
-            types.append(CONTROL if tid in special_ids else NORMAL)
-    return tokens, types
-
-
 def _eos_id(cfg: dict, specials: dict[str, int], path: Path) -> int:
     """TikTokenTokenizer.eos_id: the special id of tokenizer_config's eos_token (default "[EOS]")."""
     eos = cfg.get("eos_token", "[EOS]")
@@ -127,7 +107,7 @@ def kimi_vocab(model_dir: Path, h: dict, *, eos_from_tokenizer: bool = False) ->
 
     from tokenizer.digests import pre_tokenizer_named
     from tokenizer.special import SpecialVocab
-    from tokenizer.tiktoken_bpe import load_ranks, recover_merges
+    from tokenizer.tiktoken_bpe import load_ranks, recover_merges, tiktoken_tokens
     from tokenizer.writer import KVWriter
 
     model_dir = Path(model_dir)
@@ -149,7 +129,7 @@ def kimi_vocab(model_dir: Path, h: dict, *, eos_from_tokenizer: bool = False) ->
     if pre != "kimi-k2":
         raise ConfigError(f"{ranks_file}: its probe digest names pre-tokenizer {pre!r}; the converter's Kimi path "
                           f"writes \"kimi-k2\" only and refuses any other")
-    tokens, types = tokens_and_types(ranks, specials, vocab_size)
+    tokens, types = tiktoken_tokens(ranks, specials, vocab_size, merge_by_name=True)
     w = KVWriter()
     w.add_string("tokenizer.ggml.model", "gpt2")
     w.add_string("tokenizer.ggml.pre", pre)
