@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import bisect
+import itertools
 from pathlib import Path
 from typing import Iterator
 
@@ -53,6 +54,52 @@ def _base_name(gguf_name: str) -> str:
     if parts[0] == "blk" and len(parts) > 2 and parts[1].isdecimal():
         parts = parts[2:]
     return ".".join(parts[:-1])
+
+
+def _checked_load_arrays(family: Family, h: dict, kv: list[KV]) -> dict[str, list[int]]:
+    """family.load_arrays, held to what keeps the file's layout: each an integer array the KV has, at its length."""
+    arrays = family.load_arrays(h)
+    written = {entry.key: entry for entry in kv}
+    for key, values in arrays.items():
+        entry = written.get(key)
+        if entry is None or entry.type != ValueType.ARRAY or len(entry.value) != len(values) or not all(
+                isinstance(v, int) and not isinstance(v, bool) for v in values):
+            raise TypeError(f"family {family.name}: load_arrays {key!r} is not an integer array of the file's KV "
+                            f"at its length")
+    return arrays
+
+
+class LoadTimeView:
+    """A view as hfview's runner hands it to llama.cpp where the family declares load-time array values
+    (Family.load_arrays): the converter's bytes, but for those arrays' values in the header. An array of the same
+    length and element type encodes to the same number of bytes, so every other byte and offset is the file's."""
+
+    def __init__(self, ckpt: "HfCheckpoint"):
+        self.ckpt = ckpt
+        header = bytearray(ckpt._prefix)
+        for i, kv in enumerate(ckpt.kv):
+            if kv.key in ckpt.load_arrays:
+                start, end = ckpt._kv_spans[i]
+                header[start:end] = encode_kv(KV(kv.key, kv.type, ckpt.load_arrays[kv.key], kv.item_type))
+        self._prefix = bytes(header)
+
+    def __getattr__(self, name):  # everything else (size, family, hparams, load_kv, path) is the view's
+        return getattr(self.ckpt, name)
+
+    def readinto(self, offset: int, out: memoryview) -> int:
+        n = self.ckpt.readinto(offset, out)
+        if offset < len(self._prefix):
+            take = min(n, len(self._prefix) - offset)
+            out[:take] = self._prefix[offset:offset + take]
+        return n
+
+    def read(self, offset: int, n: int) -> bytes:
+        buf = bytearray(max(0, min(n, self.size - offset)))
+        self.readinto(offset, memoryview(buf))
+        return bytes(buf)
+
+    def __repr__(self) -> str:
+        return f"{self.ckpt!r} with {', '.join(self.ckpt.load_arrays)} as llama.cpp must read them"
 
 
 def _checked_load_kv(family: Family):
@@ -171,6 +218,7 @@ class HfCheckpoint:
         elif imatrix is not None:
             raise ConfigError("an importance matrix (--imatrix) applies only with --quant")
         self._layout()
+        self.load_arrays = _checked_load_arrays(family, self.hparams, self.kv)
         from tokenizer.special import forget_parsed  # (here: tokenizer imports hfview)
 
         forget_parsed()  # the header is built: what it was built from is not held while the tensors are read
@@ -288,6 +336,8 @@ class HfCheckpoint:
     def _layout(self) -> None:
         parts = [encode_header(len(self.tensors), len(self.kv))]
         parts += [encode_kv(kv) for kv in self.kv]
+        ends = list(itertools.accumulate(map(len, parts)))
+        self._kv_spans = list(zip(ends[:-1], ends[1:]))  # where each KV entry lies in the file
         offset = 0
         self._data_offsets: list[int] = []
         for t in self.tensors:
@@ -385,6 +435,11 @@ class HfCheckpoint:
             self._chunk_buffer = np.empty(n, np.uint8)
         t.rows_into(first, stop, self._chunk_buffer[:n])
         return memoryview(self._chunk_buffer[:n]).cast("B")
+
+    def for_llama_cpp(self) -> "HfCheckpoint | LoadTimeView":
+        """What hfview's runner hands llama.cpp: this view, or where the family declares load-time array values
+        (Family.load_arrays) the view with those values in the header."""
+        return LoadTimeView(self) if self.load_arrays else self
 
     def iter_file(self) -> Iterator[tuple[bytes | memoryview, str | None]]:
         """The whole file in pieces: (bytes, tensor name or None for the header and padding). A piece is valid

@@ -108,6 +108,9 @@ def export(model: str, out: Path, revision: str | None, outtype: str, quant: str
         from .checkpoint import override_kv_flags
         click.echo(f"llama.cpp loads {out} only with {' '.join(override_kv_flags(ckpt.load_kv))} (as it loads the "
                    f"converter's file of this checkpoint)", err=True)
+    for key, values in ckpt.load_arrays.items():
+        click.echo(f"llama.cpp runs {out} (as the converter's file of this checkpoint) only with {key} read as "
+                   f"{values}: an array, which llama-cli cannot override; hfview's runner presents it so", err=True)
 
 
 @main.command()

@@ -172,6 +172,8 @@ class Family:
     # llama architecture serving Mistral v0.1) attention past the window differs from the model's, so the
     # runner stops the context at the window unless asked for more.
     llama_cpp_applies_window: bool = False
+    # The config key that states the model's attention window (PLaMo 2: attention_window_size)
+    window_key: str = "sliding_window"
     # A prefix one layout of the family puts before its tensor names and another does not (GPT-2: transformers
     # writes "transformer.h.0...", OpenAI's release "h.0..."): removed before matching, so rules name it once.
     optional_prefix: str = ""
@@ -207,10 +209,11 @@ class Family:
     # overrides (llama_model_kv_override, llama-cli's --override-kv) wherever hfview loads the view. Scalars only:
     # llama.cpp cannot override an array
     load_kv: Callable[[dict], dict[str, bool | int | float | str]] = lambda h: {}
-    # Why the pinned llama.cpp must not be handed this view to evaluate (PLaMo 2: the converter's file makes it loop
-    # forever), from the hyperparameters; "" where it may. The runner refuses before loading (vocab-only loads, which
-    # evaluate nothing, still go ahead); export is unaffected: the file stays the converter's
-    load_refusal: Callable[[dict], str] = lambda h: ""
+    # Integer arrays of the converter's KV that llama.cpp must read with other values to run the view (PLaMo 2's
+    # head_count: its zeros make the pinned llama.cpp loop forever), from the hyperparameters. The file stays the
+    # converter's; wherever hfview loads the view, llama.cpp reads the header with these values in place, at the
+    # same length, so no other byte or offset moves (HfCheckpoint.for_llama_cpp). llama-cli cannot override an array
+    load_arrays: Callable[[dict], dict[str, list[int]]] = lambda h: {}
 
     def arch_of(self, h: dict) -> str:
         return self.gguf_arch_for(h) if self.gguf_arch_for is not None else self.gguf_arch

@@ -27,8 +27,8 @@ def describe(ckpt: HfCheckpoint) -> dict:
         **({"no_converter": ckpt.family.no_converter} if ckpt.family.no_converter else {}),
         # KV llama.cpp needs at load that the file (the converter's) does not carry (Family.load_kv)
         **({"load_kv": ckpt.load_kv} if ckpt.load_kv else {}),
-        # why hfview's runner does not hand this view to llama.cpp (Family.load_refusal); export is unaffected
-        **({"load_refusal": why} if (why := ckpt.family.load_refusal(ckpt.hparams)) else {}),
+        # arrays llama.cpp must read with other values to run the file (Family.load_arrays; the runner presents them)
+        **({"load_arrays": ckpt.load_arrays} if ckpt.load_arrays else {}),
         "kv": [{"key": kv.key, "type": kv.type.name, "value": _value(kv)} for kv in ckpt.kv],
         "tensors": [{
             "name": t.name, "shape": list(t.ggml_dims), "type": t.ggml_type.name,
@@ -49,8 +49,9 @@ def render(info: dict) -> str:
         from .checkpoint import override_kv_flags
         lines.append("llama.cpp loads this file only with " + " ".join(override_kv_flags(info["load_kv"]))
                      + " (as the converter's; hfview's runner supplies them)")
-    if info.get("load_refusal"):
-        lines.append(f"not run by hfview's runner: {info['load_refusal']}")
+    for key, values in info.get("load_arrays", {}).items():
+        lines.append(f"llama.cpp runs this file only with {key} read as {values} (an array, which llama-cli cannot "
+                     f"override; hfview's runner presents it so)")
     lines += ["", "KV:"]
     for kv in info["kv"]:
         v = kv["value"]

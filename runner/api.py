@@ -319,7 +319,7 @@ def load(model: str | os.PathLike | None = None, *, precision: str = "auto", dev
 def unapplied_window(family, h: dict) -> int | None:
     """The sliding window the model has and llama.cpp's architecture for it does not apply, or None.
     A window the config states but switches off (use_sliding_window false, as Qwen2 releases do) is none."""
-    window = h.get("sliding_window")
+    window = h.get(family.window_key)
     if family.llama_cpp_applies_window or h.get("use_sliding_window") is False:
         return None
     return window if isinstance(window, int) and not isinstance(window, bool) and window > 0 else None

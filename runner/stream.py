@@ -489,9 +489,8 @@ def load_model(source: Any, *, n_gpu_layers: int = 0, progress: bool | Callable[
     """
     ll = _llama()
     desc = _describe(source)
-    family = getattr(source, "family", None)  # a view (HfCheckpoint): its family may know llama.cpp cannot run it
-    if not vocab_only and family is not None and (why := family.load_refusal(source.hparams)):
-        raise ModelLoadError(f"not loading {desc}: {why}")
+    if hasattr(source, "for_llama_cpp"):  # a view (HfCheckpoint): its family may declare load-time array values
+        source = source.for_llama_cpp()
     backend_init()
     params = ll.llama_model_default_params() if params is None else type(params).from_buffer_copy(params)
     params.load_mode = ll.LLAMA_LOAD_MODE_NONE  # mmap needs a real file descriptor

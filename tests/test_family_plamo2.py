@@ -3,17 +3,14 @@
 * bytes oracle: `hfview export` == the pinned converter's file, every outtype, on a tied 4-layer and an untied 5-layer
   hybrid fixture.
 * logits: llama.cpp 0.3.36 cannot compute a hybrid PLaMo 2 from the converter's file: it hangs (an endless loop in
-  its CPU rope kernel, n_rot 0: see hfview/families/plamo2.py). That ceiling is measured, not assumed: the
-  converter's own file is run in a subprocess under a timeout, and the test asserts the timeout (strictly: once
-  llama.cpp finishes, the test fails and says to replace it by the ordinary logits oracle). The runner refuses to
-  load such a view (test_runner_refuses_before_loading). What the view's tensors compute is still checked: the
-  view's exported file, with only the head_count array's zeros (Mamba layers) replaced by the attention head count
-  in place, runs (llama.cpp then reads n_rot from layer 0 = the head width; which layers are Mamba it reads from
-  head_count_kv, unchanged), and its logits are compared with PLaMo 2's forward in float32 (plamo2_logits), at
-  every outtype (measured: 6.2e-8 / 1.9e-7 at f32; bf16 and auto on the untied fixture 1.5e-4, held to the same
-  filling of the converter's own file, measured, CEILING). That file is not the converter's, so the view does not run
-  it; it is evidence about the tensors. Neither test records itself as the logits oracle (tools/family_table.py would
-  show a ✓): they record "llama_cpp_hangs" and "tensors_filled_head_count".
+  its CPU rope kernel, n_rot 0: see hfview/families/plamo2.py). That is measured, not assumed: the converter's own
+  file is run in a subprocess under a timeout, and the test asserts the timeout (strictly: once llama.cpp finishes,
+  the test fails). hfview's runner hands llama.cpp the view with head_count's zeros (the Mamba layers) read as the
+  attention head count (Family.load_arrays; llama.cpp then reads n_rot from layer 0 = the head width, and which layers
+  are Mamba from head_count_kv, unchanged). The logits oracle runs exactly that, the view through the runner in a
+  child process under a timeout, against PLaMo 2's forward in float32 (plamo2_logits), at every outtype (measured:
+  6.2e-8 / 1.9e-7 at f32). bf16 and auto on the untied fixture reach 1.5e-4: held to the converter's own file with the
+  same head counts, measured on each run (CEILING).
 
 transformers 5.24 has no PLaMo 2 class, and remote code is never run: the reference is PLaMo 2's forward composed
 from transformers 5.24's Llama RMSNorm, MLP and rotary modules, with the Mamba-2 recurrence written out, from the
@@ -248,27 +245,43 @@ def test_llama_cpp_hangs_on_the_converters_own_file(name, converted, tmp_path, r
 CEILING = {("plamo2-untied", "bf16"), ("plamo2-untied", "auto")}
 
 
+_RUN_VIEW_CHILD = textwrap.dedent("""
+    import sys
+    import numpy as np
+    sys.path[:0] = [sys.argv[4], sys.argv[4] + "/tests"]
+    from family_oracle import PROMPT
+    from hfview import HfCheckpoint
+    from runner.stream import StreamModel
+    with StreamModel(HfCheckpoint(sys.argv[1], sys.argv[2]), n_ctx=64) as m:
+        ids = m.tokenize(PROMPT)[:16]
+        np.savez(sys.argv[3], ids=np.array(ids), logits=m.logits(ids))
+""")
+
+
+def runner_in_subprocess(path: Path, outtype: str, out: Path) -> tuple[list[int], np.ndarray]:
+    """llama.cpp fed from the view by hfview's runner (StreamModel over HfCheckpoint), in a child process killed at
+    RUN_TIMEOUT_S: were the load-time head counts missing, llama.cpp would loop, and the test must fail, not hang."""
+    root = str(Path(__file__).resolve().parent.parent)
+    subprocess.run([sys.executable, "-c", _RUN_VIEW_CHILD, str(path), outtype, str(out), root], check=True,
+                   timeout=RUN_TIMEOUT_S, capture_output=True)
+    with np.load(out) as z:
+        return z["ids"].tolist(), z["logits"]
+
+
 @pytest.mark.parametrize("outtype", OUTTYPES)
 @pytest.mark.parametrize("name", FIXTURES)
-def test_view_tensors_compute_plamo2_once_n_rot_is_readable(name, outtype, checkpoint, converted, tmp_path,
-                                                             record_property):
-    """The view's exported file with only head_count's zeros filled (not the converter's file, not what the view
-    runs): llama.cpp finishes, and its logits match PLaMo 2's forward: the tensors the view presents are right.
-    For the CEILING entries (bf16 weights and activations over the untied 5-layer fixture), held to the converter's
-    file filled the same way, measured."""
-    from hfview import HfCheckpoint
-    from hfview.export import export
-
+def test_logits(name, outtype, checkpoint, converted, tmp_path, record_property):
+    """The view through hfview's runner (which presents head_count's zeros as the head count) against PLaMo 2's
+    forward. For the CEILING entries (bf16 weights and activations over the untied 5-layer fixture), held to the
+    converter's own file read with the same head counts, measured."""
     record_property("family", "plamo2")
-    record_property("oracle", "tensors_filled_head_count")
+    record_property("oracle", "logits")
     path = checkpoint(name)
-    ours = export(HfCheckpoint(path, outtype), tmp_path / "view.gguf")
-    patched = with_head_counts_filled(ours, tmp_path / "patched.gguf")
-    ids, logits = llama_cpp_in_subprocess(patched, tmp_path / "out.npz", RUN_TIMEOUT_S)
+    ids, logits = runner_in_subprocess(path, outtype, tmp_path / "out.npz")
     assert len(ids) == 16
     ref = plamo2_logits(path, ids)
     value = nmse(logits, ref)
-    print(f"{name} {outtype}: NMSE {value:.3e} (view's file, head_count filled) against {LABEL}, top-1 agreement "
+    print(f"{name} {outtype}: NMSE {value:.3e} (the view through the runner) against {LABEL}, top-1 agreement "
           f"{np.mean(logits.argmax(-1) == ref.argmax(-1)):.3f}")
     if (name, outtype) not in CEILING:
         assert value < NMSE_BAR
@@ -279,6 +292,30 @@ def test_view_tensors_compute_plamo2_once_n_rot_is_readable(name, outtype, check
     print(f"{name} {outtype}: measured ceiling (converter's file, head_count filled) {ceiling:.3e}")
     assert ceiling > NMSE_BAR, f"the converter's file now meets the ordinary bar ({ceiling:.3e}): drop this ceiling"
     assert value <= ceiling * (1 + 1e-6), f"view {value:.3e} > the converter's file {ceiling:.3e}"
+
+
+@pytest.mark.parametrize("name", FIXTURES)
+def test_what_llama_cpp_reads_differs_from_the_file_only_in_head_count(name, checkpoint, tmp_path):
+    """The runner's source is the exported file's bytes but for the head_count array's span, where it reads the
+    attention head count on every layer; the file itself keeps the converter's zeros (test_export: its bytes)."""
+    from gguf import GGUFReader
+
+    from hfview import HfCheckpoint
+    from hfview.export import export
+
+    view = HfCheckpoint(checkpoint(name), "f32")
+    loaded = view.for_llama_cpp()
+    assert loaded is not view and loaded.size == view.size
+    file_bytes = export(view, tmp_path / "file.gguf").read_bytes()
+    load_bytes = loaded.read(0, loaded.size)
+    differ = [i for i in range(view.data_start) if file_bytes[i] != load_bytes[i]]
+    span = view._kv_spans[[kv.key for kv in view.kv].index("plamo2.attention.head_count")]
+    assert differ and span[0] <= differ[0] and differ[-1] < span[1]
+    assert file_bytes[view.data_start:] == load_bytes[view.data_start:]
+    (tmp_path / "loaded.gguf").write_bytes(load_bytes)
+    field = GGUFReader(tmp_path / "loaded.gguf").fields["plamo2.attention.head_count"]
+    heads = json.loads((checkpoint(name) / "config.json").read_text())["num_attention_heads"]
+    assert [int(field.parts[i][0]) for i in field.data] == [heads] * len(field.data)
 
 
 LABEL = "PLaMo 2's forward composed from transformers' Llama modules and the Mamba-2 recurrence"
@@ -297,8 +334,9 @@ def test_released_config_is_hybrid_from_layer_0_and_so_hangs_too():
     """pfnet/plamo-2-1b's config (tests/data/released_configs/plamo2) through the config path: the converter's head
     counts are 0 on every even layer, layer 0 included, and key_length is written (128) but llama.cpp never reads it
     for n_rot: the hang is not the fixture's doing, a faithful file of the release hangs the same way."""
-    from hfview.families.plamo2 import LLAMA_CPP_CANNOT_RUN, load_refusal
+    from hfview.families.plamo2 import FAMILY, load_arrays
     from released_config import DATA, config_path_kv
+    from runner.api import unapplied_window
 
     path = DATA / "plamo2" / "pfnet__plamo-2-1b.json"
     kv = config_path_kv(path)
@@ -306,7 +344,9 @@ def test_released_config_is_hybrid_from_layer_0_and_so_hangs_too():
     assert kv["plamo2.attention.head_count_kv"] == [0, 1] * 8
     assert kv["plamo2.attention.key_length"] == 128 and "plamo2.rope.dimension_count" not in kv
     assert kv["plamo2.ssm.inner_size"] == 32 * 128 and kv["plamo2.ssm.time_step_rank"] == 32
-    assert load_refusal(json.loads(path.read_text())) == LLAMA_CPP_CANNOT_RUN
+    released = json.loads(path.read_text())
+    assert load_arrays(released) == {"plamo2.attention.head_count": [16] * 16}  # what the runner presents
+    assert unapplied_window(FAMILY, released) == 2048  # the release's attention window, which llama.cpp's plamo2 lacks
 
 
 @pytest.mark.parametrize("name", FIXTURES)
@@ -360,51 +400,18 @@ def test_refusals_by_name(checkpoint, tmp_path, change, match):
     assert_refused(checkpoint("plamo2"), tmp_path, match, **change)
 
 
-_RUN_VIEW_CHILD = textwrap.dedent("""
-    import sys
-    sys.path[:0] = [sys.argv[2]]
+def test_inspect_and_export_say_what_llama_cpp_must_read(checkpoint, tmp_path):
+    from click.testing import CliRunner
+
     from hfview import HfCheckpoint
-    from runner.stream import ModelLoadError, StreamModel, load_model
-    view = HfCheckpoint(sys.argv[1], "f32")
-    load_model(view, vocab_only=True).close()  # evaluates nothing: allowed
-    print("VOCAB-ONLY LOADED")
-    try:
-        StreamModel(view, n_ctx=64)
-    except ModelLoadError as e:
-        print("REFUSED:", e)
-    else:
-        print("LOADED")
-""")
-
-
-@pytest.mark.parametrize("name", FIXTURES)
-def test_runner_refuses_before_loading(name, checkpoint):
-    """The runner does not hand a PLaMo 2 view to llama.cpp (which would loop forever): StreamModel raises
-    ModelLoadError naming why, at once. In a subprocess with a timeout all the same: were the refusal missing, the
-    load would hang, and the test must fail, not hang."""
-    from hfview.families.plamo2 import LLAMA_CPP_CANNOT_RUN
-
-    root = str(Path(__file__).resolve().parent.parent)
-    done = subprocess.run([sys.executable, "-c", _RUN_VIEW_CHILD, str(checkpoint(name)), root], check=True,
-                          timeout=RUN_TIMEOUT_S, capture_output=True, text=True)
-    assert "VOCAB-ONLY LOADED" in done.stdout
-    assert f"REFUSED: not loading HfCheckpoint(" in done.stdout and LLAMA_CPP_CANNOT_RUN in done.stdout, done.stdout
-
-
-def test_export_is_not_refused(checkpoint, tmp_path):
-    """The refusal is the runner's: `hfview export` writes the converter's file (test_export checks its bytes)."""
-    from hfview import HfCheckpoint
-    from hfview.export import export
-
-    out = export(HfCheckpoint(checkpoint("plamo2"), "f32"), tmp_path / "plamo2.gguf")
-    assert out.stat().st_size > 0
-
-
-def test_inspect_says_the_runner_does_not_run_it(checkpoint):
-    from hfview import HfCheckpoint
-    from hfview.families.plamo2 import LLAMA_CPP_CANNOT_RUN
+    from hfview.cli import main
     from hfview.inspect import describe, render
 
     info = describe(HfCheckpoint(checkpoint("plamo2"), "f32"))
-    assert info["load_refusal"] == LLAMA_CPP_CANNOT_RUN
-    assert f"not run by hfview's runner: {LLAMA_CPP_CANNOT_RUN}" in render(info)
+    heads = json.loads((checkpoint("plamo2") / "config.json").read_text())["num_attention_heads"]
+    n = len(info["load_arrays"]["plamo2.attention.head_count"])
+    assert info["load_arrays"] == {"plamo2.attention.head_count": [heads] * n}
+    assert "llama.cpp runs this file only with plamo2.attention.head_count read as" in render(info)
+    result = CliRunner().invoke(main, ["export", str(checkpoint("plamo2")), str(tmp_path / "p.gguf"), "--no-progress"])
+    assert result.exit_code == 0, result.output
+    assert "only with plamo2.attention.head_count read as" in result.output and "llama-cli cannot override" in result.output

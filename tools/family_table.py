@@ -54,14 +54,9 @@ def bytes_cell(fam, s: dict) -> str:
 
 
 def parity_cell(s: dict) -> str:
-    """The parity column: the logits oracle's mark; for a family llama.cpp cannot run from the converter's file
-    (a strict test shows it hang) that fact, and the mark of the same tensors in a file it can run."""
+    """The parity column: the logits oracle's mark."""
     if s.get("logits"):
         return mark(s["logits"])
-    if mark(s.get("llama_cpp_hangs")) == "✓":
-        return ("llama.cpp 0.3.36 hangs on the converter's own file (a strict test), so the runner refuses it; "
-                f"the same tensors with head_count's zeros filled vs the model's forward: "
-                f"{mark(s.get('tensors_filled_head_count'))}")
     return ("no transformers class: llama.cpp runs it, finite and deterministic" if mark(s.get("runs")) == "✓"
             else mark(s.get("runs")))
 

@@ -19,13 +19,12 @@ What llama.cpp (0.3.36) makes of the converter's file: its load_hparams sets the
 width) from attention.head_count of layer 0 alone; layer 0 of every hybrid PLaMo 2 is a Mamba layer, written with
 head_count 0, so n_rot is 0 and rope.dimension_count is never read (only when head_count[0] > 0). With n_rot 0 the CPU
 rope kernel's channel loop steps back by n_rot - 2 and forward by 2, forever: llama.cpp hangs on the first attention
-layer of the first evaluation. head_count is an array, which a load-time override (llama_model_kv_override: scalars only) cannot replace, and no
-scalar key reaches n_rot for plamo2 (rope.dimension_count_swa sets the sliding layers' width, and plamo2 has none).
-So the file exports (bytes == the converter's), and the runner refuses to load such a view before llama.cpp sees it
-(Family.load_refusal: LLAMA_CPP_CANNOT_RUN). Every configuration check() accepts has Mamba at layer 0 (only
-mamba_step 1, all attention, would not, and it is refused), so no PLaMo 2 view runs on this llama.cpp. The same
-file with head_count's zeros filled in runs and matches PLaMo 2's forward (tests/test_family_plamo2.py), which
-vouches for the tensors; it is not the converter's file, so the view does not present it.
+layer of the first evaluation. No scalar override reaches n_rot (rope.dimension_count_swa sets the sliding layers'
+width, and plamo2 has none), and head_count is an array, which llama_model_kv_override cannot replace. So the file
+exports as the converter writes it (bytes == the converter's), and hfview's runner hands llama.cpp the same bytes but
+for head_count's zeros, read as the attention head count (Family.load_arrays): llama.cpp takes which layers are Mamba
+from head_count_kv, which is unchanged, and n_rot from layer 0's heads. The logits oracle runs that (in
+tests/test_family_plamo2.py), and a strict test keeps measuring the hang on the converter's own file.
 """
 from __future__ import annotations
 
@@ -50,8 +49,8 @@ HARMLESS: Harmless = {
     # how the remote code chunks its scan (the same recurrence, computed in blocks)
     "mamba_chunk_size": ANY,
     # the remote code's attention window (2048 as released); the converter writes none and llama.cpp's plamo2 attends
-    # over the whole context, so past the window the two would differ; moot while the runner loads no PLaMo 2 view
-    # (LLAMA_CPP_CANNOT_RUN), and the file is the converter's either way
+    # over the whole context, so past the window the two differ: the family declares it (window_key), and the runner
+    # stops the context there unless asked for more
     "attention_window_size": ANY,
     # keys of the release's Plamo2Config that other ports of PLaMo 2 read (use_predefined_initial_state) or that
     # PLaMo 3's config shares (a vision wrapper's image_*, the linear layers' type and quantized evaluation),
@@ -182,19 +181,11 @@ def parameters(h: dict, block_count: int, file_type: int) -> list:
     ]
 
 
-# Why llama.cpp 0.3.36 cannot compute a hybrid PLaMo 2 from the converter's file (the module docstring has the detail)
-LLAMA_CPP_CANNOT_RUN = (
-    "llama.cpp (0.3.36) cannot run this PLaMo 2 as the converter writes it: layer 0 is a Mamba layer, written with "
-    "attention.head_count 0, and llama.cpp takes the rotary width (n_rot) from layer 0's head count, so n_rot is 0 and "
-    "its rope kernel loops forever on the first attention layer; head_count is a per-layer array, which a load-time "
-    "KV override cannot replace, and rope.dimension_count is not read when head_count[0] is 0. `hfview export` writes "
-    "the converter's file; running it needs a llama.cpp that reads n_rot per layer")
-
-
-def load_refusal(h: dict) -> str:
-    """Why the runner must not hand this view to llama.cpp ("": it may): layer 0 without attention heads."""
+def load_arrays(h: dict) -> dict[str, list[int]]:
+    """head_count as llama.cpp 0.3.36 must read it to run the file: the Mamba layers' zeros as the attention head
+    count (it reads n_rot from layer 0's, and which layers are Mamba from head_count_kv)."""
     _, heads = head_counts(h)
-    return LLAMA_CPP_CANNOT_RUN if heads and heads[0] == 0 else ""
+    return {f"{ARCH}.attention.head_count": [_get(h, "num_attention_heads")] * len(heads)}
 
 
 def vocab(model_dir: Path, h: dict) -> list:
@@ -213,9 +204,10 @@ FAMILY = Family(
     parameters=parameters,
     vocab=vocab,
     check=check,
-    load_refusal=load_refusal,
+    load_arrays=load_arrays,
+    window_key="attention_window_size",
     notes={"hybrid": "Mamba layers where layer % mamba_step != mamba_step // 2, written as head counts 0",
            "norm offsets": "1 + w, 1/5 + w (post_mixer_norm), 5^-1.5 + w (post_mlp_norm), as the converter adds",
-           "llama.cpp": "exports the converter's bytes; llama.cpp 0.3.36 hangs on them (n_rot 0): the runner "
-                        "refuses to load"},
+           "llama.cpp": "exports the converter's bytes, on which llama.cpp 0.3.36 hangs (n_rot 0); the runner "
+                        "presents head_count's zeros as the head count (Family.load_arrays)"},
 )
