@@ -71,6 +71,8 @@ FEWER.update(dict.fromkeys(("glm4_moe", "glm4_moe_lite"), "no copy of a released
 REFUSED.update({
     "gpt_oss/openai__gpt-oss-120b.json": ("quantized checkpoints are unsupported",
                                           "MXFP4 as released (quantization_config quant_method mxfp4)"),
+    "deepseek_v3/deepseek-ai__DeepSeek-R1-0528.json": ("quantized checkpoints are unsupported",
+                                                       "block-wise FP8 as released (quant_method fp8)"),
 })
 
 
