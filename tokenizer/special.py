@@ -126,7 +126,13 @@ def forget_parsed() -> None:
     them (and with the `tokenizers` objects built from them) back to the OS: glibc's allocator keeps it
     otherwise, ~200 MB of RSS for a 128k vocabulary held while llama.cpp fills the model's buffers."""
     _parsed_json.cache_clear()
-    gc.collect()  # the tokenizer objects are in reference cycles
+    release_freed_memory()
+
+
+def release_freed_memory() -> None:
+    """Collect what tokenizer work left in reference cycles (the `tokenizers` objects) and hand the memory glibc's
+    allocator then holds free back to the OS, so that the next large step does not start on top of it."""
+    gc.collect()
     try:
         import ctypes
 
