@@ -12,7 +12,7 @@ from . import config_values, families
 from .config import check_keys, read_checkpoint_config, read_config, refuse_quantized, with_defaults
 from .errors import CheckpointError, ConfigError
 from .family import Family, plan_tensors
-from .gguf_layout import (KV, GGMLType, ValueType, encode_header, encode_kv, encode_tensor_info,
+from .gguf_layout import (KV, EncodedArray, GGMLType, ValueType, encode_header, encode_kv, encode_tensor_info,
                           pad_to)
 from .shards import StoredTensor, index_shards
 from .views import Presented
@@ -55,6 +55,17 @@ def _base_name(gguf_name: str) -> str:
     if parts[0] == "blk" and len(parts) > 2 and parts[1].isdecimal():
         parts = parts[2:]
     return ".".join(parts[:-1])
+
+
+_KEPT_ENCODED = 4096  # array values longer than this are held as their header bytes (EncodedArray)
+
+
+def _kept_encoded(kv: KV, prefix: bytes, span: tuple[int, int]) -> KV:
+    """`kv`, or where its value is a long array of numbers or strings, the same entry over its encoded bytes."""
+    if kv.type != ValueType.ARRAY or len(kv.value) <= _KEPT_ENCODED or kv.item_type == ValueType.BOOL:
+        return kv
+    start = span[0] + 8 + len(kv.key.encode("utf-8")) + 4  # past the key (length, bytes) and the value type
+    return KV(kv.key, kv.type, EncodedArray(memoryview(prefix)[start:span[1]], len(kv.value)), kv.item_type)
 
 
 def _checked_load_arrays(family: Family, h: dict, kv: list[KV]) -> dict[str, list[int]]:
@@ -220,6 +231,7 @@ class HfCheckpoint:
             raise ConfigError("an importance matrix (--imatrix) applies only with --quant")
         self._layout()
         self.load_arrays = _checked_load_arrays(family, self.hparams, self.kv)
+        self.kv = [_kept_encoded(kv, self._prefix, span) for kv, span in zip(self.kv, self._kv_spans)]
         from tokenizer.special import forget_parsed  # (here: tokenizer imports hfview)
 
         forget_parsed()  # the header is built: what it was built from is not held while the tensors are read

@@ -10,7 +10,8 @@ import itertools
 import struct
 from dataclasses import dataclass
 from enum import IntEnum
-from typing import Any, Sequence
+from collections.abc import Sequence
+from typing import Any
 
 GGUF_MAGIC = b"GGUF"
 GGUF_VERSION = 3
@@ -151,6 +152,52 @@ def _encode_value(value: Any, vtype: ValueType, item_type: ValueType | None) -> 
             body = b"".join(_encode_value(v, item_type, None) for v in value)
         return struct.pack("<IQ", item_type, len(value)) + body
     raise ValueError(f"unknown GGUF value type {vtype!r}")
+
+
+def decode_array(data: bytes | memoryview) -> list:
+    """The items of an array value as _encode_value wrote it (item type, count, items): numbers or strings."""
+    item_type, n = struct.unpack_from("<IQ", data, 0)
+    if item_type in _SIMPLE and item_type != ValueType.BOOL:
+        return list(struct.unpack_from(f"<{n}{_SIMPLE[ValueType(item_type)][1]}", data, 12))
+    if item_type != ValueType.STRING:
+        raise ValueError(f"cannot decode an array of {ValueType(item_type).name}")
+    items, pos, raw = [], 12, bytes(data)
+    for _ in range(n):
+        (length,) = _U64.unpack_from(raw, pos)
+        items.append(raw[pos + 8:pos + 8 + length].decode("utf-8"))
+        pos += 8 + length
+    return items
+
+
+class EncodedArray(Sequence):
+    """A long array value (a vocabulary's tokens, scores, types) kept as the bytes the header holds it in, decoded
+    when first read. As Python objects, a 128k vocabulary's arrays are ~45 MB that would otherwise stay alive while
+    llama.cpp fills the model's buffers; only inspect and tests read them."""
+
+    def __init__(self, encoded: memoryview, count: int):
+        self._encoded, self._count, self._items = encoded, count, None
+
+    def _decoded(self) -> list:
+        if self._items is None:
+            self._items = decode_array(self._encoded)
+        return self._items
+
+    def __len__(self) -> int:
+        return self._count
+
+    def __getitem__(self, i):
+        return self._decoded()[i]
+
+    def __iter__(self):
+        return iter(self._decoded())
+
+    def __eq__(self, other) -> bool:
+        return self._decoded() == (list(other) if isinstance(other, (tuple, EncodedArray)) else other)
+
+    __hash__ = None
+
+    def __repr__(self) -> str:
+        return f"EncodedArray({self._count} items)"
 
 
 def encode_kv(kv: KV) -> bytes:

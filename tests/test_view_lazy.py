@@ -57,3 +57,18 @@ def test_stored_bf16_nans_are_quieted_as_the_converter_does_on_every_read_path(c
     assert oracle.sha256(ours) == oracle.sha256(theirs) == streamed.hexdigest()
     row = view.read_tensor(next(t.name for t in view.tensors if t.view.sources and t.view.sources[0].name == name))
     assert [int(b) for b in row.reshape(-1)[:4].view(np.uint16)] == [0x7FC1, 0xFFC1, 0x7FC1, 0x7F80]
+
+
+def test_long_arrays_are_held_encoded_and_read_back_as_written(checkpoint):
+    """A vocabulary's long arrays are kept as their header bytes after the header is built (EncodedArray), and
+    decode to exactly the values that were encoded: every entry re-encodes to its own span of the header."""
+    from hfview.gguf_layout import KV, EncodedArray, encode_kv
+
+    view = HfCheckpoint(checkpoint("llama3-bpe"), "f32")
+    encoded = [kv for kv in view.kv if isinstance(kv.value, EncodedArray)]
+    assert {kv.key for kv in encoded} >= {"tokenizer.ggml.tokens", "tokenizer.ggml.token_type", "tokenizer.ggml.merges"}
+    for kv, (start, end) in zip(view.kv, view._kv_spans):
+        value = list(kv.value) if isinstance(kv.value, EncodedArray) else kv.value
+        assert encode_kv(KV(kv.key, kv.type, value, kv.item_type)) == view._prefix[start:end], kv.key
+    tokens = next(kv.value for kv in encoded if kv.key == "tokenizer.ggml.tokens")
+    assert len(tokens) == len(list(tokens)) and tokens[:2] == list(tokens)[:2] and tokens == list(tokens)
