@@ -194,6 +194,12 @@ class EncodedArray(Sequence):
     def __eq__(self, other) -> bool:
         return self._decoded() == (list(other) if isinstance(other, (tuple, EncodedArray)) else other)
 
+    def __add__(self, other) -> list:  # as a list concatenates
+        return self._decoded() + list(other)
+
+    def __radd__(self, other) -> list:
+        return list(other) + self._decoded()
+
     __hash__ = None
 
     def __repr__(self) -> str:

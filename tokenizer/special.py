@@ -121,18 +121,20 @@ def _parsed_json(path: str, _mtime_ns: int, _size: int) -> Any:
     return read_json(Path(path))
 
 
-def forget_parsed() -> None:
+def forget_parsed(*, collect: bool = True) -> None:
     """Drop the parsed tokenizer.json files once a checkpoint's header is built, and hand the memory freed with
     them (and with the `tokenizers` objects built from them) back to the OS: glibc's allocator keeps it
     otherwise, ~200 MB of RSS for a 128k vocabulary held while llama.cpp fills the model's buffers."""
     _parsed_json.cache_clear()
-    release_freed_memory()
+    release_freed_memory(collect=collect)
 
 
-def release_freed_memory() -> None:
-    """Collect what tokenizer work left in reference cycles (the `tokenizers` objects) and hand the memory glibc's
-    allocator then holds free back to the OS, so that the next large step does not start on top of it."""
-    gc.collect()
+def release_freed_memory(*, collect: bool = False) -> None:
+    """Hand the memory glibc's allocator holds free back to the OS, so that the next large step does not start on
+    top of it; with `collect`, first collect what is in reference cycles (the `tokenizers` objects). A collection
+    costs a pass over every live object (a test process with torch loaded: ~0.3 s), so only once per open."""
+    if collect:
+        gc.collect()
     try:
         import ctypes
 

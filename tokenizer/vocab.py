@@ -243,7 +243,7 @@ def gpt2_vocab(model_dir: Path, hparams: dict) -> list[KV]:
     # same file, and that freed before the header is encoded: the three are never held at once (a 128k
     # vocabulary's open peaks at 290 MB instead of 350)
     special = SpecialVocab(model_dir, load_merges=True)
-    forget_parsed()
+    forget_parsed(collect=False)
     tokens, types, pre = bpe_tokens(model_dir, hparams)
     release_freed_memory()
     w = KVWriter()
