@@ -57,6 +57,13 @@ def _base_name(gguf_name: str) -> str:
     return ".".join(parts[:-1])
 
 
+def _read(source, offset: int, n: int) -> bytes:
+    """n bytes of a byte source's file from `offset` (fewer only at its end), through its readinto."""
+    buf = bytearray(max(0, min(n, source.size - offset)))
+    source.readinto(offset, memoryview(buf))
+    return bytes(buf)
+
+
 _KEPT_ENCODED = 4096  # array values longer than this are held as their header bytes (EncodedArray)
 
 
@@ -106,9 +113,7 @@ class LoadTimeView:
         return n
 
     def read(self, offset: int, n: int) -> bytes:
-        buf = bytearray(max(0, min(n, self.size - offset)))
-        self.readinto(offset, memoryview(buf))
-        return bytes(buf)
+        return _read(self, offset, n)
 
     def __repr__(self) -> str:
         return f"{self.ckpt!r} with {', '.join(self.ckpt.load_arrays)} as llama.cpp must read them"
@@ -388,9 +393,7 @@ class HfCheckpoint:
         return self.data_start + self._data_offsets[i]
 
     def read(self, offset: int, n: int) -> bytes:
-        buf = bytearray(max(0, min(n, self.size - offset)))
-        self.readinto(offset, memoryview(buf))
-        return bytes(buf)
+        return _read(self, offset, n)
 
     def readinto(self, offset: int, out: memoryview) -> int:
         """Fill `out` with the file's bytes from `offset`; returns how many (short only at the end)."""

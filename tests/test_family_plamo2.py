@@ -9,7 +9,7 @@
   attention head count (Family.load_arrays; llama.cpp then reads n_rot from layer 0 = the head width, and which layers
   are Mamba from head_count_kv, unchanged). The logits oracle runs exactly that, the view through the runner in a
   child process under a timeout, against PLaMo 2's forward in float32 (plamo2_logits), at every outtype (measured:
-  6.2e-8 / 1.9e-7 at f32). bf16 and auto on the untied fixture reach 1.5e-4: held to the converter's own file with the
+  6.2e-8 / 1.7e-7 at f32). bf16 and auto on the untied fixture reach 1.5e-4: held to the converter's own file with the
   same head counts, measured on each run (CEILING).
 
 transformers 5.24 has no PLaMo 2 class, and remote code is never run: the reference is PLaMo 2's forward composed
