@@ -10,6 +10,7 @@ import functools
 import os
 import pathlib
 from concurrent.futures import ThreadPoolExecutor
+from typing import Callable
 
 import numpy as np
 
@@ -50,10 +51,14 @@ def requires_imatrix(ggml_type: int) -> bool:
     return bool(_lib().ggml_quantize_requires_imatrix(ggml_type))
 
 
-def quantize(values: np.ndarray, ggml_type: GGMLType, imatrix: np.ndarray | None = None) -> np.ndarray:
+def quantize(values: np.ndarray, ggml_type: GGMLType, imatrix: np.ndarray | None = None, *,
+             widen: Callable[[np.ndarray], np.ndarray] | None = None) -> np.ndarray:
     """Rows of f32 values (n_rows, n_per_row) quantized by ggml: uint8 (n_rows, row bytes). `imatrix`: one
-    importance weight per column, as llama-quantize passes it."""
-    src = np.ascontiguousarray(values, dtype=np.float32).reshape(-1, values.shape[-1] if values.ndim else 1)
+    importance weight per column, as llama-quantize passes it. `widen`: what makes f32 rows of `values` (e.g. of
+    bf16 bits); each thread widens its own rows, so that step runs in parallel with the others too."""
+    src = values.reshape(-1, values.shape[-1] if values.ndim else 1)
+    if widen is None:
+        src = np.ascontiguousarray(src, dtype=np.float32)
     n_rows, n_per_row = src.shape
     per_block, block_bytes = block(ggml_type)
     if n_per_row % per_block:
@@ -69,9 +74,11 @@ def quantize(values: np.ndarray, ggml_type: GGMLType, imatrix: np.ndarray | None
     lib, row_out = _lib(), out.shape[1]
 
     def rows(start: int, stop: int) -> int:
-        # rows are quantized independently: any split gives the same bytes; ctypes releases the GIL meanwhile
-        return lib.ggml_quantize_chunk(int(ggml_type), src.ctypes.data + start * n_per_row * 4,
-                                       out.ctypes.data + start * row_out, 0, stop - start, n_per_row, weights)
+        # rows are quantized independently: any split gives the same bytes; ctypes (and numpy's loops, widening)
+        # release the GIL meanwhile
+        part = src[start:stop] if widen is None else np.ascontiguousarray(widen(src[start:stop]), dtype=np.float32)
+        return lib.ggml_quantize_chunk(int(ggml_type), part.ctypes.data, out.ctypes.data + start * row_out, 0,
+                                       stop - start, n_per_row, weights)
 
     n_threads = min(threads(), max(1, n_rows * n_per_row // _MIN_VALUES_PER_THREAD))
     if n_threads == 1:

@@ -7,6 +7,7 @@ byte range of the presented tensor maps to a row range of its sources.
 """
 from __future__ import annotations
 
+import functools
 import math
 from dataclasses import dataclass, field
 from typing import Callable, Sequence
@@ -22,7 +23,7 @@ from .shards import StoredTensor
 def to_working(stored: np.ndarray, dtype: str) -> np.ndarray:
     """Values in the dtype the converter computes in: f16 and f32 as stored, everything else widened to f32."""
     if dtype == "BF16":
-        return (stored.astype(np.uint32) << 16).view(np.float32)
+        return np.left_shift(stored, 16, dtype=np.uint32).view(np.float32)  # one pass: no uint32 copy between
     if dtype in ("F16", "F32"):
         return stored
     if dtype.startswith("F8_"):
@@ -500,9 +501,11 @@ class Presented:
         if self.via is None:
             return self._converted(start, stop, self.ggml_type)
         from .ggml_quants import quantize
-        values = to_working(self._converted(start, stop, self.via), self.via.name)
+        # the rows as the converter's file holds them, widened to f32 by each quantizing thread for its own rows
+        values = self._converted(start, stop, self.via)
+        widen = functools.partial(to_working, dtype=self.via.name)
         if self.imatrix is None:
-            return quantize(values, self.ggml_type)
+            return quantize(values, self.ggml_type, widen=widen)
         # each expert's rows take that expert's weights, as llama-quantize splits them
         n_per_row = self.shape[-1]
         per_expert = self.shape[-2] if len(self.shape) > 2 else self.view.n_rows
@@ -510,7 +513,7 @@ class Presented:
         while row < stop:
             expert, end = row // per_expert, min(stop, (row // per_expert + 1) * per_expert)
             weights = self.imatrix[expert * n_per_row:(expert + 1) * n_per_row]
-            parts.append(quantize(values[row - start:end - start], self.ggml_type, weights))
+            parts.append(quantize(values[row - start:end - start], self.ggml_type, weights, widen=widen))
             row = end
         return np.concatenate(parts) if len(parts) > 1 else parts[0]
 
