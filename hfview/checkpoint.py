@@ -13,9 +13,10 @@ from .config import check_keys, read_checkpoint_config, read_config, refuse_quan
 from .errors import CheckpointError, ConfigError
 from .family import Family, plan_tensors
 from .gguf_layout import (KV, EncodedArray, GGMLType, ValueType, encode_header, encode_kv, encode_tensor_info,
-                          pad_to)
+                          encoded_kv_pieces, pad_to)
 from .shards import StoredTensor, index_shards
 from .views import Presented
+from .vocab_cache import vocab_kv
 
 # --outtype -> (the type of the tensors it converts, general.file_type)
 OUTTYPES = {"f32": (GGMLType.F32, 0), "f16": (GGMLType.F16, 1), "bf16": (GGMLType.BF16, 32),
@@ -280,7 +281,7 @@ class HfCheckpoint:
                        expert_count=counts[3], model_name=model_name),
             self.family.parameters(h, self.block_count, self.file_type),
             [_KV("general.quantization_version", ValueType.UINT32, 2)],
-            self.family.vocab(self.path, h),
+            vocab_kv(self.family.vocab, self.path, h),
         ):
             for kv in entry:
                 merged[kv.key] = kv  # a key set twice keeps its first place and its last value
@@ -352,10 +353,11 @@ class HfCheckpoint:
 
     # ------------------------------------------------------------ the virtual file
     def _layout(self) -> None:
-        parts = [encode_header(len(self.tensors), len(self.kv))]
-        parts += [encode_kv(kv) for kv in self.kv]
-        ends = list(itertools.accumulate(map(len, parts)))
+        header = encode_header(len(self.tensors), len(self.kv))
+        entries = [encoded_kv_pieces(kv) for kv in self.kv]
+        ends = list(itertools.accumulate((sum(map(len, e)) for e in entries), initial=len(header)))
         self._kv_spans = list(zip(ends[:-1], ends[1:]))  # where each KV entry lies in the file
+        parts = [header, *itertools.chain.from_iterable(entries)]
         offset = 0
         self._data_offsets: list[int] = []
         for t in self.tensors:
@@ -366,8 +368,9 @@ class HfCheckpoint:
             parts.append(encode_tensor_info(t.name, dims, t.ggml_type, offset))
             self._data_offsets.append(offset)
             offset += pad_to(t.nbytes)
-        prefix = b"".join(parts)
-        self._prefix = prefix + b"\0" * (pad_to(len(prefix)) - len(prefix))
+        length = sum(map(len, parts))
+        parts.append(b"\0" * (pad_to(length) - length))
+        self._prefix = b"".join(parts)  # one block, built once: no MB-sized intermediate freed
         self.data_start = len(self._prefix)
         self.size = self.data_start + offset
         self._cache: tuple[int, int, int, memoryview] | None = None  # (tensor index, first row, last row, bytes)

@@ -139,6 +139,8 @@ def _encode_value(value: Any, vtype: ValueType, item_type: ValueType | None) -> 
         raw = value.encode("utf-8") if isinstance(value, str) else bytes(value)
         return struct.pack("<Q", len(raw)) + raw
     if vtype == ValueType.ARRAY:
+        if isinstance(value, EncodedArray):
+            return bytes(value.encoded)  # (a header is joined from encoded_kv_pieces, without this copy)
         if not value:
             raise ValueError("a GGUF array cannot be empty")
         if item_type is None:
@@ -155,10 +157,10 @@ def _encode_value(value: Any, vtype: ValueType, item_type: ValueType | None) -> 
 
 
 def decode_array(data: bytes | memoryview) -> list:
-    """The items of an array value as _encode_value wrote it (item type, count, items): numbers or strings."""
+    """The items of an array value as _encode_value wrote it (item type, count, items): numbers, bools or strings."""
     item_type, n = struct.unpack_from("<IQ", data, 0)
-    if item_type in _SIMPLE and item_type != ValueType.BOOL:
-        return list(struct.unpack_from(f"<{n}{_SIMPLE[ValueType(item_type)][1]}", data, 12))
+    if item_type in _SIMPLE:
+        return list(struct.unpack_from(f"<{n}{_SIMPLE[ValueType(item_type)][-1]}", data, 12))
     if item_type != ValueType.STRING:
         raise ValueError(f"cannot decode an array of {ValueType(item_type).name}")
     items, pos, raw = [], 12, bytes(data)
@@ -176,6 +178,11 @@ class EncodedArray(Sequence):
 
     def __init__(self, encoded: memoryview, count: int):
         self._encoded, self._count, self._items = encoded, count, None
+
+    @property
+    def encoded(self) -> memoryview:
+        """The value's bytes as the header holds them: item type, count, items."""
+        return self._encoded
 
     def _decoded(self) -> list:
         if self._items is None:
@@ -207,8 +214,60 @@ class EncodedArray(Sequence):
 
 
 def encode_kv(kv: KV) -> bytes:
-    return _encode_value(kv.key, ValueType.STRING, None) + struct.pack("<I", kv.type) + \
-        _encode_value(kv.value, kv.type, kv.item_type)
+    return b"".join(encoded_kv_pieces(kv))
+
+
+def encoded_kv_pieces(kv: KV) -> tuple[bytes | memoryview, ...]:
+    """encode_kv's bytes in pieces: an EncodedArray value is its own bytes, not a copy of them (a 128k vocabulary's
+    are MBs, and each MB-sized block freed makes glibc serve later ones from its heap, where they stay resident)."""
+    head = _encode_value(kv.key, ValueType.STRING, None) + struct.pack("<I", kv.type)
+    if isinstance(kv.value, EncodedArray):
+        return head, kv.value.encoded
+    return (head + _encode_value(kv.value, kv.type, kv.item_type),)
+
+
+def decode_kvs(data: bytes, count: int, keep_encoded: int) -> list[KV]:
+    """`count` entries as encode_kv wrote them one after another; arrays of more than `keep_encoded` items are
+    kept as their bytes (EncodedArray over `data`). ValueError where the bytes are not such entries."""
+    view, pos, entries = memoryview(data), 0, []
+    try:
+        for _ in range(count):
+            key, pos = _decode_string(view, pos)
+            vtype = ValueType(struct.unpack_from("<I", view, pos)[0])
+            pos += 4
+            if vtype == ValueType.STRING:
+                value, pos = _decode_string(view, pos)
+                entries.append(KV(key, vtype, value))
+            elif vtype == ValueType.ARRAY:
+                item_type, n = struct.unpack_from("<IQ", view, pos)
+                end = pos + 12
+                if item_type == ValueType.STRING:
+                    for _ in range(n):
+                        end += 8 + _U64.unpack_from(view, end)[0]
+                else:
+                    end += n * struct.calcsize(_SIMPLE[ValueType(item_type)])
+                if end > len(view):
+                    raise ValueError("an array runs past the end")
+                value = EncodedArray(view[pos:end], n) if n > keep_encoded else decode_array(view[pos:end])
+                entries.append(KV(key, vtype, value, ValueType(item_type)))
+                pos = end
+            else:
+                fmt = _SIMPLE[vtype]
+                entries.append(KV(key, vtype, struct.unpack_from(fmt, view, pos)[0]))
+                pos += struct.calcsize(fmt)
+    except (struct.error, KeyError, UnicodeDecodeError) as e:
+        raise ValueError(f"not GGUF KV entries: {e}") from e
+    if pos != len(view):
+        raise ValueError(f"{len(view) - pos} bytes after the last of {count} KV entries")
+    return entries
+
+
+def _decode_string(view: memoryview, pos: int) -> tuple[str, int]:
+    (n,) = _U64.unpack_from(view, pos)
+    end = pos + 8 + n
+    if end > len(view):
+        raise ValueError("a string runs past the end")
+    return str(view[pos + 8:end], "utf-8"), end
 
 
 def encode_tensor_info(name: str, ggml_dims: Sequence[int], ggml_type: int, offset: int) -> bytes:

@@ -14,9 +14,10 @@ import functools
 import hashlib
 import os
 import platform
-from pathlib import Path
 
 import numpy as np
+
+from .cache import cache_dir, write_whole
 
 
 def torch_exp(x: np.ndarray) -> np.ndarray | None:
@@ -63,7 +64,7 @@ def _table(kind: str) -> np.ndarray | None:
         version = metadata.version("torch")
     except metadata.PackageNotFoundError:
         return None
-    path = _cache_dir() / "exp-tables" / f"torch-{version}-{_kernel_key()}-{kind}.npy"
+    path = cache_dir() / "exp-tables" / f"torch-{version}-{_kernel_key()}-{kind}.npy"
     dtype = np.float16 if kind == "f16" else np.float32
     try:
         table = np.load(path, allow_pickle=False)
@@ -74,19 +75,8 @@ def _table(kind: str) -> np.ndarray | None:
     table = _torch(_all_inputs(kind))
     if table is None:  # the package's metadata without an importable torch
         return None
-    try:
-        path.parent.mkdir(parents=True, exist_ok=True)
-        partial = path.with_name(f"{path.name}.{os.getpid()}.partial")
-        with open(partial, "wb") as f:
-            np.save(f, table, allow_pickle=False)
-        os.replace(partial, path)  # readers see a whole table or none
-    except OSError:
-        pass  # an unwritable cache: the table still serves this process
+    write_whole(path, lambda f: np.save(f, table, allow_pickle=False))  # unwritable: it still serves this process
     return table
-
-
-def _cache_dir() -> Path:
-    return Path(os.environ.get("HFVIEW_CACHE") or Path.home() / ".cache" / "hfview")
 
 
 def _kernel_key() -> str:

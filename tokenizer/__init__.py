@@ -19,16 +19,37 @@ tokenizer.parity compares HfTokenizer with llama.cpp (check_checkpoint: over the
 vocab-only; read_corpus / read_vocab_cases: corpora and llama.cpp's ggml-vocab .inp/.out cases);
 tokenizer.commands holds the CLI's `tokenize` and `tokenizer-check`.
 """
-from .digests import PRE_TOKENIZER_DIGESTS, PRE_TOKENIZER_PROBE, pre_tokenizer_named
-from .errors import TokenizerError, UnknownPreTokenizer
-from .hf import HfPreTokenizer, HfTokenizer
-from .hf_auto import AutoTokenizerView
-from .special import SpecialVocab
-from .vocab import (NotLlamaHfTokenizer, bpe_tokens, get_vocab_base_pre, gpt2_vocab, llama_hf_tokens,
-                    llama_hf_vocab, llama_vocab, looks_special, plamo3_vocab, plamo_vocab, probe_digest,
-                    sentencepiece_tokens, sentencepiece_vocab, special_vocab)
-from .tiktoken_bpe import load_ranks, recover_merges, tiktoken_split, tiktoken_tokens, token_bytes_to_string
-from .writer import KVWriter
+import importlib
+
+# Each name from the module that defines it, imported when first asked for: a view whose tokenizer metadata
+# comes from hfview's cache (hfview.vocab_cache) never loads `tokenizers` (a 6 MB library, RSS while llama.cpp
+# fills the model's buffers).
+_HOME = {
+    "digests": ("PRE_TOKENIZER_DIGESTS", "PRE_TOKENIZER_PROBE", "pre_tokenizer_named"),
+    "errors": ("TokenizerError", "UnknownPreTokenizer"),
+    "hf": ("HfPreTokenizer", "HfTokenizer"),
+    "hf_auto": ("AutoTokenizerView",),
+    "special": ("SpecialVocab",),
+    "vocab": ("NotLlamaHfTokenizer", "bpe_tokens", "get_vocab_base_pre", "gpt2_vocab", "llama_hf_tokens",
+              "llama_hf_vocab", "llama_vocab", "looks_special", "plamo3_vocab", "plamo_vocab", "probe_digest",
+              "sentencepiece_tokens", "sentencepiece_vocab", "special_vocab"),
+    "tiktoken_bpe": ("load_ranks", "recover_merges", "tiktoken_split", "tiktoken_tokens", "token_bytes_to_string"),
+    "writer": ("KVWriter",),
+}
+_MODULE_OF = {name: module for module, names in _HOME.items() for name in names}
+
+
+def __getattr__(name: str):
+    if name not in _MODULE_OF:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    value = getattr(importlib.import_module(f".{_MODULE_OF[name]}", __name__), name)
+    globals()[name] = value
+    return value
+
+
+def __dir__() -> list[str]:
+    return sorted(set(globals()) | set(_MODULE_OF))
+
 
 __all__ = [
     "AutoTokenizerView", "HfPreTokenizer", "HfTokenizer", "KVWriter", "NotLlamaHfTokenizer",

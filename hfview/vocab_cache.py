@@ -1,0 +1,145 @@
+"""The tokenizer part of a view's header, kept between opens.
+
+Building tokenizer.* for a 128k vocabulary costs ~1.5 s: `tokenizers` parses tokenizer.json and encodes the
+probe text, Python parses it again for the special tokens, and 128k tokens and merges are encoded. The build
+peaks at ~250 MB, and of that the allocator keeps ~7 MB scattered after it, with `tokenizers`' 6 MB library
+mapped, while llama.cpp fills the model's buffers.
+
+What it writes depends only on the checkpoint directory's path and non-weight files, the config as the family
+reads it, and the code that builds it (hfview's and the tokenizer package's sources, the installed `tokenizers`
+and `sentencepiece`). A digest of all of them names an entry under hfview's cache (hfview.cache): the entries'
+bytes, as the header holds them. An entry whose own digest does not match its bytes is built again; a failed
+build is never kept. HFVIEW_VOCAB_CACHE=0 builds every time.
+"""
+from __future__ import annotations
+
+import functools
+import hashlib
+import importlib.util
+import json
+import mmap
+import os
+import struct
+from pathlib import Path
+from typing import Callable
+
+from .cache import cache_dir, write_whole
+from .gguf_layout import KV, decode_kvs, encode_kv
+
+_MAGIC = b"hfview vocab 1\n"
+_KEEP_ENCODED = 4096  # arrays longer than this stay as their bytes (as the view keeps them: EncodedArray)
+_WEIGHTS = (".safetensors", ".bin", ".pt", ".pth", ".ckpt", ".gguf", ".h5", ".msgpack", ".npz", ".onnx")
+_MAX_HASHED = 256 << 20  # non-weight files beyond this are not read to make a key: such a directory is not cached
+_MAX_ENTRIES_BYTES = 512 << 20  # the cache's vocab entries, least recently used removed first
+
+
+def vocab_kv(build: Callable[[Path, dict], list[KV]], model_dir: Path, hparams: dict) -> list[KV]:
+    """build(model_dir, hparams), or the entries it gave the last time for the same inputs."""
+    key = _key(build, model_dir, hparams) if os.environ.get("HFVIEW_VOCAB_CACHE", "1") != "0" else None
+    if key is None:
+        return build(model_dir, hparams)
+    path = cache_dir() / "vocab" / f"{key}.kv"
+    if (kept := _read(path)) is not None:
+        return kept
+    entries = build(model_dir, hparams)
+    payload = b"".join(map(encode_kv, entries))
+    try:
+        kept = decode_kvs(payload, len(entries), _KEEP_ENCODED)
+        same = b"".join(map(encode_kv, kept)) == payload
+    except (ValueError, TypeError):
+        same = False
+    if not same:  # not kept: what reads back must be the same bytes
+        return entries
+    if write_whole(path, lambda f: f.writelines((_MAGIC, struct.pack("<Q", len(kept)),
+                                                 hashlib.sha256(payload).digest(), payload))):
+        _trim(path.parent)
+    # what a later open reads back, from this open on: the long arrays as their bytes, the lists they were built
+    # from (~45 MB of Python objects for a 128k vocabulary) freed now, not encoded a second time for the header
+    return kept
+
+
+def _read(path: Path) -> list[KV] | None:
+    """The entries kept at `path`, over a read-only mapping of it (freed once the header has its own copy of
+    them), or None where there is no such entry or it is damaged."""
+    try:
+        with open(path, "rb") as f:
+            data = mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_READ)
+    except (OSError, ValueError):  # ValueError: an empty file
+        return None
+    try:
+        os.utime(path)  # last used: what _trim keeps
+    except OSError:
+        pass  # a read-only cache still serves
+    view = memoryview(data)
+    head = len(_MAGIC) + 8 + 32
+    if len(view) < head or view[:len(_MAGIC)] != _MAGIC:
+        return None
+    (count,) = struct.unpack_from("<Q", view, len(_MAGIC))
+    payload = view[head:]
+    if hashlib.sha256(payload).digest() != view[head - 32:head]:
+        return None
+    try:
+        return decode_kvs(payload, count, _KEEP_ENCODED)
+    except ValueError:
+        return None
+
+
+def _key(build: Callable, model_dir: Path, hparams: dict) -> str | None:
+    h = hashlib.sha256()
+    h.update(_code_digest())
+    h.update(f"{build.__module__}.{build.__qualname__}\0{model_dir}\0".encode())
+    h.update(json.dumps(hparams, sort_keys=True, default=repr).encode())
+    files, total = [], 0
+    for p in sorted(Path(model_dir).rglob("*")):
+        rel = p.relative_to(model_dir)
+        if any(part.startswith(".") for part in rel.parts) or p.name.endswith(_WEIGHTS) or not p.is_file():
+            continue
+        total += p.stat().st_size
+        if total > _MAX_HASHED:
+            return None
+        files.append((rel, p))
+    # read in pieces below glibc's mmap threshold: freeing one MB-sized block raises the threshold, after which
+    # llama.cpp's MB-sized temporaries come from the heap and leave resident holes there (~5 MiB more at the peak)
+    piece = bytearray(64 << 10)
+    for rel, p in files:
+        h.update(f"\0{rel.as_posix()}\0".encode())
+        with open(p, "rb", buffering=0) as f:
+            while n := f.readinto(piece):
+                h.update(memoryview(piece)[:n])
+    return h.hexdigest()
+
+
+@functools.lru_cache(maxsize=1)
+def _code_digest() -> bytes:
+    """What the build's code is: hfview's and the tokenizer package's sources, the tokenizer libraries' files."""
+    h = hashlib.sha256()
+    for root in (Path(__file__).parent, Path(importlib.util.find_spec("tokenizer").origin).parent):
+        for p in sorted(root.rglob("*.py")):
+            h.update(f"\0{p.relative_to(root.parent).as_posix()}\0".encode())
+            h.update(p.read_bytes())
+    for lib in ("tokenizers", "sentencepiece"):
+        spec = importlib.util.find_spec(lib)  # without importing it
+        if spec is None or not spec.origin:
+            h.update(f"\0{lib} absent".encode())
+            continue
+        for p in sorted(Path(spec.origin).parent.iterdir()):
+            if p.is_file():
+                st = p.stat()
+                h.update(f"\0{lib}/{p.name} {st.st_size} {st.st_mtime_ns}".encode())
+    return h.digest()
+
+
+def _trim(directory: Path) -> None:
+    """Remove the least recently used entries while all of them together exceed _MAX_ENTRIES_BYTES."""
+    try:
+        with os.scandir(directory) as listing:
+            entries = [(e.stat().st_mtime_ns, e.stat().st_size, e.path) for e in listing if e.name.endswith(".kv")]
+        if sum(size for _, size, _ in entries) <= _MAX_ENTRIES_BYTES:
+            return
+        total = 0
+        for _, size, path in sorted(entries, reverse=True):
+            total += size
+            if total > _MAX_ENTRIES_BYTES:
+                os.unlink(path)
+    except OSError:
+        pass  # another process trimming at the same time

@@ -1,0 +1,201 @@
+"""The tokenizer metadata kept between opens (hfview.vocab_cache): the same bytes, built again whenever an input
+changes, never a wrong or half-written entry."""
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+import hfview.vocab_cache as vocab_cache
+from hfview import HfCheckpoint
+from hfview.gguf_layout import KV, EncodedArray, ValueType, decode_kvs, encode_kv
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+@pytest.fixture
+def cache(tmp_path, monkeypatch) -> Path:
+    monkeypatch.setenv("HFVIEW_CACHE", str(tmp_path / "cache"))
+    monkeypatch.delenv("HFVIEW_VOCAB_CACHE", raising=False)
+    return tmp_path / "cache" / "vocab"
+
+
+class Counting:
+    """A vocab function that says how often it ran."""
+
+    def __init__(self, entries):
+        self.entries, self.calls = entries, 0
+        self.__module__, self.__qualname__ = __name__, "Counting"
+
+    def __call__(self, model_dir, hparams):
+        self.calls += 1
+        return self.entries
+
+
+def _entries() -> list[KV]:
+    return [KV("tokenizer.ggml.model", ValueType.STRING, "gpt2"),
+            KV("tokenizer.ggml.tokens", ValueType.ARRAY, [f"tok{i}" for i in range(5000)], ValueType.STRING),
+            KV("tokenizer.ggml.token_type", ValueType.ARRAY, [1] * 5000, ValueType.INT32),
+            KV("tokenizer.ggml.add_bos_token", ValueType.BOOL, True),
+            KV("tokenizer.ggml.bos_token_id", ValueType.UINT32, 3)]
+
+
+def _bytes(entries) -> bytes:
+    return b"".join(map(encode_kv, entries))
+
+
+def _model(tmp_path) -> Path:
+    d = tmp_path / "model"
+    d.mkdir()
+    (d / "tokenizer.json").write_text('{"model": {"vocab": {}}}')
+    (d / "config.json").write_text("{}")
+    (d / "model.safetensors").write_bytes(b"weights are not part of the key")
+    return d
+
+
+def test_a_second_open_reads_the_entry_and_gives_the_same_bytes(cache, tmp_path):
+    d, build = _model(tmp_path), Counting(_entries())
+    first = vocab_kv_bytes(build, d)
+    second = vocab_kv_bytes(build, d)
+    assert build.calls == 1 and first == second == _bytes(_entries())
+    assert len(list(cache.glob("*.kv"))) == 1
+    long = vocab_cache.vocab_kv(build, d, {"vocab_size": 5000})[1].value
+    assert isinstance(long, EncodedArray) and long[4999] == "tok4999"  # kept as its bytes, read when asked
+
+
+def vocab_kv_bytes(build, d, hparams=None) -> bytes:
+    return _bytes(vocab_cache.vocab_kv(build, d, {"vocab_size": 5000} if hparams is None else hparams))
+
+
+@pytest.mark.parametrize("change", ["tokenizer file", "new file", "file in a folder", "config", "path"])
+def test_any_changed_input_builds_again(cache, tmp_path, change):
+    d, build = _model(tmp_path), Counting(_entries())
+    vocab_kv_bytes(build, d)
+    hparams = None
+    if change == "tokenizer file":
+        (d / "tokenizer.json").write_text('{"model": {"vocab": {"a": 0}}}')
+    elif change == "new file":
+        (d / "special_tokens_map.json").write_text("{}")
+    elif change == "file in a folder":
+        (d / "additional_chat_templates").mkdir()
+        (d / "additional_chat_templates" / "tool.jinja").write_text("{{ x }}")
+    elif change == "config":
+        hparams = {"vocab_size": 5001}
+    else:
+        d = d.rename(tmp_path / "moved")
+    vocab_kv_bytes(build, d, hparams)
+    assert build.calls == 2
+
+
+def test_weights_are_not_read_to_make_the_key(cache, tmp_path):
+    d, build = _model(tmp_path), Counting(_entries())
+    vocab_kv_bytes(build, d)
+    (d / "model.safetensors").write_bytes(b"other weights")
+    vocab_kv_bytes(build, d)
+    assert build.calls == 1
+
+
+def test_a_damaged_entry_is_built_again_and_replaced(cache, tmp_path):
+    d, build = _model(tmp_path), Counting(_entries())
+    vocab_kv_bytes(build, d)
+    (entry,) = cache.glob("*.kv")
+    data = bytearray(entry.read_bytes())
+    data[-10] ^= 0xFF
+    entry.write_bytes(bytes(data))
+    assert vocab_kv_bytes(build, d) == _bytes(_entries()) and build.calls == 2
+    entry.write_bytes(entry.read_bytes()[:100])  # cut short
+    assert vocab_kv_bytes(build, d) == _bytes(_entries()) and build.calls == 3
+    assert vocab_kv_bytes(build, d) == _bytes(_entries()) and build.calls == 3  # rewritten whole
+
+
+def test_a_failed_build_keeps_nothing(cache, tmp_path):
+    d = _model(tmp_path)
+
+    def broken(model_dir, hparams):
+        raise ValueError("tokenizer.json is broken")
+
+    for _ in range(2):
+        with pytest.raises(ValueError, match="broken"):
+            vocab_cache.vocab_kv(broken, d, {})
+    assert not cache.exists() or not list(cache.iterdir())
+
+
+def test_an_unwritable_cache_still_opens(tmp_path, monkeypatch):
+    blocker = tmp_path / "not-a-dir"
+    blocker.write_text("a file where the cache directory would be")
+    monkeypatch.setenv("HFVIEW_CACHE", str(blocker))
+    d, build = _model(tmp_path), Counting(_entries())
+    assert vocab_kv_bytes(build, d) == vocab_kv_bytes(build, d) == _bytes(_entries())
+    assert build.calls == 2
+
+
+def test_switched_off(cache, tmp_path, monkeypatch):
+    monkeypatch.setenv("HFVIEW_VOCAB_CACHE", "0")
+    d, build = _model(tmp_path), Counting(_entries())
+    vocab_kv_bytes(build, d)
+    vocab_kv_bytes(build, d)
+    assert build.calls == 2 and not cache.exists()
+
+
+def test_least_recently_used_entries_go_first(cache, tmp_path, monkeypatch):
+    monkeypatch.setattr(vocab_cache, "_MAX_ENTRIES_BYTES", 3 * (len(_bytes(_entries())) + 100))  # 3 entries
+    models = []
+    for i in range(4):
+        d = tmp_path / f"m{i}"
+        d.mkdir()
+        (d / "tokenizer.json").write_text(str(i))
+        models.append(d)
+    build = Counting(_entries())
+    for i, d in enumerate(models[:3]):
+        vocab_kv_bytes(build, d)
+        for p in cache.glob("*.kv"):  # distinct, ordered use times on any filesystem
+            os.utime(p, ns=(p.stat().st_atime_ns, p.stat().st_mtime_ns - 10**9))
+    vocab_kv_bytes(build, models[0])  # used again: now the newest
+    vocab_kv_bytes(build, models[3])  # over the limit: the least recently used (m1) goes
+    assert build.calls == 4 and len(list(cache.glob("*.kv"))) == 3
+    vocab_kv_bytes(build, models[0])
+    vocab_kv_bytes(build, models[2])
+    assert build.calls == 4
+    vocab_kv_bytes(build, models[1])
+    assert build.calls == 5
+
+
+def test_decode_kvs_reads_what_encode_kv_wrote_and_refuses_what_it_did_not():
+    entries = _entries() + [KV("f", ValueType.ARRAY, [0.5, -2.0], ValueType.FLOAT32),
+                            KV("b", ValueType.ARRAY, [True, False], ValueType.BOOL),
+                            KV("s", ValueType.STRING, "héllo")]
+    data = _bytes(entries)
+    back = decode_kvs(data, len(entries), 4096)
+    assert _bytes(back) == data
+    assert [(k.key, list(k.value) if k.type == ValueType.ARRAY else k.value) for k in back] == \
+        [(k.key, k.value) for k in entries]
+    for bad in (data[:-1], data + b"\0", data[:40]):
+        with pytest.raises(ValueError):
+            decode_kvs(bad, len(entries), 4096)
+
+
+@pytest.mark.parametrize("fixture", ["llama3-bpe", "mixtral"])
+def test_a_view_opened_from_the_cache_is_the_same_file(checkpoint, cache, fixture):
+    first = HfCheckpoint(checkpoint(fixture))
+    second = HfCheckpoint(checkpoint(fixture))
+    assert len(list(cache.glob("*.kv"))) == 1
+    assert second._prefix == first._prefix
+    assert second.read(0, second.size) == first.read(0, first.size)
+
+
+def test_a_view_opened_from_the_cache_does_not_load_tokenizers(checkpoint, tmp_path):
+    """What the cache is for: no `tokenizers` (its library's pages, the allocator's leftovers from its parse)."""
+    probe = ("import sys, json; from hfview import HfCheckpoint; HfCheckpoint(sys.argv[1]); "
+             "print(json.dumps('tokenizers' in sys.modules))")
+    env = dict(os.environ, HFVIEW_CACHE=str(tmp_path / "cache"), PYTHONPATH=str(ROOT))
+    env.pop("HFVIEW_VOCAB_CACHE", None)
+    model = tmp_path / "model"
+    shutil.copytree(checkpoint("llama3-bpe"), model)
+    loaded = [json.loads(subprocess.run([sys.executable, "-c", probe, str(model)], env=env, check=True,
+                                        capture_output=True, text=True).stdout) for _ in range(2)]
+    assert loaded == [True, False]
