@@ -4,7 +4,8 @@
   convert + quantize     convert_hf_to_gguf.py (bf16 file), llama_model_quantize Q4_K_M (second file), llama.cpp
                          loading it (mmap) -> first logits, then tokens/s
 
-Wall time, peak RSS and bytes written per step (each its own process). Targets: the view's first logits in at most
+Wall time, peak RSS and bytes written per step (each its own process), and the time ggml's quantization kernels take
+on their own (the least any way of producing these bytes spends on this machine's threads). Targets: the view's first logits in at most
 half the convert + quantize + load time; the same tokens/s (the tensors are the same bytes).
 Usage: python bench/quant.py [--layers 9] [--hidden 2048] [--quant Q4_K_M]
 """
@@ -53,6 +54,27 @@ p.ftype = FILE_TYPES[sys.argv[3]][0]
 sys.exit(L.llama_model_quantize(sys.argv[1].encode(), sys.argv[2].encode(), p))
 """
 
+# the view's quantized bytes with no llama.cpp, timing ggml's kernels (ggml_quantize_chunk) as they run: their
+# thread-seconds over the threads are what any run on this machine spends at least, however it is fed
+KERNELS = r"""
+import sys, time, json, threading
+from hfview import HfCheckpoint, ggml_quants
+lib, spent, lock = ggml_quants._lib(), [], threading.Lock()
+kernel = lib.ggml_quantize_chunk
+def timed(*args):
+    t = time.perf_counter()
+    written = kernel(*args)
+    with lock:
+        spent.append(time.perf_counter() - t)
+    return written
+lib.ggml_quantize_chunk = timed
+view = HfCheckpoint(sys.argv[1], quant=sys.argv[2])
+t = time.perf_counter()
+for _ in view.iter_file():
+    pass
+print(json.dumps({"seconds": time.perf_counter() - t, "kernel_s": sum(spent), "threads": ggml_quants.threads()}))
+"""
+
 
 def main() -> None:
     ap = argparse.ArgumentParser()
@@ -64,6 +86,8 @@ def main() -> None:
     env = dict(os.environ, PYTHONPATH=str(ROOT))
     view_wall, view_rss, out = run([sys.executable, "-c", CHILD, "view", str(ckpt), args.quant], env)
     view = json.loads(out)
+    _, _, out = run([sys.executable, "-c", KERNELS, str(ckpt), args.quant], env)
+    kernels = json.loads(out)
     converted, quantized = WORK / "quant-bench.gguf", WORK / f"quant-bench-{args.quant}.gguf"
     conv_wall, conv_rss = convert(ckpt, converted)
     q_wall, q_rss, _ = run([sys.executable, "-c", QUANTIZE, str(converted), str(quantized), args.quant], env)
@@ -82,7 +106,11 @@ def main() -> None:
     print(f"{'load quantized file -> first logits':<46} {file['first']:>8.2f} {load_rss / 1e6:>12.0f} "
           f"{'':>15} {file['tokens_per_s']:>7.1f}")
     print(f"{'convert + quantize + load -> first logits':<46} {files_first:>8.2f} {'':>12} {written:>15,}")
-    print(f"\nview vs convert + quantize + load: {files_first / view['first']:.2f}x faster (target >= 2x); "
+    floor = kernels["kernel_s"] / kernels["threads"]
+    print(f"{'view -> all quantized bytes, no llama.cpp':<46} {kernels['seconds']:>8.2f}")
+    print(f"\nggml's kernels alone: {kernels['kernel_s']:.2f} thread-seconds on {kernels['threads']} threads, so at "
+          f"least {floor:.2f} s of any run here; half of convert + quantize + load: {files_first / 2:.2f} s")
+    print(f"view vs convert + quantize + load: {files_first / view['first']:.2f}x faster (target >= 2x); "
           f"tokens/s view/file {view['tokens_per_s'] / file['tokens_per_s']:.2f} (target 1.00); "
           f"same greedy tokens: {view['ids'] == file['ids']}; view wrote 0 bytes")
 
