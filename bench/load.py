@@ -63,10 +63,10 @@ def main() -> None:
     wall += synced(conv_out)
     rows.append(("converter (write GGUF, then fsync)", wall, rss, conv_out.stat().st_size))
     # export opens the checkpoint as a first open does: over an empty cache (the converter keeps nothing either)
-    export_env = dict(env, HFVIEW_CACHE=str(WORK / f"{ckpt.name}-bench-cache"))
-    shutil.rmtree(export_env["HFVIEW_CACHE"], ignore_errors=True)
+    cached_env = dict(env, HFVIEW_CACHE=str(WORK / f"{ckpt.name}-bench-cache"))
+    shutil.rmtree(cached_env["HFVIEW_CACHE"], ignore_errors=True)
     wall, rss, _ = run([sys.executable, "-m", "hfview.cli", "export", str(ckpt), str(ours_out), "--outtype", "bf16",
-                        "--no-progress"], export_env)
+                        "--no-progress"], cached_env)
     rows.append(("hfview export (write GGUF)", wall, rss, ours_out.stat().st_size))
     identical = oracle.sha256(conv_out) == oracle.sha256(ours_out)
     ours_out.unlink()
@@ -74,17 +74,16 @@ def main() -> None:
     logits, rss_of = {}, {}
     # the view twice over one empty cache: opened first (the tokenizer metadata built, then kept: hfview.vocab_cache)
     # and opened again (read back)
-    view_env = dict(env, HFVIEW_CACHE=str(WORK / f"{ckpt.name}-bench-cache"))
-    shutil.rmtree(view_env["HFVIEW_CACHE"], ignore_errors=True)
+    shutil.rmtree(cached_env["HFVIEW_CACHE"], ignore_errors=True)
     for mode, path in (("view", ckpt), ("view again", ckpt), ("mmap", conv_out), ("nommap", conv_out)):
         wall, rss, out = run([sys.executable, "-c", FIRST_LOGITS, mode.split()[0], str(path)],
-                             view_env if mode.startswith("view") else env)
+                             cached_env if mode.startswith("view") else env)
         logits[mode], rss_of[mode] = wall, rss
         label = {"view": "view -> first logits (first open)", "view again": "view -> first logits (opened again)",
                  "mmap": "converted file, mmap -> first logits",
                  "nommap": "converted file, no mmap -> first logits"}[mode]
         rows.append((label, wall, rss, 0))
-    shutil.rmtree(view_env["HFVIEW_CACHE"], ignore_errors=True)
+    shutil.rmtree(cached_env["HFVIEW_CACHE"], ignore_errors=True)
     if not args.keep:
         conv_out.unlink()
 

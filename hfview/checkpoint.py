@@ -12,8 +12,8 @@ from . import config_values, families
 from .config import check_keys, read_checkpoint_config, read_config, refuse_quantized, with_defaults
 from .errors import CheckpointError, ConfigError
 from .family import Family, plan_tensors
-from .gguf_layout import (KV, EncodedArray, GGMLType, ValueType, encode_header, encode_kv, encode_tensor_info,
-                          encoded_kv_pieces, pad_to)
+from .gguf_layout import (KEPT_ENCODED, KV, EncodedArray, GGMLType, ValueType, encode_header, encode_kv,
+                          encode_tensor_info, encoded_kv_pieces, pad_to)
 from .shards import StoredTensor, index_shards
 from .views import Presented
 from .vocab_cache import vocab_kv
@@ -65,12 +65,9 @@ def _read(source, offset: int, n: int) -> bytes:
     return bytes(buf)
 
 
-_KEPT_ENCODED = 4096  # array values longer than this are held as their header bytes (EncodedArray)
-
-
 def _kept_encoded(kv: KV, prefix: bytes, span: tuple[int, int]) -> KV:
-    """`kv`, or where its value is a long array of numbers or strings, the same entry over its encoded bytes."""
-    if kv.type != ValueType.ARRAY or len(kv.value) <= _KEPT_ENCODED or kv.item_type == ValueType.BOOL:
+    """`kv`, or where its value is a long array, the same entry over its encoded bytes."""
+    if kv.type != ValueType.ARRAY or len(kv.value) <= KEPT_ENCODED:
         return kv
     start = span[0] + 8 + len(kv.key.encode("utf-8")) + 4  # past the key (length, bytes) and the value type
     return KV(kv.key, kv.type, EncodedArray(memoryview(prefix)[start:span[1]], len(kv.value)), kv.item_type)

@@ -171,6 +171,9 @@ def decode_array(data: bytes | memoryview) -> list:
     return items
 
 
+KEPT_ENCODED = 4096  # array values longer than this are held as their header bytes (EncodedArray)
+
+
 class EncodedArray(Sequence):
     """A long array value (a vocabulary's tokens, scores, types) kept as the bytes the header holds it in, decoded
     when first read. As Python objects, a 128k vocabulary's arrays are ~45 MB that would otherwise stay alive while
@@ -226,9 +229,9 @@ def encoded_kv_pieces(kv: KV) -> tuple[bytes | memoryview, ...]:
     return (head + _encode_value(kv.value, kv.type, kv.item_type),)
 
 
-def decode_kvs(data: bytes, count: int, keep_encoded: int) -> list[KV]:
-    """`count` entries as encode_kv wrote them one after another; arrays of more than `keep_encoded` items are
-    kept as their bytes (EncodedArray over `data`). ValueError where the bytes are not such entries."""
+def decode_kvs(data: bytes, count: int) -> list[KV]:
+    """`count` entries as encode_kv wrote them one after another; arrays of more than KEPT_ENCODED items are kept
+    as their bytes (EncodedArray over `data`). ValueError where the bytes are not such entries."""
     view, pos, entries = memoryview(data), 0, []
     try:
         for _ in range(count):
@@ -248,7 +251,7 @@ def decode_kvs(data: bytes, count: int, keep_encoded: int) -> list[KV]:
                     end += n * struct.calcsize(_SIMPLE[ValueType(item_type)])
                 if end > len(view):
                     raise ValueError("an array runs past the end")
-                value = EncodedArray(view[pos:end], n) if n > keep_encoded else decode_array(view[pos:end])
+                value = EncodedArray(view[pos:end], n) if n > KEPT_ENCODED else decode_array(view[pos:end])
                 entries.append(KV(key, vtype, value, ValueType(item_type)))
                 pos = end
             else:

@@ -27,7 +27,6 @@ from .cache import cache_dir, write_whole
 from .gguf_layout import KV, decode_kvs, encode_kv
 
 _MAGIC = b"hfview vocab 1\n"
-_KEEP_ENCODED = 4096  # arrays longer than this stay as their bytes (as the view keeps them: EncodedArray)
 _WEIGHTS = (".safetensors", ".bin", ".pt", ".pth", ".ckpt", ".gguf", ".h5", ".msgpack", ".npz", ".onnx")
 _MAX_HASHED = 256 << 20  # non-weight files beyond this are not read to make a key: such a directory is not cached
 _MAX_ENTRIES_BYTES = 512 << 20  # the cache's vocab entries, least recently used removed first
@@ -44,7 +43,7 @@ def vocab_kv(build: Callable[[Path, dict], list[KV]], model_dir: Path, hparams: 
     entries = build(model_dir, hparams)
     payload = b"".join(map(encode_kv, entries))
     try:
-        kept = decode_kvs(payload, len(entries), _KEEP_ENCODED)
+        kept = decode_kvs(payload, len(entries))
         same = b"".join(map(encode_kv, kept)) == payload
     except (ValueError, TypeError):
         same = False
@@ -79,7 +78,7 @@ def _read(path: Path) -> list[KV] | None:
     if hashlib.sha256(payload).digest() != view[head - 32:head]:
         return None
     try:
-        return decode_kvs(payload, count, _KEEP_ENCODED)
+        return decode_kvs(payload, count)
     except ValueError:
         return None
 

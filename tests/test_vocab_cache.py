@@ -170,13 +170,13 @@ def test_decode_kvs_reads_what_encode_kv_wrote_and_refuses_what_it_did_not():
                             KV("b", ValueType.ARRAY, [True, False], ValueType.BOOL),
                             KV("s", ValueType.STRING, "héllo")]
     data = _bytes(entries)
-    back = decode_kvs(data, len(entries), 4096)
+    back = decode_kvs(data, len(entries))
     assert _bytes(back) == data
     assert [(k.key, list(k.value) if k.type == ValueType.ARRAY else k.value) for k in back] == \
         [(k.key, k.value) for k in entries]
     for bad in (data[:-1], data + b"\0", data[:40]):
         with pytest.raises(ValueError):
-            decode_kvs(bad, len(entries), 4096)
+            decode_kvs(bad, len(entries))
 
 
 @pytest.mark.parametrize("fixture", ["llama3-bpe", "mixtral"])
