@@ -102,7 +102,19 @@ def test_refusal_table_names_collected_files():
 
 # latent attention and DeepSeek-style routing (issue 12): DeepSeek-MoE, V3/R1 and MiniCPM3 copies found only
 # embedded in code or edited; DeepSeek-V2-Lite's one copy reached
-FEWER.update(dict.fromkeys(("deepseek", "deepseek_v2", "deepseek_v3", "minicpm3"), _UNREACHED))
+FEWER.update(dict.fromkeys(("deepseek", "deepseek_v2", "minicpm3"), _UNREACHED))
+# latent attention, second pass: ai-dynamo/aiconfigurator keeps whole copies of DeepSeek-V3's, R1's, V3.2's,
+# Kimi-K2-Instruct's and GLM-5 / 5.1 / 5.2's config.json files (BF16 and FP8 uploads); the FP8 ones are refused as
+# every quantized checkpoint is (the view reads their BF16 exports)
+REFUSED.update({rel: ("quantized checkpoints are unsupported", why) for rel, why in {
+    "deepseek_v3/deepseek-ai__DeepSeek-V3.json": "block-wise FP8 as released (quant_method fp8)",
+    "deepseek_v3/deepseek-ai__DeepSeek-R1.json": "block-wise FP8 as released (quant_method fp8)",
+    "deepseek_v3/moonshotai__Kimi-K2-Instruct.json": "block-wise FP8 as released (quant_method fp8); model_type kimi_k2",
+    "deepseek_v32/deepseek-ai__DeepSeek-V3.2.json": "block-wise FP8 with ue8m0 scales as released (quant_method fp8)",
+    "glm_moe_dsa/zai-org__GLM-5-FP8.json": "zai-org's FP8 upload (quant_method fp8, block 128)",
+    "glm_moe_dsa/zai-org__GLM-5.1-FP8.json": "zai-org's FP8 upload (quant_method fp8, block 128)",
+    "glm_moe_dsa/zai-org__GLM-5.2-FP8.json": "zai-org's FP8 upload (quant_method fp8, block 128)",
+}.items()})
 # Ling-style mixtures (issues 11 and 15): Sarvam-30B, Ling 2.0 and Hy3 publish on the Hub only; no copy reached
 FEWER.update(dict.fromkeys(("sarvam_moe", "bailing_moe_v2", "hy_v3"), _UNREACHED))
 # Hy4 (issue 12): Hy4-preview publishes on the Hub only; copies found only as other projects' toy test configs
@@ -280,10 +292,10 @@ FEWER["solar_open"] = _UNREACHED
 # Gemma 4 (issue 15): Google publishes on the Hub only; the search reached configs printed by transformers in
 # reports and fragments quoted in other projects' code and tests, no copy of a released config.json file
 FEWER["gemma4"] = _UNREACHED
-# sparse attention's indexer (issue 12): DeepSeek-V3.2 / V3.2-Exp (FP8 releases) and GLM-5 publish on the Hub only;
-# the search reached the reference code's own inference configs and copies quoted in other projects' code, no
-# config.json file
-FEWER.update(dict.fromkeys(("deepseek_v32", "glm_moe_dsa"), _UNREACHED))
+# sparse attention's indexer (issue 12): DeepSeek-V3.2 / V3.2-Exp (FP8 releases) publish on the Hub only; one copy of
+# V3.2's config.json reached (glm_moe_dsa, GLM-5 / 5.1 / 5.2, has its three: see its SOURCES.md)
+FEWER["deepseek_v32"] = ("one copy reached (DeepSeek-V3.2's FP8 config.json, aiconfigurator and InferSim hold the same "
+                         "bytes); V3.2-Exp's and V3.2-Speciale's did not")
 # Nemotron-NAS (deci, issue 15): the releases (Llama-3.1-Nemotron-51B-Instruct, Llama-3.3-Nemotron-Super-49B-v1 /
 # v1.5, Llama-3.1-Nemotron-Ultra-253B-v1) publish on the Hub only; the copies reached are embedded in other projects'
 # code (Super-49B's and Ultra-253B's inside a Python string literal of a file whose repository the index does not
