@@ -142,8 +142,16 @@ def test_at_least_two_released_configs_collected():
 
 @pytest.mark.parametrize("path", released_configs("glm5_next_text"), ids=lambda p: p.stem)
 def test_released_config_is_accepted(path):
-    """Each released config passes the key check and the family's checks; its KV carries the released counts."""
-    released = json.loads(path.read_text(encoding="utf-8"))["text_config"]
+    """Each released config passes the key check and the family's checks; its KV carries the released counts. An FP8
+    upload is refused as quantized, before anything else is read (GLM-5.3-Flash's copy, SOURCES.md)."""
+    from hfview.errors import QuantizedCheckpoint
+
+    config = json.loads(path.read_text(encoding="utf-8"))
+    if (config.get("quantization_config") or {}).get("quant_method") == "fp8":
+        with pytest.raises(QuantizedCheckpoint, match="BF16 export"):
+            config_path_kv(path)
+        return
+    released = config["text_config"]
     kv = config_path_kv(path)
     assert kv["glm5-next.block_count"] == released["num_hidden_layers"] + released.get("num_nextn_predict_layers", 0)
     assert kv["glm5-next.expert_count"] == released["n_routed_experts"]

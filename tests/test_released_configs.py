@@ -317,9 +317,12 @@ FEWER["hrm_text"] = "no copy of a released config.json file reached; HRM-Text-1B
 # Hub only; the search reached a keras-hub test's dict and tiny random models' test code, no config.json
 FEWER["vaultgemma"] = _UNREACHED
 FEWER["hyperclovax"] = _UNREACHED
-# GLM-5.3-Flash (glm5_next_text, issue 12): zai-org publishes on the Hub only; the search reached other projects'
-# hand-written test configs (tests/data/released_configs/glm5_next_text/SOURCES.md)
-FEWER["glm5_next_text"] = _UNREACHED
+# GLM-5.3-Flash (glm5_next_text, issue 12): zai-org publishes on the Hub only; one copy reached (tt-metal's), the others
+# are other projects' hand-written test configs (tests/data/released_configs/glm5_next_text/SOURCES.md)
+FEWER["glm5_next_text"] = "one copy reached (GLM-5.3-Flash's FP8 config.json, kept by tt-metal's reference code)"
+REFUSED["glm5_next_text/zai-org__GLM-5.3-Flash.json"] = (
+    "quantized checkpoints are unsupported", "FP8 as kept (quant_method fp8, block 128); its layer_types name the latent "
+    "layers deepseek_sparse_attention, which the family refuses by name too (transformers 5.24 masks by indexed_attention)")
 
 
 # MiMo-7B (issue 15): its checkpoints publish config.json on the Hub only; one copy reached (XiaomiMiMo/MiMo's
