@@ -68,6 +68,8 @@ FEWER.update(dict.fromkeys(("phimoe", "dbrx", "gpt_oss", "ernie4_5_moe"), _UNREA
 # configs (a training tool's log of Glm4MoeConfig) and copies quoted inside documents, no config.json file
 FEWER.update(dict.fromkeys(("glm4_moe", "glm4_moe_lite"), "no copy of a released config.json file reached, only "
                                                            "configs printed in logs and quoted in documents"))
+FEWER["glm4_moe"] = ("one copy reached (GLM-4.5's, in rtp-llm's test data); GLM-4.5-Air's, 4.6's and 4.7's only printed "
+                     "or quoted")
 REFUSED.update({
     "gpt_oss/openai__gpt-oss-120b.json": ("quantized checkpoints are unsupported",
                                           "MXFP4 as released (quantization_config quant_method mxfp4)"),
