@@ -3,13 +3,15 @@
 Building tokenizer.* for a 128k vocabulary costs ~1.5 s: `tokenizers` parses tokenizer.json and encodes the
 probe text, Python parses it again for the special tokens, and 128k tokens and merges are encoded. The build
 peaks at ~250 MB, and of that the allocator keeps ~7 MB scattered after it, with `tokenizers`' 6 MB library
-mapped, while llama.cpp fills the model's buffers.
+mapped, while llama.cpp fills the model's buffers. So where it can, a view builds it in a child process, which
+writes the entry, and reads it back as a later open does: the process that holds the model never parses the
+tokenizer files.
 
 What it writes depends only on the checkpoint directory's path and non-weight files, the config as the family
 reads it, and the code that builds it (hfview's and the tokenizer package's sources, the installed `tokenizers`
 and `sentencepiece`). A digest of all of them names an entry under hfview's cache (hfview.cache): the entries'
 bytes, as the header holds them. An entry whose own digest does not match its bytes is built again; a failed
-build is never kept. HFVIEW_VOCAB_CACHE=0 builds every time.
+build is never kept. HFVIEW_VOCAB_CACHE=0 builds every time, in this process.
 """
 from __future__ import annotations
 
@@ -17,29 +19,47 @@ import functools
 import hashlib
 import importlib.util
 import json
+import logging
 import mmap
 import os
+import pickle
 import struct
+import subprocess
+import sys
 from pathlib import Path
 from typing import Callable
 
 from .cache import cache_dir, write_whole
+from .errors import HfviewError
 from .gguf_layout import KV, decode_kvs, encode_kv
 
 _MAGIC = b"hfview vocab 1\n"
 _WEIGHTS = (".safetensors", ".bin", ".pt", ".pth", ".ckpt", ".gguf", ".h5", ".msgpack", ".npz", ".onnx")
 _MAX_HASHED = 256 << 20  # non-weight files beyond this are not read to make a key: such a directory is not cached
 _MAX_ENTRIES_BYTES = 512 << 20  # the cache's vocab entries, least recently used removed first
+# a child costs ~0.2 s (an interpreter, hfview's imports); a vocabulary whose files are smaller than this (a 32k
+# tokenizer.json is ~2 MB) leaves too little behind its parse to be worth it, and is built here
+_APART_FROM = 1 << 20
 
 
 def vocab_kv(build: Callable[[Path, dict], list[KV]], model_dir: Path, hparams: dict) -> list[KV]:
     """build(model_dir, hparams), or the entries it gave the last time for the same inputs."""
-    key = _key(build, model_dir, hparams) if os.environ.get("HFVIEW_VOCAB_CACHE", "1") != "0" else None
-    if key is None:
+    found = _key(build, model_dir, hparams) if os.environ.get("HFVIEW_VOCAB_CACHE", "1") != "0" else None
+    if found is None:
         return build(model_dir, hparams)
+    key, input_bytes = found
     path = cache_dir() / "vocab" / f"{key}.kv"
     if (kept := _read(path)) is not None:
         return kept
+    if input_bytes >= _APART_FROM and (built := _build_apart(build, model_dir, hparams, path)) is not None:
+        return built
+    return _build_and_keep(build, model_dir, hparams, path)[0]
+
+
+def _build_and_keep(build: Callable, model_dir: Path, hparams: dict, path: Path) -> tuple[list[KV], bool]:
+    """build(model_dir, hparams) as a later open reads it back, kept at `path` (the long arrays as their bytes: the
+    ~45 MB of Python lists a 128k vocabulary is built as are freed now, not encoded a second time for the header),
+    and True; or where that does not read back as the same bytes, what build gave, not kept, and False."""
     entries = build(model_dir, hparams)
     payload = b"".join(map(encode_kv, entries))
     try:
@@ -47,14 +67,77 @@ def vocab_kv(build: Callable[[Path, dict], list[KV]], model_dir: Path, hparams: 
         same = b"".join(map(encode_kv, kept)) == payload
     except (ValueError, TypeError):
         same = False
-    if not same:  # not kept: what reads back must be the same bytes
-        return entries
+    if not same:
+        return entries, False
     if write_whole(path, lambda f: f.writelines((_MAGIC, struct.pack("<Q", len(kept)),
                                                  hashlib.sha256(payload).digest(), payload))):
         _trim(path.parent)
-    # what a later open reads back, from this open on: the long arrays as their bytes, the lists they were built
-    # from (~45 MB of Python objects for a 128k vocabulary) freed now, not encoded a second time for the header
-    return kept
+    return kept, True
+
+
+# The child: sys.path first (the build's module may live anywhere the parent imports from), then the request.
+_CHILD = "import pickle, sys; sys.path[:] = pickle.load(sys.stdin.buffer); import hfview.vocab_cache as v; v._child()"
+
+
+def _build_apart(build: Callable, model_dir: Path, hparams: dict, path: Path) -> list[KV] | None:
+    """_build_and_keep in a child process, and what it kept read back here; None where the child could not build
+    it (a build that cannot be sent by reference, no interpreter to run, a child that failed): the caller then
+    builds here, where a genuine error shows its own traceback. A refusal the build raised (an HfviewError) is
+    raised here, and what it logged is logged here."""
+    try:
+        request = pickle.dumps((build, Path(model_dir), hparams, path))
+    except Exception:  # noqa: BLE001 - a closure, a lambda, a value that refuses to be sent
+        return None
+    try:
+        done = subprocess.run([sys.executable, "-c", _CHILD], input=pickle.dumps(sys.path) + request,
+                              stdout=subprocess.PIPE, check=False)
+        records, outcome = pickle.loads(done.stdout) if done.returncode == 0 else ((), None)
+    except Exception:  # noqa: BLE001 - no usable interpreter (embedded), or its answer did not arrive whole
+        return None
+    for record in records:
+        logger = logging.getLogger(record.name)
+        if logger.isEnabledFor(record.levelno):
+            logger.handle(record)
+    if isinstance(outcome, HfviewError):
+        raise outcome
+    if outcome is True:  # kept
+        return _read(path)
+    if isinstance(outcome, tuple):  # built, not kept (an unwritable cache): its bytes
+        payload, count = outcome
+        return decode_kvs(payload, count)
+    return None
+
+
+def _child() -> None:
+    """In the child: build, keep, and answer (log records, outcome) on stdout, the outcome True (kept at the path),
+    the entries' bytes and count (built, not kept: an unwritable cache), an HfviewError (refused), or None
+    (anything else: the parent builds it again, and shows what went wrong)."""
+    answer, sys.stdout = sys.stdout.buffer, sys.stderr  # nothing the build prints can garble the answer
+    records: list[logging.LogRecord] = []
+
+    class Keep(logging.Handler):
+        def emit(self, record):
+            record.msg, record.args, record.exc_info, record.exc_text = record.getMessage(), None, None, None
+            records.append(record)
+
+    logging.root.addHandler(Keep())
+    logging.root.setLevel(logging.DEBUG)  # the parent's loggers decide what is shown
+    outcome: object = None
+    try:
+        build, model_dir, hparams, path = pickle.load(sys.stdin.buffer)
+        kept, same = _build_and_keep(build, model_dir, hparams, path)
+        if same:
+            outcome = True if _read(path) is not None else (b"".join(map(encode_kv, kept)), len(kept))
+    except HfviewError as exc:
+        outcome = exc
+    except Exception:  # noqa: BLE001 - the parent builds it again, and shows it
+        pass
+    try:
+        data = pickle.dumps((records, outcome))
+    except Exception:  # noqa: BLE001 - an error that cannot be sent: the parent builds again, and raises it
+        data = pickle.dumps((records, None))
+    answer.write(data)
+    answer.flush()
 
 
 def _read(path: Path) -> list[KV] | None:
@@ -83,10 +166,12 @@ def _read(path: Path) -> list[KV] | None:
         return None
 
 
-def _key(build: Callable, model_dir: Path, hparams: dict) -> str | None:
+def _key(build: Callable, model_dir: Path, hparams: dict) -> tuple[str, int] | None:
+    """The entry's name, and how many bytes of files it was made from; None where they are too many to read."""
     h = hashlib.sha256()
     h.update(_code_digest())
-    h.update(f"{build.__module__}.{build.__qualname__}\0{model_dir}\0".encode())
+    name = getattr(build, "__qualname__", None) or repr(build)  # a function, or a value such as sentencepiece_only
+    h.update(f"{build.__module__}.{name}\0{model_dir}\0".encode())
     h.update(json.dumps(hparams, sort_keys=True, default=repr).encode())
     files, total = [], 0
     for p in sorted(Path(model_dir).rglob("*")):
@@ -105,7 +190,7 @@ def _key(build: Callable, model_dir: Path, hparams: dict) -> str | None:
         with open(p, "rb", buffering=0) as f:
             while n := f.readinto(piece):
                 h.update(memoryview(piece)[:n])
-    return h.hexdigest()
+    return h.hexdigest(), total
 
 
 @functools.lru_cache(maxsize=1)

@@ -3,6 +3,7 @@ changes, never a wrong or half-written entry."""
 from __future__ import annotations
 
 import json
+import logging
 import os
 import shutil
 import subprocess
@@ -14,6 +15,7 @@ import pytest
 import hfview.vocab_cache as vocab_cache
 from hfview import HfCheckpoint
 from hfview.gguf_layout import KV, EncodedArray, ValueType, decode_kvs, encode_kv
+from tokenizer.errors import TokenizerError
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -26,7 +28,7 @@ def cache(tmp_path, monkeypatch) -> Path:
 
 
 class Counting:
-    """A vocab function that says how often it ran."""
+    """A vocab function that says how often it ran: in this process, so it refuses to be sent to a child."""
 
     def __init__(self, entries):
         self.entries, self.calls = entries, 0
@@ -35,6 +37,9 @@ class Counting:
     def __call__(self, model_dir, hparams):
         self.calls += 1
         return self.entries
+
+    def __reduce__(self):
+        raise TypeError("Counting counts the builds of this process")
 
 
 def _entries() -> list[KV]:
@@ -184,7 +189,7 @@ def test_a_view_opened_from_the_cache_is_the_same_file(checkpoint, cache, fixtur
     first = HfCheckpoint(checkpoint(fixture))
     second = HfCheckpoint(checkpoint(fixture))
     assert len(list(cache.glob("*.kv"))) == 1
-    assert second._prefix == first._prefix
+    assert second.read(0, second.data_start) == first.read(0, first.data_start)
     assert second.read(0, second.size) == first.read(0, first.size)
 
 
@@ -198,4 +203,82 @@ def test_a_view_opened_from_the_cache_does_not_load_tokenizers(checkpoint, tmp_p
     shutil.copytree(checkpoint("llama3-bpe"), model)
     loaded = [json.loads(subprocess.run([sys.executable, "-c", probe, str(model)], env=env, check=True,
                                         capture_output=True, text=True).stdout) for _ in range(2)]
-    assert loaded == [True, False]
+    assert loaded == [False, False]  # a first open builds it in a child process (vocab_cache._build_apart)
+
+
+# builds sent to the child by reference (module-level functions of this module, which the child imports)
+def _entries_built(model_dir, hparams):
+    log.warning("built in process %d", os.getpid())
+    (Path(model_dir) / f"built-{os.getpid()}").write_text("")  # where it ran (not hashed: a new file is read after)
+    return _entries()
+
+
+def _refused(model_dir, hparams):
+    raise TokenizerError(f"{model_dir}/tokenizer.json: no vocabulary")
+
+
+def _broken(model_dir, hparams):
+    raise ZeroDivisionError("a bug in the build")
+
+
+log = logging.getLogger("hfview.test_vocab_cache")
+
+
+def _where_built(d: Path) -> list[int]:
+    return [int(p.name.split("-")[1]) for p in d.glob("built-*")]
+
+
+@pytest.fixture
+def apart(monkeypatch):
+    """The tiny model directories here built in a child, as a real vocabulary's are."""
+    monkeypatch.setattr(vocab_cache, "_APART_FROM", 0)
+
+
+def test_a_small_vocabulary_is_built_here(cache, tmp_path):
+    d = _model(tmp_path)
+    vocab_cache.vocab_kv(_entries_built, d, {"vocab_size": 5000})
+    assert _where_built(d) == [os.getpid()]
+
+
+def test_a_first_open_builds_in_a_child_and_logs_here(cache, apart, tmp_path, monkeypatch):
+    d = _model(tmp_path)
+    seen = []
+    monkeypatch.setattr(log, "handle", seen.append)
+    entries = vocab_cache.vocab_kv(_entries_built, d, {"vocab_size": 5000})
+    assert _bytes(entries) == _bytes(_entries())
+    (pid,) = _where_built(d)
+    assert pid != os.getpid()
+    assert [r.getMessage() for r in seen] == [f"built in process {pid}"]  # the child's record, handled here
+    assert isinstance(entries[1].value, EncodedArray)  # read back from the entry the child kept
+    assert len(list(cache.glob("*.kv"))) == 1
+
+
+def test_a_refusal_in_the_child_is_raised_here_and_keeps_nothing(cache, apart, tmp_path):
+    d = _model(tmp_path)
+    with pytest.raises(TokenizerError, match="no vocabulary"):
+        vocab_cache.vocab_kv(_refused, d, {})
+    assert not cache.exists() or not list(cache.iterdir())
+
+
+def test_a_bug_in_the_child_is_raised_by_building_here(cache, apart, tmp_path):
+    """Not an error meant for a user: built again here, where its own traceback shows."""
+    with pytest.raises(ZeroDivisionError, match="a bug") as raised:
+        vocab_cache.vocab_kv(_broken, _model(tmp_path), {})
+    assert raised.traceback[-1].name == "_broken"
+
+
+def test_an_unwritable_cache_builds_once_in_the_child(apart, tmp_path, monkeypatch):
+    blocker = tmp_path / "not-a-dir"
+    blocker.write_text("a file where the cache directory would be")
+    monkeypatch.setenv("HFVIEW_CACHE", str(blocker))
+    d = _model(tmp_path)
+    assert _bytes(vocab_cache.vocab_kv(_entries_built, d, {"vocab_size": 5000})) == _bytes(_entries())
+    (pid,) = _where_built(d)
+    assert pid != os.getpid()
+
+
+def test_no_interpreter_to_run_builds_here(cache, apart, tmp_path, monkeypatch):
+    monkeypatch.setattr(sys, "executable", str(tmp_path / "no-python"))
+    d = _model(tmp_path)
+    assert _bytes(vocab_cache.vocab_kv(_entries_built, d, {"vocab_size": 5000})) == _bytes(_entries())
+    assert _where_built(d) == [os.getpid()]
