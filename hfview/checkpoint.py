@@ -12,8 +12,8 @@ from . import config_values, families
 from .config import check_keys, read_checkpoint_config, read_config, refuse_quantized, with_defaults
 from .errors import CheckpointError, ConfigError
 from .family import Family, plan_tensors
-from .gguf_layout import (KEPT_ENCODED, KV, EncodedArray, GGMLType, ValueType, encode_header, encode_kv,
-                          encode_tensor_info, encoded_kv_pieces, pad_to)
+from .gguf_layout import (KEPT_ENCODED, KV, EncodedArray, FileSpan, GGMLType, Pieces, ValueType, encode_header,
+                          encode_kv, encode_tensor_info, encoded_kv_pieces, pad_to)
 from .shards import StoredTensor, index_shards
 from .views import Presented
 from .vocab_cache import vocab_kv
@@ -65,12 +65,14 @@ def _read(source, offset: int, n: int) -> bytes:
     return bytes(buf)
 
 
-def _kept_encoded(kv: KV, prefix: bytes, span: tuple[int, int]) -> KV:
-    """`kv`, or where its value is a long array, the same entry over its encoded bytes."""
-    if kv.type != ValueType.ARRAY or len(kv.value) <= KEPT_ENCODED:
+def _kept_encoded(kv: KV, header: Pieces, span: tuple[int, int]) -> KV:
+    """`kv`, or where its value is a long array, the same entry over its encoded bytes in the header (one left in
+    a file stays there)."""
+    if kv.type != ValueType.ARRAY or len(kv.value) <= KEPT_ENCODED or (
+            isinstance(kv.value, EncodedArray) and isinstance(kv.value.piece, FileSpan)):
         return kv
     start = span[0] + 8 + len(kv.key.encode("utf-8")) + 4  # past the key (length, bytes) and the value type
-    return KV(kv.key, kv.type, EncodedArray(memoryview(prefix)[start:span[1]], len(kv.value)), kv.item_type)
+    return KV(kv.key, kv.type, EncodedArray(header.view(start, span[1]), len(kv.value)), kv.item_type)
 
 
 def _checked_load_arrays(family: Family, h: dict, kv: list[KV]) -> dict[str, list[int]]:
@@ -93,21 +95,18 @@ class LoadTimeView:
 
     def __init__(self, ckpt: "HfCheckpoint"):
         self.ckpt = ckpt
-        header = bytearray(ckpt._prefix)
-        for i, kv in enumerate(ckpt.kv):
-            if kv.key in ckpt.load_arrays:
-                start, end = ckpt._kv_spans[i]
-                header[start:end] = encode_kv(KV(kv.key, kv.type, ckpt.load_arrays[kv.key], kv.item_type))
-        self._prefix = bytes(header)
+        self._patches = [(span[0], encode_kv(KV(kv.key, kv.type, ckpt.load_arrays[kv.key], kv.item_type)))
+                         for kv, span in zip(ckpt.kv, ckpt._kv_spans) if kv.key in ckpt.load_arrays]
 
     def __getattr__(self, name):  # everything else (size, family, hparams, load_kv, path) is the view's
         return getattr(self.ckpt, name)
 
     def readinto(self, offset: int, out: memoryview) -> int:
         n = self.ckpt.readinto(offset, out)
-        if offset < len(self._prefix):
-            take = min(n, len(self._prefix) - offset)
-            out[:take] = self._prefix[offset:offset + take]
+        for start, data in self._patches:
+            lo, hi = max(offset, start), min(offset + n, start + len(data))
+            if lo < hi:
+                out[lo - offset:hi - offset] = data[lo - start:hi - start]
         return n
 
     def read(self, offset: int, n: int) -> bytes:
@@ -234,7 +233,7 @@ class HfCheckpoint:
             raise ConfigError("an importance matrix (--imatrix) applies only with --quant")
         self._layout()
         self.load_arrays = _checked_load_arrays(family, self.hparams, self.kv)
-        self.kv = [_kept_encoded(kv, self._prefix, span) for kv, span in zip(self.kv, self._kv_spans)]
+        self.kv = [_kept_encoded(kv, self._header, span) for kv, span in zip(self.kv, self._kv_spans)]
         from tokenizer.special import forget_parsed  # (here: tokenizer imports hfview)
 
         forget_parsed()  # the header is built: what it was built from is not held while the tensors are read
@@ -367,8 +366,8 @@ class HfCheckpoint:
             offset += pad_to(t.nbytes)
         length = sum(map(len, parts))
         parts.append(b"\0" * (pad_to(length) - length))
-        self._prefix = b"".join(parts)  # one block, built once: no MB-sized intermediate freed
-        self.data_start = len(self._prefix)
+        self._header = Pieces(parts)  # a kept vocabulary's arrays left in their file, the rest joined once
+        self.data_start = len(self._header)
         self.size = self.data_start + offset
         self._cache: tuple[int, int, int, memoryview] | None = None  # (tensor index, first row, last row, bytes)
         self._chunk_buffer = np.empty(0, np.uint8)  # what stored bits are read into, reused chunk after chunk
@@ -402,8 +401,7 @@ class HfCheckpoint:
         while done < n:
             pos = offset + done
             if pos < self.data_start:
-                take = min(n - done, self.data_start - pos)
-                out[done:done + take] = self._prefix[pos:pos + take]
+                take = self._header.readinto(pos, out[done:n])
             else:
                 # a read that began in an earlier tensor spills into this one (a stdio buffer filled after a seek)
                 take = self._read_data(pos - self.data_start, out[done:n], read_ahead=done == 0)
@@ -460,7 +458,8 @@ class HfCheckpoint:
     def iter_file(self) -> Iterator[tuple[bytes | memoryview, str | None]]:
         """The whole file in pieces: (bytes, tensor name or None for the header and padding). A piece is valid
         until the next one is asked for."""
-        yield self._prefix, None
+        for piece in self._header.chunks():
+            yield piece, None
         for t in self.tensors:
             step = _rows_per_chunk(t)
             for r in range(0, t.view.n_rows, step):

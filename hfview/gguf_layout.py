@@ -6,12 +6,17 @@ the converter writes.
 """
 from __future__ import annotations
 
+import bisect
 import itertools
+import os
 import struct
+import weakref
 from dataclasses import dataclass
 from enum import IntEnum
-from collections.abc import Sequence
+from collections.abc import Callable, Iterator, Sequence
 from typing import Any
+
+from .errors import CheckpointError
 
 GGUF_MAGIC = b"GGUF"
 GGUF_VERSION = 3
@@ -140,7 +145,7 @@ def _encode_value(value: Any, vtype: ValueType, item_type: ValueType | None) -> 
         return struct.pack("<Q", len(raw)) + raw
     if vtype == ValueType.ARRAY:
         if isinstance(value, EncodedArray):
-            return bytes(value.encoded)  # (a header is joined from encoded_kv_pieces, without this copy)
+            return bytes(value.encoded)  # (a header is made from encoded_kv_pieces, without this copy)
         if not value:
             raise ValueError("a GGUF array cannot be empty")
         if item_type is None:
@@ -174,22 +179,70 @@ def decode_array(data: bytes | memoryview) -> list:
 KEPT_ENCODED = 4096  # array values longer than this are held as their header bytes (EncodedArray)
 
 
-class EncodedArray(Sequence):
-    """A long array value (a vocabulary's tokens, scores, types) kept as the bytes the header holds it in, decoded
-    when first read. As Python objects, a 128k vocabulary's arrays are ~45 MB that would otherwise stay alive while
-    llama.cpp fills the model's buffers; only inspect and tests read them."""
+class OpenFile:
+    """A file held open for the FileSpans over it, and closed with the last of them (or by close())."""
 
-    def __init__(self, encoded: memoryview, count: int):
+    def __init__(self, path: os.PathLike | str):
+        self.name = str(path)
+        self.fd = os.open(path, os.O_RDONLY)
+        self.close = weakref.finalize(self, os.close, self.fd)
+
+
+class FileSpan:
+    """Bytes that stay in a file, read when asked and never held: a kept vocabulary's arrays (hfview.vocab_cache),
+    which a header serves from there. The span holds the file open, so an entry replaced or removed meanwhile (the
+    cache writes a new file and renames it; it trims by unlinking) still reads as it was."""
+
+    __slots__ = ("file", "offset", "length")
+
+    def __init__(self, file: OpenFile, offset: int, length: int):
+        self.file, self.offset, self.length = file, offset, length
+
+    def __len__(self) -> int:
+        return self.length
+
+    def readinto(self, start: int, out: memoryview) -> None:
+        """out[:] = the span's bytes from `start`."""
+        got, fd = 0, self.file.fd
+        try:
+            while got < len(out) and (n := os.preadv(fd, [out[got:]], self.offset + start + got)) > 0:
+                got += n
+        except OSError as e:
+            raise CheckpointError(f"{self.file.name}: cannot read a kept vocabulary at byte {self.offset + start}: "
+                                  f"{e.strerror}") from e
+        if got != len(out):
+            raise CheckpointError(f"{self.file.name}: a kept vocabulary was cut short while a view read it; open the "
+                                  f"checkpoint again")
+
+    def __bytes__(self) -> bytes:
+        data = bytearray(self.length)
+        self.readinto(0, memoryview(data))
+        return bytes(data)
+
+
+class EncodedArray(Sequence):
+    """A long array value (a vocabulary's tokens, scores, types) kept as the bytes the header holds it in, in memory
+    or left in a file (FileSpan), decoded when first read. As Python objects, a 128k vocabulary's arrays are ~45 MB
+    that would otherwise stay alive while llama.cpp fills the model's buffers; only inspect and tests read them."""
+
+    def __init__(self, encoded: memoryview | FileSpan, count: int):
         self._encoded, self._count, self._items = encoded, count, None
+
+    @property
+    def piece(self) -> memoryview | FileSpan:
+        """Where the value's bytes (item type, count, items) are: a header's piece of them."""
+        return self._encoded
 
     @property
     def encoded(self) -> memoryview:
         """The value's bytes as the header holds them: item type, count, items."""
+        if isinstance(self._encoded, FileSpan):
+            return memoryview(bytes(self._encoded))
         return self._encoded
 
     def _decoded(self) -> list:
         if self._items is None:
-            self._items = decode_array(self._encoded)
+            self._items = decode_array(self.encoded)
         return self._items
 
     def __len__(self) -> int:
@@ -217,22 +270,78 @@ class EncodedArray(Sequence):
 
 
 def encode_kv(kv: KV) -> bytes:
-    return b"".join(encoded_kv_pieces(kv))
+    return b"".join(map(bytes, encoded_kv_pieces(kv)))
 
 
-def encoded_kv_pieces(kv: KV) -> tuple[bytes | memoryview, ...]:
-    """encode_kv's bytes in pieces: an EncodedArray value is its own bytes, not a copy of them (a 128k vocabulary's
-    are MBs, and each MB-sized block freed makes glibc serve later ones from its heap, where they stay resident)."""
+def encoded_kv_pieces(kv: KV) -> tuple[bytes | memoryview | FileSpan, ...]:
+    """encode_kv's bytes in pieces: an EncodedArray value is its own bytes, or its span of a file, not a copy of
+    them (a 128k vocabulary's are MBs, and each MB-sized block freed makes glibc serve later ones from its heap,
+    where they stay resident)."""
     head = _encode_value(kv.key, ValueType.STRING, None) + struct.pack("<I", kv.type)
     if isinstance(kv.value, EncodedArray):
-        return head, kv.value.encoded
+        return head, kv.value.piece
     return (head + _encode_value(kv.value, kv.type, kv.item_type),)
 
 
-def decode_kvs(data: bytes, count: int) -> list[KV]:
+class Pieces:
+    """Byte pieces read as one run (a header): bytes joined into blocks, each built once, and FileSpans left in
+    their files."""
+
+    def __init__(self, parts: Sequence[bytes | memoryview | FileSpan]):
+        self.blocks: list[bytes | FileSpan] = []
+        for in_file, run in itertools.groupby(parts, key=lambda p: isinstance(p, FileSpan)):
+            self.blocks.extend(run) if in_file else self.blocks.append(b"".join(run))
+        self._starts = list(itertools.accumulate(map(len, self.blocks), initial=0))
+
+    def __len__(self) -> int:
+        return self._starts[-1]
+
+    def readinto(self, offset: int, out: memoryview) -> int:
+        """Fill `out` from `offset`; how many bytes (short only at the end)."""
+        n, done = max(0, min(len(out), len(self) - offset)), 0
+        i = bisect.bisect_right(self._starts, offset) - 1
+        while done < n:
+            block, within = self.blocks[i], offset + done - self._starts[i]
+            take = min(n - done, len(block) - within)
+            if isinstance(block, FileSpan):
+                block.readinto(within, out[done:done + take])
+            else:
+                out[done:done + take] = block[within:within + take]
+            done, i = done + take, i + 1
+        return n
+
+    def view(self, start: int, end: int) -> memoryview:
+        """Bytes [start, end), which lie in one joined block, without a copy."""
+        i = bisect.bisect_right(self._starts, start) - 1
+        block, base = self.blocks[i], self._starts[i]
+        if isinstance(block, FileSpan) or end > base + len(block):
+            raise ValueError(f"bytes {start}..{end} are not in one block held in memory")
+        return memoryview(block)[start - base:end - base]
+
+    def chunks(self, size: int = 8 << 20) -> Iterator[bytes | memoryview]:
+        """The whole run in pieces of at most `size` where read from a file."""
+        for block in self.blocks:
+            if not isinstance(block, FileSpan):
+                yield block
+                continue
+            buf = bytearray(min(size, len(block)))
+            for start in range(0, len(block), size):
+                piece = memoryview(buf)[:min(size, len(block) - start)]
+                block.readinto(start, piece)
+                yield piece
+
+    def __bytes__(self) -> bytes:
+        return b"".join(map(bytes, self.blocks))
+
+
+def decode_kvs(data: bytes, count: int,
+               keep: Callable[[int, int], memoryview | FileSpan] | None = None) -> list[KV]:
     """`count` entries as encode_kv wrote them one after another; arrays of more than KEPT_ENCODED items are kept
-    as their bytes (EncodedArray over `data`). ValueError where the bytes are not such entries."""
+    as their bytes: EncodedArray over keep(start, end) of `data`, by default its memoryview there. ValueError where
+    the bytes are not such entries."""
     view, pos, entries = memoryview(data), 0, []
+    if keep is None:
+        keep = lambda start, end: view[start:end]  # noqa: E731
     try:
         for _ in range(count):
             key, pos = _decode_string(view, pos)
@@ -251,7 +360,7 @@ def decode_kvs(data: bytes, count: int) -> list[KV]:
                     end += n * struct.calcsize(_SIMPLE[ValueType(item_type)])
                 if end > len(view):
                     raise ValueError("an array runs past the end")
-                value = EncodedArray(view[pos:end], n) if n > KEPT_ENCODED else decode_array(view[pos:end])
+                value = EncodedArray(keep(pos, end), n) if n > KEPT_ENCODED else decode_array(view[pos:end])
                 entries.append(KV(key, vtype, value, ValueType(item_type)))
                 pos = end
             else:

@@ -31,7 +31,7 @@ from typing import Callable
 
 from .cache import cache_dir, write_whole
 from .errors import HfviewError
-from .gguf_layout import KV, decode_kvs, encode_kv
+from .gguf_layout import KV, FileSpan, OpenFile, decode_kvs, encode_kv
 
 _MAGIC = b"hfview vocab 1\n"
 _WEIGHTS = (".safetensors", ".bin", ".pt", ".pth", ".ckpt", ".gguf", ".h5", ".msgpack", ".npz", ".onnx")
@@ -53,7 +53,8 @@ def vocab_kv(build: Callable[[Path, dict], list[KV]], model_dir: Path, hparams: 
         return kept
     if input_bytes >= _APART_FROM and (built := _build_apart(build, model_dir, hparams, path)) is not None:
         return built
-    return _build_and_keep(build, model_dir, hparams, path)[0]
+    kept, same = _build_and_keep(build, model_dir, hparams, path)
+    return (_read(path) if same else None) or kept  # as a later open reads it, where it was kept
 
 
 def _build_and_keep(build: Callable, model_dir: Path, hparams: dict, path: Path) -> tuple[list[KV], bool]:
@@ -141,29 +142,42 @@ def _child() -> None:
 
 
 def _read(path: Path) -> list[KV] | None:
-    """The entries kept at `path`, over a read-only mapping of it (freed once the header has its own copy of
-    them), or None where there is no such entry or it is damaged."""
+    """The entries kept at `path`, or None where there is no such entry or it is damaged. Their long arrays stay in
+    the file (FileSpan): a header serves them from there, and this process holds none of their bytes."""
     try:
-        with open(path, "rb") as f:
-            data = mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_READ)
-    except (OSError, ValueError):  # ValueError: an empty file
+        f = OpenFile(path)
+    except OSError:
         return None
     try:
         os.utime(path)  # last used: what _trim keeps
     except OSError:
         pass  # a read-only cache still serves
-    view = memoryview(data)
     head = len(_MAGIC) + 8 + 32
-    if len(view) < head or view[:len(_MAGIC)] != _MAGIC:
-        return None
-    (count,) = struct.unpack_from("<Q", view, len(_MAGIC))
-    payload = view[head:]
-    if hashlib.sha256(payload).digest() != view[head - 32:head]:
-        return None
+    # mapped while it is checked and walked, then unmapped: none of its pages stay in this process
     try:
-        return decode_kvs(payload, count)
-    except ValueError:
+        data = mmap.mmap(f.fd, 0, access=mmap.ACCESS_READ)
+    except (OSError, ValueError):  # ValueError: an empty file
+        f.close()
         return None
+    spans: list[FileSpan] = []
+
+    def keep(start: int, end: int) -> FileSpan:
+        spans.append(FileSpan(f, head + start, end - start))
+        return spans[-1]
+
+    entries = None
+    with data, memoryview(data) as view:
+        if len(view) >= head and view[:len(_MAGIC)] == _MAGIC:
+            (count,) = struct.unpack_from("<Q", view, len(_MAGIC))
+            with view[head:] as payload:
+                if hashlib.sha256(payload).digest() == view[head - 32:head]:
+                    try:
+                        entries = decode_kvs(payload, count, keep=keep)
+                    except ValueError:
+                        pass
+    if entries is None or not spans:
+        f.close()
+    return entries
 
 
 def _key(build: Callable, model_dir: Path, hparams: dict) -> tuple[str, int] | None:

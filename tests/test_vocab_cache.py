@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import logging
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -14,7 +15,8 @@ import pytest
 
 import hfview.vocab_cache as vocab_cache
 from hfview import HfCheckpoint
-from hfview.gguf_layout import KV, EncodedArray, ValueType, decode_kvs, encode_kv
+from hfview.errors import CheckpointError
+from hfview.gguf_layout import KV, EncodedArray, FileSpan, OpenFile, Pieces, ValueType, decode_kvs, encode_kv
 from tokenizer.errors import TokenizerError
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -185,12 +187,66 @@ def test_decode_kvs_reads_what_encode_kv_wrote_and_refuses_what_it_did_not():
 
 
 @pytest.mark.parametrize("fixture", ["llama3-bpe", "mixtral"])
-def test_a_view_opened_from_the_cache_is_the_same_file(checkpoint, cache, fixture):
+def test_a_view_opened_from_the_cache_is_the_same_file(checkpoint, cache, fixture, monkeypatch):
     first = HfCheckpoint(checkpoint(fixture))
     second = HfCheckpoint(checkpoint(fixture))
     assert len(list(cache.glob("*.kv"))) == 1
-    assert second.read(0, second.data_start) == first.read(0, first.data_start)
-    assert second.read(0, second.size) == first.read(0, first.size)
+    monkeypatch.setenv("HFVIEW_VOCAB_CACHE", "0")
+    built_here = HfCheckpoint(checkpoint(fixture))  # every byte held in memory, as without a cache
+    assert not any(isinstance(b, FileSpan) for b in built_here._header.blocks)
+    assert second.read(0, second.size) == first.read(0, first.size) == built_here.read(0, built_here.size)
+    assert b"".join(bytes(piece) for piece, _ in second.iter_file()) == built_here.read(0, built_here.size)
+
+
+def test_a_view_holds_none_of_a_kept_vocabularys_bytes(checkpoint, cache):
+    """The long arrays stay in the cache's file (FileSpan), served from there: of a 128k vocabulary's 7.6 MB
+    header, what the view holds in memory is the rest."""
+    view = HfCheckpoint(checkpoint("llama3-bpe"))
+    in_file = {kv.key for kv in view.kv if isinstance(kv.value, EncodedArray) and isinstance(kv.value.piece, FileSpan)}
+    assert in_file == {"tokenizer.ggml.tokens", "tokenizer.ggml.token_type", "tokenizer.ggml.merges"}
+    held = sum(len(b) for b in view._header.blocks if not isinstance(b, FileSpan))
+    assert view.data_start > 4_000_000 and held < 100_000, (view.data_start, held)
+    tokens = next(kv.value for kv in view.kv if kv.key == "tokenizer.ggml.tokens")
+    assert len(tokens) == 128256 and tokens[0] == "!"
+
+
+def test_a_kept_entry_removed_or_replaced_under_a_view_still_serves_it(checkpoint, cache):
+    view = HfCheckpoint(checkpoint("llama3-bpe"))
+    header = view.read(0, view.data_start)
+    (entry,) = cache.glob("*.kv")
+    entry.unlink()  # another process's trim
+    assert view.read(0, view.data_start) == header
+    entry.write_bytes(b"another entry, written whole and renamed into place")
+    assert view.read(0, view.data_start) == header
+
+
+def test_a_kept_entry_cut_short_under_a_view_is_refused_by_name(checkpoint, cache):
+    view = HfCheckpoint(checkpoint("llama3-bpe"))
+    (entry,) = cache.glob("*.kv")
+    os.truncate(entry, 1000)  # written in place, which hfview never does
+    with pytest.raises(CheckpointError, match=re.escape(str(entry)) + ".*cut short"):
+        view.read(0, view.data_start)
+
+
+def test_pieces_read_as_one_run(tmp_path):
+    data = bytes(range(256)) * 40
+    path = tmp_path / "spans"
+    path.write_bytes(data)
+    f = OpenFile(path)
+    parts = [b"head", memoryview(b"-view-"), FileSpan(f, 10, 3000), b"mid", FileSpan(f, 5000, 7), b"tail"]
+    whole = b"head-view-" + data[10:3010] + b"mid" + data[5000:5007] + b"tail"
+    pieces = Pieces(parts)
+    assert len(pieces) == len(whole) and bytes(pieces) == whole
+    assert len(pieces.blocks) == 5  # the in-memory runs joined, the spans left in the file
+    for offset in (0, 3, 10, 11, 3009, 3010, 3013, 3019, len(whole) - 1, len(whole)):
+        for n in (1, 7, 3000, 10_000):
+            out = bytearray(n)
+            got = pieces.readinto(offset, memoryview(out))
+            assert got == min(n, len(whole) - offset) and bytes(out[:got]) == whole[offset:offset + got]
+    assert b"".join(bytes(c) for c in pieces.chunks(size=1000)) == whole
+    assert bytes(pieces.view(4, 10)) == b"-view-"
+    with pytest.raises(ValueError):
+        pieces.view(8, 20)  # runs into a span
 
 
 def test_a_view_opened_from_the_cache_does_not_load_tokenizers(checkpoint, tmp_path):
