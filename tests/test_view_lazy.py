@@ -4,6 +4,7 @@ from __future__ import annotations
 import json
 
 import numpy as np
+import pytest
 
 import hfview.shards as shards
 from hfview import HfCheckpoint
@@ -73,3 +74,24 @@ def test_long_arrays_are_held_encoded_and_read_back_as_written(checkpoint):
     tokens = next(kv.value for kv in encoded if kv.key == "tokenizer.ggml.tokens")
     assert len(tokens) == len(list(tokens)) and tokens[:2] == list(tokens)[:2] and tokens == list(tokens)
     assert tokens + ["x"] == list(tokens) + ["x"] and ["x"] + tokens == ["x"] + list(tokens)  # as a list adds
+
+
+@pytest.mark.parametrize("fixture, outtype", [("mixtral", "auto"), ("deepseek_v3", "bf16"), ("llama3-bpe", "f16")])
+def test_reads_of_any_size_at_any_offset_give_the_files_bytes(checkpoint, fixture, outtype):
+    """llama.cpp's stdio reads start wherever a seek left them: whole rows of stored bits go straight into the
+    reader's buffer, a row cut by its edge through the chunk buffer (one row), converted rows a chunk ahead."""
+    view = HfCheckpoint(checkpoint(fixture), outtype)
+    whole = b"".join(bytes(piece) for piece, _ in HfCheckpoint(checkpoint(fixture), outtype).iter_file())
+    assert len(whole) == view.size
+    rng = np.random.default_rng(0)
+    sizes = [1, 2, 7, 4095, 4097, 65_539, 1 << 18]
+    offset, buf = 0, bytearray(1 << 18)
+    while offset < view.size:  # front to back in uneven pieces
+        n = view.readinto(offset, memoryview(buf)[:sizes[int(rng.integers(len(sizes)))]])
+        assert bytes(buf[:n]) == whole[offset:offset + n], offset
+        offset += n
+    for start in rng.integers(0, view.size, 200):  # and from anywhere
+        n = view.readinto(int(start), memoryview(buf)[:sizes[int(rng.integers(len(sizes)))]])
+        assert bytes(buf[:n]) == whole[start:start + n], start
+    rows = [t.row_bytes for t in view.tensors if t.stored_bits]
+    assert not rows or len(view._chunk_buffer) <= max(rows)
