@@ -199,8 +199,10 @@ def make_checkpoint(out: Path, layers: int, hidden: int, experts: int = 0, famil
 
 
 def run(cmd: list[str], env=None) -> tuple[float, int, str]:
-    """Wall seconds, peak RSS bytes (this child alone, from wait4) and stdout of one child process, run as a
-    user runs it: with Python's bytecode caches (`warm_bytecode`), whatever PYTHONDONTWRITEBYTECODE says here."""
+    """Wall seconds, peak RSS bytes and stdout of one child process, run as a user runs it: with Python's bytecode
+    caches (`warm_bytecode`), whatever PYTHONDONTWRITEBYTECODE says here. The peak is wait4's: the largest of the
+    child's and of the processes it waited for (a view's vocabulary built apart, hfview.vocab_cache, which has
+    ended before the model loads: the view's own peak is the larger one)."""
     import tempfile
 
     env = {k: v for k, v in (os.environ if env is None else env).items() if k != "PYTHONDONTWRITEBYTECODE"}

@@ -167,12 +167,16 @@ class HfCheckpoint:
 
     Opening reads config.json, the tokenizer files and each shard's header; tensor bytes are read only when
     asked for (`read_tensor`, `read`, `readinto`). `outtype` is the converter's --outtype: f32, f16, bf16 or
-    auto (the first matrix's dtype when bf16 or f16, else f16).
+    auto (the first matrix's dtype when bf16 or f16, else f16). `vocab_apart`: a vocabulary not yet in hfview's
+    cache is built in a child process (hfview.vocab_cache), so that a process that goes on to load the model never
+    holds what its parse leaves behind; a caller that holds no model (export, inspect) builds it itself and runs no
+    second process.
     """
 
     def __init__(self, path: str | Path, outtype: str = "auto", *, model_name: str | None = None,
-                 quant: str | None = None, imatrix=None):
+                 quant: str | None = None, imatrix=None, vocab_apart: bool = True):
         self.path = Path(path)
+        self._vocab_apart = vocab_apart
         if not self.path.is_dir():
             raise CheckpointError(f"{self.path}: not a checkpoint directory")
         config, config_path = _read_config(self.path)
@@ -278,7 +282,7 @@ class HfCheckpoint:
                        expert_count=counts[3], model_name=model_name),
             self.family.parameters(h, self.block_count, self.file_type),
             [_KV("general.quantization_version", ValueType.UINT32, 2)],
-            vocab_kv(self.family.vocab, self.path, h),
+            vocab_kv(self.family.vocab, self.path, h, apart=self._vocab_apart),
         ):
             for kv in entry:
                 merged[kv.key] = kv  # a key set twice keeps its first place and its last value

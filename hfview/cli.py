@@ -80,7 +80,8 @@ def inspect(model: str, revision: str | None, outtype: str, quant: str | None, i
     from .inspect import describe, render
 
     path, model_revision = _local_dir(model, revision)
-    info = {"model_revision": model_revision, **describe(HfCheckpoint(path, outtype, quant=quant, imatrix=imatrix))}
+    info = {"model_revision": model_revision, **describe(HfCheckpoint(path, outtype, quant=quant, imatrix=imatrix,
+                                                                      vocab_apart=False))}
     click.echo(json.dumps(info, indent=1, default=str) if as_json else render(info))
 
 
@@ -99,7 +100,7 @@ def export(model: str, out: Path, revision: str | None, outtype: str, quant: str
     from .checkpoint import HfCheckpoint
     from .export import export as write
 
-    ckpt = HfCheckpoint(_local_dir(model, revision)[0], outtype, quant=quant, imatrix=imatrix)
+    ckpt = HfCheckpoint(_local_dir(model, revision)[0], outtype, quant=quant, imatrix=imatrix, vocab_apart=False)
     write(ckpt, out, progress=progress)
     click.echo(f"wrote {out} ({ckpt.size:,} bytes, {ckpt.arch}, {ckpt.outtype}"
                f"{', ' + ckpt.quant if ckpt.quant else ''})"

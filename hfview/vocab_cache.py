@@ -42,8 +42,10 @@ _MAX_ENTRIES_BYTES = 512 << 20  # the cache's vocab entries, least recently used
 _APART_FROM = 1 << 20
 
 
-def vocab_kv(build: Callable[[Path, dict], list[KV]], model_dir: Path, hparams: dict) -> list[KV]:
-    """build(model_dir, hparams), or the entries it gave the last time for the same inputs."""
+def vocab_kv(build: Callable[[Path, dict], list[KV]], model_dir: Path, hparams: dict, *,
+             apart: bool = True) -> list[KV]:
+    """build(model_dir, hparams), or the entries it gave the last time for the same inputs; built in a child
+    process where `apart` and its files are large enough to be worth one."""
     found = _key(build, model_dir, hparams) if os.environ.get("HFVIEW_VOCAB_CACHE", "1") != "0" else None
     if found is None:
         return build(model_dir, hparams)
@@ -51,7 +53,7 @@ def vocab_kv(build: Callable[[Path, dict], list[KV]], model_dir: Path, hparams: 
     path = cache_dir() / "vocab" / f"{key}.kv"
     if (kept := _read(path)) is not None:
         return kept
-    if input_bytes >= _APART_FROM and (built := _build_apart(build, model_dir, hparams, path)) is not None:
+    if apart and input_bytes >= _APART_FROM and (built := _build_apart(build, model_dir, hparams, path)) is not None:
         return built
     kept, same = _build_and_keep(build, model_dir, hparams, path)
     return (_read(path) if same else None) or kept  # as a later open reads it, where it was kept

@@ -346,7 +346,7 @@ def export_lora(adapter, out, base, outtype, revision):
     if base is None:
         raise LoraError(f"{adapter}: adapter_config.json names no base_model_name_or_path: pass --base MODEL")
     base_dir, _ = _local_dir(base, revision)
-    path = run(adapter, HfCheckpoint(base_dir, "f32"), out, outtype)
+    path = run(adapter, HfCheckpoint(base_dir, "f32", vocab_apart=False), out, outtype)
     click.echo(f"wrote {path} ({path.stat().st_size} bytes)")
 
 

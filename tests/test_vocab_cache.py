@@ -260,6 +260,11 @@ def test_a_view_opened_from_the_cache_does_not_load_tokenizers(checkpoint, tmp_p
     loaded = [json.loads(subprocess.run([sys.executable, "-c", probe, str(model)], env=env, check=True,
                                         capture_output=True, text=True).stdout) for _ in range(2)]
     assert loaded == [False, False]  # a first open builds it in a child process (vocab_cache._build_apart)
+    # a caller that holds no model (export, inspect) builds it itself, with no second process
+    env["HFVIEW_CACHE"] = str(tmp_path / "another cache")
+    here = probe.replace("HfCheckpoint(sys.argv[1])", "HfCheckpoint(sys.argv[1], vocab_apart=False)")
+    assert json.loads(subprocess.run([sys.executable, "-c", here, str(model)], env=env, check=True,
+                                     capture_output=True, text=True).stdout) is True
 
 
 # builds sent to the child by reference (module-level functions of this module, which the child imports)
