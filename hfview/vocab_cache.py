@@ -37,7 +37,7 @@ _MAGIC = b"hfview vocab 1\n"
 _WEIGHTS = (".safetensors", ".bin", ".pt", ".pth", ".ckpt", ".gguf", ".h5", ".msgpack", ".npz", ".onnx")
 _MAX_HASHED = 256 << 20  # non-weight files beyond this are not read to make a key: such a directory is not cached
 _MAX_ENTRIES_BYTES = 512 << 20  # the cache's vocab entries, least recently used removed first
-# a child costs ~0.2 s (an interpreter, hfview's imports); a vocabulary whose files are smaller than this (a 32k
+# a child costs ~0.1-0.2 s (an interpreter, hfview's imports); a vocabulary whose files are smaller than this (a 32k
 # tokenizer.json is ~2 MB) leaves too little behind its parse to be worth it, and is built here
 _APART_FROM = 1 << 20
 
