@@ -290,7 +290,10 @@ class Pieces:
     def __init__(self, parts: Sequence[bytes | memoryview | FileSpan]):
         self.blocks: list[bytes | FileSpan] = []
         for in_file, run in itertools.groupby(parts, key=lambda p: isinstance(p, FileSpan)):
-            self.blocks.extend(run) if in_file else self.blocks.append(b"".join(run))
+            if in_file:
+                self.blocks.extend(run)
+            else:
+                self.blocks.append(b"".join(run))
         self._starts = list(itertools.accumulate(map(len, self.blocks), initial=0))
 
     def __len__(self) -> int:
