@@ -17,6 +17,7 @@ from collections.abc import Callable, Iterator, Sequence
 from typing import Any
 
 from .errors import CheckpointError
+from .shards import pread_into
 
 GGUF_MAGIC = b"GGUF"
 GGUF_VERSION = 3
@@ -203,10 +204,8 @@ class FileSpan:
 
     def readinto(self, start: int, out: memoryview) -> None:
         """out[:] = the span's bytes from `start`."""
-        got, fd = 0, self.file.fd
         try:
-            while got < len(out) and (n := os.preadv(fd, [out[got:]], self.offset + start + got)) > 0:
-                got += n
+            got = pread_into(self.file.fd, out, self.offset + start)
         except OSError as e:
             raise CheckpointError(f"{self.file.name}: cannot read a kept vocabulary at byte {self.offset + start}: "
                                   f"{e.strerror}") from e

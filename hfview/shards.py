@@ -71,6 +71,14 @@ def _identity(st: os.stat_result) -> tuple[int, ...]:
     return st.st_dev, st.st_ino, st.st_size, st.st_mtime_ns
 
 
+def pread_into(fd: int, out: memoryview, offset: int) -> int:
+    """Fill `out` from `offset` of `fd`; how many bytes it got (fewer only where the file ends first)."""
+    got = 0
+    while got < len(out) and (step := os.preadv(fd, [out[got:]], offset + got)) > 0:
+        got += step
+    return got
+
+
 def _pread(t: StoredTensor, offset: int, n: int, into: memoryview | None = None) -> bytes | None:
     """n bytes of `t`'s shard from `offset`, returned, or read into `into` (then None)."""
     try:
@@ -86,9 +94,7 @@ def _pread(t: StoredTensor, offset: int, n: int, into: memoryview | None = None)
             data = os.pread(fd, n, offset)
             got = len(data)
         else:
-            data, got = None, 0
-            while got < n and (step := os.preadv(fd, [into[got:]], offset + got)) > 0:
-                got += step
+            data, got = None, pread_into(fd, into[:n], offset)
     except OSError as e:
         raise CheckpointError(f"{t.path}: cannot read tensor {t.name!r} at byte {offset}: {e.strerror}") from e
     finally:

@@ -64,12 +64,12 @@ FEWER: dict[str, str] = {
 }
 # mixtures, part A (issue 11)
 FEWER.update(dict.fromkeys(("phimoe", "dbrx", "gpt_oss", "ernie4_5_moe"), _UNREACHED))
-# latent attention and GLM mixtures (issue 12): zai-org publishes on the Hub only; the search reached printed
-# configs (a training tool's log of Glm4MoeConfig) and copies quoted inside documents, no config.json file
-FEWER.update(dict.fromkeys(("glm4_moe", "glm4_moe_lite"), "no copy of a released config.json file reached, only "
-                                                           "configs printed in logs and quoted in documents"))
+# latent attention and GLM mixtures (issue 12): zai-org publishes on the Hub only; beside GLM-4.5's copy in rtp-llm's
+# test data, the search reached printed configs (a training tool's log of Glm4MoeConfig) and copies quoted inside
+# documents
 FEWER["glm4_moe"] = ("one copy reached (GLM-4.5's, in rtp-llm's test data); GLM-4.5-Air's, 4.6's and 4.7's only printed "
                      "or quoted")
+FEWER["glm4_moe_lite"] = "no copy of a released config.json file reached, only configs printed in logs and quoted in documents"
 REFUSED.update({
     "gpt_oss/openai__gpt-oss-120b.json": ("quantized checkpoints are unsupported",
                                           "MXFP4 as released (quantization_config quant_method mxfp4)"),
@@ -102,8 +102,8 @@ def test_refusal_table_names_collected_files():
     assert not set(REFUSED) - set(CONFIGS), "REFUSED names files that are not collected"
 
 
-# latent attention and DeepSeek-style routing (issue 12): DeepSeek-MoE, V3/R1 and MiniCPM3 copies found only
-# embedded in code or edited; DeepSeek-V2-Lite's one copy reached
+# latent attention and DeepSeek-style routing (issue 12): DeepSeek-MoE copies found only embedded in code or edited;
+# DeepSeek-V2-Lite's one copy reached
 FEWER.update(dict.fromkeys(("deepseek", "deepseek_v2"), _UNREACHED))
 FEWER["minicpm3"] = "one released text model (MiniCPM3-4B); its copy reached (sgl-project/ome's test data)"
 # latent attention, second pass: ai-dynamo/aiconfigurator keeps whole copies of DeepSeek-V3's, R1's, V3.2's,
