@@ -262,7 +262,7 @@ FIRST_LOGITS = r"""
 import sys, time, json
 t0 = time.perf_counter()
 mode, path = sys.argv[1], sys.argv[2]
-from runner.stream import StreamModel, load_model_from_path
+from hfview.runner.stream import StreamModel, load_model_from_path
 if mode == "view":
     from hfview import HfCheckpoint
     src = HfCheckpoint(path)

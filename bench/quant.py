@@ -27,7 +27,7 @@ CHILD = r"""
 import sys, time, json
 t0 = time.perf_counter()
 mode, path, quant = sys.argv[1], sys.argv[2], sys.argv[3]
-from runner.stream import StreamModel, load_model_from_path
+from hfview.runner.stream import StreamModel, load_model_from_path
 if mode == "view":
     from hfview import HfCheckpoint
     src = HfCheckpoint(path, quant=quant)

@@ -55,17 +55,6 @@ def main(debug: bool) -> None:
     """Run Hugging Face checkpoints with llama.cpp, read in place as the GGUF the converter would write."""
 
 
-def _local_dir(model: str, revision: str | None) -> tuple[Path, str | None]:
-    """MODEL as a directory: an existing one as is, anything else resolved as a Hub id (runner.resolve:
-    the architecture gate and quantized refusal run before any weight is downloaded)."""
-    if Path(model).is_dir():
-        return Path(model), revision
-    from runner.resolve import resolve
-
-    resolved = resolve(model, revision=revision)
-    return resolved.path, resolved.model_revision
-
-
 @main.command()
 @click.argument("model")
 @click.option("--revision", default=None, help="Hub revision (branch, tag or commit); default main.")
@@ -78,8 +67,9 @@ def inspect(model: str, revision: str | None, outtype: str, quant: str | None, i
     """Architecture, KV and tensor table of MODEL's view (a directory or Hub id; reads headers only)."""
     from .checkpoint import HfCheckpoint
     from .inspect import describe, render
+    from .runner.resolve import local_dir
 
-    path, model_revision = _local_dir(model, revision)
+    path, model_revision = local_dir(model, revision)
     info = {"model_revision": model_revision, **describe(HfCheckpoint(path, outtype, quant=quant, imatrix=imatrix,
                                                                       vocab_apart=False))}
     click.echo(json.dumps(info, indent=1, default=str) if as_json else render(info))
@@ -99,8 +89,9 @@ def export(model: str, out: Path, revision: str | None, outtype: str, quant: str
     llama-quantize's over it; for a family the converter has no class for, hfview's own mapping, said so)."""
     from .checkpoint import HfCheckpoint
     from .export import export as write
+    from .runner.resolve import local_dir
 
-    ckpt = HfCheckpoint(_local_dir(model, revision)[0], outtype, quant=quant, imatrix=imatrix, vocab_apart=False)
+    ckpt = HfCheckpoint(local_dir(model, revision)[0], outtype, quant=quant, imatrix=imatrix, vocab_apart=False)
     write(ckpt, out, progress=progress)
     click.echo(f"wrote {out} ({ckpt.size:,} bytes, {ckpt.arch}, {ckpt.outtype}"
                f"{', ' + ckpt.quant if ckpt.quant else ''})"
@@ -145,18 +136,17 @@ def families(as_json: bool) -> None:
         click.echo(f"{model_type:<{width}}  refused: {why}")
 
 
-def _register_runner_commands() -> None:
-    """generate / parity / tokenize live in runner/ (they need llama.cpp); registered here if present."""
-    import importlib.util
+def _register_commands() -> None:
+    """generate / parity / ... live beside their code in runner/, tokenize / tokenizer-check in tokenizer/: the CLI
+    imports their COMMANDS (they never import the CLI)."""
+    from .runner.commands import COMMANDS as RUNNER_COMMANDS
+    from .tokenizer.commands import COMMANDS as TOKENIZER_COMMANDS
 
-    if importlib.util.find_spec("runner.commands") is None:
-        return
-    from runner.commands import COMMANDS
-    for command in COMMANDS:
+    for command in (*RUNNER_COMMANDS, *TOKENIZER_COMMANDS):
         main.add_command(command)
 
 
-_register_runner_commands()
+_register_commands()
 
 if __name__ == "__main__":
     main()

@@ -12,78 +12,29 @@ import os
 import struct
 import weakref
 from dataclasses import dataclass
-from enum import IntEnum
 from collections.abc import Callable, Iterator, Sequence
 from typing import Any
+
+import gguf
 
 from .errors import CheckpointError
 from .shards import pread_into
 
-GGUF_MAGIC = b"GGUF"
-GGUF_VERSION = 3
-ALIGNMENT = 32
+# gguf-py's own constants (the converter writes with them), under the names hfview's modules import
+ValueType = gguf.GGUFValueType
+GGMLType = gguf.GGMLQuantizationType
+GGUF_MAGIC = struct.pack("<I", gguf.GGUF_MAGIC)  # b"GGUF"
+GGUF_VERSION = gguf.GGUF_VERSION
+ALIGNMENT = gguf.GGUF_DEFAULT_ALIGNMENT
 
-
-class ValueType(IntEnum):
-    UINT8 = 0
-    INT8 = 1
-    UINT16 = 2
-    INT16 = 3
-    UINT32 = 4
-    INT32 = 5
-    FLOAT32 = 6
-    BOOL = 7
-    STRING = 8
-    ARRAY = 9
-    UINT64 = 10
-    INT64 = 11
-    FLOAT64 = 12
-
-
-class GGMLType(IntEnum):
-    F32 = 0
-    F16 = 1
-    Q4_0 = 2
-    Q4_1 = 3
-    Q5_0 = 6
-    Q5_1 = 7
-    Q8_0 = 8
-    Q2_K = 10
-    Q3_K = 11
-    Q4_K = 12
-    Q5_K = 13
-    Q6_K = 14
-    IQ2_XXS = 16
-    IQ2_XS = 17
-    IQ3_XXS = 18
-    IQ1_S = 19
-    IQ4_NL = 20
-    IQ3_S = 21
-    IQ2_S = 22
-    IQ4_XS = 23
-    I8 = 24
-    I16 = 25
-    I32 = 26
-    I64 = 27
-    F64 = 28
-    IQ1_M = 29
-    BF16 = 30
-    TQ1_0 = 34
-    TQ2_0 = 35
-    MXFP4 = 39
-
-
-# bytes per element of the unquantized ggml types
-GGML_ITEM_SIZE = {GGMLType.F32: 4, GGMLType.F16: 2, GGMLType.BF16: 2, GGMLType.I8: 1,
-                  GGMLType.I16: 2, GGMLType.I32: 4, GGMLType.I64: 8, GGMLType.F64: 8}
+# bytes per element of the unquantized ggml types (those of one element per block)
+GGML_ITEM_SIZE = {t: size for t, (per_block, size) in gguf.GGML_QUANT_SIZES.items() if per_block == 1}
 
 
 def row_bytes(ggml_type: GGMLType, n_per_row: int) -> int:
-    """Bytes of one row of `n_per_row` values; a quantized type's block sizes are ggml's own."""
-    if ggml_type in GGML_ITEM_SIZE:
-        return n_per_row * GGML_ITEM_SIZE[ggml_type]
-    from .ggml_quants import block
-    per_block, block_bytes = block(ggml_type)
+    """Bytes of one row of `n_per_row` values, by gguf-py's block sizes (ggml's own for every type hfview writes:
+    tests/test_structure.py checks them against libggml)."""
+    per_block, block_bytes = gguf.GGML_QUANT_SIZES[ggml_type]
     return n_per_row // per_block * block_bytes
 
 

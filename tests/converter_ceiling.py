@@ -23,7 +23,7 @@ class GGUFFile:
 
 def llama_cpp_logits(source, ids=None) -> tuple[list[int], np.ndarray]:
     from family_oracle import PROMPT
-    from runner.stream import StreamModel
+    from hfview.runner.stream import StreamModel
 
     with StreamModel(source, n_ctx=64) as m:
         ids = ids or m.tokenize(PROMPT)[:16]

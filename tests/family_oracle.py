@@ -55,7 +55,7 @@ def check_logits(name: str, outtype: str, checkpoint, *, bar: float = NMSE_BAR, 
     of its weights in an equivalent transformers class where transformers has none of its own, or a function
     (checkpoint_dir, ids) -> logits that runs the family's forward over transformers' modules."""
     from hfview import HfCheckpoint
-    from runner.stream import StreamModel
+    from hfview.runner.stream import StreamModel
 
     path = checkpoint(name)
     with StreamModel(HfCheckpoint(path, outtype), n_ctx=64) as m:

@@ -195,13 +195,13 @@ def run_case(case: dict, fixtures: dict[str, Path], scratch: Path) -> dict:
 
 
 def _plamo(path: Path) -> str:
-    from tokenizer.vocab import plamo_vocab
+    from hfview.tokenizer.vocab import plamo_vocab
 
     return f"{len(plamo_vocab(path, {'vocab_size': 64}))} keys"
 
 
 def _tiktoken(path: Path) -> str:
-    from tokenizer.tiktoken_bpe import load_ranks
+    from hfview.tokenizer.tiktoken_bpe import load_ranks
 
     return f"{len(load_ranks(path / 'tokenizer.tiktoken'))} ranks"
 
@@ -218,7 +218,7 @@ def serve(fixtures_json: str, limit_bytes: int) -> None:
     resource.setrlimit(resource.RLIMIT_AS, (limit_bytes, limit_bytes))
     fixtures = {k: Path(v) for k, v in json.loads(fixtures_json).items()}
     import hfview  # noqa: F401 - imported once, outside any case's time
-    import tokenizer.vocab  # noqa: F401
+    import hfview.tokenizer.vocab  # noqa: F401
 
     out = sys.stdout
     sys.stdout = sys.stderr  # anything a case prints must not corrupt the protocol

@@ -27,7 +27,7 @@ def config_path_kv(path: Path, file_type: int = 32) -> dict:
     from hfview.checkpoint import _read_config  # the directory -> config step HfCheckpoint takes
     from hfview.config import read_as, read_config, refuse_quantized
     from hfview.config_values import layer_count
-    from runner.resolve import gate
+    from hfview.runner.resolve import gate
 
     family = {f.name: f for f in families.FAMILIES}[path.parent.name]
     with tempfile.TemporaryDirectory() as tmp:

@@ -58,8 +58,8 @@ def test_capture_matches_hidden_states(checkpoint, tmp_path, name):
 
 
 def test_capture_layer_ranges_and_api(checkpoint):
-    from runner.api import load
-    from runner.capture import capture, parse_layers
+    from hfview.runner.api import load
+    from hfview.runner.capture import capture, parse_layers
 
     assert parse_layers("0,2-4, 7") == [0, 2, 3, 4, 7]
     with load(checkpoint("llama-spm"), precision="f32", kv_cache="f32") as r:
@@ -88,7 +88,7 @@ def test_write_is_atomic(tmp_path, monkeypatch):
     """A failure while writing leaves the previous file as it was and no partial file."""
     import os
 
-    from runner.capture import write_safetensors
+    from hfview.runner.capture import write_safetensors
 
     out = tmp_path / "s.safetensors"
     write_safetensors(out, {"a": np.zeros(3, np.float32)}, {"n": 1})

@@ -35,7 +35,7 @@ def test_decide_matches_transformers(checkpoint, name):
     """Same ranking and the same summed, mean and per-token log-probabilities within 1e-4, the ids made once
     by llama.cpp's tokenizer (prompt with BOS as the vocabulary says, each option from the joint text) and fed
     unchanged to transformers."""
-    from runner.api import load
+    from hfview.runner.api import load
 
     path = checkpoint(name)
     args = ["decide", "--model", str(path), "--prompt", PROMPT, "--precision", "f32", "--json"]
@@ -96,7 +96,7 @@ def test_decide_bad_options(checkpoint, options, needle):
 
 
 def test_option_ids_takes_the_joint_tokenization():
-    from runner.decide import DecideError, option_ids
+    from hfview.runner.decide import DecideError, option_ids
 
     vocab = {"ab": 1, "a": 2, "b": 3, "c": 4}
 

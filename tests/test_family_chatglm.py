@@ -89,7 +89,7 @@ def test_refused(changes, message, checkpoint, tmp_path):
 
 def test_tiktoken_only_directory_refused(checkpoint, tmp_path):
     from hfview import HfCheckpoint
-    from tokenizer.errors import TokenizerError
+    from hfview.tokenizer.errors import TokenizerError
 
     src = checkpoint("chatglm")
     dst = tmp_path / "no-tokenizer-json"
@@ -108,7 +108,7 @@ def test_chatglm3_vocabulary_numbers_specials_after_the_pieces(checkpoint):
     import sentencepiece
 
     from hfview import HfCheckpoint
-    from tokenizer.vocab import CHATGLM3_SPECIALS, CONTROL, UNUSED
+    from hfview.tokenizer.vocab import CHATGLM3_SPECIALS, CONTROL, UNUSED
 
     src = checkpoint("chatglm3")
     kv = {k.key: k.value for k in HfCheckpoint(src, "f32").kv}
@@ -124,7 +124,7 @@ def test_chatglm3_vocabulary_numbers_specials_after_the_pieces(checkpoint):
 
 def test_chatglm3_needs_its_tokenizer_model(checkpoint, tmp_path):
     from hfview import HfCheckpoint
-    from tokenizer.errors import TokenizerError
+    from hfview.tokenizer.errors import TokenizerError
 
     src = checkpoint("chatglm3")
     dst = tmp_path / "no-tokenizer-model"
@@ -140,7 +140,7 @@ def test_chatglm3_padded_vocab_size_must_hold_the_specials(checkpoint, tmp_path)
     from family_variants import variant
 
     from hfview import HfCheckpoint
-    from tokenizer.errors import TokenizerError
+    from hfview.tokenizer.errors import TokenizerError
 
     with pytest.raises(TokenizerError, match="padded_vocab_size 32005 must be at least the 32000 pieces"):
         HfCheckpoint(variant(checkpoint("chatglm3"), tmp_path / "v", padded_vocab_size=32005))

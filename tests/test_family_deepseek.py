@@ -50,7 +50,7 @@ def _qwen2_moe_reference(path: Path, out: Path):
 
 
 def _logits(source, ids=None):
-    from runner.stream import StreamModel
+    from hfview.runner.stream import StreamModel
 
     with StreamModel(source, n_ctx=64) as m:
         ids = ids or m.tokenize(PROMPT)[:16]

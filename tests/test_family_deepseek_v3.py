@@ -152,8 +152,8 @@ def test_fp8_release_on_the_hub_is_refused_before_any_weight_request(checkpoint,
     """DeepSeek-V3 / R1 as published (FP8): resolving the repository fetches config.json alone, then refuses
     naming the BF16 export; no shard is requested (the fake Hub of tests/test_resolve_hub.py)."""
     from hub_server import FakeHub, tiny_checkpoint
-    from runner.errors import QuantizedCheckpoint
-    from runner.resolve import resolve
+    from hfview.runner.errors import QuantizedCheckpoint
+    from hfview.runner.resolve import resolve
 
     server = FakeHub().start()
     try:

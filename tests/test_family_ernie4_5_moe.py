@@ -24,7 +24,7 @@ def test_the_selection_bias_changes_the_choice(checkpoint):
     import transformers
 
     from hfview import HfCheckpoint
-    from runner.stream import StreamModel
+    from hfview.runner.stream import StreamModel
 
     path = checkpoint("ernie4_5_moe-f32")
     with StreamModel(HfCheckpoint(path, "f32"), n_ctx=64) as m:

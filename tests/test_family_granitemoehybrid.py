@@ -120,7 +120,7 @@ def test_bamba_logits_within_the_measured_ceiling_of_the_converters_own_file(
 
     from family_oracle import NMSE_BAR, PROMPT, nmse, transformers_logits
     from hfview import HfCheckpoint
-    from runner.stream import StreamModel, load_model_from_path
+    from hfview.runner.stream import StreamModel, load_model_from_path
 
     record_property("family", "granitemoehybrid")
     record_property("oracle", "logits")

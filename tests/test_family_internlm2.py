@@ -88,7 +88,7 @@ def test_wqkv_rows_cover_each_row_once():
 
 
 def test_add_dummy_prefix_read_without_protobuf(tmp_path):
-    from tokenizer.internlm2 import add_dummy_prefix
+    from hfview.tokenizer.internlm2 import add_dummy_prefix
     pieces = b"\x0a\x08\x0a\x01a\x15\x00\x00\x00\x00"      # field 1: a piece "a", score 0.0
     for spec, expected in ((b"", True), (b"\x18\x00", False), (b"\x18\x01", True), (b"\x0a\x03nmt\x18\x00", False)):
         path = tmp_path / "m.model"

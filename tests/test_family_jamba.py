@@ -25,7 +25,7 @@ def within_the_converters_own_ceiling(family, name, outtype, checkpoint, convert
     from family_oracle import NMSE_BAR, PROMPT, nmse, transformers_logits
 
     from hfview import HfCheckpoint
-    from runner.stream import StreamModel, load_model_from_path
+    from hfview.runner.stream import StreamModel, load_model_from_path
 
     record_property("family", family)
     record_property("oracle", "logits")

@@ -18,7 +18,7 @@ def test_logits_bf16_within_the_ceiling_of_the_converters_own_file(name, checkpo
     from family_oracle import PROMPT, nmse, transformers_logits
 
     from hfview import HfCheckpoint
-    from runner.stream import StreamModel, load_model_from_path
+    from hfview.runner.stream import StreamModel, load_model_from_path
 
     record_property("family", "mamba")
     record_property("oracle", "logits")

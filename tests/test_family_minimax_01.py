@@ -105,7 +105,7 @@ def test_embedding_rows_past_the_tokenizer_are_refused_by_name(checkpoint):
 def test_transformers_port_is_not_presented(checkpoint, tmp_path):
     """transformers' own port (model_type minimax, MiniMaxForCausalLM): the pinned converter registers no such
     class, so there is no converter file to present; the architecture gate sends it to transformers."""
-    from runner.resolve import gate
+    from hfview.runner.resolve import gate
 
     twin = tmp_path / "twin"
     minimax_twin(checkpoint("minimax_01"), twin)

@@ -29,7 +29,7 @@ def test_logits_image_text(name, family, outtype, checkpoint, record_property):
     torch = pytest.importorskip("torch")
     transformers = pytest.importorskip("transformers")
     from hfview import HfCheckpoint
-    from runner.stream import StreamModel
+    from hfview.runner.stream import StreamModel
 
     record_property("family", family)
     record_property("oracle", "logits")
@@ -60,7 +60,7 @@ def test_query_temperature_reaches_llama_cpp(checkpoint, tmp_path):
     import numpy as np
 
     from hfview import HfCheckpoint
-    from runner.stream import StreamModel
+    from hfview.runner.stream import StreamModel
 
     def logits(path):
         with StreamModel(HfCheckpoint(path, "f32"), n_ctx=64) as m:

@@ -26,7 +26,7 @@ def test_mistral_format_logits_match_transformers_on_hf_twin(outtype, checkpoint
     """llama.cpp fed from the view of the consolidated directory == transformers on the same weights saved in
     Transformers' layout (NMSE < 1e-4 over 16 positions)."""
     from hfview import HfCheckpoint
-    from runner.stream import StreamModel
+    from hfview.runner.stream import StreamModel
 
     record_property("family", "mistral_format")
     record_property("oracle", "logits")
@@ -80,7 +80,7 @@ def test_mistral_format_without_context_length_is_what_the_converter_writes(chec
 def test_mistral_format_llama_cpp_runs_finite_and_deterministic(checkpoint):
     """The yarn + tied-embeddings fixture (no transformers reference for Mistral's own yarn keys) runs."""
     from hfview import HfCheckpoint
-    from runner.stream import StreamModel
+    from hfview.runner.stream import StreamModel
 
     path = checkpoint("mistral-consolidated-yarn-tied")
     runs = []
@@ -150,7 +150,7 @@ def test_mistral_format_without_tokenizer_is_refused(checkpoint, tmp_path):
 def test_legacy_tekken_specials_equal_mistral_common():
     """The special tokens of a pre-v7 tekken.json without a list are mistral-common's own table."""
     tekken = pytest.importorskip("mistral_common.tokens.tokenizers.tekken")
-    from tokenizer.mistral import LEGACY_TEKKEN_SPECIALS
+    from hfview.tokenizer.mistral import LEGACY_TEKKEN_SPECIALS
 
     theirs = tekken.Tekkenizer.DEPRECATED_SPECIAL_TOKENS
     assert [t["rank"] for t in theirs] == list(range(len(theirs)))
@@ -177,7 +177,7 @@ def test_mistral_vocab_equals_converter_on_real_tokenizers(source, name, tmp_pat
     from gguf import GGUFReader
     import oracle
     from hfview.gguf_layout import encode_kv
-    from tokenizer.mistral import mistral_vocab
+    from hfview.tokenizer.mistral import mistral_vocab
 
     pytest.importorskip("mistral_common")
     d = tmp_path / "ckpt"
@@ -200,8 +200,8 @@ def test_v2_tokenizer_is_refused_like_the_converter(tmp_path):
     from importlib.resources import files
 
     import oracle
-    from tokenizer.errors import TokenizerError
-    from tokenizer.mistral import mistral_vocab
+    from hfview.tokenizer.errors import TokenizerError
+    from hfview.tokenizer.mistral import mistral_vocab
 
     pytest.importorskip("mistral_common")
     d = tmp_path / "ckpt"

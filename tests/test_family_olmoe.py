@@ -94,7 +94,7 @@ def test_logits_f32_checkpoint_at_16_bits_within_the_converter_files_measured_ce
     from family_oracle import NMSE_BAR, PROMPT, nmse, transformers_logits
     from hfview import HfCheckpoint
     from hfview.gguf_layout import GGMLType
-    from runner.stream import StreamModel
+    from hfview.runner.stream import StreamModel
     import transformers
 
     record_property("family", "olmoe")

@@ -13,7 +13,7 @@ test_export, _ = oracle_tests("orion", ["orion"])
 
 def _view_logits(path, outtype):
     from hfview import HfCheckpoint
-    from runner.stream import StreamModel
+    from hfview.runner.stream import StreamModel
 
     with StreamModel(HfCheckpoint(path, outtype), n_ctx=64) as m:
         ids = m.tokenize(PROMPT)[:16]

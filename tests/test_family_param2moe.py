@@ -150,7 +150,7 @@ def test_without_the_per_expert_width_llama_cpp_refuses_the_converters_file(chec
     """Why the view writes the shared width per shared expert: the converter's file of the variant stating the
     total (as Param2's config.json does) asks llama.cpp's bailingmoe2 for a shared FFN 2 x 32 wide, and the stored
     one is 32 wide."""
-    from runner.stream import ModelLoadError, load_model_from_path
+    from hfview.runner.stream import ModelLoadError, load_model_from_path
 
     path = checkpoint(FIXTURE)
     theirs = oracle.convert_cached(ling2_variant(path, tmp_path / "total" / path.name, per_expert_shared_width=False),

@@ -49,7 +49,7 @@ def test_phi3_without_tokenizer_model_is_refused_by_name(checkpoint, tmp_path):
     import pytest
 
     from hfview import HfCheckpoint
-    from tokenizer.errors import TokenizerError
+    from hfview.tokenizer.errors import TokenizerError
 
     model = tmp_path / "phi3"
     shutil.copytree(checkpoint("phi3-gqa"), model)
@@ -68,7 +68,7 @@ def test_phi3_long_context_uses_the_long_factors(checkpoint):
 
     from family_oracle import PROMPT, nmse
     from hfview import HfCheckpoint
-    from runner.stream import StreamModel
+    from hfview.runner.stream import StreamModel
 
     path = checkpoint("phi3-longrope")
     with StreamModel(HfCheckpoint(path, "f32"), n_ctx=8192) as m:

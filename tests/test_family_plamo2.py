@@ -152,7 +152,7 @@ _CHILD = textwrap.dedent("""
     sys.path[:0] = [sys.argv[3], sys.argv[3] + "/tests"]
     from converter_ceiling import GGUFFile
     from family_oracle import PROMPT
-    from runner.stream import StreamModel
+    from hfview.runner.stream import StreamModel
     with StreamModel(GGUFFile(__import__("pathlib").Path(sys.argv[1])), n_ctx=64) as m:
         ids = m.tokenize(PROMPT)[:16]
         np.savez(sys.argv[2], ids=np.array(ids), logits=m.logits(ids))
@@ -173,7 +173,7 @@ _LOAD_CHILD = textwrap.dedent("""
     import json, sys
     sys.path[:0] = [sys.argv[2], sys.argv[2] + "/tests"]
     from converter_ceiling import GGUFFile
-    from runner.stream import load_model
+    from hfview.runner.stream import load_model
     source = GGUFFile(__import__("pathlib").Path(sys.argv[1]))
     source.load_kv = json.loads(sys.argv[3])  # applied as the runner applies a family's Family.load_kv
     load_model(source, verbose=True).close()
@@ -251,7 +251,7 @@ _RUN_VIEW_CHILD = textwrap.dedent("""
     sys.path[:0] = [sys.argv[4], sys.argv[4] + "/tests"]
     from family_oracle import PROMPT
     from hfview import HfCheckpoint
-    from runner.stream import StreamModel
+    from hfview.runner.stream import StreamModel
     with StreamModel(HfCheckpoint(sys.argv[1], sys.argv[2]), n_ctx=64) as m:
         ids = m.tokenize(PROMPT)[:16]
         np.savez(sys.argv[3], ids=np.array(ids), logits=m.logits(ids))
@@ -336,7 +336,7 @@ def test_released_config_is_hybrid_from_layer_0_and_so_hangs_too():
     for n_rot: the hang is not the fixture's doing, a faithful file of the release hangs the same way."""
     from hfview.families.plamo2 import FAMILY, load_arrays
     from released_config import DATA, config_path_kv
-    from runner.api import unapplied_window
+    from hfview.runner.api import unapplied_window
 
     path = DATA / "plamo2" / "pfnet__plamo-2-1b.json"
     kv = config_path_kv(path)

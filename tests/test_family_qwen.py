@@ -36,7 +36,7 @@ import pytest
 import oracle
 from family_oracle import NMSE_BAR, OUTTYPES, PROMPT, check_export, nmse, reference_logits_test
 from family_variants import assert_refused, variant
-from runner.stream import ModelLoadError
+from hfview.runner.stream import ModelLoadError
 
 FIXTURE = "qwen"
 RMS_EPS_KEY = "qwen.attention.layer_norm_rms_epsilon"
@@ -202,7 +202,7 @@ def view_logits(path: Path, outtype: str, ids: list[int] | None = None, n_ctx: i
     (the RMS epsilon the converter's file lacks) as an override; (ids, logits). ids default to llama.cpp's first
     16 tokens of the oracle prompt."""
     from hfview import HfCheckpoint
-    from runner.stream import StreamModel, load_model
+    from hfview.runner.stream import StreamModel, load_model
 
     with StreamModel(load_model(HfCheckpoint(path, outtype)), n_ctx=n_ctx) as m:
         ids = m.tokenize(PROMPT)[:16] if ids is None else ids
@@ -231,7 +231,7 @@ def test_the_view_declares_the_rms_epsilon_llama_cpp_needs(checkpoint):
 def test_without_the_override_llama_cpp_refuses_the_view(checkpoint):
     """What the override does: the same view with no load-time KV fails in llama.cpp on the missing key."""
     from hfview import HfCheckpoint
-    from runner.stream import load_model
+    from hfview.runner.stream import load_model
 
     ckpt = HfCheckpoint(checkpoint(FIXTURE), "f32")
     ckpt.load_kv = {}
@@ -244,7 +244,7 @@ def test_a_callers_override_wins_and_others_are_kept(checkpoint):
     kept over the family's, and a caller's other keys stay."""
     import llama_cpp.llama_cpp as ll
     from hfview import HfCheckpoint
-    from runner.stream import _with_kv_overrides
+    from hfview.runner.stream import _with_kv_overrides
 
     params = ll.llama_model_default_params()
     given = (ll.llama_model_kv_override * 3)()
@@ -261,7 +261,7 @@ def test_a_callers_override_wins_and_others_are_kept(checkpoint):
 def test_generate_runs_qwen1(checkpoint):
     """hfview's runner over a Qwen-1 checkpoint loads (the override applied) and greedy-decodes Qwen-1's choices:
     each generated token is the argmax of Qwen-1's forward over the ids before it."""
-    import runner
+    from hfview import runner
 
     path = checkpoint(FIXTURE)
     with runner.load(str(path), precision="f32", n_ctx=64) as r:
@@ -274,7 +274,7 @@ def test_generate_runs_qwen1(checkpoint):
 
 def test_llama_cpp_refuses_the_converters_own_file(checkpoint, tmp_path_factory):
     """The ceiling: llama.cpp loading the converter's own file (restored copy, f32) fails on the missing key."""
-    from runner.stream import load_model_from_path
+    from hfview.runner.stream import load_model_from_path
 
     theirs = oracle.convert_cached(restored(checkpoint(FIXTURE), tmp_path_factory.getbasetemp() / "qwen-restored"),
                                    "f32")

@@ -106,7 +106,7 @@ def test_transformers_runs_the_fixture_as_deepseek_v3(checkpoint):
 def test_without_a_stated_rank_llama_cpp_does_not_load_the_converters_file(checkpoint, tmp_path):
     """Why the view states q_lora_rank 0: the converter's file of the variant with q_lora_rank null (what it writes
     for a query without a bottleneck) lacks the key, and llama.cpp's deepseek2 refuses it at 3 layers."""
-    from runner.stream import ModelLoadError, load_model_from_path
+    from hfview.runner.stream import ModelLoadError, load_model_from_path
 
     path = checkpoint("sarvam_mla")
     theirs = oracle.convert_cached(deepseek_v3_variant(path, tmp_path / "null-rank" / path.name, q_lora_rank=None),

@@ -91,7 +91,7 @@ def test_release_shaped_config_is_accepted(tmp_path):
 def test_a_tokenizer_without_the_tokens_the_converter_looks_up_is_refused_naming_them(checkpoint, tmp_path):
     """The converter reads <unk>'s id from the added tokens (a KeyError without it); the view names the token."""
     from hfview import HfCheckpoint
-    from tokenizer.errors import TokenizerError
+    from hfview.tokenizer.errors import TokenizerError
 
     src = checkpoint("solar_open")
     dst = tmp_path / "no_unk"

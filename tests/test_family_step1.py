@@ -15,7 +15,7 @@ CONFIG = {"architectures": ["Step1ForCausalLM"], "model_type": "step1", "hidden_
 
 
 def test_the_gate_names_the_square_root_alibi(tmp_path):
-    from runner.resolve import UnsupportedArchitecture, gate
+    from hfview.runner.resolve import UnsupportedArchitecture, gate
 
     with pytest.raises(UnsupportedArchitecture, match=r"step1: .*square root of the distance.*linear"):
         gate(CONFIG, tmp_path / "config.json")

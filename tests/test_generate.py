@@ -8,10 +8,10 @@ import pytest
 from click.testing import CliRunner
 
 from hfview.cli import main
-from runner.api import load
-from runner.chat import ChatTemplateError, render
-from runner.generate import PromptTooLong, Utf8Pieces
-from runner.sampling import Sampler, Sampling, from_generation_config
+from hfview.runner.api import load
+from hfview.runner.chat import ChatTemplateError, render
+from hfview.runner.generate import PromptTooLong, Utf8Pieces
+from hfview.runner.sampling import Sampler, Sampling, from_generation_config
 
 
 def _cli(*args):
@@ -96,7 +96,7 @@ def test_context_full_stops(spm):
 
 @pytest.mark.parametrize("device,flag", [("cuda", "-DGGML_CUDA=on"), ("metal", "-DGGML_METAL=on")])
 def test_device_refusal(checkpoint, device, flag):
-    from runner.devices import DEVICES, backends
+    from hfview.runner.devices import DEVICES, backends
     if DEVICES[device] in backends():
         pytest.skip(f"this llama-cpp-python has the {device} backend: no refusal to test")
     res = _cli("generate", "--model", str(checkpoint("llama-spm")), "--prompt", "hi", "--device", device)
@@ -122,12 +122,12 @@ def test_json_output(checkpoint):
 
 
 def test_ctrl_c_exits_130(checkpoint, monkeypatch):
-    import runner.api
+    from hfview.runner import api
 
     def interrupted(self, *a, **k):
         raise KeyboardInterrupt
 
-    monkeypatch.setattr(runner.api.Runner, "run", interrupted)
+    monkeypatch.setattr(api.Runner, "run", interrupted)
     res = _cli("generate", "--model", str(checkpoint("llama-spm")), "--prompt", "hi", "--no-progress")
     assert res.exit_code == 130
     assert "Traceback" not in res.output and res.stdout == "\n"
@@ -239,7 +239,7 @@ def test_chat_default_off_without_template(spm):
 
 
 def test_system_from_file(tmp_path):
-    from runner.chat import read_system
+    from hfview.runner.chat import read_system
     f = tmp_path / "sys.txt"
     f.write_text("You are terse.", encoding="utf-8")
     assert read_system(str(f)) == "You are terse."

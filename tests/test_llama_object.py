@@ -21,12 +21,12 @@ import llama_cpp._internals as internals
 import numpy as np
 import pytest
 
-import runner
+from hfview import runner
 from hfview import HfCheckpoint
 from hfview.errors import HfviewError
-from runner.api import load
-from runner.chat import ChatTemplateError
-from runner.llama_object import from_view
+from hfview.runner.api import load
+from hfview.runner.chat import ChatTemplateError
+from hfview.runner.llama_object import from_view
 
 N_CTX = 256  # a multiple of 256: llama.cpp pads the context to one
 MESSAGES = [{"role": "system", "content": "Answer briefly."}, {"role": "user", "content": "Name a colour."}]
@@ -194,7 +194,7 @@ def test_a_ready_gguf_loads_with_the_views_repack_setting(tmp_path):
     import shutil
 
     from hfview.export import export
-    from runner.stream import cpu_repack_is_safe
+    from hfview.runner.stream import cpu_repack_is_safe
 
     src = runner.api.default_model_path()
     d = tmp_path / "ready"

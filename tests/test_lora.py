@@ -115,7 +115,7 @@ def test_export_lora_finds_its_base_in_the_adapter_config(checkpoint, adapter, t
 @pytest.mark.parametrize("name", ["llama-spm", "qwen3"])
 def test_lora_logits_match_peft(checkpoint, adapter, name):
     """Scale 1 and 0.5 (PeftModel's scaling times 0.5 on every LoRA layer) against transformers + peft."""
-    from runner.api import load
+    from hfview.runner.api import load
 
     base, lora = checkpoint(name), adapter(name)
     model = transformers.AutoModelForCausalLM.from_pretrained(str(base), dtype=torch.float32)
@@ -139,7 +139,7 @@ def test_lora_logits_match_peft(checkpoint, adapter, name):
 
 
 def test_generate_lora_greedy_follows_peft(checkpoint, adapter):
-    from runner.api import load
+    from hfview.runner.api import load
 
     base, lora = checkpoint("qwen3"), adapter("qwen3")
     res = _cli("generate", "--model", str(base), "--prompt", PROMPT, "--no-chat", "--temperature", "0",
@@ -159,8 +159,8 @@ def test_generate_lora_greedy_follows_peft(checkpoint, adapter):
 
 def test_capture_sees_the_adapter(checkpoint, adapter):
     """The capture context carries the runner's adapter: layer 0's stream differs from the base model's."""
-    from runner.api import load
-    from runner.capture import capture
+    from hfview.runner.api import load
+    from hfview.runner.capture import capture
 
     base, lora = checkpoint("llama-spm"), adapter("llama-spm")
     with load(base, precision="f32", kv_cache="f32") as r:
@@ -236,7 +236,7 @@ def test_refuses_a_directory_without_an_adapter(checkpoint, tmp_path):
 def test_lora_spec():
     from pathlib import Path
 
-    from runner.lora import parse_lora
+    from hfview.runner.lora import parse_lora
 
     assert parse_lora("a/b:0.25").scale == 0.25 and parse_lora("a/b").scale == 1.0
     assert parse_lora("c:/x").path == Path("c:/x")
@@ -264,8 +264,8 @@ def _peft_logits(base, lora, ids):
 def test_llama_object_and_server_take_an_adapter(checkpoint, adapter):
     """runner.llama(..., lora=[...]) and the server's Llama (create_app(lora=...)): logits == transformers + peft."""
     pytest.importorskip("fastapi")
-    import runner
-    from runner.serve import create_app
+    from hfview import runner
+    from hfview.runner.serve import create_app
 
     base, lora = checkpoint("llama-spm"), adapter("llama-spm")
     llm = runner.llama(str(base), precision="f32", lora=[str(lora)], logits_all=True, n_ctx=128)
@@ -298,8 +298,8 @@ def test_quantized_view_with_an_adapter_is_the_quantized_file_with_the_converted
     import llama_cpp.llama_cpp as ll
 
     from hfview.quant import FILE_TYPES
-    from runner.api import load
-    from runner.stream import StreamModel, load_model_from_path
+    from hfview.runner.api import load
+    from hfview.runner.stream import StreamModel, load_model_from_path
 
     base, lora = checkpoint("llama-spm"), adapter("llama-spm")
     with load(base, precision="f32", quant=quant, kv_cache="f32", lora=[str(lora)], n_ctx=64) as r:

@@ -9,7 +9,7 @@ import pytest
 from click.testing import CliRunner
 
 from hfview.cli import main
-from runner.parity import metrics
+from hfview.runner.parity import metrics
 
 pytest.importorskip("torch")
 pytest.importorskip("transformers")
@@ -76,7 +76,7 @@ def test_parity_refuses_a_family_the_view_lacks_before_loading(opt_dir, monkeypa
 
 
 def test_a_report_cannot_have_one_backend_on_both_sides():
-    from runner.parity import ParityReport
+    from hfview.runner.parity import ParityReport
 
     fields = dict(model="m", model_revision=None, precision="f32", n_tokens=1, n_vocab=2, nmse=0.0,
                   max_abs_error=0.0, mean_cosine=1.0, min_cosine=1.0, top1_agreement=1.0, threshold=1e-4,
@@ -88,8 +88,8 @@ def test_a_report_cannot_have_one_backend_on_both_sides():
 
 def test_parity_never_reports_a_torch_runner(checkpoint, monkeypatch):
     """Whatever load returns, compare refuses to report unless its candidate side is llama.cpp."""
-    import runner.api
-    from runner.parity import compare
+    from hfview.runner import api
+    from hfview.runner.parity import compare
 
     class Torchish:
         backend = "torch"
@@ -100,7 +100,7 @@ def test_parity_never_reports_a_torch_runner(checkpoint, monkeypatch):
         def __exit__(self, *exc):
             pass
 
-    monkeypatch.setattr(runner.api, "load", lambda *a, **k: Torchish())
+    monkeypatch.setattr(api, "load", lambda *a, **k: Torchish())
     with pytest.raises(AssertionError, match="not llama.cpp"):
         compare(str(checkpoint("llama-spm")))
 
@@ -117,7 +117,7 @@ def test_window_llama_cpp_applies_is_not_capped(checkpoint, name):
     many windows long llama.cpp from the view equals transformers."""
     from family_oracle import nmse, transformers_logits
 
-    from runner.api import load
+    from hfview.runner.api import load
 
     path = checkpoint(name)
     with load(path, precision="f32") as r:
@@ -144,7 +144,7 @@ def test_window_llama_cpp_lacks_caps_and_says_so(checkpoint, tmp_path):
     which is why the cap exists."""
     from family_oracle import nmse, transformers_logits
 
-    from runner.api import load
+    from hfview.runner.api import load
 
     path = _variant(checkpoint, tmp_path, "mistral", sliding_window=8)
     with load(path, precision="f32") as r:
@@ -180,7 +180,7 @@ def test_parity_default_prompt_longer_than_an_unapplied_window(checkpoint, tmp_p
 
 def test_a_window_switched_off_is_no_window(checkpoint, tmp_path):
     """Qwen2 releases state sliding_window with use_sliding_window false: nothing slides, nothing is capped."""
-    from runner.api import load
+    from hfview.runner.api import load
 
     path = _variant(checkpoint, tmp_path, "qwen2", sliding_window=8, use_sliding_window=False)
     with load(path) as r:

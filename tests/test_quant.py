@@ -121,7 +121,7 @@ def test_quantized_logits_within_measured_quantization_error(quant, bar, checkpo
     own error, growing as the bits shrink."""
     from family_oracle import PROMPT, nmse, transformers_logits
     from hfview import HfCheckpoint
-    from runner.stream import StreamModel
+    from hfview.runner.stream import StreamModel
 
     path = checkpoint("llama-q256")
     with StreamModel(HfCheckpoint(path, quant=quant), n_ctx=64) as m:
@@ -271,7 +271,7 @@ def test_lazy_load_quantizes_each_tensor_about_once(checkpoint, monkeypatch):
 
     import hfview.ggml_quants as gq
     from hfview import HfCheckpoint
-    from runner.stream import StreamModel
+    from hfview.runner.stream import StreamModel
 
     done = [0]
     quantize = gq.quantize

@@ -15,8 +15,8 @@ import pytest
 
 from hfview.families import supported_model_types
 from hub_server import LLAMA_CONFIG, FakeHub, tiny_checkpoint, tiny_safetensors
-from runner import resolve as resolve_module
-from runner.errors import (
+from hfview.runner import resolve as resolve_module
+from hfview.runner.errors import (
     ConfigError,
     ModelDirectoryError,
     QuantizedCheckpoint,
@@ -24,7 +24,7 @@ from runner.errors import (
     UnsupportedArchitecture,
     WeightsError,
 )
-from runner.resolve import gate, merge_text_config, read_config, refuse_quantized, resolve, torch_supports
+from hfview.runner.resolve import gate, merge_text_config, read_config, refuse_quantized, resolve, torch_supports
 
 REPO = Path(__file__).resolve().parents[1]
 LLAMA_SPM = REPO / "fixtures" / "tokenizers" / "llama-spm" / "tokenizer.model"

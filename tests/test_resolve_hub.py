@@ -10,8 +10,8 @@ import json
 import pytest
 
 from hub_server import LLAMA_CONFIG, FakeHub, tiny_checkpoint, tiny_safetensors
-from runner.errors import HubError, ModelDirectoryError, QuantizedCheckpoint, TokenizerError, UnsupportedArchitecture
-from runner.resolve import resolve
+from hfview.runner.errors import HubError, ModelDirectoryError, QuantizedCheckpoint, TokenizerError, UnsupportedArchitecture
+from hfview.runner.resolve import resolve
 
 
 @pytest.fixture
@@ -146,7 +146,7 @@ def test_gate_refuses_plamo2_before_any_weight_request(hub, monkeypatch):
     # plamo2 stands for a family this build cannot run; the converter has PLaMo 2, so the view may read
     # it one day: keep it out of the registry here.
     from hfview.families import supported_model_types
-    from runner import resolve as resolve_module
+    from hfview.runner import resolve as resolve_module
 
     families = [f for f in supported_model_types() if f != "plamo2"]
     monkeypatch.setattr(resolve_module, "_view_families", lambda: families)

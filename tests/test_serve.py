@@ -22,7 +22,7 @@ import openai
 import pytest
 from click.testing import CliRunner
 
-import runner
+from hfview import runner
 from hfview.cli import main
 
 KEY = "test-key-7f3a"

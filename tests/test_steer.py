@@ -38,8 +38,8 @@ def _hidden(path) -> int:
 def test_steered_logits_match_a_transformers_hook(checkpoint, tmp_path, name):
     """direction.1 x 3 (two files, 2 + 1, summed as llama.cpp sums them) is added after layer 1 by llama.cpp
     and by a forward hook on transformers' decoder layer 1: the logits agree; unsteered they do not."""
-    from runner.api import load
-    from runner.steer import write_control_vector
+    from hfview.runner.api import load
+    from hfview.runner.steer import write_control_vector
 
     path = checkpoint(name)
     d = _unit(_hidden(path), 0)
@@ -61,9 +61,9 @@ def test_steered_logits_match_a_transformers_hook(checkpoint, tmp_path, name):
 def test_steering_lands_after_the_named_layer(checkpoint, tmp_path):
     """Captured with and without the vector: l_out-1 moves by exactly strength x direction.1, l_out-0 not at all
     (llama.cpp's direction.N is added after layer N; layer 0 is never steered)."""
-    from runner.api import load
-    from runner.capture import capture
-    from runner.steer import write_control_vector
+    from hfview.runner.api import load
+    from hfview.runner.capture import capture
+    from hfview.runner.steer import write_control_vector
 
     path = checkpoint("llama-spm")
     d = _unit(_hidden(path), 1)
@@ -79,7 +79,7 @@ def test_steering_lands_after_the_named_layer(checkpoint, tmp_path):
 
 def test_generate_steer_greedy_follows_the_hooked_model(checkpoint, tmp_path):
     """hfview generate --steer, greedy: the tokens are transformers' greedy tokens under the same hook."""
-    from runner.steer import write_control_vector
+    from hfview.runner.steer import write_control_vector
 
     path = checkpoint("qwen3")
     d = _unit(_hidden(path), 2)
@@ -89,7 +89,7 @@ def test_generate_steer_greedy_follows_the_hooked_model(checkpoint, tmp_path):
                "--json")
     assert res.exit_code == 0, res.output
     rep = json.loads(res.stdout)
-    from runner.api import load
+    from hfview.runner.api import load
     with load(path, precision="f32") as r:
         ids = r.tokenize(PROMPT, add_special=True, parse_special=True)
     model = transformers.AutoModelForCausalLM.from_pretrained(str(path), dtype=torch.float32).eval()
@@ -109,8 +109,8 @@ def test_steer_vector_matches_transformers(checkpoint, tmp_path, name):
     of (positive - negative) transformers' hidden_states[L + 1], unit length, for L = 0 .. n_layer - 2."""
     from gguf import GGUFReader
 
-    from runner.api import load
-    from runner.steer import contrast_ids, mean_direction, read_control_vector
+    from hfview.runner.api import load
+    from hfview.runner.steer import contrast_ids, mean_direction, read_control_vector
 
     path = checkpoint(name)
     out = tmp_path / "cv.gguf"
@@ -168,7 +168,7 @@ def _one_line_refusal(res, *needles):
 
 
 def test_refuses_a_vector_of_the_wrong_width(checkpoint, tmp_path):
-    from runner.steer import write_control_vector
+    from hfview.runner.steer import write_control_vector
 
     write_control_vector(tmp_path / "v.gguf", {1: _unit(32, 0)}, "qwen3")  # qwen3's width; llama-spm is 48
     res = _cli("generate", "--model", str(checkpoint("llama-spm")), "--prompt", "hi", "--steer",
@@ -182,7 +182,7 @@ def test_refuses_a_vector_of_the_wrong_width(checkpoint, tmp_path):
     ({1: 48, 2: 40}, "is 40 wide, the file's others 48"),
 ])
 def test_refuses_bad_directions(checkpoint, tmp_path, directions, needle):
-    from runner.steer import write_control_vector
+    from hfview.runner.steer import write_control_vector
 
     write_control_vector(tmp_path / "v.gguf", {k: _unit(n, k) for k, n in directions.items()}, "llama")
     res = _cli("generate", "--model", str(checkpoint("llama-spm")), "--prompt", "hi", "--steer",
@@ -204,7 +204,7 @@ def test_refuses_a_file_that_is_not_a_control_vector(checkpoint, tmp_path, conve
 
 
 def test_refuses_layers_llama_cpp_cannot_steer(checkpoint, tmp_path):
-    from runner.steer import write_control_vector
+    from hfview.runner.steer import write_control_vector
 
     write_control_vector(tmp_path / "v.gguf", {1: _unit(48, 0)}, "llama")
     res = _cli("generate", "--model", str(checkpoint("llama-spm")), "--prompt", "hi", "--steer",
@@ -215,7 +215,7 @@ def test_refuses_layers_llama_cpp_cannot_steer(checkpoint, tmp_path):
 def test_parse_steer():
     from pathlib import Path
 
-    from runner.steer import SteerError, parse_steer
+    from hfview.runner.steer import SteerError, parse_steer
 
     assert parse_steer("a/b.gguf") == parse_steer("a/b.gguf:1")
     assert parse_steer("a/b.gguf:-0.5").strength == -0.5

@@ -19,8 +19,8 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from runner.stream import ModelLoadError, StreamModel, load_model, load_model_from_path, open_stream
-from runner import devices
+from hfview.runner.stream import ModelLoadError, StreamModel, load_model, load_model_from_path, open_stream
+from hfview.runner import devices
 
 REPO = Path(__file__).resolve().parents[1]
 SPM = REPO / "fixtures" / "tokenizers" / "llama-spm" / "tokenizer.model"
@@ -283,7 +283,7 @@ def test_logits_input_checks(tiny_llama):
 _FAILING = textwrap.dedent("""
     import os, sys
     sys.path.insert(0, {repo!r})
-    from runner.stream import StreamModel, load_model
+    from hfview.runner.stream import StreamModel, load_model
 
     class Vanished(OSError):
         pass
@@ -384,7 +384,7 @@ _SHARD_CHANGED = textwrap.dedent("""
     sys.path.insert(0, {repo!r})
     from pathlib import Path
     from hfview import HfCheckpoint
-    from runner.stream import StreamModel, load_model
+    from hfview.runner.stream import StreamModel, load_model
 
     ckpt_dir, how = Path(sys.argv[1]), sys.argv[2]
     shard = ckpt_dir / "model.safetensors"

@@ -78,7 +78,7 @@ def model_dir(case_dir, tmp_path_factory):  # noqa: F811
 
 
 def _vocab_cases(name: str):
-    from tokenizer.parity import read_vocab_cases
+    from hfview.tokenizer.parity import read_vocab_cases
     cases = read_vocab_cases(vocab_file(name, ".inp"))
     assert len(cases) == INP_CASES
     return cases
@@ -86,7 +86,7 @@ def _vocab_cases(name: str):
 
 def _view_vocab(d: Path):
     from hfview import HfCheckpoint
-    from runner.stream import load_model
+    from hfview.runner.stream import load_model
     return load_model(HfCheckpoint(d), vocab_only=True)
 
 
@@ -122,7 +122,7 @@ def test_fixture_is_that_ggml_vocab(name, model_dir):
 
 @pytest.mark.parametrize("name", ["llama3-bpe", "gpt-2"])
 def test_hf_tokenizer_gives_the_out_ids(name, case_dir):  # noqa: F811
-    from tokenizer import HfTokenizer
+    from hfview.tokenizer import HfTokenizer
 
     hf = HfTokenizer(case_dir(name))
     wrong = [(t, ids) for t, ids in _vocab_cases(GGML_VOCAB[name]) if hf.encode(t, add_special_tokens=False) != ids]
@@ -132,7 +132,7 @@ def test_hf_tokenizer_gives_the_out_ids(name, case_dir):  # noqa: F811
 def test_hf_tokenizer_gives_bert_bge_out_ids(hf_dir):  # noqa: F811
     """WordPiece: BAAI/bge-small-en-v1.5 (ggml-vocab-bert-bge) uses bert-base-uncased's vocabulary. HfTokenizer
     only: hfview's view has no BERT family, so llama.cpp's side is not checked here."""
-    from tokenizer import HfTokenizer
+    from hfview.tokenizer import HfTokenizer
 
     hf = HfTokenizer(hf_dir("bert-uncased"))
     assert hf.vocab_size == 30522
@@ -149,7 +149,7 @@ def test_phi3_hf_tokenizer_is_transformers_5_not_the_old_out(case_dir):  # noqa:
     AutoTokenizer on every case, and differs from .out exactly on the leading-space cases listed."""
     from transformers import AutoTokenizer
 
-    from tokenizer import HfTokenizer
+    from hfview.tokenizer import HfTokenizer
 
     d = case_dir("phi-3-mini")
     hf, tf = HfTokenizer(d), AutoTokenizer.from_pretrained(d)
@@ -190,7 +190,7 @@ def test_phi3_llama_cpp_needs_real_scores(case_dir, model_dir):  # noqa: F811
     """Known difference: over ggml-vocab-phi-3.gguf (from tokenizer.model) llama.cpp gives .out on every
     case; over our view of a tokenizer.json-only Phi-3 it misses the listed cases, exactly as over the
     converter's own file of that checkpoint (so the scores the converter writes are the cause, not the view)."""
-    from tokenizer.parity import LlamaCppVocab
+    from hfview.tokenizer.parity import LlamaCppVocab
 
     cases = _vocab_cases("phi-3")
     with LlamaCppVocab(vocab_file("phi-3")) as real:
@@ -208,7 +208,7 @@ def test_phi3_llama_cpp_needs_real_scores(case_dir, model_dir):  # noqa: F811
 # -- hfview tokenize ------------------------------------------------------------------------------------------------
 
 def test_tokenize_prints_our_ids(case_dir):  # noqa: F811
-    from tokenizer import HfTokenizer
+    from hfview.tokenizer import HfTokenizer
 
     d = case_dir("llama3-bpe")
     text = "Hello 世界 🦙  x"
@@ -280,7 +280,7 @@ def test_tokenizer_check_known_difference_llama_hf_scores(name, case_dir, model_
     """tokenizer-check fails on exactly the recorded lines; on each, llama.cpp over the converter's own file
     gives the ids it gave over our view (the view is byte-equal to the converter; the -1000 scores are the
     cause, see test_phi3_llama_cpp_needs_real_scores)."""
-    from tokenizer.parity import LlamaCppVocab
+    from hfview.tokenizer.parity import LlamaCppVocab
 
     want_corpus, want_inp = LLAMA_HF_MISMATCHES[name]
     inp = str(vocab_file("llama-spm", ".inp"))
@@ -308,8 +308,8 @@ def test_tokenizer_check_missing_corpus_is_named(model_dir, tmp_path):
 # -- corpus files -----------------------------------------------------------------------------------------------
 
 def test_read_corpus_formats(tmp_path):
-    from tokenizer import TokenizerError
-    from tokenizer.parity import read_corpus, read_vocab_cases
+    from hfview.tokenizer import TokenizerError
+    from hfview.tokenizer.parity import read_corpus, read_vocab_cases
 
     lines = tmp_path / "c.txt"
     lines.write_text("a  \n\tb\n\nlast", encoding="utf-8")

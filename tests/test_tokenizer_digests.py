@@ -27,21 +27,21 @@ def _source_chain() -> list[tuple[str, str]]:
 
 
 def test_table_is_the_converters_chain_in_order():
-    from tokenizer.digests import PRE_TOKENIZER_DIGESTS
+    from hfview.tokenizer.digests import PRE_TOKENIZER_DIGESTS
     chain = _source_chain()
     assert len(chain) > 50
     assert list(PRE_TOKENIZER_DIGESTS) == chain
 
 
 def test_probe_text_is_the_converters():
-    from tokenizer.digests import PRE_TOKENIZER_PROBE
+    from hfview.tokenizer.digests import PRE_TOKENIZER_PROBE
     text = (oracle.converter_root() / "conversion" / "base.py").read_text(encoding="utf-8")
     line = next(ln for ln in text.splitlines() if ln.strip().startswith("chktxt = "))
     assert eval(line.split("=", 1)[1]) == PRE_TOKENIZER_PROBE  # a string literal from the converter
 
 
 def test_a_digest_listed_twice_takes_the_last_name():
-    from tokenizer.digests import pre_tokenizer_named
+    from hfview.tokenizer.digests import pre_tokenizer_named
     chain = _source_chain()
     repeated = {d for d, _ in chain if sum(1 for x, _ in chain if x == d) > 1}
     assert repeated, "the pinned converter lists some digests twice"
@@ -51,8 +51,8 @@ def test_a_digest_listed_twice_takes_the_last_name():
 
 
 def test_unknown_digest_names_itself_and_the_converter():
-    from tokenizer import UnknownPreTokenizer
-    from tokenizer.digests import pre_tokenizer_named
+    from hfview.tokenizer import UnknownPreTokenizer
+    from hfview.tokenizer.digests import pre_tokenizer_named
     with pytest.raises(UnknownPreTokenizer) as e:
         pre_tokenizer_named("0" * 64, "x/tokenizer.json")
     assert "0" * 64 in str(e.value) and "converter does not know" in str(e.value)
@@ -62,6 +62,6 @@ def test_unknown_digest_names_itself_and_the_converter():
 def test_class_table_is_transformers():
     from transformers.models.auto import tokenization_auto as ta
 
-    from tokenizer import hf_classes
+    from hfview.tokenizer import hf_classes
     assert hf_classes.REGISTERED_CLASS == {k: v for k, v in ta.TOKENIZER_MAPPING_NAMES.items() if v is not None}
     assert hf_classes.INCORRECT_HUB_CLASS == frozenset(ta.MODELS_WITH_INCORRECT_HUB_TOKENIZER_CLASS)

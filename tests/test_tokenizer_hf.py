@@ -127,8 +127,8 @@ def _flags(decoder):
 def test_view_equals_autotokenizer(name, hf_dir):
     from transformers import AutoTokenizer
 
-    from tokenizer.digests import PRE_TOKENIZER_PROBE as probe
-    from tokenizer.hf_auto import AutoTokenizerView
+    from hfview.tokenizer.digests import PRE_TOKENIZER_PROBE as probe
+    from hfview.tokenizer.hf_auto import AutoTokenizerView
 
     d = hf_dir(name)
     hf = AutoTokenizer.from_pretrained(d)
@@ -152,8 +152,8 @@ def test_view_refuses_remote_code_like_transformers(tmp_path):
     """auto_map without a local class: transformers (no trust_remote_code, no terminal) refuses too."""
     from transformers import AutoTokenizer
 
-    from tokenizer import TokenizerError
-    from tokenizer.hf_auto import AutoTokenizerView
+    from hfview.tokenizer import TokenizerError
+    from hfview.tokenizer.hf_auto import AutoTokenizerView
 
     d = write_checkpoint(tmp_path / "c", 50257, {
         "tokenizer.json": TOK / "gpt-2" / "tokenizer.json",
@@ -180,7 +180,7 @@ CORPUS = [
 def test_hf_tokenizer_encodes_and_decodes_like_transformers(name, hf_dir):
     from transformers import AutoTokenizer
 
-    from tokenizer import HfTokenizer
+    from hfview.tokenizer import HfTokenizer
 
     d = hf_dir(name)
     hf = AutoTokenizer.from_pretrained(d)
@@ -198,7 +198,7 @@ def test_hf_tokenizer_encodes_and_decodes_like_transformers(name, hf_dir):
 def test_pre_tokenizer_splits_like_tokenizers():
     from tokenizers import Tokenizer
 
-    from tokenizer import HfPreTokenizer
+    from hfview.tokenizer import HfPreTokenizer
 
     path = TOK / "gpt-2" / "tokenizer.json"
     pre = HfPreTokenizer(path)
@@ -209,7 +209,7 @@ def test_pre_tokenizer_splits_like_tokenizers():
 
 
 def test_unreadable_tokenizer_json_is_named(tmp_path):
-    from tokenizer import HfPreTokenizer, HfTokenizer, TokenizerError
+    from hfview.tokenizer import HfPreTokenizer, HfTokenizer, TokenizerError
 
     d = write_checkpoint(tmp_path / "c", 100, {"tokenizer.json": "{not json"})
     with pytest.raises(TokenizerError, match="tokenizer.json"):

@@ -220,7 +220,7 @@ def assert_kvs_equal_converter(ours: list[KV], gguf_path: Path) -> None:
 
 @pytest.mark.parametrize("name", list(CASES))
 def test_llama_vocab_matches_converter(name, case_dir):
-    from tokenizer import llama_vocab
+    from hfview.tokenizer import llama_vocab
 
     d = case_dir(name)
     hparams = json.loads((d / "config.json").read_text())
@@ -234,14 +234,14 @@ def test_llama3_tokenizer_is_llama_bpe(case_dir):
     d = case_dir("llama3-bpe")
     fields = dict(converter_tokenizer_fields(converted(d)))
     assert fields["tokenizer.ggml.pre"].contents() == "llama-bpe"
-    from tokenizer import get_vocab_base_pre
+    from hfview.tokenizer import get_vocab_base_pre
     assert get_vocab_base_pre(d) == "llama-bpe"
 
 
 def test_unknown_pre_tokenizer_is_refused_like_the_converter(tmp_path):
     """GPT-2 with a BOS added to every text: a digest the converter's table lacks. The converter stops
     with the digest in its log; we raise UnknownPreTokenizer with the same digest."""
-    from tokenizer import UnknownPreTokenizer, gpt2_vocab
+    from hfview.tokenizer import UnknownPreTokenizer, gpt2_vocab
 
     tj = json.loads((TOK / "gpt-2" / "tokenizer.json").read_text(encoding="utf-8"))
     eot = "<|endoftext|>"
@@ -261,7 +261,7 @@ def test_unknown_pre_tokenizer_is_refused_like_the_converter(tmp_path):
 
 def test_tokenizer_json_without_model_type_is_refused_like_the_converter(tmp_path):
     """roberta-base's tokenizer.json predates model.type: the converter's LlamaHfVocab dies on it."""
-    from tokenizer import TokenizerError, llama_vocab
+    from hfview.tokenizer import TokenizerError, llama_vocab
 
     d = write_checkpoint(tmp_path / "ckpt", 50265, {
         "tokenizer.json": TOK / "roberta-base" / "tokenizer.json",
@@ -275,7 +275,7 @@ def test_tokenizer_json_without_model_type_is_refused_like_the_converter(tmp_pat
 def test_encoded_kvs_equal_encoded_bytes_of_converter_fields(case_dir):
     """encode_kv over our list reproduces the converter's tokenizer.* region byte for byte (phi-3: scores,
     types, special ids, add flags and a chat template in one file)."""
-    from tokenizer import llama_vocab
+    from hfview.tokenizer import llama_vocab
 
     d = case_dir("phi-3-mini")
     ours = b"".join(encode_kv(kv) for kv in llama_vocab(d, json.loads((d / "config.json").read_text())))
@@ -284,7 +284,7 @@ def test_encoded_kvs_equal_encoded_bytes_of_converter_fields(case_dir):
 
 
 def test_missing_tokenizer_files_say_what_is_missing(tmp_path):
-    from tokenizer import TokenizerError, llama_vocab, sentencepiece_vocab
+    from hfview.tokenizer import TokenizerError, llama_vocab, sentencepiece_vocab
 
     d = write_checkpoint(tmp_path / "empty", 32000)
     with pytest.raises(FileNotFoundError, match="tokenizer.model"):
@@ -294,7 +294,7 @@ def test_missing_tokenizer_files_say_what_is_missing(tmp_path):
 
 
 def test_vocab_larger_than_model_is_refused(tmp_path):
-    from tokenizer import TokenizerError, gpt2_vocab
+    from hfview.tokenizer import TokenizerError, gpt2_vocab
 
     d = write_checkpoint(tmp_path / "small", 1000, {"tokenizer.json": TOK / "gpt-2" / "tokenizer.json"})
     with pytest.raises(TokenizerError, match="vocab_size 1000"):

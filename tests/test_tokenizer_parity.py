@@ -11,14 +11,14 @@ pytest.importorskip("llama_cpp")
 
 
 def _texts():
-    from tokenizer import PRE_TOKENIZER_PROBE
+    from hfview.tokenizer import PRE_TOKENIZER_PROBE
     return CORPUS + [PRE_TOKENIZER_PROBE, "multiple\n\n\nnewlines and\t\ttabs   spaces", "ÄÖÜ äöü ß €100"]
 
 
 @pytest.mark.parametrize("name", ["llama3-bpe", "gpt-2"])
 def test_byte_level_bpe_ids_equal_llama_cpp(name, case_dir):  # noqa: F811
-    from tokenizer import HfTokenizer
-    from tokenizer.parity import compare_tokenization
+    from hfview.tokenizer import HfTokenizer
+    from hfview.tokenizer.parity import compare_tokenization
 
     d = case_dir(name)
     mismatches = compare_tokenization(HfTokenizer(d), converted(d), _texts())
@@ -29,7 +29,7 @@ def test_sentencepiece_ids_equal_llama_cpp(case_dir):  # noqa: F811
     """llama-spm: sentencepiece's own encoder (BOS added, as llama.cpp adds it for SPM vocabularies)."""
     from sentencepiece import SentencePieceProcessor
 
-    from tokenizer.parity import LlamaCppVocab
+    from hfview.tokenizer.parity import LlamaCppVocab
 
     d = case_dir("llama-spm")
     sp = SentencePieceProcessor(model_file=str(TOK / "llama-spm" / "tokenizer.model"))

@@ -38,7 +38,7 @@ def _plamo_dir(d, arch, chat_template=None, jinja=None):
 
 @pytest.mark.parametrize("arch", ["Plamo2ForCausalLM", "Plamo3ForCausalLM"])
 def test_plamo_vocab_matches_converter(arch, tmp_path):
-    from tokenizer import plamo3_vocab, plamo_vocab
+    from hfview.tokenizer import plamo3_vocab, plamo_vocab
 
     d = _plamo_dir(tmp_path / "c", arch, chat_template="{{ messages }}", jinja="{% for m in messages %}{% endfor %}")
     fn = plamo_vocab if arch == "Plamo2ForCausalLM" else plamo3_vocab
@@ -46,7 +46,7 @@ def test_plamo_vocab_matches_converter(arch, tmp_path):
 
 
 def test_plamo_bad_line_is_named(tmp_path):
-    from tokenizer import TokenizerError, plamo_vocab
+    from hfview.tokenizer import TokenizerError, plamo_vocab
 
     d = _plamo_dir(tmp_path / "c", "Plamo2ForCausalLM")
     (d / "tokenizer.jsonl").write_text('["a", 0.0]\n["b"]\n', encoding="utf-8")
@@ -55,7 +55,7 @@ def test_plamo_bad_line_is_named(tmp_path):
 
 
 def test_plamo_special_token_missing_from_vocab_is_refused_like_the_converter(tmp_path):
-    from tokenizer import TokenizerError, plamo_vocab
+    from hfview.tokenizer import TokenizerError, plamo_vocab
 
     d = _plamo_dir(tmp_path / "c", "Plamo2ForCausalLM")
     (d / "tokenizer_config.json").write_text(json.dumps({"bos_token": "<nope>"}), encoding="utf-8")

@@ -23,12 +23,12 @@ GPT2_PATTERN = r"""'(?:[sdmt]|ll|ve|re)| ?\p{L}+| ?\p{N}+| ?[^\s\p{L}\p{N}]+|\s+
 
 @pytest.fixture(scope="module")
 def r50k():
-    from tokenizer.tiktoken_bpe import load_ranks
+    from hfview.tokenizer.tiktoken_bpe import load_ranks
     return load_ranks(R50K)
 
 
 def test_r50k_vocabulary_and_merges_are_gpt2s(r50k):
-    from tokenizer.tiktoken_bpe import recover_merges, token_bytes_to_string
+    from hfview.tokenizer.tiktoken_bpe import recover_merges, token_bytes_to_string
 
     gpt2 = json.loads((TOK / "gpt-2" / "tokenizer.json").read_text(encoding="utf-8"))["model"]
     vocab = {t: i for t, i in gpt2["vocab"].items() if t != "<|endoftext|>"}  # the one special token
@@ -39,7 +39,7 @@ def test_r50k_vocabulary_and_merges_are_gpt2s(r50k):
 
 def test_merges_equal_the_converters_on_llama3_ranks():
     """A sample of Llama-3 tokens through our BPE replay and through the converter's QwenModel.bpe."""
-    from tokenizer.tiktoken_bpe import bpe_parts, load_ranks, token_bytes_to_string
+    from hfview.tokenizer.tiktoken_bpe import bpe_parts, load_ranks, token_bytes_to_string
 
     ranks = load_ranks(LLAMA3)
     sample = random.Random(0).sample([t for t in ranks if len(t) > 1], 3000)
@@ -63,7 +63,7 @@ def test_merges_equal_the_converters_on_llama3_ranks():
 def test_split_and_bpe_encode_like_tiktoken(r50k):
     import tiktoken
 
-    from tokenizer.tiktoken_bpe import bpe_parts, tiktoken_split
+    from hfview.tokenizer.tiktoken_bpe import bpe_parts, tiktoken_split
 
     enc = tiktoken.Encoding("r50k", pat_str=GPT2_PATTERN, mergeable_ranks=r50k, special_tokens={})
     for text in CORPUS:
@@ -72,7 +72,7 @@ def test_split_and_bpe_encode_like_tiktoken(r50k):
 
 
 def test_tokens_pad_and_mark_specials(r50k):
-    from tokenizer.tiktoken_bpe import tiktoken_tokens
+    from hfview.tokenizer.tiktoken_bpe import tiktoken_tokens
 
     tokens, types = tiktoken_tokens(r50k, {"<|endoftext|>": 50256, "<|extra|>": 50258}, 50260)
     assert tokens[50256:] == ["<|endoftext|>", "[PAD50257]", "<|extra|>", "[PAD50259]"]
@@ -82,8 +82,8 @@ def test_tokens_pad_and_mark_specials(r50k):
 @pytest.mark.parametrize("line, why", [(b"aGVsbG8= 1 2\n", "two fields"), (b"!!!! 3\n", "base64"),
                                        (b"aGVsbG8= x\n", "int")])
 def test_malformed_rank_file_names_file_and_line(tmp_path, line, why):
-    from tokenizer import TokenizerError
-    from tokenizer.tiktoken_bpe import load_ranks
+    from hfview.tokenizer import TokenizerError
+    from hfview.tokenizer.tiktoken_bpe import load_ranks
 
     path = tmp_path / "bad.tiktoken"
     path.write_bytes(b"IQ== 0\n" + line)

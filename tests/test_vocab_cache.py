@@ -17,7 +17,7 @@ import hfview.vocab_cache as vocab_cache
 from hfview import HfCheckpoint
 from hfview.errors import CheckpointError
 from hfview.gguf_layout import KV, EncodedArray, FileSpan, OpenFile, Pieces, ValueType, decode_kvs, encode_kv
-from tokenizer.errors import TokenizerError
+from hfview.tokenizer.errors import TokenizerError
 
 ROOT = Path(__file__).resolve().parent.parent
 

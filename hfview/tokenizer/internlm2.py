@@ -16,6 +16,7 @@ from .errors import TokenizerError
 from .special import SpecialVocab, read_json, read_tokenizer_json
 from .spm import load_sentencepiece
 from .writer import KVWriter
+from ..names import Keys
 
 NORMAL, UNKNOWN, CONTROL, USER_DEFINED, UNUSED, BYTE = 1, 2, 3, 4, 5, 6
 CHAT_EOS = "<|im_end|>"
@@ -127,12 +128,12 @@ def internlm2_vocab(model_dir: Path, hparams: dict) -> list[KV]:
             overwrite(int(data["id"]), data, json_path)
 
     w = KVWriter()
-    w.add_string("tokenizer.ggml.model", "llama")
-    w.add_string("tokenizer.ggml.pre", "default")
-    w.add_array("tokenizer.ggml.tokens", tokens)
-    w.add_array("tokenizer.ggml.scores", scores)
-    w.add_array("tokenizer.ggml.token_type", types)
-    w.add_bool("tokenizer.ggml.add_space_prefix", add_dummy_prefix(path))
+    w.add_string(Keys.Tokenizer.MODEL, "llama")
+    w.add_string(Keys.Tokenizer.PRE, "default")
+    w.add_array(Keys.Tokenizer.LIST, tokens)
+    w.add_array(Keys.Tokenizer.SCORES, scores)
+    w.add_array(Keys.Tokenizer.TOKEN_TYPE, types)
+    w.add_bool(Keys.Tokenizer.ADD_PREFIX, add_dummy_prefix(path))
     special = SpecialVocab(model_dir, n_vocab=len(tokens))
     if "eos" not in special.special_token_ids:
         raise TokenizerError(f"{model_dir}: no end-of-sequence token in tokenizer_config.json / config.json; "

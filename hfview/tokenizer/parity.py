@@ -110,7 +110,7 @@ def check_checkpoint(model_dir: Path | str, texts: list[str], *, add_special: bo
     """Encode `texts` with HfTokenizer over `model_dir` and with llama.cpp over the vocabulary of hfview's
     view of the same directory (loaded vocab-only from the view's bytes: no file is written)."""
     from hfview import HfCheckpoint
-    from runner.stream import load_model
+    from hfview.runner.stream import load_model
 
     from .hf import HfTokenizer
 

@@ -25,6 +25,7 @@ from hfview.shapes import (BOOL, ID, LIST, OBJECT, STRING, U32_MAX, Rule, any_of
 
 from .errors import TokenizerError
 from .writer import KVWriter
+from ..names import Keys
 
 log = logging.getLogger(__name__)
 
@@ -379,7 +380,7 @@ class SpecialVocab:
     def write(self, w: KVWriter) -> None:
         """SpecialVocab.add_to_gguf: merges, ids, add-flags, chat template, normalizer flags."""
         if self.merges:
-            w.add_array("tokenizer.ggml.merges", self.merges)
+            w.add_array(Keys.Tokenizer.MERGES, self.merges)
         elif self.load_merges:
             log.warning("merges were requested but none found; the vocab may not work")
         for typ, tid in self.special_token_ids.items():
@@ -391,9 +392,9 @@ class SpecialVocab:
         if self.chat_template is not None:
             write_chat_template(w, self.chat_template)
         if self.normalizer_lowercase is not None:
-            w.add_bool("tokenizer.ggml.normalizer.lowercase", self.normalizer_lowercase)
+            w.add_bool(Keys.Tokenizer.NORMALIZER_LOWERCASE, self.normalizer_lowercase)
         if self.normalizer_strip_accents is not None:
-            w.add_bool("tokenizer.ggml.normalizer.strip_accents", self.normalizer_strip_accents)
+            w.add_bool(Keys.Tokenizer.NORMALIZER_STRIP_ACCENTS, self.normalizer_strip_accents)
 
     def kvs(self) -> list:
         w = KVWriter()
@@ -425,7 +426,7 @@ def write_chat_template(w: KVWriter, template: str | list | None) -> None:
                         names.append(name)
                     w.add_string(f"{CHAT_TEMPLATE}.{name}", body)
         if names:
-            w.add_array("tokenizer.chat_templates", names)
+            w.add_array(Keys.Tokenizer.CHAT_TEMPLATES, names)
         if default is None:
             return
         template = default

@@ -16,13 +16,14 @@ from __future__ import annotations
 import ctypes
 import os
 import sys
-import threading
 from collections import deque
 from typing import Any, Callable, Protocol
 
 import numpy as np
 
 from hfview.errors import HfviewError
+
+from .devices import backend_init, check_device, llama_bindings, n_gpu_layers as layers_for
 
 __all__ = [
     "ByteSource", "StreamFile", "open_stream", "load_model", "Model", "StreamModel",
@@ -257,27 +258,6 @@ def open_stream(source: Any, buffer_size: int = 1 << 18) -> StreamFile:
 # llama.cpp
 # --------------------------------------------------------------------------------------------------
 
-def _llama():
-    try:
-        import llama_cpp.llama_cpp as ll
-    except ImportError as exc:  # pragma: no cover
-        raise ImportError("llama-cpp-python is not installed: pip install llama-cpp-python==0.3.36") from exc
-    return ll
-
-
-_backend_lock = threading.Lock()
-_backend_ready = False
-
-
-def backend_init() -> None:
-    """``llama_backend_init()``, once per process."""
-    global _backend_ready
-    with _backend_lock:
-        if not _backend_ready:
-            _llama().llama_backend_init()
-            _backend_ready = True
-
-
 def cpu_repack_is_safe() -> bool:
     """Whether llama.cpp may put weights in the CPU's extra buffer types (repacked layouts) on this machine.
 
@@ -286,7 +266,7 @@ def cpu_repack_is_safe() -> bool:
     the view, crashes in ``llama_decode``). There the repack is off, as llama.cpp's ``--no-repack`` does:
     slower quantized matmuls instead of a crash; the numbers stay ggml's plain CPU kernels'."""
     backend_init()
-    return b"AMX_INT8 = 1" not in _llama().llama_print_system_info()
+    return b"AMX_INT8 = 1" not in llama_bindings().llama_print_system_info()
 
 
 class _LlamaLog:
@@ -318,7 +298,7 @@ class _LlamaLog:
         return "; ".join(errs[-tail:])
 
     def __enter__(self) -> "_LlamaLog":
-        ll = _llama()
+        ll = llama_bindings()
         self._prev_cb, self._prev_ud = ll.llama_log_callback(), ctypes.c_void_p()
         ll.llama_log_get(ctypes.byref(self._prev_cb), ctypes.byref(self._prev_ud))
         self._cb = ll.llama_log_callback(self._on_log)
@@ -326,7 +306,7 @@ class _LlamaLog:
         return self
 
     def __exit__(self, *exc) -> None:
-        _llama().llama_log_set(self._prev_cb, self._prev_ud)
+        llama_bindings().llama_log_set(self._prev_cb, self._prev_ud)
 
 
 class _Progress:
@@ -347,7 +327,7 @@ class _Progress:
             self._fn = None
         else:
             self._fn = progress
-        self.c_callback = _llama().llama_progress_callback(self._on_progress)
+        self.c_callback = llama_bindings().llama_progress_callback(self._on_progress)
 
     def _on_progress(self, fraction, _ud):
         try:
@@ -395,7 +375,7 @@ class Model(_Closing):
     """A loaded ``llama_model*`` with its vocabulary. Free it with ``close()`` (or ``with``)."""
 
     def __init__(self, ptr, description: str, vocab_only: bool):
-        ll = _llama()
+        ll = llama_bindings()
         self.ptr = ptr
         self.description = description
         self.vocab_only = vocab_only
@@ -404,7 +384,7 @@ class Model(_Closing):
 
     def tokenize(self, text: str | bytes, add_special: bool = True, parse_special: bool = False) -> list[int]:
         """Token ids from llama.cpp's tokenizer for this GGUF (``llama_tokenize``)."""
-        ll = _llama()
+        ll = llama_bindings()
         self._check_open()
         data = text.encode("utf-8") if isinstance(text, str) else bytes(text)
         cap = len(data) + 8
@@ -418,7 +398,7 @@ class Model(_Closing):
             cap = -n
 
     def token_to_piece(self, token: int, special: bool = True) -> bytes:
-        ll = _llama()
+        ll = llama_bindings()
         self._check_open()
         buf = ctypes.create_string_buffer(64)
         n = ll.llama_token_to_piece(self.vocab, token, buf, len(buf), 0, special)
@@ -435,7 +415,7 @@ class Model(_Closing):
         if self.ptr is not None:
             ptr, self.ptr = self.ptr, None
             with _LlamaLog():
-                _llama().llama_model_free(ptr)
+                llama_bindings().llama_model_free(ptr)
 
 
 
@@ -446,7 +426,7 @@ def _with_kv_overrides(params, kv: dict) -> Any:
     """Point params.kv_overrides at the overrides already there (a caller's, e.g. llama_cpp.Llama's; they win:
     llama.cpp keeps the first of a key) followed by ``kv`` (HfCheckpoint.load_kv: the family's KV llama.cpp needs
     that the converter's file lacks). Returns the array, which must outlive the load."""
-    ll = _llama()
+    ll = llama_bindings()
     given = []
     if params.kv_overrides:
         i = 0
@@ -487,7 +467,7 @@ def load_model(source: Any, *, n_gpu_layers: int = 0, progress: bool | Callable[
     and split); the arguments above and the FILE* settings (no mmap, no lazy reads) are laid over it.
     Raises the source's own exception if a read failed, ModelLoadError if llama.cpp refused the data.
     """
-    ll = _llama()
+    ll = llama_bindings()
     desc = _describe(source)
     if hasattr(source, "for_llama_cpp"):  # a view (HfCheckpoint): its family may declare load-time array values
         source = source.for_llama_cpp()
@@ -538,7 +518,7 @@ def load_model(source: Any, *, n_gpu_layers: int = 0, progress: bool | Callable[
 def load_model_from_path(path: str | os.PathLike, *, n_gpu_layers: int = 0, use_mmap: bool = False,
                          verbose: bool = False) -> Model:
     """llama.cpp's own file loader (for comparisons and timing)."""
-    ll = _llama()
+    ll = llama_bindings()
     backend_init()
     params = ll.llama_model_default_params()
     params.load_mode = ll.LLAMA_LOAD_MODE_MMAP if use_mmap else ll.LLAMA_LOAD_MODE_NONE
@@ -570,9 +550,7 @@ class StreamModel(_Closing):
         second context can share a ``Model`` that another StreamModel owns. kv_cache: "f16" (llama.cpp's
         default) or "f32": a float32 KV cache and no flash attention (whose CPU kernel rounds Q to f16), for
         comparisons finer than f16's rounding (measured on a tiny Llama: logits NMSE 3.7e-7 -> 2.6e-13)."""
-        from runner.devices import check_device, n_gpu_layers as layers_for
-
-        ll = _llama()
+        ll = llama_bindings()
         self.ctx = None
         self.model = None
         self.owns_model = owns_model
@@ -626,7 +604,7 @@ class StreamModel(_Closing):
 
     def logits(self, ids: list[int]) -> np.ndarray:
         """float32 [len(ids), n_vocab]: the logits at every position, from an empty KV cache."""
-        ll = _llama()
+        ll = llama_bindings()
         if self.ctx is None:
             raise ValueError("StreamModel is closed")
         ids = [int(t) for t in ids]
@@ -671,7 +649,7 @@ class StreamModel(_Closing):
     def set_lora(self, adapters: list, scales: list[float]) -> None:
         """``llama_set_adapters_lora``: LoRA adapters (handles from runner.lora.load_adapter, owned by the model)
         applied to this context, each times its scale (an empty list removes them)."""
-        ll = _llama()
+        ll = llama_bindings()
         if self.ctx is None:
             raise ValueError("StreamModel is closed")
         n = len(adapters)
@@ -688,7 +666,7 @@ class StreamModel(_Closing):
     def _replan(self) -> None:
         """llama.cpp re-plans its compute graph at the next decode after an adapter change (and logs it at INFO
         level): do that now, with its log routed here, by decoding one token and clearing the cache again."""
-        ll = _llama()
+        ll = llama_bindings()
         batch = ll.llama_batch_init(1, 0, 1)
         try:
             batch.token[0], batch.pos[0], batch.n_seq_id[0], batch.logits[0] = 0, 0, 1, 0
@@ -709,7 +687,7 @@ class StreamModel(_Closing):
         """``llama_set_adapter_cvec``: ``data`` float32 [rows, n_embd], row i for llama.cpp layer i + 1 (llama.cpp
         never steers layer 0), added to the residual stream after each layer in il_start..il_end (inclusive);
         None clears it. llama.cpp copies the values, so ``data`` need not outlive the call."""
-        ll = _llama()
+        ll = llama_bindings()
         if self.ctx is None:
             raise ValueError("StreamModel is closed")
         if data is None:
@@ -730,7 +708,7 @@ class StreamModel(_Closing):
         if self.ctx is not None:
             ctx, self.ctx = self.ctx, None
             with _LlamaLog(self.verbose):
-                _llama().llama_free(ctx)
+                llama_bindings().llama_free(ctx)
         if getattr(self, "model", None) is not None and getattr(self, "owns_model", True):
             self.model.close()
 

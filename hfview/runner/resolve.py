@@ -5,7 +5,7 @@ Face Hub repository id, fetched through huggingface_hub's cache. On the Hub the 
 and the architecture gate and the quantized-checkpoint refusal run on it before anything else is
 downloaded: a checkpoint this build cannot run costs its config, not its shards.
 
-Public API: `resolve`, `ResolvedModel`, `read_config`, `merge_text_config`, `gate`, `refuse_quantized`,
+Public API: `resolve`, `local_dir`, `ResolvedModel`, `read_config`, `merge_text_config`, `gate`, `refuse_quantized`,
 `torch_supports`. Every refusal is a `runner.errors.HfviewError` whose message says what to do.
 """
 from __future__ import annotations
@@ -21,7 +21,7 @@ from urllib.parse import urlparse
 
 from hfview.config import merge_text_config, read_config, refuse_quantized  # noqa: F401 (public here too)
 from hfview.shards import is_candidate_weight, select_weights
-from runner.errors import (
+from hfview.runner.errors import (
     HubError,
     NotInView,
     ModelDirectoryError,
@@ -76,6 +76,16 @@ def resolve(model: str, *, revision: str | None = None, progress: bool = True,
     if local.is_dir():
         return _resolve_local(model, local.absolute(), revision, require)
     return _resolve_hub(model, revision, progress, require)
+
+
+def local_dir(model: str, revision: str | None) -> tuple[Path, str | None]:
+    """(directory, model revision) of MODEL for the commands that build a view: an existing directory as is,
+    anything else resolved as a Hub id (the architecture gate and quantized refusal run before any weight is
+    downloaded)."""
+    if Path(model).is_dir():
+        return Path(model), revision
+    resolved = resolve(model, revision=revision)
+    return resolved.path, resolved.model_revision
 
 
 # ----------------------------------------------------------------------------------------------

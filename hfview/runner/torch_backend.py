@@ -21,14 +21,24 @@ from .chat import messages_for, render
 from .generate import Generation, PromptTooLong
 from .sampling import Sampler, Sampling, from_generation_config
 
-__all__ = ["TorchRunner"]
+__all__ = ["TorchRunner", "NeedsTorch", "import_torch"]
 
 _TORCH_DEVICES = {"cpu": "cpu", "cuda": "cuda", "metal": "mps"}
 
 
-def _torch():
-    from .parity import _import_torch
-    return _import_torch()
+class NeedsTorch(HfviewError):
+    """torch / transformers are not installed."""
+
+
+def import_torch():
+    """(torch, transformers), or NeedsTorch saying how to install them (for parity and the torch backend)."""
+    try:
+        import torch
+        import transformers
+    except ImportError as exc:
+        raise NeedsTorch(f"parity compares with transformers, which is not installed ({exc.name} is missing): "
+                         f"pip install 'hfview[torch]' (torch==2.13.0, transformers==5.24.0)") from None
+    return torch, transformers
 
 
 class TorchRunner:
@@ -37,7 +47,7 @@ class TorchRunner:
 
     def __init__(self, path: Path, *, model_revision: str | None = None, device: str = "cpu",
                  n_ctx: int | None = None, notes: list[str] | None = None):
-        torch, transformers = _torch()
+        torch, transformers = import_torch()
         self.torch = torch
         self.device = _TORCH_DEVICES[device]
         if device == "cuda" and not torch.cuda.is_available():

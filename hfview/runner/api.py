@@ -17,6 +17,7 @@ from hfview.errors import HfviewError
 
 from .chat import messages_for, render
 from .generate import Decoder, Generation, decode_loop
+from .options import default_threads
 from .sampling import Sampling
 
 __all__ = ["load", "Runner", "DeviceError", "ModelNotFound", "default_model_path", "DEFAULT_N_CTX"]
@@ -36,8 +37,7 @@ class ModelNotFound(HfviewError):
 
 def default_model_path() -> Path:
     """The embedded default model, beside the installed package sources."""
-    import runner
-    return Path(runner.__file__).resolve().parent.parent / "fixtures" / "default"
+    return Path(__file__).resolve().parents[2] / "fixtures" / "default"
 
 
 def _check_device(device: str) -> str:
@@ -60,8 +60,8 @@ def _resolve(model: str | os.PathLike | None, revision: str | None, progress: bo
                                 f"or a Hugging Face repository id")
         model = path
     try:
-        from runner import resolve as resolve_mod
-        from runner.errors import HfviewError as ResolveRefusal
+        from hfview.runner import resolve as resolve_mod
+        from hfview.runner.errors import HfviewError as ResolveRefusal
     except ImportError:  # model resolution not installed: accept a local directory only
         path = Path(model).expanduser()
         if not path.is_dir():
@@ -177,16 +177,6 @@ class Runner:
         self.close()
 
 
-def _n_threads() -> int:
-    """Half the usable CPUs (about the physical cores): ggml's threads spin while they wait, and one
-    thread per hyper-thread, or on a busy machine, made decoding 6x slower in a measurement here."""
-    try:
-        cpus = len(os.sched_getaffinity(0))
-    except AttributeError:  # macOS
-        cpus = os.cpu_count() or 1
-    return max(1, cpus // 2)
-
-
 def load(model: str | os.PathLike | None = None, *, precision: str = "auto", device: str = "cpu",
          n_ctx: int | None = None, revision: str | None = None, progress: bool = False,
          n_threads: int | None = None, verbose: bool = False, backend: str = "auto",
@@ -219,8 +209,8 @@ def load(model: str | os.PathLike | None = None, *, precision: str = "auto", dev
     if backend not in BACKENDS:
         raise HfviewError(f"backend {backend!r}: choose one of {', '.join(BACKENDS)}")
     if backend == "torch":
-        from .parity import _import_torch
-        _import_torch()  # refuse before resolving anything
+        from .torch_backend import import_torch
+        import_torch()  # refuse before resolving anything
     elif backend == "llama.cpp":
         device = _check_device(device)
     path, model_revision, fmt, weight_files, gated, family = _resolve(
@@ -294,7 +284,7 @@ def load(model: str | os.PathLike | None = None, *, precision: str = "auto", dev
             rows = control_vector_rows(list(steer), n_layer, n_embd)
             layer_range = check_layer_range(steer_layers, n_layer)
         sm = StreamModel(lm, device=device, n_ctx=n_ctx, n_batch=min(n_ctx, 512),
-                         n_threads=n_threads or _n_threads(), verbose=verbose, kv_cache=kv_cache)
+                         n_threads=n_threads or default_threads(), verbose=verbose, kv_cache=kv_cache)
     except BaseException:
         lm.close()
         raise
@@ -319,8 +309,8 @@ def load(model: str | os.PathLike | None = None, *, precision: str = "auto", dev
 def unapplied_window(family, h: dict) -> int | None:
     """The sliding window the model has and llama.cpp's architecture for it does not apply, or None.
     A window the config states but switches off (use_sliding_window false, as Qwen2 releases do) is none."""
-    window = h.get(family.window_key)
-    if family.llama_cpp_applies_window or h.get("use_sliding_window") is False:
+    window = h.get(family.runner.window_key)
+    if family.runner.llama_cpp_applies_window or h.get("use_sliding_window") is False:
         return None
     return window if isinstance(window, int) and not isinstance(window, bool) and window > 0 else None
 

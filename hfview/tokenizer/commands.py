@@ -1,4 +1,4 @@
-"""`hfview tokenize` and `hfview tokenizer-check` (registered into hfview's CLI through runner.commands).
+"""`hfview tokenize` and `hfview tokenizer-check` (registered into hfview's CLI by hfview.cli).
 
 tokenize: the ids HfTokenizer gives for a text over MODEL's tokenizer files (what transformers 5.24's
 AutoTokenizer gives). tokenizer-check: those ids against llama.cpp's tokenizer built from the vocabulary
@@ -13,16 +13,14 @@ from pathlib import Path
 import click
 
 # The default corpus lives in the source tree (fixtures/ is not installed with the package).
-DEFAULT_CORPUS = Path(__file__).resolve().parent.parent / "fixtures" / "corpus" / "tokenizer-check.txt"
+DEFAULT_CORPUS = Path(__file__).resolve().parents[2] / "fixtures" / "corpus" / "tokenizer-check.txt"
 
 
 def _model_dir(model: str, revision: str | None) -> Path:
     """MODEL as a local directory: an existing directory as is, anything else resolved as a Hub id."""
-    if Path(model).is_dir():
-        return Path(model)
-    from runner.resolve import resolve
+    from hfview.runner.resolve import local_dir
 
-    return resolve(model, revision=revision).path
+    return local_dir(model, revision)[0]
 
 
 @click.command()

@@ -8,11 +8,13 @@ from __future__ import annotations
 import ctypes
 import functools
 import pathlib
+import threading
 from dataclasses import dataclass
 
 from hfview.errors import HfviewError
 
-__all__ = ["DeviceInfo", "DeviceUnavailable", "DEVICES", "backends", "devices", "check_device", "n_gpu_layers"]
+__all__ = ["DeviceInfo", "DeviceUnavailable", "DEVICES", "backends", "devices", "check_device", "n_gpu_layers",
+           "llama_bindings", "backend_init"]
 
 # Our device names -> the ggml registry name of the backend that provides them.
 DEVICES = {"cpu": "CPU", "cuda": "CUDA", "metal": "MTL"}
@@ -32,12 +34,32 @@ class DeviceInfo:
     backend: str       # registry name, e.g. "CPU", "CUDA", "MTL"
 
 
+def llama_bindings():
+    """llama-cpp-python's ctypes bindings (``llama_cpp.llama_cpp``), or an ImportError saying how to install them."""
+    try:
+        import llama_cpp.llama_cpp as ll
+    except ImportError as exc:  # pragma: no cover
+        raise ImportError("llama-cpp-python is not installed: pip install llama-cpp-python==0.3.36") from exc
+    return ll
+
+
+_backend_lock = threading.Lock()
+_backend_ready = False
+
+
+def backend_init() -> None:
+    """``llama_backend_init()``, once per process: here, below runner.stream, as listing devices needs it too."""
+    global _backend_ready
+    with _backend_lock:
+        if not _backend_ready:
+            llama_bindings().llama_backend_init()
+            _backend_ready = True
+
+
 @functools.lru_cache(maxsize=1)
 def _ggml() -> ctypes.CDLL:
     import llama_cpp
     from llama_cpp._ctypes_extensions import load_shared_library
-
-    from runner.stream import backend_init
 
     lib = load_shared_library("ggml", pathlib.Path(llama_cpp.__file__).parent / "lib")
     sigs = {

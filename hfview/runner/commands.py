@@ -1,4 +1,5 @@
-"""`hfview generate`, `parity`, `serve`, `decide`, `capture` and `steer-vector` (registered into hfview's CLI through COMMANDS)."""
+"""`hfview generate`, `parity`, `serve`, `decide`, `capture`, `steer-vector`, `export-lora`: COMMANDS, which hfview.cli
+registers."""
 from __future__ import annotations
 
 import json
@@ -337,19 +338,17 @@ def steer_vector(model, positive, negative, positive_file, negative_file, out, p
 def export_lora(adapter, out, base, outtype, revision):
     """Write a PEFT LoRA adapter as the GGUF convert_lora_to_gguf.py writes, byte for byte (atomically)."""
     from hfview import HfCheckpoint
-    from hfview.cli import _local_dir
 
     from .lora import LoraError, base_of
     from .lora import export_lora as run
+    from .resolve import local_dir
 
     base = base or base_of(adapter)
     if base is None:
         raise LoraError(f"{adapter}: adapter_config.json names no base_model_name_or_path: pass --base MODEL")
-    base_dir, _ = _local_dir(base, revision)
+    base_dir, _ = local_dir(base, revision)
     path = run(adapter, HfCheckpoint(base_dir, "f32", vocab_apart=False), out, outtype)
     click.echo(f"wrote {path} ({path.stat().st_size} bytes)")
 
 
-from tokenizer.commands import COMMANDS as _TOKENIZER_COMMANDS  # noqa: E402 - tokenize, tokenizer-check
-
-COMMANDS = [generate, parity, serve, decide, capture, steer_vector, export_lora, *_TOKENIZER_COMMANDS]
+COMMANDS = [generate, parity, serve, decide, capture, steer_vector, export_lora]

@@ -19,14 +19,12 @@ import numpy as np
 
 from hfview.errors import HfviewError
 
+from .torch_backend import NeedsTorch, import_torch  # noqa: F401 (NeedsTorch: public here too)
+
 __all__ = ["DEFAULT_PROMPT", "ParityReport", "metrics", "torch_logits", "compare", "NeedsTorch"]
 
 DEFAULT_PROMPT = ("The quick brown fox jumps over the lazy dog. In 1969, 3 astronauts flew to the Moon; "
                   "today we ask: what comes next?")
-
-
-class NeedsTorch(HfviewError):
-    """torch / transformers are not installed."""
 
 
 CANDIDATE = "llama.cpp (hfview view)"
@@ -87,16 +85,6 @@ def metrics(a: np.ndarray, b: np.ndarray) -> dict:
                 min_cosine=float(np.min(cos)), top1_agreement=float(np.mean(a.argmax(1) == b.argmax(1))))
 
 
-def _import_torch():
-    try:
-        import torch
-        import transformers
-    except ImportError as exc:
-        raise NeedsTorch(f"parity compares with transformers, which is not installed ({exc.name} is missing): "
-                         f"pip install 'hfview[torch]' (torch==2.13.0, transformers==5.24.0)") from None
-    return torch, transformers
-
-
 def _with_adapters(model, lora):
     """transformers + peft: each adapter loaded and active at once, each LoRA layer's scaling times its scale."""
     try:
@@ -123,7 +111,7 @@ def _with_adapters(model, lora):
 def torch_logits(path: Path, ids: list[int], lora=None) -> np.ndarray:
     """transformers' float32 logits [len(ids), vocab] for ``ids`` (no remote code); with ``lora`` adapters
     ("DIR[:SCALE]"), through peft."""
-    torch, transformers = _import_torch()
+    torch, transformers = import_torch()
     from huggingface_hub.utils import are_progress_bars_disabled, enable_progress_bars
 
     bars_were_off = are_progress_bars_disabled()
@@ -147,11 +135,11 @@ def compare(model: str | None = None, *, prompt: str = DEFAULT_PROMPT, threshold
             precision: str = "f32", revision: str | None = None, device: str = "cpu", lora=None) -> ParityReport:
     import time
 
-    from runner.errors import NotInView
+    from hfview.runner.errors import NotInView
 
     from .api import load
 
-    _import_torch()  # refuse before loading anything
+    import_torch()  # refuse before loading anything
     try:
         runner = load(model, precision=precision, device=device, revision=revision, backend="llama.cpp",
                       lora=list(lora) if lora else None)

@@ -29,6 +29,7 @@ from .special import write_chat_template
 from .spm import load_sentencepiece
 from .tiktoken_bpe import token_bytes_to_string
 from .writer import KVWriter
+from ..names import Keys
 
 NORMAL, UNKNOWN, CONTROL, UNUSED, BYTE = 1, 2, 3, 5, 6
 
@@ -237,19 +238,19 @@ def mistral_vocab(model_dir: Path, arch: str, n_vocab: int | None = None) -> lis
     rows of the token embedding, which bound the vocabulary."""
     tok = read_mistral_tokenizer(model_dir, n_vocab)
     w = KVWriter()
-    w.add_string("tokenizer.ggml.model", "gpt2" if tok.kind == "tekken" else "llama")
+    w.add_string(Keys.Tokenizer.MODEL, "gpt2" if tok.kind == "tekken" else "llama")
     if tok.kind == "tekken":
-        w.add_string("tokenizer.ggml.pre", "tekken")
-        w.add_array("tokenizer.ggml.merges", tok.merges)
-    w.add_uint32("tokenizer.ggml.bos_token_id", tok.bos)
-    w.add_uint32("tokenizer.ggml.eos_token_id", tok.eos)
-    w.add_uint32("tokenizer.ggml.unknown_token_id", tok.unk)
-    w.add_uint32("tokenizer.ggml.padding_token_id", tok.pad)
-    w.add_array("tokenizer.ggml.tokens", tok.tokens)
-    w.add_array("tokenizer.ggml.scores", tok.scores)
-    w.add_array("tokenizer.ggml.token_type", tok.types)
-    w.add_uint32(f"{arch}.vocab_size", len(tok.tokens))
-    w.add_bool("tokenizer.ggml.add_bos_token", True)
-    w.add_bool("tokenizer.ggml.add_eos_token", False)
+        w.add_string(Keys.Tokenizer.PRE, "tekken")
+        w.add_array(Keys.Tokenizer.MERGES, tok.merges)
+    w.add_uint32(Keys.Tokenizer.BOS_ID, tok.bos)
+    w.add_uint32(Keys.Tokenizer.EOS_ID, tok.eos)
+    w.add_uint32(Keys.Tokenizer.UNK_ID, tok.unk)
+    w.add_uint32(Keys.Tokenizer.PAD_ID, tok.pad)
+    w.add_array(Keys.Tokenizer.LIST, tok.tokens)
+    w.add_array(Keys.Tokenizer.SCORES, tok.scores)
+    w.add_array(Keys.Tokenizer.TOKEN_TYPE, tok.types)
+    w.add_uint32(Keys.LLM.VOCAB_SIZE.format(arch=arch), len(tok.tokens))
+    w.add_bool(Keys.Tokenizer.ADD_BOS, True)
+    w.add_bool(Keys.Tokenizer.ADD_EOS, False)
     write_chat_template(w, chat_template(model_dir, tok))
     return w.kvs()

@@ -21,6 +21,7 @@ from .hf_auto import AutoTokenizerView
 from .special import SpecialVocab, forget_parsed, read_json, read_tokenizer_json, release_freed_memory
 from .spm import load_sentencepiece
 from .writer import KVWriter
+from ..names import Keys
 
 log = logging.getLogger(__name__)
 
@@ -327,7 +328,7 @@ def plamo_vocab(model_dir: Path, hparams: dict) -> list[KV]:
             if not isinstance(cfg[name], str) or cfg[name] not in position:
                 raise TokenizerError(f"{cfg_path}: {name} {cfg[name]!r} is not in {path}; the converter fails on it")
             w.add_uint32(key, position[cfg[name]])
-    w.add_uint32("tokenizer.ggml.eot_token_id", 4)
+    w.add_uint32(Keys.Tokenizer.EOT_ID, 4)
     w.add_bool(ADD_SPACE_PREFIX, False)
     return w.kvs()
 

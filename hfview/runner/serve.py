@@ -193,8 +193,9 @@ def create_app(model: str | None = None, *, n_ctx: int | None = None, api_key: s
     from llama_cpp.server.errors import RouteErrorHandler
     from llama_cpp.server.settings import ModelSettings, ServerSettings
 
-    from .api import DEFAULT_N_CTX, _n_threads
+    from .api import DEFAULT_N_CTX
     from .llama_object import CHAT_FORMAT, NO_TEMPLATE, add_rpc_servers, from_view, open_view
+    from .options import default_threads
     from .sampling import Sampling, from_metadata
 
     notes = notes if notes is not None else []
@@ -218,7 +219,7 @@ def create_app(model: str | None = None, *, n_ctx: int | None = None, api_key: s
     elif window is not None and window < n_ctx:
         notes.append(f"context {n_ctx} is past the sliding window: beyond {window} tokens llama.cpp attends to "
                      f"the whole context, unlike the model")
-    threads = n_threads or _n_threads()
+    threads = n_threads or default_threads()
     alias = str(model) if model is not None else "default"
     model_settings = ModelSettings(
         model=str(path), model_alias=alias, n_ctx=n_ctx, n_batch=min(n_ctx, 512), n_threads=threads,

@@ -148,7 +148,7 @@ def capture(runner, ids: list[int], layers: Iterable[int]) -> dict[int, np.ndarr
     vector included."""
     import llama_cpp.llama_cpp as ll
 
-    from .api import _n_threads
+    from .options import default_threads
     from .stream import StreamModel
 
     if getattr(runner, "backend", None) != "llama.cpp":
@@ -163,7 +163,7 @@ def capture(runner, ids: list[int], layers: Iterable[int]) -> dict[int, np.ndarr
     tap = LayerTap(layers, n_embd)
     n = len(ids)
     sm = StreamModel(model, device=runner.sm.device, n_ctx=max(n, 8), n_batch=min(max(n, 8), 512),
-                     n_threads=_n_threads(), verbose=runner.sm.verbose, eval_callback=tap.c_callback,
+                     n_threads=default_threads(), verbose=runner.sm.verbose, eval_callback=tap.c_callback,
                      owns_model=False, kv_cache=getattr(runner.sm, "kv_cache", "f16"))
     try:
         lora = getattr(runner.sm, "_lora", None)
