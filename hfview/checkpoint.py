@@ -17,6 +17,7 @@ from .gguf_layout import (KEPT_ENCODED, KV, EncodedArray, FileSpan, GGMLType, Pi
 from .shards import StoredTensor, index_shards
 from .views import Presented
 from .vocab_cache import vocab_kv
+from .names import Keys
 
 # --outtype -> (the type of the tensors it converts, general.file_type)
 OUTTYPES = {"f32": (GGMLType.F32, 0), "f16": (GGMLType.F16, 1), "bf16": (GGMLType.BF16, 32),
@@ -77,8 +78,8 @@ def _kept_encoded(kv: KV, header: Pieces, span: tuple[int, int]) -> KV:
 
 
 def _checked_load_arrays(family: Family, h: dict, kv: list[KV]) -> dict[str, list[int]]:
-    """family.load_arrays, held to what keeps the file's layout: each an integer array the KV has, at its length."""
-    arrays = family.load_arrays(h)
+    """family.runner.load_arrays, held to what keeps the file's layout: each an integer array the KV has, at its length."""
+    arrays = family.runner.load_arrays(h)
     written = {entry.key: entry for entry in kv}
     for key, values in arrays.items():
         entry = written.get(key)
@@ -91,7 +92,7 @@ def _checked_load_arrays(family: Family, h: dict, kv: list[KV]) -> dict[str, lis
 
 class LoadTimeView:
     """A view as hfview's runner hands it to llama.cpp where the family declares load-time array values
-    (Family.load_arrays): the converter's bytes, but for those arrays' values in the header. An array of the same
+    (RunnerFacts.load_arrays): the converter's bytes, but for those arrays' values in the header. An array of the same
     length and element type encodes to the same number of bytes, so every other byte and offset is the file's."""
 
     def __init__(self, ckpt: "HfCheckpoint"):
@@ -118,9 +119,9 @@ class LoadTimeView:
 
 
 def _checked_load_kv(family: Family):
-    """family.load_kv, held to what llama_model_kv_override can carry: keys under 128 bytes, scalar values."""
+    """family.runner.load_kv, held to what llama_model_kv_override can carry: keys under 128 bytes, scalar values."""
     def load_kv(h: dict) -> dict[str, bool | int | float | str]:
-        kv = family.load_kv(h)
+        kv = family.runner.load_kv(h)
         for key, value in kv.items():
             if len(key.encode()) >= 128 or not isinstance(value, (bool, int, float, str)) or (
                     isinstance(value, str) and len(value.encode()) >= 128):
@@ -208,11 +209,11 @@ class HfCheckpoint:
             # no shards to bound the counts by: the config is still checked first (its refusal says what to
             # fix), its layer counts held to what any model has, then the shards' error stands
             config_values.check_against_tensors(config, None, config_path)
-            family.check(family.normalise(hparams), config_path)
+            family.validate(family.normalise(hparams), config_path)
             raise
         config_values.check_against_tensors(config, [t.shape for t in self._stored.values()], config_path)
         self.hparams = family.normalise(hparams)
-        family.check(self.hparams, config_path)
+        family.validate(self.hparams, config_path)
         self.hparams = family.stored_hparams(self.hparams, self._stored)
         self.load_kv: dict[str, bool | int | float | str] = _checked_load_kv(family)(self.hparams)
         self.block_count = config_values.layer_count(self.hparams)
@@ -239,7 +240,7 @@ class HfCheckpoint:
         self._layout()
         self.load_arrays = _checked_load_arrays(family, self.hparams, self.kv)
         self.kv = [_kept_encoded(kv, self._header, span) for kv, span in zip(self.kv, self._kv_spans)]
-        from tokenizer.special import forget_parsed  # (here: tokenizer imports hfview)
+        from hfview.tokenizer.special import forget_parsed  # (here: tokenizer imports hfview)
 
         forget_parsed()  # the header is built: what it was built from is not held while the tensors are read
 
@@ -319,8 +320,8 @@ class HfCheckpoint:
         self._by_name = {t.name: t for t in self.tensors}
         self.file_type = q.FILE_TYPES[quant][0]
         # gguf_set_val_* removes a key and appends it: these move to the end, in llama-quantize's order
-        edits = [KV("general.quantization_version", ValueType.UINT32, q.QUANTIZATION_VERSION),
-                 KV("general.file_type", ValueType.UINT32, self.file_type)]
+        edits = [KV(Keys.General.QUANTIZATION_VERSION, ValueType.UINT32, q.QUANTIZATION_VERSION),
+                 KV(Keys.General.FILE_TYPE, ValueType.UINT32, self.file_type)]
         if imatrix is not None:
             def cut(text):  # its override values are 127 bytes at most
                 return text.encode()[:127].decode("utf-8", "ignore")
@@ -466,7 +467,7 @@ class HfCheckpoint:
 
     def for_llama_cpp(self) -> "HfCheckpoint | LoadTimeView":
         """What hfview's runner hands llama.cpp: this view, or where the family declares load-time array values
-        (Family.load_arrays) the view with those values in the header."""
+        (RunnerFacts.load_arrays) the view with those values in the header."""
         return LoadTimeView(self) if self.load_arrays else self
 
     def iter_file(self) -> Iterator[tuple[bytes | memoryview, str | None]]:

@@ -8,13 +8,10 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Mapping
+from typing import Any, Mapping
 
 from . import config_values
 from .errors import ConfigError, QuantizedCheckpoint, shown
-
-if TYPE_CHECKING:
-    from .family import Family
 
 
 class _AnyValue:
@@ -282,7 +279,7 @@ def check_keys(config: dict, path: Path, family: str, reads: frozenset[str], har
                           f"is not; use a checkpoint whose config has {key} {offs}, or run it through transformers")
 
 
-def read_as(family: Family, config: dict, path: Path) -> dict:
+def read_as(family, config: dict, path: Path) -> dict:  # family: a hfview.family.Family (which imports this module)
     """The config as `family` reads it, checked as HfCheckpoint checks a config before it knows the shards: the
     key check, the values' types and ranges, the config class's defaults under the stated keys, the counts
     against each other and against any model's, what the class's constructor computes, and the family's
@@ -294,5 +291,5 @@ def read_as(family: Family, config: dict, path: Path) -> dict:
     config_values.check_shapes(hparams, path)
     config_values.check_against_tensors(config, None, path)
     hparams = family.normalise(hparams)
-    family.check(hparams, path)
+    family.validate(hparams, path)
     return hparams

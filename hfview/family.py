@@ -14,7 +14,8 @@ from typing import Callable, Mapping
 
 import numpy as np
 
-from .errors import CheckpointError
+from .config import ANY
+from .errors import CheckpointError, ConfigError
 from .gguf_layout import KV, GGMLType
 from .shards import StoredTensor
 from .views import (Generated, Presented, RowPermutation, Stack, Stored, ValueStep, View, grouped_qkv,
@@ -141,6 +142,59 @@ def _regex(pattern: str) -> re.Pattern:
 
 # ---------------------------------------------------------------- the family declaration
 @dataclass(frozen=True)
+class Refuse:
+    """A value of one key the family cannot honour, refused by the engine with `reason`: where the key's value (in
+    the hyperparameters, with the config class's defaults; a dotted key reads into a mapping, as
+    "rope_parameters.rope_type") is not among `allowed`, or where `allowed` is a predicate, fails it. An absent key
+    reads as `default`."""
+    key: str
+    allowed: tuple | Callable[[object], bool]
+    reason: str
+    default: object = None
+
+    def value(self, h: dict) -> object:
+        value: object = h
+        for part in self.key.split("."):
+            value = value.get(part, self.default) if isinstance(value, dict) else self.default
+        return value
+
+    def refuses(self, value: object) -> bool:
+        return not self.allowed(value) if callable(self.allowed) else value not in self.allowed
+
+    def apply(self, h: dict, path: Path) -> None:
+        value = self.value(h)
+        if self.refuses(value):
+            raise ConfigError(f"{path}: {self.key} {value!r}: {self.reason}")
+
+
+def unset(value: object) -> bool:
+    """For Refuse.allowed: the key is absent, null, false, zero or empty (a flag or list that asks for nothing)."""
+    return not value
+
+
+@dataclass(frozen=True)
+class RunnerFacts:
+    """How llama.cpp must load and run a family's view, beyond the converter's file: facts the runner reads, which
+    the file itself does not carry."""
+    # Whether llama.cpp's architecture applies the model's sliding window itself. Where it does not (the
+    # llama architecture serving Mistral v0.1) attention past the window differs from the model's, so the
+    # runner stops the context at the window unless asked for more.
+    llama_cpp_applies_window: bool = False
+    # The config key that states the model's attention window (PLaMo 2: attention_window_size)
+    window_key: str = "sliding_window"
+    # KV llama.cpp requires that the converter writes under another key or not at all (Qwen-1's RMS epsilon,
+    # written under the LayerNorm key): the file stays the converter's, and llama.cpp gets these as load-time
+    # overrides (llama_model_kv_override, llama-cli's --override-kv) wherever hfview loads the view. Scalars only:
+    # llama.cpp cannot override an array
+    load_kv: Callable[[dict], dict[str, bool | int | float | str]] = lambda h: {}
+    # Integer arrays of the converter's KV that llama.cpp must read with other values to run the view (PLaMo 2's
+    # head_count: its zeros make the pinned llama.cpp loop forever), from the hyperparameters. The file stays the
+    # converter's; wherever hfview loads the view, llama.cpp reads the header with these values in place, at the
+    # same length, so no other byte or offset moves (HfCheckpoint.for_llama_cpp). llama-cli cannot override an array
+    load_arrays: Callable[[dict], dict[str, list[int]]] = lambda h: {}
+
+
+@dataclass(frozen=True)
 class Family:
     name: str                       # module name, e.g. "llama"
     gguf_arch: str                  # llama.cpp architecture, e.g. "llama"
@@ -168,12 +222,6 @@ class Family:
     # (Mistral's params.json: dense vs "moe"); None: every such file
     claims: Callable[[dict], bool] | None = None
     index: Callable[[Path], dict[str, StoredTensor]] | None = None
-    # Whether llama.cpp's architecture applies the model's sliding window itself. Where it does not (the
-    # llama architecture serving Mistral v0.1) attention past the window differs from the model's, so the
-    # runner stops the context at the window unless asked for more.
-    llama_cpp_applies_window: bool = False
-    # The config key that states the model's attention window (PLaMo 2: attention_window_size)
-    window_key: str = "sliding_window"
     # A prefix one layout of the family puts before its tensor names and another does not (GPT-2: transformers
     # writes "transformer.h.0...", OpenAI's release "h.0..."): removed before matching, so rules name it once.
     optional_prefix: str = ""
@@ -204,26 +252,30 @@ class Family:
     # Matrices the converter's tensor_force_quant keeps in F32 beyond the common list, by GGUF name and the
     # hyperparameters (Hy4's iHC mixing matrices, and its lm_head where enable_lm_head_fp32 says)
     kept_f32: Callable[[str, dict], bool] = lambda name, h: False
-    # KV llama.cpp requires that the converter writes under another key or not at all (Qwen-1's RMS epsilon,
-    # written under the LayerNorm key): the file stays the converter's, and llama.cpp gets these as load-time
-    # overrides (llama_model_kv_override, llama-cli's --override-kv) wherever hfview loads the view. Scalars only:
-    # llama.cpp cannot override an array
-    load_kv: Callable[[dict], dict[str, bool | int | float | str]] = lambda h: {}
-    # Integer arrays of the converter's KV that llama.cpp must read with other values to run the view (PLaMo 2's
-    # head_count: its zeros make the pinned llama.cpp loop forever), from the hyperparameters. The file stays the
-    # converter's; wherever hfview loads the view, llama.cpp reads the header with these values in place, at the
-    # same length, so no other byte or offset moves (HfCheckpoint.for_llama_cpp). llama-cli cannot override an array
-    load_arrays: Callable[[dict], dict[str, list[int]]] = lambda h: {}
+    # What the runner must do beside reading the file (load-time overrides, the window llama.cpp applies or not)
+    runner: "RunnerFacts" = field(default_factory=lambda: RunnerFacts())
+    # One-key refusals as data: the engine refuses a value no rule allows, before `check` runs
+    refuse: tuple["Refuse", ...] = ()
 
     def arch_of(self, h: dict) -> str:
         return self.gguf_arch_for(h) if self.gguf_arch_for is not None else self.gguf_arch
 
     def __post_init__(self) -> None:
-        from .config import ANY  # config.py names Family only for type checking
         if not isinstance(self.harmless, Mapping) or any(
                 off is not ANY and not isinstance(off, tuple) for off in self.harmless.values()):
             raise TypeError(f"family {self.name}: harmless must map each key to ANY or to the tuple of values at "
                             f"which it changes nothing (see hfview.config.COMMON_HARMLESS)")
+
+    def validate(self, h: dict, path: Path) -> None:
+        """Refuse what the family cannot honour: another converter class (architectures[0], by which the converter
+        picks its class), a value its `refuse` table does not allow, then whatever its `check` refuses across keys."""
+        stated = h.get("architectures")
+        if self.architectures and stated and stated[0] not in self.architectures:  # absent: model_type decides
+            raise ConfigError(f"{path}: architectures[0] is {stated[0]!r}; the {self.name} family reads "
+                              f"{', '.join(self.architectures)} only")
+        for rule in self.refuse:
+            rule.apply(h, path)
+        self.check(h, path)
 
     @property
     def model_types(self) -> tuple[str, ...]:

@@ -25,9 +25,9 @@ def describe(ckpt: HfCheckpoint) -> dict:
         "gguf_bytes": ckpt.size,
         # no converter class: hfview's own mapping, no converter file to match (Family.no_converter)
         **({"no_converter": ckpt.family.no_converter} if ckpt.family.no_converter else {}),
-        # KV llama.cpp needs at load that the file (the converter's) does not carry (Family.load_kv)
+        # KV llama.cpp needs at load that the file (the converter's) does not carry (RunnerFacts.load_kv)
         **({"load_kv": ckpt.load_kv} if ckpt.load_kv else {}),
-        # arrays llama.cpp must read with other values to run the file (Family.load_arrays; the runner presents them)
+        # arrays llama.cpp must read with other values to run the file (RunnerFacts.load_arrays)
         **({"load_arrays": ckpt.load_arrays} if ckpt.load_arrays else {}),
         "kv": [{"key": kv.key, "type": kv.type.name, "value": _value(kv)} for kv in ckpt.kv],
         "tensors": [{

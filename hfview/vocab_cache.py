@@ -211,9 +211,9 @@ def _key(build: Callable, model_dir: Path, hparams: dict) -> tuple[str, int] | N
 
 @functools.lru_cache(maxsize=1)
 def _code_digest() -> bytes:
-    """What the build's code is: hfview's and the tokenizer package's sources, the tokenizer libraries' files."""
+    """What the build's code is: hfview's sources (its tokenizer package among them), the tokenizer libraries' files."""
     h = hashlib.sha256()
-    for root in (Path(__file__).parent, Path(importlib.util.find_spec("tokenizer").origin).parent):
+    for root in (Path(__file__).parent,):
         for p in sorted(root.rglob("*.py")):
             h.update(f"\0{p.relative_to(root.parent).as_posix()}\0".encode())
             h.update(p.read_bytes())

@@ -33,7 +33,7 @@ def test_the_window_is_crossed_and_applied(checkpoint):
 
     from hfview import HfCheckpoint
     from hfview.families.gpt_oss import FAMILY
-    from runner.stream import StreamModel
+    from hfview.runner.stream import StreamModel
 
     path = checkpoint("gpt_oss-window")
     with StreamModel(HfCheckpoint(path, "f32"), n_ctx=64) as m:
@@ -46,7 +46,7 @@ def test_the_window_is_crossed_and_applied(checkpoint):
         unwindowed = model(torch.tensor([ids])).logits[0].numpy()
     assert nmse(ours[:6], unwindowed[:6]) < NMSE_BAR  # inside the window both agree
     assert nmse(ours[8:], unwindowed[8:]) > 100 * NMSE_BAR
-    assert FAMILY.llama_cpp_applies_window
+    assert FAMILY.runner.llama_cpp_applies_window
 
 
 def test_gate_and_up_are_the_interleaved_columns_transposed(checkpoint):
@@ -75,7 +75,7 @@ def test_mxfp4_checkpoint_is_refused_before_any_weight_is_read(checkpoint, tmp_p
     view and by the runner's resolution, before a shard is opened."""
     from hfview import HfCheckpoint
     from hfview.errors import QuantizedCheckpoint
-    from runner.resolve import resolve
+    from hfview.runner.resolve import resolve
 
     model = variant(checkpoint("gpt_oss"), tmp_path / "mxfp4", quantization_config=MXFP4)
     (model / "model.safetensors").unlink()
@@ -89,8 +89,8 @@ def test_mxfp4_checkpoint_is_refused_before_any_weight_is_read(checkpoint, tmp_p
 def test_mxfp4_repository_is_refused_before_any_weight_download(tmp_path, monkeypatch):
     """From the Hub: the config is all that is fetched (the fake Hub's log shows no weight request)."""
     from hub_server import FakeHub, tiny_checkpoint
-    from runner.errors import QuantizedCheckpoint
-    from runner.resolve import resolve
+    from hfview.runner.errors import QuantizedCheckpoint
+    from hfview.runner.resolve import resolve
     from huggingface_hub import constants
 
     server = FakeHub().start()

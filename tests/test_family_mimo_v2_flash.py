@@ -117,7 +117,7 @@ def test_the_window_is_crossed_and_applied(checkpoint):
 
     from hfview import HfCheckpoint
     from hfview.families.mimo_v2_flash import FAMILY
-    from runner.stream import StreamModel
+    from hfview.runner.stream import StreamModel
 
     path = checkpoint("mimo_v2_flash-nomtp")
     with StreamModel(HfCheckpoint(path, "f32"), n_ctx=64) as m:
@@ -130,7 +130,7 @@ def test_the_window_is_crossed_and_applied(checkpoint):
         unwindowed = model(torch.tensor([ids])).logits[0].numpy()
     assert nmse(ours[:7], unwindowed[:7]) < NMSE_BAR  # inside the window both agree
     assert nmse(ours[9:], unwindowed[9:]) > 100 * NMSE_BAR
-    assert FAMILY.llama_cpp_applies_window
+    assert FAMILY.runner.llama_cpp_applies_window
 
 
 @pytest.mark.parametrize("changes, reason", [

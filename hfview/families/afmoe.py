@@ -15,10 +15,12 @@ from pathlib import Path
 
 from ..config import ANY, Harmless
 from ..errors import ConfigError
-from ..family import Experts, Family, Skip, Tensor
+from ..family import Experts, Family, RunnerFacts, Skip, Tensor
+from ..names import GGUF, Keys
 from ..params import boolean, f32, u32
-from .llama import llama_parameters, vocab
-from .qwen2 import check_architecture, check_no_pooling
+from ._parts.checks import check_no_pooling
+from ._parts.decoder import llama_parameters
+from ._parts.vocab import llama_vocab
 
 # transformers 5.24's AfmoeConfig defaults (layer_types and num_key_value_heads are derived: normalise)
 DEFAULTS = {
@@ -50,23 +52,23 @@ HARMLESS: Harmless = {"num_expert_groups": (1,), "num_limited_groups": (1,), "us
 _LAYER = "model.layers.{bid}."
 _MIXTURE = "model.layers.{bid}.mlp."
 TENSORS = (
-    Tensor("model.embed_tokens.weight", "token_embd.weight"),
-    Tensor("model.norm.weight", "output_norm.weight"),
-    Tensor("lm_head.weight", "output.weight", required=lambda h: not h.get("tie_word_embeddings")),
-    Tensor(f"{_LAYER}input_layernorm.weight", "blk.{bid}.attn_norm.weight"),
-    Tensor(f"{_LAYER}post_attention_layernorm.weight", "blk.{bid}.post_attention_norm.weight"),
-    Tensor(f"{_LAYER}pre_mlp_layernorm.weight", "blk.{bid}.ffn_norm.weight"),
-    Tensor(f"{_LAYER}post_mlp_layernorm.weight", "blk.{bid}.post_ffw_norm.weight"),
+    Tensor("model.embed_tokens.weight", GGUF.TOKEN_EMBD.weight),
+    Tensor("model.norm.weight", GGUF.OUTPUT_NORM.weight),
+    Tensor("lm_head.weight", GGUF.OUTPUT.weight, required=lambda h: not h.get("tie_word_embeddings")),
+    Tensor(f"{_LAYER}input_layernorm.weight", GGUF.ATTN_NORM.weight),
+    Tensor(f"{_LAYER}post_attention_layernorm.weight", GGUF.ATTN_POST_NORM.weight),
+    Tensor(f"{_LAYER}pre_mlp_layernorm.weight", GGUF.FFN_NORM.weight),
+    Tensor(f"{_LAYER}post_mlp_layernorm.weight", GGUF.FFN_POST_NORM.weight),
     *(Tensor(f"{_LAYER}self_attn.{p}_proj.weight", f"blk.{{bid}}.attn_{p}.weight") for p in ("q", "k", "v")),
-    Tensor(f"{_LAYER}self_attn.o_proj.weight", "blk.{bid}.attn_output.weight"),
-    Tensor(f"{_LAYER}self_attn.gate_proj.weight", "blk.{bid}.attn_gate.weight"),
-    Tensor(f"{_LAYER}self_attn.q_norm.weight", "blk.{bid}.attn_q_norm.weight"),
-    Tensor(f"{_LAYER}self_attn.k_norm.weight", "blk.{bid}.attn_k_norm.weight"),
+    Tensor(f"{_LAYER}self_attn.o_proj.weight", GGUF.ATTN_OUT.weight),
+    Tensor(f"{_LAYER}self_attn.gate_proj.weight", GGUF.ATTN_GATE.weight),
+    Tensor(f"{_LAYER}self_attn.q_norm.weight", GGUF.ATTN_Q_NORM.weight),
+    Tensor(f"{_LAYER}self_attn.k_norm.weight", GGUF.ATTN_K_NORM.weight),
     # each of these exists in some layers only: dense FFNs before num_dense_layers, mixtures from there on
     *(Tensor(f"{_MIXTURE}{p}_proj.weight", f"blk.{{bid}}.ffn_{p}.weight", required=False)
       for p in ("gate", "up", "down")),
-    Tensor(f"{_MIXTURE}router.gate.weight", "blk.{bid}.ffn_gate_inp.weight", required=False),
-    Tensor(f"{_MIXTURE}expert_bias", "blk.{bid}.exp_probs_b.bias", required=False),
+    Tensor(f"{_MIXTURE}router.gate.weight", GGUF.FFN_GATE_INP.weight, required=False),
+    Tensor(f"{_MIXTURE}expert_bias", GGUF.FFN_EXP_PROBS_B.bias, required=False),
     *(Experts(f"{_MIXTURE}experts.{{x}}.{p}_proj.weight", f"blk.{{bid}}.ffn_{p}_exps.weight", "num_experts",
               required=False) for p in ("gate", "up", "down")),
     *(Tensor(f"{_MIXTURE}shared_experts.{p}_proj.weight", f"blk.{{bid}}.ffn_{p}_shexp.weight", required=False)
@@ -95,7 +97,6 @@ def normalise(h: dict) -> dict:
 
 
 def check(h: dict, path: Path) -> None:
-    check_architecture(h, path, "afmoe", ("AfmoeForCausalLM",))
     check_no_pooling(path)
     if h.get("hidden_act") != "silu":
         raise ConfigError(f"{path}: hidden_act {h.get('hidden_act')!r}: llama.cpp's afmoe computes SiLU only; "
@@ -141,14 +142,14 @@ _llama = llama_parameters("afmoe")
 def parameters(h: dict, block_count: int, file_type: int) -> list:
     """AfmoeModel.set_gguf_parameters: LlamaModel's entries, then the mixture's, routing and window."""
     kv = [*_llama(h, block_count, file_type),
-          u32("afmoe.expert_shared_count", h["num_shared_experts"]),
-          u32("afmoe.expert_feed_forward_length", h["moe_intermediate_size"]),
-          u32("afmoe.leading_dense_block_count", h["num_dense_layers"])]
+          u32(Keys.LLM.EXPERT_SHARED_COUNT.format(arch="afmoe"), h["num_shared_experts"]),
+          u32(Keys.LLM.EXPERT_FEED_FORWARD_LENGTH.format(arch="afmoe"), h["moe_intermediate_size"]),
+          u32(Keys.LLM.LEADING_DENSE_BLOCK_COUNT.format(arch="afmoe"), h["num_dense_layers"])]
     if h.get("route_norm") is not None:
-        kv.append(boolean("afmoe.expert_weights_norm", h["route_norm"]))
-    kv.append(f32("afmoe.expert_weights_scale", h["route_scale"]))
+        kv.append(boolean(Keys.LLM.EXPERT_WEIGHTS_NORM.format(arch="afmoe"), h["route_norm"]))
+    kv.append(f32(Keys.LLM.EXPERT_WEIGHTS_SCALE.format(arch="afmoe"), h["route_scale"]))
     if h.get("sliding_window") is not None:
-        kv.append(u32("afmoe.attention.sliding_window", h["sliding_window"]))
+        kv.append(u32(Keys.Attention.SLIDING_WINDOW.format(arch="afmoe"), h["sliding_window"]))
     return kv
 
 
@@ -161,8 +162,9 @@ FAMILY = Family(
     harmless=HARMLESS,
     tensors=TENSORS,
     parameters=parameters,
-    vocab=vocab,
+    vocab=llama_vocab,
     check=check,
     normalise=normalise,
-    llama_cpp_applies_window=True,  # llama.cpp's afmoe slides on three layers of four, as the model does
+    # llama.cpp's afmoe slides on three layers of four, as the model does
+    runner=RunnerFacts(llama_cpp_applies_window=True),
 )

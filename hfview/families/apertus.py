@@ -16,8 +16,11 @@ import numpy as np
 from ..errors import CheckpointError, ConfigError
 from ..family import Family, Skip, Tensor
 from ..gguf_layout import KV, ValueType
-from .qwen2 import LM_HEAD, check_architecture, check_no_pooling, check_rope
-from .llama import generated, llama_parameters, vocab
+from ..names import GGUF
+from ._parts.checks import check_no_pooling, check_rope
+from ._parts.decoder import LM_HEAD, llama_parameters
+from ._parts.rope import llama3_rope_freqs
+from ._parts.vocab import llama_vocab
 
 DEFAULTS = {
     "apertus": dict(vocab_size=131072, hidden_size=4096, intermediate_size=14336, num_hidden_layers=32,
@@ -39,19 +42,19 @@ READS = frozenset({
 ARCHITECTURES = ("ApertusForCausalLM",)
 _L = "model.layers.{bid}."
 TENSORS = (
-    Tensor("model.embed_tokens.weight", "token_embd.weight"),
-    Tensor("model.norm.weight", "output_norm.weight"),
+    Tensor("model.embed_tokens.weight", GGUF.TOKEN_EMBD.weight),
+    Tensor("model.norm.weight", GGUF.OUTPUT_NORM.weight),
     LM_HEAD,
-    Tensor(_L + "attention_layernorm.weight", "blk.{bid}.attn_norm.weight"),
-    Tensor(_L + "self_attn.q_proj.{wb}", "blk.{bid}.attn_q.{wb}"),
-    Tensor(_L + "self_attn.k_proj.{wb}", "blk.{bid}.attn_k.{wb}"),
-    Tensor(_L + "self_attn.v_proj.{wb}", "blk.{bid}.attn_v.{wb}"),
-    Tensor(_L + "self_attn.o_proj.{wb}", "blk.{bid}.attn_output.{wb}"),
-    Tensor(_L + "self_attn.q_norm.weight", "blk.{bid}.attn_q_norm.weight"),
-    Tensor(_L + "self_attn.k_norm.weight", "blk.{bid}.attn_k_norm.weight"),
-    Tensor(_L + "feedforward_layernorm.weight", "blk.{bid}.ffn_norm.weight"),
-    Tensor(_L + "mlp.up_proj.{wb}", "blk.{bid}.ffn_up.{wb}"),
-    Tensor(_L + "mlp.down_proj.{wb}", "blk.{bid}.ffn_down.{wb}"),
+    Tensor(_L + "attention_layernorm.weight", GGUF.ATTN_NORM.weight),
+    Tensor(_L + "self_attn.q_proj.{wb}", GGUF.ATTN_Q.wb),
+    Tensor(_L + "self_attn.k_proj.{wb}", GGUF.ATTN_K.wb),
+    Tensor(_L + "self_attn.v_proj.{wb}", GGUF.ATTN_V.wb),
+    Tensor(_L + "self_attn.o_proj.{wb}", GGUF.ATTN_OUT.wb),
+    Tensor(_L + "self_attn.q_norm.weight", GGUF.ATTN_Q_NORM.weight),
+    Tensor(_L + "self_attn.k_norm.weight", GGUF.ATTN_K_NORM.weight),
+    Tensor(_L + "feedforward_layernorm.weight", GGUF.FFN_NORM.weight),
+    Tensor(_L + "mlp.up_proj.{wb}", GGUF.FFN_UP.wb),
+    Tensor(_L + "mlp.down_proj.{wb}", GGUF.FFN_DOWN.wb),
     *(Skip(_L + f"mlp.act_fn.{p}") for p in ("alpha_p", "alpha_n", "beta", "eps")),  # -> xielu.* KVs
 )
 _XIELU = ("alpha_p", "alpha_n", "beta", "eps")
@@ -64,7 +67,6 @@ def normalise(h: dict) -> dict:
 
 
 def check(h: dict, path: Path) -> None:
-    check_architecture(h, path, "apertus", ARCHITECTURES)
     if h.get("hidden_act") != "xielu":
         raise ConfigError(f"{path}: hidden_act {h.get('hidden_act')!r}: llama.cpp's apertus computes xIELU only")
     check_rope(h, path, "apertus", ("default", "linear", "yarn", "llama3"))
@@ -116,8 +118,8 @@ FAMILY = Family(
     harmless={},
     tensors=TENSORS,
     parameters=parameters,
-    vocab=vocab,
-    generated=generated,
+    vocab=llama_vocab,
+    generated=llama3_rope_freqs,
     check=check,
     normalise=normalise,
     stored_kv=stored_kv,

@@ -9,8 +9,10 @@ from pathlib import Path
 from ..config import Harmless
 from ..errors import ConfigError
 from ..family import Family
-from .qwen2 import LM_HEAD, check_architecture, check_no_pooling, check_rope, decoder_tensors
-from .llama import generated, llama_parameters, vocab
+from ._parts.checks import check_no_pooling, check_rope
+from ._parts.decoder import LM_HEAD, decoder_tensors, llama_parameters
+from ._parts.rope import llama3_rope_freqs
+from ._parts.vocab import llama_vocab
 
 DEFAULTS = {
     "arcee": dict(vocab_size=32000, hidden_size=2560, intermediate_size=18432, num_hidden_layers=32,
@@ -42,7 +44,6 @@ def normalise(h: dict) -> dict:
 
 
 def check(h: dict, path: Path) -> None:
-    check_architecture(h, path, "arcee", ARCHITECTURES)
     if h.get("hidden_act") != "relu2":
         raise ConfigError(f"{path}: hidden_act {h.get('hidden_act')!r}: llama.cpp's arcee computes relu(x)^2 "
                           f"only; this checkpoint would run wrong")
@@ -64,8 +65,8 @@ FAMILY = Family(
     harmless=HARMLESS,
     tensors=TENSORS,
     parameters=parameters,
-    vocab=vocab,
-    generated=generated,
+    vocab=llama_vocab,
+    generated=llama3_rope_freqs,
     check=check,
     normalise=normalise,
 )

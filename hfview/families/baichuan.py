@@ -26,9 +26,10 @@ from pathlib import Path
 from ..config import ANY, Harmless
 from ..errors import CheckpointError, ConfigError
 from ..family import Family, Skip, Split, Tensor
+from ..names import GGUF, Keys
 from ..params import string, text_model_parameters, u32
 from ..views import RowSelection, fused_part
-from .sentencepiece_only import sentencepiece_only
+from ._parts.sentencepiece_only import sentencepiece_only
 
 ARCH = "baichuan"
 DEFAULTS = {"baichuan": {}}  # no transformers class: nothing is filled in
@@ -76,18 +77,18 @@ def _w_pack(part: int):
 
 _L = "model.layers.{bid}."
 TENSORS = (
-    Tensor("model.embed_tokens.weight", "token_embd.weight"),
-    Tensor("model.norm.weight", "output_norm.weight"),
-    Tensor("lm_head.weight", "output.weight"),
-    Tensor(_L + "input_layernorm.weight", "blk.{bid}.attn_norm.weight"),
-    Split(_L + "self_attn.W_pack.weight", (("blk.{bid}.attn_q.weight", _w_pack(0)),
-                                           ("blk.{bid}.attn_k.weight", _w_pack(1)),
-                                           ("blk.{bid}.attn_v.weight", _w_pack(2)))),
-    Tensor(_L + "self_attn.o_proj.weight", "blk.{bid}.attn_output.weight"),
-    Tensor(_L + "post_attention_layernorm.weight", "blk.{bid}.ffn_norm.weight"),
-    Tensor(_L + "mlp.gate_proj.weight", "blk.{bid}.ffn_gate.weight"),
-    Tensor(_L + "mlp.up_proj.weight", "blk.{bid}.ffn_up.weight"),
-    Tensor(_L + "mlp.down_proj.weight", "blk.{bid}.ffn_down.weight"),
+    Tensor("model.embed_tokens.weight", GGUF.TOKEN_EMBD.weight),
+    Tensor("model.norm.weight", GGUF.OUTPUT_NORM.weight),
+    Tensor("lm_head.weight", GGUF.OUTPUT.weight),
+    Tensor(_L + "input_layernorm.weight", GGUF.ATTN_NORM.weight),
+    Split(_L + "self_attn.W_pack.weight", ((GGUF.ATTN_Q.weight, _w_pack(0)),
+                                           (GGUF.ATTN_K.weight, _w_pack(1)),
+                                           (GGUF.ATTN_V.weight, _w_pack(2)))),
+    Tensor(_L + "self_attn.o_proj.weight", GGUF.ATTN_OUT.weight),
+    Tensor(_L + "post_attention_layernorm.weight", GGUF.FFN_NORM.weight),
+    Tensor(_L + "mlp.gate_proj.weight", GGUF.FFN_GATE.weight),
+    Tensor(_L + "mlp.up_proj.weight", GGUF.FFN_UP.weight),
+    Tensor(_L + "mlp.down_proj.weight", GGUF.FFN_DOWN.weight),
     Skip(_L + "self_attn.rotary_emb.inv_freq"),
 )
 
@@ -126,8 +127,8 @@ def check(h: dict, path: Path) -> None:
 
 def parameters(h: dict, block_count: int, file_type: int) -> list:
     return [*text_model_parameters(h, ARCH, block_count, file_type),
-            string(f"{ARCH}.tensor_data_layout", "Meta AI original pth"),
-            u32(f"{ARCH}.rope.dimension_count", h["hidden_size"] // h["num_attention_heads"])]
+            string(Keys.LLM.TENSOR_DATA_LAYOUT.format(arch=ARCH), "Meta AI original pth"),
+            u32(Keys.Rope.DIMENSION_COUNT.format(arch=ARCH), h["hidden_size"] // h["num_attention_heads"])]
 
 
 vocab = sentencepiece_only("Baichuan")

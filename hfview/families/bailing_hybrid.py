@@ -33,11 +33,11 @@ from ..config import ANY, Harmless
 from ..errors import ConfigError
 from ..family import Experts, Family, Skip, Split, Tensor
 from ..gguf_layout import KV, ValueType
+from ..names import GGUF, Keys
 from ..params import boolean, f32, text_model_parameters, u32
 from ..views import EXP, Reshaped
-from .deepseek_v2 import key_half, value_half
-from .kimi_linear import check_leading_dense, conv_weight
-from .qwen2 import check_architecture
+from ._parts.latent import key_half, value_half
+from ._parts.state_space import check_leading_dense, conv_weight
 
 ARCH = "bailingmoe3"
 
@@ -89,46 +89,46 @@ def decay_rate(sources, h):
 
 
 TENSORS = (
-    Tensor("model.word_embeddings.weight", "token_embd.weight"),
-    Tensor("model.norm.weight", "output_norm.weight"),
-    Tensor("lm_head.weight", "output.weight"),
-    Tensor(_L + "input_layernorm.weight", "blk.{bid}.attn_norm.weight"),
-    Tensor(_L + "post_attention_layernorm.weight", "blk.{bid}.ffn_norm.weight"),
+    Tensor("model.word_embeddings.weight", GGUF.TOKEN_EMBD.weight),
+    Tensor("model.norm.weight", GGUF.OUTPUT_NORM.weight),
+    Tensor("lm_head.weight", GGUF.OUTPUT.weight),
+    Tensor(_L + "input_layernorm.weight", GGUF.ATTN_NORM.weight),
+    Tensor(_L + "post_attention_layernorm.weight", GGUF.FFN_NORM.weight),
     # Kimi Delta Attention
     *(Tensor(_A + f"{p}_proj.weight", f"blk.{{bid}}.attn_{p}.weight", required=some) for p in ("q", "k", "v")),
     *(Tensor(_A + f"{p}_conv1d.weight", f"blk.{{bid}}.ssm_conv1d_{p}.weight", conv_weight, required=some)
       for p in ("q", "k", "v")),
-    Tensor(_A + "f_proj.weight", "blk.{bid}.ssm_f_a.weight", required=some),
-    Tensor(_A + "dt_bias", "blk.{bid}.ssm_dt.bias", required=some),
-    Tensor(_A + "A_log", "blk.{bid}.ssm_a", decay_rate, steps=(EXP,), required=some),
-    Tensor(_A + "b_proj.weight", "blk.{bid}.ssm_beta.weight", required=some),
-    Tensor(_A + "g_proj.weight", "blk.{bid}.ssm_g_a.weight", required=some),
-    Tensor(_A + "o_norm.weight", "blk.{bid}.ssm_norm.weight", required=some),
+    Tensor(_A + "f_proj.weight", GGUF.SSM_F_A.weight, required=some),
+    Tensor(_A + "dt_bias", GGUF.SSM_DT.bias, required=some),
+    Tensor(_A + "A_log", GGUF.SSM_A, decay_rate, steps=(EXP,), required=some),
+    Tensor(_A + "b_proj.weight", GGUF.SSM_BETA.weight, required=some),
+    Tensor(_A + "g_proj.weight", GGUF.SSM_G_A.weight, required=some),
+    Tensor(_A + "o_norm.weight", GGUF.SSM_NORM.weight, required=some),
     # latent attention with its head-wise gate
-    Tensor(_A + "q_proj_full.weight", "blk.{bid}.attn_q.weight", required=some),
-    Tensor(_A + "q_a_proj.weight", "blk.{bid}.attn_q_a.weight", required=some),
-    Tensor(_A + "q_a_layernorm.weight", "blk.{bid}.attn_q_a_norm.weight", required=some),
-    Tensor(_A + "q_b_proj.weight", "blk.{bid}.attn_q_b.weight", required=some),
-    Tensor(_A + "kv_a_proj_with_mqa.weight", "blk.{bid}.attn_kv_a_mqa.weight", required=some),
-    Tensor(_A + "kv_a_layernorm.weight", "blk.{bid}.attn_kv_a_norm.weight", required=some),
-    Split(_A + "kv_b_proj.weight", (("blk.{bid}.attn_k_b.weight", key_half),
-                                    ("blk.{bid}.attn_v_b.weight", value_half)), required=some),
-    Tensor(_L + _FULL_GATE, "blk.{bid}.attn_gate.weight", required=some),
+    Tensor(_A + "q_proj_full.weight", GGUF.ATTN_Q.weight, required=some),
+    Tensor(_A + "q_a_proj.weight", GGUF.ATTN_Q_A.weight, required=some),
+    Tensor(_A + "q_a_layernorm.weight", GGUF.ATTN_Q_A_NORM.weight, required=some),
+    Tensor(_A + "q_b_proj.weight", GGUF.ATTN_Q_B.weight, required=some),
+    Tensor(_A + "kv_a_proj_with_mqa.weight", GGUF.ATTN_KV_A_MQA.weight, required=some),
+    Tensor(_A + "kv_a_layernorm.weight", GGUF.ATTN_KV_A_NORM.weight, required=some),
+    Split(_A + "kv_b_proj.weight", ((GGUF.ATTN_K_B.weight, key_half),
+                                    (GGUF.ATTN_V_B.weight, value_half)), required=some),
+    Tensor(_L + _FULL_GATE, GGUF.ATTN_GATE.weight, required=some),
     # the output projection both mixers have
-    Tensor(_A + "dense.weight", "blk.{bid}.attn_output.weight"),
+    Tensor(_A + "dense.weight", GGUF.ATTN_OUT.weight),
     # the leading dense layers and the mixture
     *(Tensor(_L + f"mlp.{p}_proj.weight", f"blk.{{bid}}.ffn_{p}.weight", required=some) for p in ("gate", "up", "down")),
-    Tensor(_L + "mlp.gate.weight", "blk.{bid}.ffn_gate_inp.weight", required=some),
-    Tensor(_L + "mlp.gate.expert_bias", "blk.{bid}.exp_probs_b.bias", required=some),
+    Tensor(_L + "mlp.gate.weight", GGUF.FFN_GATE_INP.weight, required=some),
+    Tensor(_L + "mlp.gate.expert_bias", GGUF.FFN_EXP_PROBS_B.bias, required=some),
     *(Experts(_L + f"mlp.experts.{{x}}.{p}_proj.weight", f"blk.{{bid}}.ffn_{p}_exps.weight", "num_experts",
               required=some) for p in ("down", "gate", "up")),
     *(Tensor(_L + f"mlp.shared_experts.{p}_proj.weight", f"blk.{{bid}}.ffn_{p}_shexp.weight", required=some)
       for p in ("gate", "up", "down")),
     # the next-token-prediction layers' own tensors
-    Tensor(_L + "eh_proj.weight", "blk.{bid}.nextn.eh_proj.weight", required=some),
-    Tensor(_L + "enorm.weight", "blk.{bid}.nextn.enorm.weight", required=some),
-    Tensor(_L + "hnorm.weight", "blk.{bid}.nextn.hnorm.weight", required=some),
-    Tensor(_L + "final_layernorm.weight", "blk.{bid}.layer_output_norm.weight", required=some),
+    Tensor(_L + "eh_proj.weight", GGUF.NEXTN_EH_PROJ.weight, required=some),
+    Tensor(_L + "enorm.weight", GGUF.NEXTN_ENORM.weight, required=some),
+    Tensor(_L + "hnorm.weight", GGUF.NEXTN_HNORM.weight, required=some),
+    Tensor(_L + "final_layernorm.weight", GGUF.LAYER_OUT_NORM.weight, required=some),
     Skip(_A + "rotary_emb.inv_freq"),
 )
 
@@ -170,7 +170,6 @@ def check(h: dict, path: Path) -> None:
                           f"the pinned converter registers Ling 3.0 under the released name BailingMoeV3ForCausalLM "
                           f"only, and converts no config naming the other; state BailingMoeV3ForCausalLM, as every "
                           f"Ling 3.0 release does")
-    check_architecture(h, path, "bailing_hybrid", ("BailingMoeV3ForCausalLM",))
     missing = [k for k in _NEEDED if h.get(k) is None]
     if missing:
         raise ConfigError(f"{path}: no {', '.join(missing)}: the converter reads config.json as it is and needs "
@@ -266,35 +265,35 @@ def parameters(h: dict, block_count: int, file_type: int) -> list:
     kv = text_model_parameters(dict(h, num_key_value_heads=1), ARCH, block_count, file_type)
     heads = [1 if is_full_attention(h, i) else 0 for i in range(block_count)]
     at = next(i for i, e in enumerate(kv) if e.key == f"{ARCH}.attention.head_count_kv")
-    kv[at] = KV(f"{ARCH}.attention.head_count_kv", ValueType.ARRAY, heads, ValueType.INT32)
+    kv[at] = KV(Keys.Attention.HEAD_COUNT_KV.format(arch=ARCH), ValueType.ARRAY, heads, ValueType.INT32)
     kv_lora, rope = h["kv_lora_rank"], h["qk_rope_head_dim"]
     key_at = next(i for i, e in enumerate(kv) if e.key == f"{ARCH}.attention.key_length")
-    kv[key_at] = u32(f"{ARCH}.attention.key_length", kv_lora + rope)
-    kv += [u32(f"{ARCH}.vocab_size", h["vocab_size"]),
-           u32(f"{ARCH}.ssm.conv_kernel", h["short_conv_kernel_size"]),
-           u32(f"{ARCH}.kda.head_dim", h["head_dim"]),
-           boolean(f"{ARCH}.kda.safe_gate", h["kda_safe_gate"]),
-           f32(f"{ARCH}.kda.gate_lower_bound", h["kda_lower_bound"])]
+    kv[key_at] = u32(Keys.Attention.KEY_LENGTH.format(arch=ARCH), kv_lora + rope)
+    kv += [u32(Keys.LLM.VOCAB_SIZE.format(arch=ARCH), h["vocab_size"]),
+           u32(Keys.SSM.CONV_KERNEL.format(arch=ARCH), h["short_conv_kernel_size"]),
+           u32(Keys.KDA.HEAD_DIM.format(arch=ARCH), h["head_dim"]),
+           boolean(Keys.KDA.SAFE_GATE.format(arch=ARCH), h["kda_safe_gate"]),
+           f32(Keys.KDA.GATE_LOWER_BOUND.format(arch=ARCH), h["kda_lower_bound"])]
     if h.get("q_lora_rank") is not None:
-        kv.append(u32(f"{ARCH}.attention.q_lora_rank", h["q_lora_rank"]))
-    kv += [u32(f"{ARCH}.attention.kv_lora_rank", kv_lora),
-           u32(f"{ARCH}.rope.dimension_count", rope),
-           u32(f"{ARCH}.attention.key_length_mla", h["qk_nope_head_dim"] + rope),
-           u32(f"{ARCH}.attention.value_length_mla", h["v_head_dim"]),
-           u32(f"{ARCH}.expert_feed_forward_length", h["moe_intermediate_size"]),
-           u32(f"{ARCH}.expert_shared_feed_forward_length", h["moe_shared_expert_intermediate_size"]),
-           u32(f"{ARCH}.expert_shared_count", h.get("num_shared_experts", 1)),
-           u32(f"{ARCH}.leading_dense_block_count", h["first_k_dense_replace"]),
-           f32(f"{ARCH}.expert_weights_scale", h["routed_scaling_factor"]),
-           boolean(f"{ARCH}.expert_weights_norm", h["norm_topk_prob"])]
+        kv.append(u32(Keys.Attention.Q_LORA_RANK.format(arch=ARCH), h["q_lora_rank"]))
+    kv += [u32(Keys.Attention.KV_LORA_RANK.format(arch=ARCH), kv_lora),
+           u32(Keys.Rope.DIMENSION_COUNT.format(arch=ARCH), rope),
+           u32(Keys.Attention.KEY_LENGTH_MLA.format(arch=ARCH), h["qk_nope_head_dim"] + rope),
+           u32(Keys.Attention.VALUE_LENGTH_MLA.format(arch=ARCH), h["v_head_dim"]),
+           u32(Keys.LLM.EXPERT_FEED_FORWARD_LENGTH.format(arch=ARCH), h["moe_intermediate_size"]),
+           u32(Keys.LLM.EXPERT_SHARED_FEED_FORWARD_LENGTH.format(arch=ARCH), h["moe_shared_expert_intermediate_size"]),
+           u32(Keys.LLM.EXPERT_SHARED_COUNT.format(arch=ARCH), h.get("num_shared_experts", 1)),
+           u32(Keys.LLM.LEADING_DENSE_BLOCK_COUNT.format(arch=ARCH), h["first_k_dense_replace"]),
+           f32(Keys.LLM.EXPERT_WEIGHTS_SCALE.format(arch=ARCH), h["routed_scaling_factor"]),
+           boolean(Keys.LLM.EXPERT_WEIGHTS_NORM.format(arch=ARCH), h["norm_topk_prob"])]
     if mtp_layers(h):
-        kv.append(u32(f"{ARCH}.nextn_predict_layers", mtp_layers(h)))
+        kv.append(u32(Keys.LLM.NEXTN_PREDICT_LAYERS.format(arch=ARCH), mtp_layers(h)))
     return kv
 
 
 def vocab(model_dir: Path, h: dict) -> list:
     """BailingMoeV3Model.set_vocab: tokenizer.json's byte-level BPE (_set_vocab_gpt2)."""
-    from tokenizer.vocab import gpt2_vocab
+    from hfview.tokenizer.vocab import gpt2_vocab
     return gpt2_vocab(model_dir, h)
 
 

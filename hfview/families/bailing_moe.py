@@ -22,11 +22,12 @@ import numpy as np
 from ..config import ANY, Harmless
 from ..errors import CheckpointError, ConfigError
 from ..family import Experts, Family, Split, Tensor, stored
+from ..names import GGUF, Keys
 from ..params import boolean, f32, text_model_parameters, u32
 from ..views import ColumnsNormalised, RowSelection, rotation_pairs
 from . import sarvam_moe
-from .qwen2 import architecture, check_no_pooling, check_rope, check_silu
-from .qwen2_moe import gpt2_vocab
+from ._parts.checks import architecture, check_no_pooling, check_rope, check_silu
+from ._parts.vocab import gpt2_vocab
 
 ARCH = "bailingmoe"
 
@@ -79,16 +80,16 @@ def _output(sources, h):
 _L = "model.layers.{bid}."
 _MLP = _L + "mlp."
 TENSORS = (
-    Tensor("model.word_embeddings.weight", "token_embd.weight"),
-    Tensor("model.norm.weight", "output_norm.weight"),
-    Tensor("lm_head.weight", "output.weight", _output),
-    Tensor(_L + "input_layernorm.weight", "blk.{bid}.attn_norm.weight"),
-    Split(_L + "attention.query_key_value.weight", (("blk.{bid}.attn_q.weight", _qkv_part(0)),
-                                                    ("blk.{bid}.attn_k.weight", _qkv_part(1)),
-                                                    ("blk.{bid}.attn_v.weight", _qkv_part(2)))),
-    Tensor(_L + "attention.dense.weight", "blk.{bid}.attn_output.weight"),
-    Tensor(_L + "post_attention_layernorm.weight", "blk.{bid}.ffn_norm.weight"),
-    Tensor(_MLP + "gate.weight", "blk.{bid}.ffn_gate_inp.weight"),
+    Tensor("model.word_embeddings.weight", GGUF.TOKEN_EMBD.weight),
+    Tensor("model.norm.weight", GGUF.OUTPUT_NORM.weight),
+    Tensor("lm_head.weight", GGUF.OUTPUT.weight, _output),
+    Tensor(_L + "input_layernorm.weight", GGUF.ATTN_NORM.weight),
+    Split(_L + "attention.query_key_value.weight", ((GGUF.ATTN_Q.weight, _qkv_part(0)),
+                                                    (GGUF.ATTN_K.weight, _qkv_part(1)),
+                                                    (GGUF.ATTN_V.weight, _qkv_part(2)))),
+    Tensor(_L + "attention.dense.weight", GGUF.ATTN_OUT.weight),
+    Tensor(_L + "post_attention_layernorm.weight", GGUF.FFN_NORM.weight),
+    Tensor(_MLP + "gate.weight", GGUF.FFN_GATE_INP.weight),
     *(Experts(f"{_MLP}experts.{{x}}.{proj}_proj.weight", f"blk.{{bid}}.ffn_{proj}_exps.weight", "n_routed_experts")
       for proj in ("down", "gate", "up")),
     *(Tensor(f"{_MLP}shared_experts.{proj}_proj.weight", f"blk.{{bid}}.ffn_{proj}_shexp.weight")
@@ -158,13 +159,13 @@ def check(h: dict, path: Path) -> None:
 def parameters(h: dict, block_count: int, file_type: int) -> list:
     """BailingMoeModel.set_gguf_parameters after TextModel's."""
     return [*text_model_parameters(h, ARCH, block_count, file_type),
-            u32(f"{ARCH}.rope.dimension_count", head_dim(h)),
-            u32(f"{ARCH}.leading_dense_block_count", h["first_k_dense_replace"]),
-            u32(f"{ARCH}.vocab_size", h["vocab_size"]),
-            u32(f"{ARCH}.expert_feed_forward_length", h["moe_intermediate_size"]),
-            f32(f"{ARCH}.expert_weights_scale", 1.0),
-            u32(f"{ARCH}.expert_shared_count", h["n_shared_experts"]),
-            boolean(f"{ARCH}.expert_weights_norm", h["norm_topk_prob"])]
+            u32(Keys.Rope.DIMENSION_COUNT.format(arch=ARCH), head_dim(h)),
+            u32(Keys.LLM.LEADING_DENSE_BLOCK_COUNT.format(arch=ARCH), h["first_k_dense_replace"]),
+            u32(Keys.LLM.VOCAB_SIZE.format(arch=ARCH), h["vocab_size"]),
+            u32(Keys.LLM.EXPERT_FEED_FORWARD_LENGTH.format(arch=ARCH), h["moe_intermediate_size"]),
+            f32(Keys.LLM.EXPERT_WEIGHTS_SCALE.format(arch=ARCH), 1.0),
+            u32(Keys.LLM.EXPERT_SHARED_COUNT.format(arch=ARCH), h["n_shared_experts"]),
+            boolean(Keys.LLM.EXPERT_WEIGHTS_NORM.format(arch=ARCH), h["norm_topk_prob"])]
 
 
 FAMILY = Family(

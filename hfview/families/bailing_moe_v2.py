@@ -20,7 +20,7 @@ from ..config import ANY, Harmless
 from ..errors import ConfigError
 from ..family import Family, Tensor
 from . import sarvam_moe
-from .qwen2 import architecture
+from ._parts.checks import architecture
 
 DEFAULTS = {"bailing_moe": {}, "bailing_moe_v2": {}}  # no transformers class: nothing is filled in
 

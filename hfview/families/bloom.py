@@ -12,6 +12,7 @@ from pathlib import Path
 from ..config import ANY, Harmless
 from ..errors import ConfigError
 from ..family import Family, Tensor, qkv_by_part
+from ..names import GGUF, Keys
 from ..params import f32, u32
 
 # transformers 5.24's BloomConfig defaults
@@ -36,16 +37,16 @@ HARMLESS: Harmless = {"slow_but_exact": ANY, "masked_softmax_fusion": ANY, "bias
     "n_inner": ANY, "unk_token_id": ANY, "hidden_dropout": ANY, "attention_dropout": ANY}
 
 TENSORS = (
-    Tensor("word_embeddings.weight", "token_embd.weight"),
-    Tensor("word_embeddings_layernorm.{wb}", "token_embd_norm.{wb}"),
-    Tensor("ln_f.{wb}", "output_norm.{wb}"),
-    Tensor("lm_head.weight", "output.weight", required=False),  # absent when tied (as released)
-    Tensor("h.{bid}.input_layernorm.{wb}", "blk.{bid}.attn_norm.{wb}"),
-    Tensor("h.{bid}.self_attention.query_key_value.{wb}", "blk.{bid}.attn_qkv.{wb}", qkv_by_part("n_head")),
-    Tensor("h.{bid}.self_attention.dense.{wb}", "blk.{bid}.attn_output.{wb}"),
-    Tensor("h.{bid}.post_attention_layernorm.{wb}", "blk.{bid}.ffn_norm.{wb}"),
-    Tensor("h.{bid}.mlp.dense_h_to_4h.{wb}", "blk.{bid}.ffn_up.{wb}"),
-    Tensor("h.{bid}.mlp.dense_4h_to_h.{wb}", "blk.{bid}.ffn_down.{wb}"),
+    Tensor("word_embeddings.weight", GGUF.TOKEN_EMBD.weight),
+    Tensor("word_embeddings_layernorm.{wb}", GGUF.TOKEN_EMBD_NORM.wb),
+    Tensor("ln_f.{wb}", GGUF.OUTPUT_NORM.wb),
+    Tensor("lm_head.weight", GGUF.OUTPUT.weight, required=False),  # absent when tied (as released)
+    Tensor("h.{bid}.input_layernorm.{wb}", GGUF.ATTN_NORM.wb),
+    Tensor("h.{bid}.self_attention.query_key_value.{wb}", GGUF.ATTN_QKV.wb, qkv_by_part("n_head")),
+    Tensor("h.{bid}.self_attention.dense.{wb}", GGUF.ATTN_OUT.wb),
+    Tensor("h.{bid}.post_attention_layernorm.{wb}", GGUF.FFN_NORM.wb),
+    Tensor("h.{bid}.mlp.dense_h_to_4h.{wb}", GGUF.FFN_UP.wb),
+    Tensor("h.{bid}.mlp.dense_4h_to_h.{wb}", GGUF.FFN_DOWN.wb),
 )
 
 
@@ -57,14 +58,18 @@ def check(h: dict, path: Path) -> None:
 
 def parameters(h: dict, block_count: int, file_type: int) -> list:
     n_embd, n_head = h["hidden_size"], h["n_head"]
-    return [u32("bloom.context_length", h.get("seq_length", n_embd)), u32("bloom.embedding_length", n_embd),
-            u32("bloom.feed_forward_length", 4 * n_embd), u32("bloom.block_count", block_count),
-            u32("bloom.attention.head_count", n_head), u32("bloom.attention.head_count_kv", n_head),
-            f32("bloom.attention.layer_norm_epsilon", h["layer_norm_epsilon"]), u32("general.file_type", file_type)]
+    return [u32(Keys.LLM.CONTEXT_LENGTH.format(arch="bloom"), h.get("seq_length", n_embd)),
+            u32(Keys.LLM.EMBEDDING_LENGTH.format(arch="bloom"), n_embd),
+            u32(Keys.LLM.FEED_FORWARD_LENGTH.format(arch="bloom"), 4 * n_embd),
+            u32(Keys.LLM.BLOCK_COUNT.format(arch="bloom"), block_count),
+            u32(Keys.Attention.HEAD_COUNT.format(arch="bloom"), n_head),
+            u32(Keys.Attention.HEAD_COUNT_KV.format(arch="bloom"), n_head),
+            f32(Keys.Attention.LAYERNORM_EPS.format(arch="bloom"), h["layer_norm_epsilon"]),
+            u32(Keys.General.FILE_TYPE, file_type)]
 
 
 def vocab(model_dir: Path, h: dict) -> list:
-    from tokenizer.vocab import gpt2_vocab
+    from hfview.tokenizer.vocab import gpt2_vocab
     return gpt2_vocab(model_dir, h)
 
 

@@ -22,8 +22,9 @@ from pathlib import Path
 from ..config import ANY, Harmless
 from ..errors import ConfigError
 from ..family import Family, Skip, Tensor
+from ..names import GGUF, Keys
 from ..params import boolean, f32, u32
-from .glm_common import glm_special_vocab
+from ._parts.glm_common import glm_special_vocab
 
 DEFAULTS = {"chatglm": {}}  # no transformers config class: config.json is read as written
 
@@ -47,15 +48,15 @@ HARMLESS: Harmless = {
 
 _QKV = "encoder.layers.{bid}.self_attention.query_key_value.{wb}"
 TENSORS = (
-    Tensor("embedding.word_embeddings.weight", "token_embd.weight"),
-    Tensor("encoder.final_layernorm.weight", "output_norm.weight"),
-    Tensor("output_layer.weight", "output.weight", required=False),
-    Tensor("encoder.layers.{bid}.input_layernorm.weight", "blk.{bid}.attn_norm.weight"),
-    Tensor(_QKV, "blk.{bid}.attn_qkv.{wb}"),
-    Tensor("encoder.layers.{bid}.self_attention.dense.weight", "blk.{bid}.attn_output.weight"),
-    Tensor("encoder.layers.{bid}.post_attention_layernorm.weight", "blk.{bid}.ffn_norm.weight"),
-    Tensor("encoder.layers.{bid}.mlp.dense_h_to_4h.weight", "blk.{bid}.ffn_up.weight"),
-    Tensor("encoder.layers.{bid}.mlp.dense_4h_to_h.weight", "blk.{bid}.ffn_down.weight"),
+    Tensor("embedding.word_embeddings.weight", GGUF.TOKEN_EMBD.weight),
+    Tensor("encoder.final_layernorm.weight", GGUF.OUTPUT_NORM.weight),
+    Tensor("output_layer.weight", GGUF.OUTPUT.weight, required=False),
+    Tensor("encoder.layers.{bid}.input_layernorm.weight", GGUF.ATTN_NORM.weight),
+    Tensor(_QKV, GGUF.ATTN_QKV.wb),
+    Tensor("encoder.layers.{bid}.self_attention.dense.weight", GGUF.ATTN_OUT.weight),
+    Tensor("encoder.layers.{bid}.post_attention_layernorm.weight", GGUF.FFN_NORM.weight),
+    Tensor("encoder.layers.{bid}.mlp.dense_h_to_4h.weight", GGUF.FFN_UP.weight),
+    Tensor("encoder.layers.{bid}.mlp.dense_4h_to_h.weight", GGUF.FFN_DOWN.weight),
     Skip("rotary_pos_emb.inv_freq"),
 )
 
@@ -105,24 +106,25 @@ def parameters(h: dict, block_count: int, file_type: int) -> list:
     n_embd = h["hidden_size"]
     n_head = h["num_attention_heads"]
     return [
-        u32("chatglm.context_length", h.get("seq_length", n_embd)),
-        u32("chatglm.embedding_length", n_embd),
-        u32("chatglm.feed_forward_length", h.get("ffn_hidden_size", h.get("intermediate_size", 4 * n_embd))),
-        u32("chatglm.block_count", block_count),
-        u32("chatglm.attention.head_count", n_head),
-        u32("chatglm.attention.head_count_kv", _kv_heads(h)),
-        f32("chatglm.attention.layer_norm_rms_epsilon", h.get("layernorm_epsilon", 1e-5)),
-        u32("general.file_type", file_type),
+        u32(Keys.LLM.CONTEXT_LENGTH.format(arch="chatglm"), h.get("seq_length", n_embd)),
+        u32(Keys.LLM.EMBEDDING_LENGTH.format(arch="chatglm"), n_embd),
+        u32(Keys.LLM.FEED_FORWARD_LENGTH.format(arch="chatglm"),
+            h.get("ffn_hidden_size", h.get("intermediate_size", 4 * n_embd))),
+        u32(Keys.LLM.BLOCK_COUNT.format(arch="chatglm"), block_count),
+        u32(Keys.Attention.HEAD_COUNT.format(arch="chatglm"), n_head),
+        u32(Keys.Attention.HEAD_COUNT_KV.format(arch="chatglm"), _kv_heads(h)),
+        f32(Keys.Attention.LAYERNORM_RMS_EPS.format(arch="chatglm"), h.get("layernorm_epsilon", 1e-5)),
+        u32(Keys.General.FILE_TYPE, file_type),
         # ChatGLM rotates half of each head: the converter's default partial_rotary_factor, 0.5
-        u32("chatglm.rope.dimension_count", int((h.get("attention_dim") or n_embd // n_head) * 0.5)),
-        boolean("tokenizer.ggml.add_bos_token", False),
-        f32("chatglm.rope.freq_base", _ROPE_BASE * h.get("rope_ratio", 1)),
+        u32(Keys.Rope.DIMENSION_COUNT.format(arch="chatglm"), int((h.get("attention_dim") or n_embd // n_head) * 0.5)),
+        boolean(Keys.Tokenizer.ADD_BOS, False),
+        f32(Keys.Rope.FREQ_BASE.format(arch="chatglm"), _ROPE_BASE * h.get("rope_ratio", 1)),
     ]
 
 
 def vocab(model_dir: Path, h: dict) -> list:
-    from tokenizer.errors import TokenizerError
-    from tokenizer.vocab import chatglm3_vocab
+    from hfview.tokenizer.errors import TokenizerError
+    from hfview.tokenizer.vocab import chatglm3_vocab
     if _is_chatglm3(h):
         return chatglm3_vocab(model_dir, h)
     if not (Path(model_dir) / "tokenizer.json").is_file():

@@ -15,6 +15,7 @@ from pathlib import Path
 from ..config import ANY, Harmless
 from ..errors import ConfigError
 from ..family import Family, Tensor
+from ..names import GGUF, Keys
 from ..params import f32, string, u32
 
 # no transformers config class: config.json is read as written. The release's own config.json (WisdomShell's
@@ -38,15 +39,15 @@ HARMLESS: Harmless = {
 }
 
 TENSORS = (
-    Tensor("transformer.wte.weight", "token_embd.weight"),
-    Tensor("transformer.ln_f.{wb}", "output_norm.{wb}"),
-    Tensor("lm_head.weight", "output.weight"),
-    Tensor("transformer.h.{bid}.ln_1.{wb}", "blk.{bid}.attn_norm.{wb}"),
-    Tensor("transformer.h.{bid}.attn.c_attn.{wb}", "blk.{bid}.attn_qkv.{wb}"),
-    Tensor("transformer.h.{bid}.attn.c_proj.{wb}", "blk.{bid}.attn_output.{wb}"),
-    Tensor("transformer.h.{bid}.ln_2.{wb}", "blk.{bid}.ffn_norm.{wb}"),
-    Tensor("transformer.h.{bid}.mlp.c_fc.{wb}", "blk.{bid}.ffn_up.{wb}"),
-    Tensor("transformer.h.{bid}.mlp.c_proj.{wb}", "blk.{bid}.ffn_down.{wb}"),
+    Tensor("transformer.wte.weight", GGUF.TOKEN_EMBD.weight),
+    Tensor("transformer.ln_f.{wb}", GGUF.OUTPUT_NORM.wb),
+    Tensor("lm_head.weight", GGUF.OUTPUT.weight),
+    Tensor("transformer.h.{bid}.ln_1.{wb}", GGUF.ATTN_NORM.wb),
+    Tensor("transformer.h.{bid}.attn.c_attn.{wb}", GGUF.ATTN_QKV.wb),
+    Tensor("transformer.h.{bid}.attn.c_proj.{wb}", GGUF.ATTN_OUT.wb),
+    Tensor("transformer.h.{bid}.ln_2.{wb}", GGUF.FFN_NORM.wb),
+    Tensor("transformer.h.{bid}.mlp.c_fc.{wb}", GGUF.FFN_UP.wb),
+    Tensor("transformer.h.{bid}.mlp.c_proj.{wb}", GGUF.FFN_DOWN.wb),
 )
 
 
@@ -69,22 +70,22 @@ def check(h: dict, path: Path) -> None:
 
 def parameters(h: dict, block_count: int, file_type: int) -> list:
     return [
-        u32("codeshell.context_length", h["n_positions"]),
-        u32("codeshell.embedding_length", h["n_embd"]),
-        u32("codeshell.feed_forward_length", 4 * h["n_embd"]),
-        u32("codeshell.block_count", block_count),
-        u32("codeshell.attention.head_count", h["n_head"]),
-        u32("codeshell.attention.head_count_kv", h["num_query_groups"]),
-        f32("codeshell.attention.layer_norm_epsilon", h["layer_norm_epsilon"]),
-        u32("general.file_type", file_type),
-        f32("codeshell.rope.freq_base", 10000.0),
-        string("codeshell.rope.scaling.type", "linear"),
-        f32("codeshell.rope.scaling.factor", 1.0),
+        u32(Keys.LLM.CONTEXT_LENGTH.format(arch="codeshell"), h["n_positions"]),
+        u32(Keys.LLM.EMBEDDING_LENGTH.format(arch="codeshell"), h["n_embd"]),
+        u32(Keys.LLM.FEED_FORWARD_LENGTH.format(arch="codeshell"), 4 * h["n_embd"]),
+        u32(Keys.LLM.BLOCK_COUNT.format(arch="codeshell"), block_count),
+        u32(Keys.Attention.HEAD_COUNT.format(arch="codeshell"), h["n_head"]),
+        u32(Keys.Attention.HEAD_COUNT_KV.format(arch="codeshell"), h["num_query_groups"]),
+        f32(Keys.Attention.LAYERNORM_EPS.format(arch="codeshell"), h["layer_norm_epsilon"]),
+        u32(Keys.General.FILE_TYPE, file_type),
+        f32(Keys.Rope.FREQ_BASE.format(arch="codeshell"), 10000.0),
+        string(Keys.Rope.SCALING_TYPE.format(arch="codeshell"), "linear"),
+        f32(Keys.Rope.SCALING_FACTOR.format(arch="codeshell"), 1.0),
     ]
 
 
 def vocab(model_dir: Path, h: dict) -> list:
-    from tokenizer.vocab import gpt2_vocab
+    from hfview.tokenizer.vocab import gpt2_vocab
     return gpt2_vocab(model_dir, h)
 
 

@@ -13,10 +13,11 @@ from pathlib import Path
 
 from ..config import ANY, Harmless
 from ..errors import ConfigError
-from ..family import Family, Tensor
+from ..family import Family, RunnerFacts, Tensor
+from ..names import GGUF, Keys
 from ..params import f32, string, text_model_parameters, u32
+from ._parts.gemma_common import alternating_layers
 from .cohere import check_cohere_common
-from .gemma2 import alternating_layers
 
 # transformers 5.24's Cohere2Config defaults, as data (tests/test_family_cohere2.py compares them);
 # head_dim is not among them: the config class always computes it (normalise).
@@ -43,16 +44,16 @@ HARMLESS: Harmless = {"cache_implementation": ANY, "position_embedding_type": AN
     "use_parallel_embedding": ANY, "layer_switch": ANY, "order_of_interleaved_layers": ANY}
 
 TENSORS = (
-    Tensor("model.embed_tokens.weight", "token_embd.weight"),
-    Tensor("model.norm.weight", "output_norm.weight"),
-    Tensor("model.layers.{bid}.input_layernorm.weight", "blk.{bid}.attn_norm.weight"),
-    Tensor("model.layers.{bid}.self_attn.q_proj.weight", "blk.{bid}.attn_q.weight"),
-    Tensor("model.layers.{bid}.self_attn.k_proj.weight", "blk.{bid}.attn_k.weight"),
-    Tensor("model.layers.{bid}.self_attn.v_proj.weight", "blk.{bid}.attn_v.weight"),
-    Tensor("model.layers.{bid}.self_attn.o_proj.weight", "blk.{bid}.attn_output.weight"),
-    Tensor("model.layers.{bid}.mlp.gate_proj.weight", "blk.{bid}.ffn_gate.weight"),
-    Tensor("model.layers.{bid}.mlp.up_proj.weight", "blk.{bid}.ffn_up.weight"),
-    Tensor("model.layers.{bid}.mlp.down_proj.weight", "blk.{bid}.ffn_down.weight"),
+    Tensor("model.embed_tokens.weight", GGUF.TOKEN_EMBD.weight),
+    Tensor("model.norm.weight", GGUF.OUTPUT_NORM.weight),
+    Tensor("model.layers.{bid}.input_layernorm.weight", GGUF.ATTN_NORM.weight),
+    Tensor("model.layers.{bid}.self_attn.q_proj.weight", GGUF.ATTN_Q.weight),
+    Tensor("model.layers.{bid}.self_attn.k_proj.weight", GGUF.ATTN_K.weight),
+    Tensor("model.layers.{bid}.self_attn.v_proj.weight", GGUF.ATTN_V.weight),
+    Tensor("model.layers.{bid}.self_attn.o_proj.weight", GGUF.ATTN_OUT.weight),
+    Tensor("model.layers.{bid}.mlp.gate_proj.weight", GGUF.FFN_GATE.weight),
+    Tensor("model.layers.{bid}.mlp.up_proj.weight", GGUF.FFN_UP.weight),
+    Tensor("model.layers.{bid}.mlp.down_proj.weight", GGUF.FFN_DOWN.weight),
 )
 
 
@@ -82,15 +83,16 @@ def check(h: dict, path: Path) -> None:
 def parameters(h: dict, block_count: int, file_type: int) -> list:
     rotary_pct = h.get("rotary_pct", 1.0)
     return [*text_model_parameters(h, "cohere2", block_count, file_type),
-            f32("cohere2.logit_scale", h["logit_scale"]),
-            u32("cohere2.attention.sliding_window", h["sliding_window"]),
-            u32("cohere2.vocab_size", h["vocab_size"]),
-            u32("cohere2.rope.dimension_count", int(rotary_pct * (h["hidden_size"] // h["num_attention_heads"]))),
-            string("cohere2.rope.scaling.type", "none")]
+            f32(Keys.LLM.LOGIT_SCALE.format(arch="cohere2"), h["logit_scale"]),
+            u32(Keys.Attention.SLIDING_WINDOW.format(arch="cohere2"), h["sliding_window"]),
+            u32(Keys.LLM.VOCAB_SIZE.format(arch="cohere2"), h["vocab_size"]),
+            u32(Keys.Rope.DIMENSION_COUNT.format(arch="cohere2"),
+                int(rotary_pct * (h["hidden_size"] // h["num_attention_heads"]))),
+            string(Keys.Rope.SCALING_TYPE.format(arch="cohere2"), "none")]
 
 
 def vocab(model_dir: Path, h: dict) -> list:
-    from tokenizer.vocab import gpt2_vocab
+    from hfview.tokenizer.vocab import gpt2_vocab
     return gpt2_vocab(model_dir, h)
 
 
@@ -107,5 +109,6 @@ FAMILY = Family(
     check=check,
     normalise=normalise,
     notes={"rotary_pct": "read as 1.0 where config.json lacks it (the converter fails there: KeyError)"},
-    llama_cpp_applies_window=True,  # llama.cpp's cohere2 slides on three layers of four, as the model does
+    # llama.cpp's cohere2 slides on three layers of four, as the model does
+    runner=RunnerFacts(llama_cpp_applies_window=True),
 )

@@ -22,11 +22,13 @@ from pathlib import Path
 
 from ..config import Harmless
 from ..errors import ConfigError
-from ..family import Experts, Family, Tensor
+from ..family import Experts, Family, RunnerFacts, Tensor
 from ..gguf_layout import KV, ValueType
+from ..names import GGUF, Keys
 from ..params import boolean, f32, string, text_model_parameters, u32
-from .cohere2 import HARMLESS as COHERE2_HARMLESS, vocab
-from .qwen2 import check_architecture, check_no_pooling
+from ._parts.checks import check_no_pooling
+from .cohere2 import HARMLESS as COHERE2_HARMLESS
+from .cohere2 import vocab
 
 # transformers 5.24's Cohere2MoeConfig defaults (layer_types, mlp_layer_types and num_key_value_heads are
 # derived: normalise)
@@ -61,16 +63,16 @@ HARMLESS: Harmless = {**COHERE2_HARMLESS, "use_qk_norm": (False,)}
 
 _LAYER = "model.layers.{bid}."
 TENSORS = (
-    Tensor("model.embed_tokens.weight", "token_embd.weight"),
-    Tensor("model.norm.weight", "output_norm.weight"),
-    Tensor("lm_head.weight", "output.weight", required=lambda h: not h.get("tie_word_embeddings")),
-    Tensor(f"{_LAYER}input_layernorm.weight", "blk.{bid}.attn_norm.weight"),
+    Tensor("model.embed_tokens.weight", GGUF.TOKEN_EMBD.weight),
+    Tensor("model.norm.weight", GGUF.OUTPUT_NORM.weight),
+    Tensor("lm_head.weight", GGUF.OUTPUT.weight, required=lambda h: not h.get("tie_word_embeddings")),
+    Tensor(f"{_LAYER}input_layernorm.weight", GGUF.ATTN_NORM.weight),
     *(Tensor(f"{_LAYER}self_attn.{p}_proj.weight", f"blk.{{bid}}.attn_{p}.weight") for p in ("q", "k", "v")),
-    Tensor(f"{_LAYER}self_attn.o_proj.weight", "blk.{bid}.attn_output.weight"),
+    Tensor(f"{_LAYER}self_attn.o_proj.weight", GGUF.ATTN_OUT.weight),
     # each of these exists in some layers only: dense FFNs first, then the mixtures
     *(Tensor(f"{_LAYER}mlp.{p}_proj.weight", f"blk.{{bid}}.ffn_{p}.weight", required=False)
       for p in ("gate", "up", "down")),
-    Tensor(f"{_LAYER}mlp.gate.weight", "blk.{bid}.ffn_gate_inp.weight", required=False),
+    Tensor(f"{_LAYER}mlp.gate.weight", GGUF.FFN_GATE_INP.weight, required=False),
     *(Experts(f"{_LAYER}mlp.experts.{{x}}.{p}_proj.weight", f"blk.{{bid}}.ffn_{p}_exps.weight", "num_experts",
               required=False) for p in ("down", "gate", "up")),
     *(Tensor(f"{_LAYER}mlp.shared_experts.{p}_proj.weight", f"blk.{{bid}}.ffn_{p}_shexp.weight", required=False)
@@ -107,7 +109,6 @@ def _dense_lead(h: dict) -> int:
 
 
 def check(h: dict, path: Path) -> None:
-    check_architecture(h, path, "cohere2_moe", ("Cohere2MoeForCausalLM",))
     check_no_pooling(path)
     if h.get("hidden_act") != "silu":
         raise ConfigError(f"{path}: hidden_act {h.get('hidden_act')!r}: llama.cpp's cohere2moe computes SiLU only")
@@ -161,21 +162,22 @@ def _mtp_blocks(h: dict) -> int:
 def parameters(h: dict, block_count: int, file_type: int) -> list:
     """Cohere2MoeModel.set_gguf_parameters."""
     kv = [*text_model_parameters(h, "cohere2moe", block_count, file_type),
-          f32("cohere2moe.logit_scale", h["logit_scale"]),
-          u32("cohere2moe.attention.sliding_window", h["sliding_window"]),
-          KV("cohere2moe.attention.sliding_window_pattern", ValueType.ARRAY,
+          f32(Keys.LLM.LOGIT_SCALE.format(arch="cohere2moe"), h["logit_scale"]),
+          u32(Keys.Attention.SLIDING_WINDOW.format(arch="cohere2moe"), h["sliding_window"]),
+          KV(Keys.Attention.SLIDING_WINDOW_PATTERN.format(arch="cohere2moe"), ValueType.ARRAY,
              [t == "sliding_attention" for t in h["layer_types"]], ValueType.BOOL),
-          u32("cohere2moe.vocab_size", h["vocab_size"]),
-          u32("cohere2moe.expert_feed_forward_length", h["intermediate_size"]),
-          u32("cohere2moe.leading_dense_block_count", _dense_lead(h)),
-          boolean("cohere2moe.expert_weights_norm", h.get("norm_topk_prob", False))]
+          u32(Keys.LLM.VOCAB_SIZE.format(arch="cohere2moe"), h["vocab_size"]),
+          u32(Keys.LLM.EXPERT_FEED_FORWARD_LENGTH.format(arch="cohere2moe"), h["intermediate_size"]),
+          u32(Keys.LLM.LEADING_DENSE_BLOCK_COUNT.format(arch="cohere2moe"), _dense_lead(h)),
+          boolean(Keys.LLM.EXPERT_WEIGHTS_NORM.format(arch="cohere2moe"), h.get("norm_topk_prob", False))]
     if (shared := h.get("num_shared_experts", 0)) > 0:
-        kv += [u32("cohere2moe.expert_shared_count", shared),
-               u32("cohere2moe.expert_shared_feed_forward_length", h["intermediate_size"] * shared)]
+        kv += [u32(Keys.LLM.EXPERT_SHARED_COUNT.format(arch="cohere2moe"), shared),
+               u32(Keys.LLM.EXPERT_SHARED_FEED_FORWARD_LENGTH.format(arch="cohere2moe"),
+                   h["intermediate_size"] * shared)]
     if (mtp := _mtp_blocks(h)) > 0:
-        kv.append(u32("cohere2moe.nextn_predict_layers", mtp))
-    return [*kv, u32("cohere2moe.rope.dimension_count", h["head_dim"]),
-            string("cohere2moe.rope.scaling.type", "none")]
+        kv.append(u32(Keys.LLM.NEXTN_PREDICT_LAYERS.format(arch="cohere2moe"), mtp))
+    return [*kv, u32(Keys.Rope.DIMENSION_COUNT.format(arch="cohere2moe"), h["head_dim"]),
+            string(Keys.Rope.SCALING_TYPE.format(arch="cohere2moe"), "none")]
 
 
 FAMILY = Family(
@@ -190,6 +192,6 @@ FAMILY = Family(
     vocab=vocab,
     check=check,
     normalise=normalise,
-    llama_cpp_applies_window=True,  # llama.cpp's cohere2moe slides on the layers layer_types names
+    runner=RunnerFacts(llama_cpp_applies_window=True),  # llama.cpp's cohere2moe slides on the layers layer_types names
     extra_blocks=_mtp_blocks,
 )

@@ -19,9 +19,9 @@ from pathlib import Path
 from ..config import ANY, COMMON_HARMLESS, Harmless
 from ..errors import ConfigError, shown
 from ..family import Family, Tensor
+from ..names import GGUF, Keys
 from ..params import f32, u32
 from ..views import Reshaped, Transposed
-from .qwen2 import check_architecture
 
 # transformers 5.24's DbrxAttentionConfig and DbrxFFNConfig fields that reach the converter (its sub-config
 # dicts); the attention config has no rope_theta default (the converter fails where none is stated)
@@ -80,17 +80,17 @@ def _down_stack(sources, h):
 
 _BLOCK = "transformer.blocks.{bid}."
 TENSORS = (
-    Tensor("transformer.wte.weight", "token_embd.weight"),
-    Tensor("transformer.norm_f.weight", "output_norm.weight"),
-    Tensor("lm_head.weight", "output.weight"),
-    Tensor(_BLOCK + "norm_attn_norm.norm_1.weight", "blk.{bid}.attn_norm.weight"),
-    Tensor(_BLOCK + "norm_attn_norm.attn.Wqkv.weight", "blk.{bid}.attn_qkv.weight"),
-    Tensor(_BLOCK + "norm_attn_norm.attn.out_proj.weight", "blk.{bid}.attn_output.weight"),
-    Tensor(_BLOCK + "norm_attn_norm.norm_2.weight", "blk.{bid}.attn_output_norm.weight"),
-    Tensor(_BLOCK + "ffn.router.layer.weight", "blk.{bid}.ffn_gate_inp.weight"),
-    Tensor(_BLOCK + "ffn.experts.mlp.w1", "blk.{bid}.ffn_gate_exps.weight", _as_stack("w1")),
-    Tensor(_BLOCK + "ffn.experts.mlp.v1", "blk.{bid}.ffn_up_exps.weight", _as_stack("v1")),
-    Tensor(_BLOCK + "ffn.experts.mlp.w2", "blk.{bid}.ffn_down_exps.weight", _down_stack),
+    Tensor("transformer.wte.weight", GGUF.TOKEN_EMBD.weight),
+    Tensor("transformer.norm_f.weight", GGUF.OUTPUT_NORM.weight),
+    Tensor("lm_head.weight", GGUF.OUTPUT.weight),
+    Tensor(_BLOCK + "norm_attn_norm.norm_1.weight", GGUF.ATTN_NORM.weight),
+    Tensor(_BLOCK + "norm_attn_norm.attn.Wqkv.weight", GGUF.ATTN_QKV.weight),
+    Tensor(_BLOCK + "norm_attn_norm.attn.out_proj.weight", GGUF.ATTN_OUT.weight),
+    Tensor(_BLOCK + "norm_attn_norm.norm_2.weight", GGUF.ATTN_OUT_NORM.weight),
+    Tensor(_BLOCK + "ffn.router.layer.weight", GGUF.FFN_GATE_INP.weight),
+    Tensor(_BLOCK + "ffn.experts.mlp.w1", GGUF.FFN_GATE_EXP.weight, _as_stack("w1")),
+    Tensor(_BLOCK + "ffn.experts.mlp.v1", GGUF.FFN_UP_EXP.weight, _as_stack("v1")),
+    Tensor(_BLOCK + "ffn.experts.mlp.w2", GGUF.FFN_DOWN_EXP.weight, _down_stack),
 )
 
 
@@ -114,7 +114,6 @@ def _positive_int(v) -> bool:
 
 
 def check(h: dict, path: Path) -> None:
-    check_architecture(h, path, "dbrx", ("DbrxForCausalLM",))
     attn, ffn = h["attn_config"], h["ffn_config"]
     for where, sub, known in (("attn_config", attn, _ATTN_KEYS), ("ffn_config", ffn, _FFN_KEYS | set(_FFN_OFF))):
         unknown = sorted(set(sub) - known)
@@ -171,24 +170,24 @@ def parameters(h: dict, block_count: int, file_type: int) -> list:
     """DbrxModel.set_gguf_parameters, in its order."""
     attn, ffn = h["attn_config"], h["ffn_config"]
     return [
-        u32("dbrx.block_count", block_count),
-        u32("dbrx.context_length", h["max_seq_len"]),
-        u32("dbrx.embedding_length", h["d_model"]),
-        u32("dbrx.feed_forward_length", ffn["ffn_hidden_size"]),
-        u32("dbrx.attention.head_count", h["n_heads"]),
-        u32("dbrx.attention.head_count_kv", attn["kv_n_heads"]),
-        f32("dbrx.rope.freq_base", attn["rope_theta"]),
-        f32("dbrx.attention.clamp_kqv", attn["clip_qkv"]),
-        u32("dbrx.expert_count", ffn["moe_num_experts"]),
-        u32("dbrx.expert_used_count", ffn["moe_top_k"]),
-        f32("dbrx.attention.layer_norm_epsilon", 1e-5),
-        u32("general.file_type", file_type),
+        u32(Keys.LLM.BLOCK_COUNT.format(arch="dbrx"), block_count),
+        u32(Keys.LLM.CONTEXT_LENGTH.format(arch="dbrx"), h["max_seq_len"]),
+        u32(Keys.LLM.EMBEDDING_LENGTH.format(arch="dbrx"), h["d_model"]),
+        u32(Keys.LLM.FEED_FORWARD_LENGTH.format(arch="dbrx"), ffn["ffn_hidden_size"]),
+        u32(Keys.Attention.HEAD_COUNT.format(arch="dbrx"), h["n_heads"]),
+        u32(Keys.Attention.HEAD_COUNT_KV.format(arch="dbrx"), attn["kv_n_heads"]),
+        f32(Keys.Rope.FREQ_BASE.format(arch="dbrx"), attn["rope_theta"]),
+        f32(Keys.Attention.CLAMP_KQV.format(arch="dbrx"), attn["clip_qkv"]),
+        u32(Keys.LLM.EXPERT_COUNT.format(arch="dbrx"), ffn["moe_num_experts"]),
+        u32(Keys.LLM.EXPERT_USED_COUNT.format(arch="dbrx"), ffn["moe_top_k"]),
+        f32(Keys.Attention.LAYERNORM_EPS.format(arch="dbrx"), 1e-5),
+        u32(Keys.General.FILE_TYPE, file_type),
     ]
 
 
 def vocab(model_dir: Path, h: dict) -> list:
     """TextModel.set_vocab: byte-level BPE."""
-    from tokenizer.vocab import gpt2_vocab
+    from hfview.tokenizer.vocab import gpt2_vocab
     return gpt2_vocab(model_dir, h)
 
 

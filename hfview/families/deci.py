@@ -29,10 +29,11 @@ from ..config import Harmless
 from ..errors import CheckpointError, ConfigError
 from ..family import Family, Tensor
 from ..gguf_layout import KV, ValueType
+from ..names import GGUF, Keys
 from ..params import f32, u32
 from ..views import RowPermutation, rotation_pairs
-from .llama import generated
-from .qwen2 import check_architecture, check_silu
+from ._parts.checks import check_silu
+from ._parts.rope import llama3_rope_freqs
 
 ARCH = "deci"
 ARCHITECTURES = ("DeciLMForCausalLM",)
@@ -128,7 +129,6 @@ def _check_block(i: int, block, path: Path) -> None:
 
 
 def check(h: dict, path: Path) -> None:
-    check_architecture(h, path, ARCH, ARCHITECTURES)
     check_silu(h, path, ARCH)
     for key in ("vocab_size", "hidden_size", "num_hidden_layers", "num_attention_heads", "max_position_embeddings",
                 "rms_norm_eps", "block_configs"):
@@ -185,17 +185,17 @@ def _pairs(per_layer):
 
 _L = "model.layers.{bid}."
 TENSORS = (
-    Tensor("model.embed_tokens.weight", "token_embd.weight"),
-    Tensor("model.norm.weight", "output_norm.weight"),
-    Tensor("lm_head.weight", "output.weight", required=False),
+    Tensor("model.embed_tokens.weight", GGUF.TOKEN_EMBD.weight),
+    Tensor("model.norm.weight", GGUF.OUTPUT_NORM.weight),
+    Tensor("lm_head.weight", GGUF.OUTPUT.weight, required=False),
     # each present only in the layers whose block config has that half (stored_hparams checks which)
-    Tensor(_L + "input_layernorm.weight", "blk.{bid}.attn_norm.weight", required=False),
-    Tensor(_L + "self_attn.q_proj.weight", "blk.{bid}.attn_q.weight", _pairs(heads), required=False),
-    Tensor(_L + "self_attn.k_proj.weight", "blk.{bid}.attn_k.weight", _pairs(kv_heads), required=False),
-    Tensor(_L + "self_attn.v_proj.weight", "blk.{bid}.attn_v.weight", required=False),
-    Tensor(_L + "self_attn.o_proj.weight", "blk.{bid}.attn_output.weight", required=False),
-    Tensor(_L + "self_attn.linear_attn.weight", "blk.{bid}.attn_output.weight", required=False),
-    Tensor(_L + "post_attention_layernorm.weight", "blk.{bid}.ffn_norm.weight", required=False),
+    Tensor(_L + "input_layernorm.weight", GGUF.ATTN_NORM.weight, required=False),
+    Tensor(_L + "self_attn.q_proj.weight", GGUF.ATTN_Q.weight, _pairs(heads), required=False),
+    Tensor(_L + "self_attn.k_proj.weight", GGUF.ATTN_K.weight, _pairs(kv_heads), required=False),
+    Tensor(_L + "self_attn.v_proj.weight", GGUF.ATTN_V.weight, required=False),
+    Tensor(_L + "self_attn.o_proj.weight", GGUF.ATTN_OUT.weight, required=False),
+    Tensor(_L + "self_attn.linear_attn.weight", GGUF.ATTN_OUT.weight, required=False),
+    Tensor(_L + "post_attention_layernorm.weight", GGUF.FFN_NORM.weight, required=False),
     *(Tensor(_L + f"mlp.{p}_proj.weight", f"blk.{{bid}}.ffn_{p}.weight", required=False)
       for p in ("gate", "up", "down")),
 )
@@ -229,24 +229,24 @@ def parameters(h: dict, block_count: int, file_type: int) -> list:
     a = ARCH
     rope = h.get("rope_parameters") or {}
     head_width = h["hidden_size"] // h["num_attention_heads"]
-    kv = [f32(f"{a}.rope.freq_base", rope["rope_theta"])] if rope.get("rope_theta") is not None else []
+    kv = [f32(Keys.Rope.FREQ_BASE.format(arch=a), rope["rope_theta"])] if rope.get("rope_theta") is not None else []
     return [*kv,
-            KV(f"{a}.attention.head_count_kv", ValueType.ARRAY, kv_heads(h), ValueType.INT32),
-            KV(f"{a}.attention.head_count", ValueType.ARRAY, heads(h), ValueType.INT32),
-            KV(f"{a}.feed_forward_length", ValueType.ARRAY, ffn_widths(h), ValueType.INT32),
-            u32(f"{a}.block_count", block_count),
-            u32(f"{a}.context_length", h["max_position_embeddings"]),
-            u32(f"{a}.embedding_length", h["hidden_size"]),
-            f32(f"{a}.attention.layer_norm_rms_epsilon", h["rms_norm_eps"]),
-            u32(f"{a}.attention.key_length", head_width),
-            u32(f"{a}.attention.value_length", head_width),
-            u32("general.file_type", file_type),
-            u32(f"{a}.vocab_size", h["vocab_size"]),
-            u32(f"{a}.rope.dimension_count", h.get("head_dim") or head_width)]
+            KV(Keys.Attention.HEAD_COUNT_KV.format(arch=a), ValueType.ARRAY, kv_heads(h), ValueType.INT32),
+            KV(Keys.Attention.HEAD_COUNT.format(arch=a), ValueType.ARRAY, heads(h), ValueType.INT32),
+            KV(Keys.LLM.FEED_FORWARD_LENGTH.format(arch=a), ValueType.ARRAY, ffn_widths(h), ValueType.INT32),
+            u32(Keys.LLM.BLOCK_COUNT.format(arch=a), block_count),
+            u32(Keys.LLM.CONTEXT_LENGTH.format(arch=a), h["max_position_embeddings"]),
+            u32(Keys.LLM.EMBEDDING_LENGTH.format(arch=a), h["hidden_size"]),
+            f32(Keys.Attention.LAYERNORM_RMS_EPS.format(arch=a), h["rms_norm_eps"]),
+            u32(Keys.Attention.KEY_LENGTH.format(arch=a), head_width),
+            u32(Keys.Attention.VALUE_LENGTH.format(arch=a), head_width),
+            u32(Keys.General.FILE_TYPE, file_type),
+            u32(Keys.LLM.VOCAB_SIZE.format(arch=a), h["vocab_size"]),
+            u32(Keys.Rope.DIMENSION_COUNT.format(arch=a), h.get("head_dim") or head_width)]
 
 
 def vocab(model_dir: Path, h: dict) -> list:
-    from tokenizer.vocab import gpt2_vocab
+    from hfview.tokenizer.vocab import gpt2_vocab
     return gpt2_vocab(model_dir, h)
 
 
@@ -260,7 +260,7 @@ FAMILY = Family(
     tensors=TENSORS,
     parameters=parameters,
     vocab=vocab,
-    generated=generated,
+    generated=llama3_rope_freqs,
     check=check,
     stored_hparams=stored_hparams,
     notes={"block_configs": "per layer: attention with num_attention_heads // n_heads_in_group KV heads or none, "

@@ -14,8 +14,9 @@ from pathlib import Path
 from ..config import ANY, Harmless
 from ..errors import ConfigError
 from ..family import Experts, Family, Skip, Tensor, rope_pairs
+from ..names import GGUF, Keys
 from ..params import f32, string, text_model_parameters, u32
-from .qwen2 import check_architecture, gpt2_or_sentencepiece_vocab
+from ._parts.vocab import gpt2_or_sentencepiece_vocab
 
 DEFAULTS = {"deepseek": {}}  # no transformers class: nothing is filled in
 
@@ -33,18 +34,18 @@ _LAYER = "model.layers.{bid}."
 _moe_only = False  # dense and mixture tensors each exist in some layers only: llama.cpp checks which
 
 TENSORS = (
-    Tensor("model.embed_tokens.weight", "token_embd.weight"),
-    Tensor("model.norm.weight", "output_norm.weight"),
-    Tensor("lm_head.weight", "output.weight", required=False),  # llama.cpp falls back to the embeddings
-    Tensor(f"{_LAYER}input_layernorm.weight", "blk.{bid}.attn_norm.weight"),
-    Tensor(f"{_LAYER}self_attn.q_proj.weight", "blk.{bid}.attn_q.weight", rope_pairs("num_attention_heads")),
-    Tensor(f"{_LAYER}self_attn.k_proj.weight", "blk.{bid}.attn_k.weight", rope_pairs("_k_heads")),
-    Tensor(f"{_LAYER}self_attn.v_proj.weight", "blk.{bid}.attn_v.weight"),
-    Tensor(f"{_LAYER}self_attn.o_proj.weight", "blk.{bid}.attn_output.weight"),
-    Tensor(f"{_LAYER}post_attention_layernorm.weight", "blk.{bid}.ffn_norm.weight"),
+    Tensor("model.embed_tokens.weight", GGUF.TOKEN_EMBD.weight),
+    Tensor("model.norm.weight", GGUF.OUTPUT_NORM.weight),
+    Tensor("lm_head.weight", GGUF.OUTPUT.weight, required=False),  # llama.cpp falls back to the embeddings
+    Tensor(f"{_LAYER}input_layernorm.weight", GGUF.ATTN_NORM.weight),
+    Tensor(f"{_LAYER}self_attn.q_proj.weight", GGUF.ATTN_Q.weight, rope_pairs("num_attention_heads")),
+    Tensor(f"{_LAYER}self_attn.k_proj.weight", GGUF.ATTN_K.weight, rope_pairs("_k_heads")),
+    Tensor(f"{_LAYER}self_attn.v_proj.weight", GGUF.ATTN_V.weight),
+    Tensor(f"{_LAYER}self_attn.o_proj.weight", GGUF.ATTN_OUT.weight),
+    Tensor(f"{_LAYER}post_attention_layernorm.weight", GGUF.FFN_NORM.weight),
     *(Tensor(f"{_LAYER}mlp.{proj}_proj.weight", f"blk.{{bid}}.ffn_{proj}.weight", required=_moe_only)
       for proj in ("gate", "up", "down")),
-    Tensor(f"{_LAYER}mlp.gate.weight", "blk.{bid}.ffn_gate_inp.weight", required=_moe_only),
+    Tensor(f"{_LAYER}mlp.gate.weight", GGUF.FFN_GATE_INP.weight, required=_moe_only),
     *(Experts(f"{_LAYER}mlp.experts.{{x}}.{proj}_proj.weight", f"blk.{{bid}}.ffn_{proj}_exps.weight",
               "n_routed_experts", required=_moe_only) for proj in ("down", "gate", "up")),
     *(Tensor(f"{_LAYER}mlp.shared_experts.{proj}_proj.weight", f"blk.{{bid}}.ffn_{proj}_shexp.weight",
@@ -58,7 +59,6 @@ _NEEDED = ("vocab_size", "hidden_size", "intermediate_size", "num_hidden_layers"
 
 
 def check(h: dict, path: Path) -> None:
-    check_architecture(h, path, "deepseek", ("DeepseekForCausalLM",))
     for key in _NEEDED:
         if h.get(key) is None:
             raise ConfigError(f"{path}: DeepSeek-MoE needs {key!r} (read as stated: transformers has no class for "
@@ -105,14 +105,15 @@ def parameters(h: dict, block_count: int, file_type: int) -> list:
     leading dense layers, the vocabulary size and the expert counts and widths (expert weights scale 1)."""
     arch = "deepseek"
     return [*text_model_parameters(h, arch, block_count, file_type),
-            u32(f"{arch}.rope.dimension_count", h.get("head_dim") or h["hidden_size"] // h["num_attention_heads"]),
-            string(f"{arch}.rope.scaling.type", "none"),
-            u32(f"{arch}.leading_dense_block_count", h["first_k_dense_replace"]),
-            u32(f"{arch}.vocab_size", h["vocab_size"]),
-            u32(f"{arch}.expert_feed_forward_length", h["moe_intermediate_size"]),
-            f32(f"{arch}.expert_weights_scale", 1.0),
-            u32(f"{arch}.expert_count", h["n_routed_experts"]),
-            u32(f"{arch}.expert_shared_count", h["n_shared_experts"])]
+            u32(Keys.Rope.DIMENSION_COUNT.format(arch=arch),
+                h.get("head_dim") or h["hidden_size"] // h["num_attention_heads"]),
+            string(Keys.Rope.SCALING_TYPE.format(arch=arch), "none"),
+            u32(Keys.LLM.LEADING_DENSE_BLOCK_COUNT.format(arch=arch), h["first_k_dense_replace"]),
+            u32(Keys.LLM.VOCAB_SIZE.format(arch=arch), h["vocab_size"]),
+            u32(Keys.LLM.EXPERT_FEED_FORWARD_LENGTH.format(arch=arch), h["moe_intermediate_size"]),
+            f32(Keys.LLM.EXPERT_WEIGHTS_SCALE.format(arch=arch), 1.0),
+            u32(Keys.LLM.EXPERT_COUNT.format(arch=arch), h["n_routed_experts"]),
+            u32(Keys.LLM.EXPERT_SHARED_COUNT.format(arch=arch), h["n_shared_experts"])]
 
 
 FAMILY = Family(

@@ -25,10 +25,10 @@ from pathlib import Path
 from ..config import Harmless
 from ..errors import ConfigError
 from ..family import Family
-from .deepseek_v2 import (LATENT_HARMLESS, LATENT_READS, TENSORS, check_latent_attention, check_mixture,
-                          latent_parameters, normalise)
-from .qwen2 import check_architecture
-from .qwen2_moe import gpt2_vocab
+from ._parts.deepseek_moe import check_groups, check_mixture, check_sigmoid_router
+from ._parts.latent import LATENT_HARMLESS, LATENT_READS, check_latent_attention, latent_normalise, latent_parameters
+from ._parts.vocab import gpt2_vocab
+from .deepseek_v2 import TENSORS
 
 # transformers 5.24's DeepseekV3Config defaults (head_dim and qk_head_dim are computed: normalise)
 DEFAULTS = {
@@ -48,25 +48,6 @@ DEFAULTS = {
 
 READS = LATENT_READS | {"rope_interleave", "num_nextn_predict_layers"}
 HARMLESS: Harmless = dict(LATENT_HARMLESS)
-
-
-def check_sigmoid_router(h: dict, path: Path, model: str, arch: str = "deepseek2",
-                         scoring_func_needed: bool = True) -> None:
-    """DeepSeek-V3's router as transformers' `model` runs it (sigmoid scores, noaux_tc group limits) against
-    what the converter writes for llama.cpp's `arch`: without a stated scoring_func it writes no gating
-    function (`scoring_func_needed`: llama.cpp then scores otherwise, or fails to load)."""
-    if "scoring_func" not in h and scoring_func_needed:
-        raise ConfigError(f"{path}: no scoring_func: transformers' {model} scores experts by sigmoid, but without "
-                          f"the key the converter writes no gating function and llama.cpp's {arch} then scores "
-                          f"by softmax (or refuses to load); state scoring_func \"sigmoid\" as every release does "
-                          f"(transformers 5 leaves it out when it saves a config)")
-    if h.get("scoring_func", "sigmoid") != "sigmoid":
-        raise ConfigError(f"{path}: scoring_func {h['scoring_func']!r}: transformers' {model} scores experts by "
-                          f"sigmoid only, so the converter's {h['scoring_func']!r} gating would run otherwise")
-    if h.get("topk_method", "noaux_tc") != "noaux_tc":
-        raise ConfigError(f"{path}: topk_method {h['topk_method']!r}: transformers' {model} and llama.cpp's "
-                          f"{arch} choose experts by noaux_tc (biased sigmoid scores, groups by their two best) "
-                          f"only")
 
 
 # what the view and the converter read from a kimi_k2 config.json that transformers' DeepseekV3Config would
@@ -90,7 +71,6 @@ def check_stated(h: dict, path: Path) -> None:
 
 
 def check(h: dict, path: Path) -> None:
-    check_architecture(h, path, "deepseek_v3", ("DeepseekV3ForCausalLM",))
     if h.get("model_type") == "kimi_k2":
         check_stated(h, path)
     check_latent_attention(h, path, "DeepSeek-V3")
@@ -102,18 +82,11 @@ def check(h: dict, path: Path) -> None:
     check_groups(h, path)
 
 
-def check_groups(h: dict, path: Path) -> None:
-    n_group, topk_group, n_expert = h.get("n_group"), h.get("topk_group"), h["n_routed_experts"]
-    if not n_group or not topk_group or n_expert % n_group or n_expert // n_group < 2 or topk_group > n_group:
-        raise ConfigError(f"{path}: n_group {n_group!r}, topk_group {topk_group!r} over {n_expert} experts: "
-                          f"DeepSeek-V3's router keeps topk_group of n_group equal groups of at least two experts")
-
-
 def normalise_v3(h: dict) -> dict:
     """DeepseekV3Config's computed head_dim / qk_head_dim (normalise); a kimi_k2 config, read as it stands, has
     them only where it states them (the converter's TextModel writes key/value lengths early from a head_dim)."""
     stated = "head_dim" in h
-    h = normalise(h)
+    h = latent_normalise(h)
     if h.get("model_type") == "kimi_k2" and not stated:
         del h["head_dim"]
     return h
@@ -122,7 +95,7 @@ def normalise_v3(h: dict) -> dict:
 def vocab(model_dir: Path, h: dict) -> list:
     """DeepseekV2Model.set_vocab: byte-level BPE from tokenizer.json; where a release ships Kimi's tiktoken.model
     alone, its kimi-k2 branch (the converter's first try fails there)."""
-    from .kimi_tiktoken import is_kimi_tiktoken, kimi_vocab
+    from ._parts.kimi_tiktoken import is_kimi_tiktoken, kimi_vocab
     if is_kimi_tiktoken(Path(model_dir)):
         return kimi_vocab(model_dir, h)
     return gpt2_vocab(model_dir, h)

@@ -18,16 +18,16 @@ from pathlib import Path
 
 from ..config import Harmless
 from ..errors import ConfigError
-from ..family import Family, Tensor
+from ..family import Family
+from ..names import Keys
 from ..params import u32
-from .deepseek_v2 import (LATENT_HARMLESS, LATENT_READS, check_latent_attention, check_mixture, latent_parameters,
-                          latent_tensors, mixture_tensors)
-from .deepseek_v2 import normalise as latent_normalise
-from .deepseek_v3 import check_groups, check_sigmoid_router
-from .glm4_moe import NEXTN_TENSORS, mtp_layers
-from .glm4_moe_lite import check_mlp_layer_types
-from .qwen2 import check_architecture
-from .qwen2_moe import gpt2_vocab
+from ._parts.deepseek_moe import check_groups, check_mixture, check_sigmoid_router, mixture_tensors
+from ._parts.indexer import INDEXER_READS, check_indexer, indexer_parameters, indexer_tensors
+from ._parts.latent import (LATENT_HARMLESS, LATENT_READS, check_latent_attention, latent_normalise, latent_parameters,
+                            latent_tensors)
+from ._parts.mixture import check_mlp_layer_types
+from ._parts.nextn import NEXTN_TENSORS, mtp_layers
+from ._parts.vocab import gpt2_vocab
 
 ARCH = "deepseek32"
 
@@ -46,42 +46,17 @@ DEFAULTS = {
                          index_n_heads=64, mlp_bias=False, first_k_dense_replace=3, layer_types=None),
 }
 
-INDEXER_READS = frozenset({"index_topk", "index_head_dim", "index_n_heads"})
 READS = LATENT_READS | INDEXER_READS | {"num_nextn_predict_layers", "mlp_layer_types", "layer_types", "mlp_bias"}
 # rope_interleave: DeepseekV32Config drops the key, and its attention always rotates interleaved pairs, as
 # llama.cpp's deepseek32 does
 HARMLESS: Harmless = {**LATENT_HARMLESS, "rope_interleave": (True,)}
 
-_L = "model.layers.{bid}.self_attn.indexer."
-
-
-def indexer_tensors(required: bool = True) -> tuple:
-    """The lightning indexer of a layer, as the converter names it (gguf's INDEXER_* tensors)."""
-    return (
-        Tensor(f"{_L}wq_b.weight", "blk.{bid}.indexer.attn_q_b.weight", required=required),
-        Tensor(f"{_L}wk.weight", "blk.{bid}.indexer.attn_k.weight", required=required),
-        Tensor(f"{_L}k_norm.{{wb}}", "blk.{bid}.indexer.k_norm.{wb}", required=required),
-        Tensor(f"{_L}weights_proj.weight", "blk.{bid}.indexer.proj.weight", required=required),
-    )
 
 
 TENSORS = (*latent_tensors(skip_mtp=False), *indexer_tensors(), *mixture_tensors(), *NEXTN_TENSORS)
 
 
-def check_indexer(h: dict, path: Path, arch: str) -> None:
-    """What llama.cpp's indexer graph (and its Hadamard rotation of the indexer's keys) can run."""
-    rope, width = h["qk_rope_head_dim"], h["index_head_dim"]
-    if rope > width:
-        raise ConfigError(f"{path}: qk_rope_head_dim {rope} is more than index_head_dim {width}: the indexer's heads "
-                          f"are [rope | no rope] and llama.cpp's {arch} asserts the rope part fits")
-    if width < 64 or width & (width - 1):
-        raise ConfigError(f"{path}: index_head_dim {width}: llama.cpp's {arch} rotates the indexer's queries and "
-                          f"keys by a Hadamard matrix of at least 64 rows, which needs a power of two >= 64 (every "
-                          f"release states 128)")
-
-
 def check(h: dict, path: Path) -> None:
-    check_architecture(h, path, "deepseek_v32", ("DeepseekV32ForCausalLM",))
     check_latent_attention(h, path, "DeepseekV32", ARCH)
     check_mixture(h, path)
     check_sigmoid_router(h, path, "DeepseekV32", ARCH)
@@ -107,19 +82,12 @@ def normalise(h: dict) -> dict:
     return h
 
 
-def indexer_parameters(h: dict, arch: str) -> list:
-    """The indexer's sizes, as DeepseekV32Model and GlmMoeDsaModel write them."""
-    return [u32(f"{arch}.attention.indexer.head_count", h["index_n_heads"]),
-            u32(f"{arch}.attention.indexer.key_length", h["index_head_dim"]),
-            u32(f"{arch}.attention.indexer.top_k", h["index_topk"])]
-
-
 def parameters(h: dict, block_count: int, file_type: int) -> list:
     """DeepseekV32Model.set_gguf_parameters: DeepseekV2Model's (block_count with the MTP layers), the MTP layer
     count where stated, then the indexer's sizes."""
     kv = latent_parameters(h, block_count, file_type, ARCH)
     if h.get("num_nextn_predict_layers") is not None:
-        kv.append(u32(f"{ARCH}.nextn_predict_layers", h["num_nextn_predict_layers"]))
+        kv.append(u32(Keys.LLM.NEXTN_PREDICT_LAYERS.format(arch=ARCH), h["num_nextn_predict_layers"]))
     return kv + indexer_parameters(h, ARCH)
 
 

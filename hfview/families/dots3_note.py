@@ -34,13 +34,15 @@ from pathlib import Path
 
 from ..config import ANY, Harmless
 from ..errors import CheckpointError, ConfigError
-from ..family import Family, Skip, Split, Tensor
+from ..family import Family, RunnerFacts, Skip, Split, Tensor
 from ..gguf_layout import KV, ValueType
+from ..names import GGUF, Keys
 from ..params import u32
 from ..views import BlocksTransposed, RowSelection, ValueStep, _times, latent_kv_halves
-from .deepseek_v2 import LATENT_HARMLESS, LATENT_READS, latent_parameters, mixture_tensors
-from .deepseek_v32 import INDEXER_READS, check_indexer, indexer_parameters, indexer_tensors
-from .qwen2 import check_architecture, check_silu
+from ._parts.checks import check_silu
+from ._parts.deepseek_moe import mixture_tensors
+from ._parts.indexer import INDEXER_READS, check_indexer, indexer_parameters, indexer_tensors
+from ._parts.latent import LATENT_HARMLESS, LATENT_READS, latent_parameters
 
 ARCH = "dots3note"
 
@@ -120,27 +122,26 @@ ATTENTION = (
     # Dots3NoteForConditionalGeneration's encoders: the converter's text model drops them (its mmproj reads them)
     Skip("vision_encoder.{rest}"),
     Skip("audio_encoder.{rest}"),
-    Tensor("model.embed_tokens.weight", "token_embd.weight"),
-    Tensor("model.norm.weight", "output_norm.weight"),
-    Tensor("lm_head.weight", "output.weight"),
-    Tensor("model.layers.{bid}.input_layernorm.weight", "blk.{bid}.attn_norm.weight"),
-    Tensor(f"{_A}q_a_proj.weight", "blk.{bid}.attn_q_a.weight"),
-    Tensor(f"{_A}q_a_layernorm.weight", "blk.{bid}.attn_q_a_norm.weight", steps=_lora_rescale),
-    Tensor(f"{_A}q_b_proj.weight", "blk.{bid}.attn_q_b.weight"),
-    Tensor(f"{_A}kv_a_proj_with_mqa.weight", "blk.{bid}.attn_kv_a_mqa.weight"),
-    Tensor(f"{_A}kv_a_layernorm.weight", "blk.{bid}.attn_kv_a_norm.weight", steps=_lora_rescale),
-    Split(f"{_A}kv_b_proj.weight", (("blk.{bid}.attn_k_b.weight", key_half), ("blk.{bid}.attn_v_b.weight", value_half))),
-    Tensor(f"{_A}k_rope_only_layernorm.weight", "blk.{bid}.attn_k_norm.weight"),
-    Tensor(f"{_A}g_proj.weight", "blk.{bid}.attn_gate.weight"),
-    Tensor(f"{_A}o_proj.weight", "blk.{bid}.attn_output.weight"),
-    Tensor("model.layers.{bid}.post_attention_layernorm.weight", "blk.{bid}.ffn_norm.weight"),
+    Tensor("model.embed_tokens.weight", GGUF.TOKEN_EMBD.weight),
+    Tensor("model.norm.weight", GGUF.OUTPUT_NORM.weight),
+    Tensor("lm_head.weight", GGUF.OUTPUT.weight),
+    Tensor("model.layers.{bid}.input_layernorm.weight", GGUF.ATTN_NORM.weight),
+    Tensor(f"{_A}q_a_proj.weight", GGUF.ATTN_Q_A.weight),
+    Tensor(f"{_A}q_a_layernorm.weight", GGUF.ATTN_Q_A_NORM.weight, steps=_lora_rescale),
+    Tensor(f"{_A}q_b_proj.weight", GGUF.ATTN_Q_B.weight),
+    Tensor(f"{_A}kv_a_proj_with_mqa.weight", GGUF.ATTN_KV_A_MQA.weight),
+    Tensor(f"{_A}kv_a_layernorm.weight", GGUF.ATTN_KV_A_NORM.weight, steps=_lora_rescale),
+    Split(f"{_A}kv_b_proj.weight", ((GGUF.ATTN_K_B.weight, key_half), (GGUF.ATTN_V_B.weight, value_half))),
+    Tensor(f"{_A}k_rope_only_layernorm.weight", GGUF.ATTN_K_NORM.weight),
+    Tensor(f"{_A}g_proj.weight", GGUF.ATTN_GATE.weight),
+    Tensor(f"{_A}o_proj.weight", GGUF.ATTN_OUT.weight),
+    Tensor("model.layers.{bid}.post_attention_layernorm.weight", GGUF.FFN_NORM.weight),
 )
 # the indexer in the indexed layers only (llama.cpp checks which by attention.indexer.types)
 TENSORS = (*ATTENTION, *indexer_tensors(required=False), *mixture_tensors())
 
 
 def check(h: dict, path: Path) -> None:
-    check_architecture(h, path, "dots3_note", ("Dots3NoteForCausalLM", "Dots3NoteForConditionalGeneration"))
     check_silu(h, path, ARCH)
     missing = [k for k in (*SWA_KEYS, "sliding_window_size", "first_k_dense_replace") if k not in h]
     if missing:
@@ -245,27 +246,29 @@ def parameters(h: dict, block_count: int, file_type: int) -> list:
     and its pattern, the sliding layers' latent geometry and the indexer's sizes and layers."""
     n = h["num_hidden_layers"]
     sliding = [h["layer_types"][i] == SLIDING for i in range(n)]
-    heads = KV(f"{ARCH}.attention.head_count", ValueType.ARRAY,
+    heads = KV(Keys.Attention.HEAD_COUNT.format(arch=ARCH), ValueType.ARRAY,
                [h["swa_num_attention_heads"] if s else h["num_attention_heads"] for s in sliding], ValueType.INT32)
     kv = [heads if k.key == heads.key else k for k in latent_parameters(h, block_count, file_type, ARCH)]
     swa_rank = h["swa_kv_lora_rank"]
-    kv += [u32(f"{ARCH}.attention.sliding_window", h["sliding_window_size"]),
-           KV(f"{ARCH}.attention.sliding_window_pattern", ValueType.ARRAY, sliding, ValueType.BOOL),
-           u32(f"{ARCH}.attention.kv_lora_rank_swa", swa_rank),
-           u32(f"{ARCH}.attention.key_length_swa", swa_rank + h["swa_qk_rope_head_dim"]),
-           u32(f"{ARCH}.attention.value_length_swa", swa_rank),
-           u32(f"{ARCH}.attention.key_length_mla_swa", h["swa_qk_nope_head_dim"] + h["swa_qk_rope_head_dim"]),
-           u32(f"{ARCH}.attention.value_length_mla_swa", h["swa_v_head_dim"])]
+    kv += [u32(Keys.Attention.SLIDING_WINDOW.format(arch=ARCH), h["sliding_window_size"]),
+           KV(Keys.Attention.SLIDING_WINDOW_PATTERN.format(arch=ARCH), ValueType.ARRAY, sliding, ValueType.BOOL),
+           u32(Keys.Attention.KV_LORA_RANK_SWA.format(arch=ARCH), swa_rank),
+           u32(Keys.Attention.KEY_LENGTH_SWA.format(arch=ARCH), swa_rank + h["swa_qk_rope_head_dim"]),
+           u32(Keys.Attention.VALUE_LENGTH_SWA.format(arch=ARCH), swa_rank),
+           u32(Keys.Attention.KEY_LENGTH_MLA_SWA.format(arch=ARCH),
+               h["swa_qk_nope_head_dim"] + h["swa_qk_rope_head_dim"]),
+           u32(Keys.Attention.VALUE_LENGTH_MLA_SWA.format(arch=ARCH), h["swa_v_head_dim"])]
     kv += indexer_parameters(h, ARCH)
-    kv.append(KV(f"{ARCH}.attention.indexer.types", ValueType.ARRAY, [not s for s in sliding], ValueType.BOOL))
+    kv.append(KV(Keys.Attention.Indexer.TYPES.format(arch=ARCH), ValueType.ARRAY, [not s for s in sliding],
+                 ValueType.BOOL))
     return kv
 
 
 def vocab(model_dir: Path, h: dict) -> list:
     """Dots3NoteModel.set_vocab: byte-level BPE, with <|endofassistant|> (an added token) as the end of turn."""
-    from tokenizer.vocab import MODEL, PRE, TOKEN_TYPE, TOKENS, SpecialVocab, bpe_tokens
-    from tokenizer.special import read_tokenizer_json
-    from tokenizer.writer import KVWriter
+    from hfview.tokenizer.special import read_tokenizer_json
+    from hfview.tokenizer.vocab import MODEL, PRE, TOKEN_TYPE, TOKENS, SpecialVocab, bpe_tokens
+    from hfview.tokenizer.writer import KVWriter
 
     tok_path = Path(model_dir) / "tokenizer.json"
     added = {t.get("content"): t.get("id") for t in read_tokenizer_json(tok_path).get("added_tokens", [])} \
@@ -297,7 +300,8 @@ FAMILY = Family(
     vocab=vocab,
     check=check,
     normalise=normalise,
-    llama_cpp_applies_window=True,  # llama.cpp's dots3note slides on the layers sliding_window_pattern marks
+    # llama.cpp's dots3note slides on the layers sliding_window_pattern marks
+    runner=RunnerFacts(llama_cpp_applies_window=True),
     aliases={"num_local_experts": "n_routed_experts"},  # Dots3NoteTextConfig's attribute map
     notes={"ceiling": "llama.cpp's dots3note rotates the indexer's rope part as NEOX halves, transformers as "
                       "interleaved pairs: past index_topk positions the indexer may keep other keys (tiny fixture at "

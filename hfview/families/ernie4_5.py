@@ -10,8 +10,10 @@ from pathlib import Path
 
 from ..errors import ConfigError
 from ..family import Family
+from ..names import Keys
 from ..params import boolean, text_model_parameters
-from .qwen2 import LM_HEAD, check_architecture, check_no_pooling, check_rope, check_silu, decoder_tensors
+from ._parts.checks import check_no_pooling, check_rope, check_silu
+from ._parts.decoder import LM_HEAD, decoder_tensors
 
 DEFAULTS = {
     "ernie4_5": dict(vocab_size=103424, hidden_size=1024, intermediate_size=3072, num_hidden_layers=18,
@@ -38,7 +40,6 @@ def normalise(h: dict) -> dict:
 
 
 def check(h: dict, path: Path) -> None:
-    check_architecture(h, path, "ernie4_5", ARCHITECTURES)
     check_silu(h, path, "ernie4_5")
     check_rope(h, path, "ernie4_5")
     check_no_pooling(path)
@@ -53,14 +54,14 @@ def parameters(h: dict, block_count: int, file_type: int) -> list:
 
 def vocab(model_dir: Path, h: dict) -> list:
     """Ernie4_5Model.set_vocab: the SentencePiece vocabulary, then tokenizer_config's add_prefix_space."""
-    from tokenizer.vocab import sentencepiece_vocab
+    from hfview.tokenizer.vocab import sentencepiece_vocab
     kv = sentencepiece_vocab(model_dir, h)
     cfg_path = model_dir / "tokenizer_config.json"
     if cfg_path.is_file():
-        from tokenizer.special import read_json
+        from hfview.tokenizer.special import read_json
         cfg = read_json(cfg_path)
         if "add_prefix_space" in cfg:
-            kv.append(boolean("tokenizer.ggml.add_space_prefix", cfg["add_prefix_space"]))
+            kv.append(boolean(Keys.Tokenizer.ADD_PREFIX, cfg["add_prefix_space"]))
     return kv
 
 

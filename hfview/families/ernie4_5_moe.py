@@ -15,9 +15,11 @@ from pathlib import Path
 from ..config import Harmless
 from ..errors import CheckpointError, ConfigError
 from ..family import Experts, Family, Tensor
+from ..names import GGUF, Keys
 from ..params import text_model_parameters, u32
 from . import ernie4_5
-from .qwen2 import LM_HEAD, check_architecture, check_no_pooling, check_rope, check_silu, decoder_tensors
+from ._parts.checks import check_no_pooling, check_rope, check_silu
+from ._parts.decoder import LM_HEAD, decoder_tensors
 
 # transformers 5.24's Ernie4_5_MoeConfig defaults
 DEFAULTS = {
@@ -49,8 +51,8 @@ TENSORS = (
     *(r if not any(part in r.hf for part in _DENSE_FFN) else Tensor(r.hf, r.gguf, r.view, r.steps, required=False)
       for r in decoder_tensors("model.")),
     LM_HEAD,
-    Tensor(_MLP + "gate.weight", "blk.{bid}.ffn_gate_inp.weight", required=False),
-    Tensor(_MLP + "moe_statics.e_score_correction_bias", "blk.{bid}.exp_probs_b.bias", required=False),
+    Tensor(_MLP + "gate.weight", GGUF.FFN_GATE_INP.weight, required=False),
+    Tensor(_MLP + "moe_statics.e_score_correction_bias", GGUF.FFN_EXP_PROBS_B.bias, required=False),
     # the converter merges gate, up, down in that order
     *(Experts(f"{_MLP}experts.{{x}}.{proj}_proj.weight", f"blk.{{bid}}.ffn_{proj}_exps.weight", "moe_num_experts",
               required=False) for proj in ("gate", "up", "down")),
@@ -70,7 +72,6 @@ def normalise(h: dict) -> dict:
 
 
 def check(h: dict, path: Path) -> None:
-    check_architecture(h, path, "ernie4_5_moe", ("Ernie4_5_MoeForCausalLM",))
     check_silu(h, path, "ernie4_5-moe")
     check_rope(h, path, "ernie4_5-moe")
     check_no_pooling(path)
@@ -138,16 +139,16 @@ def parameters(h: dict, block_count: int, file_type: int) -> list:
     """TextModel's list, then Ernie4_5MoeModel's: expert counts, the mixture's layout, the widths."""
     arch = "ernie4_5-moe"
     kv = [*text_model_parameters(h, arch, block_count, file_type),
-          u32(f"{arch}.expert_count", h["moe_num_experts"]),
-          u32(f"{arch}.expert_used_count", h["moe_k"]),
-          u32(f"{arch}.interleave_moe_layer_step", h["moe_layer_interval"]),
-          u32(f"{arch}.leading_dense_block_count", h["moe_layer_start_index"])]
+          u32(Keys.LLM.EXPERT_COUNT.format(arch=arch), h["moe_num_experts"]),
+          u32(Keys.LLM.EXPERT_USED_COUNT.format(arch=arch), h["moe_k"]),
+          u32(Keys.LLM.INTERLEAVE_MOE_LAYER_STEP.format(arch=arch), h["moe_layer_interval"]),
+          u32(Keys.LLM.LEADING_DENSE_BLOCK_COUNT.format(arch=arch), h["moe_layer_start_index"])]
     if h.get("moe_intermediate_size") is not None:
-        kv.append(u32(f"{arch}.expert_feed_forward_length", h["moe_intermediate_size"]))
+        kv.append(u32(Keys.LLM.EXPERT_FEED_FORWARD_LENGTH.format(arch=arch), h["moe_intermediate_size"]))
     if (shared := h.get("moe_num_shared_experts")) is not None:
-        kv.append(u32(f"{arch}.expert_shared_count", shared))
+        kv.append(u32(Keys.LLM.EXPERT_SHARED_COUNT.format(arch=arch), shared))
         if shared > 0:
-            kv.append(u32(f"{arch}.expert_shared_feed_forward_length",
+            kv.append(u32(Keys.LLM.EXPERT_SHARED_FEED_FORWARD_LENGTH.format(arch=arch),
                           h["intermediate_size"] // h["num_key_value_heads"]))
     return kv
 

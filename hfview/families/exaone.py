@@ -15,8 +15,9 @@ from pathlib import Path
 from ..config import ANY, Harmless
 from ..errors import ConfigError
 from ..family import Family, Skip, Tensor
+from ..names import GGUF, Keys
 from ..params import text_model_parameters, u32
-from .rope import llama3_rope_factors
+from ._parts.rope import llama3_rope_factors
 
 # transformers 5.24's ExaoneConfig defaults, as data.
 DEFAULTS = {
@@ -38,18 +39,18 @@ READS = frozenset({
 HARMLESS: Harmless = {"embed_dropout": ANY}
 
 TENSORS = (
-    Tensor("transformer.wte.weight", "token_embd.weight"),
-    Tensor("transformer.ln_f.weight", "output_norm.weight"),
-    Tensor("lm_head.weight", "output.weight", required=False),  # absent when tied to the embeddings
-    Tensor("transformer.h.{bid}.ln_1.weight", "blk.{bid}.attn_norm.weight"),
-    Tensor("transformer.h.{bid}.attn.attention.q_proj.weight", "blk.{bid}.attn_q.weight"),
-    Tensor("transformer.h.{bid}.attn.attention.k_proj.weight", "blk.{bid}.attn_k.weight"),
-    Tensor("transformer.h.{bid}.attn.attention.v_proj.weight", "blk.{bid}.attn_v.weight"),
-    Tensor("transformer.h.{bid}.attn.attention.out_proj.weight", "blk.{bid}.attn_output.weight"),
-    Tensor("transformer.h.{bid}.ln_2.weight", "blk.{bid}.ffn_norm.weight"),
-    Tensor("transformer.h.{bid}.mlp.c_fc_0.weight", "blk.{bid}.ffn_gate.weight"),
-    Tensor("transformer.h.{bid}.mlp.c_fc_1.weight", "blk.{bid}.ffn_up.weight"),
-    Tensor("transformer.h.{bid}.mlp.c_proj.weight", "blk.{bid}.ffn_down.weight"),
+    Tensor("transformer.wte.weight", GGUF.TOKEN_EMBD.weight),
+    Tensor("transformer.ln_f.weight", GGUF.OUTPUT_NORM.weight),
+    Tensor("lm_head.weight", GGUF.OUTPUT.weight, required=False),  # absent when tied to the embeddings
+    Tensor("transformer.h.{bid}.ln_1.weight", GGUF.ATTN_NORM.weight),
+    Tensor("transformer.h.{bid}.attn.attention.q_proj.weight", GGUF.ATTN_Q.weight),
+    Tensor("transformer.h.{bid}.attn.attention.k_proj.weight", GGUF.ATTN_K.weight),
+    Tensor("transformer.h.{bid}.attn.attention.v_proj.weight", GGUF.ATTN_V.weight),
+    Tensor("transformer.h.{bid}.attn.attention.out_proj.weight", GGUF.ATTN_OUT.weight),
+    Tensor("transformer.h.{bid}.ln_2.weight", GGUF.FFN_NORM.weight),
+    Tensor("transformer.h.{bid}.mlp.c_fc_0.weight", GGUF.FFN_GATE.weight),
+    Tensor("transformer.h.{bid}.mlp.c_fc_1.weight", GGUF.FFN_UP.weight),
+    Tensor("transformer.h.{bid}.mlp.c_proj.weight", GGUF.FFN_DOWN.weight),
     Skip("transformer.h.{bid}.attn.attention.rotary_emb.inv_freq"),
 )
 
@@ -88,18 +89,18 @@ def check(h: dict, path: Path) -> None:
 
 def parameters(h: dict, block_count: int, file_type: int) -> list:
     return [*text_model_parameters(h, "exaone", block_count, file_type),
-            u32("exaone.rope.dimension_count", _rope_width(h))]
+            u32(Keys.Rope.DIMENSION_COUNT.format(arch="exaone"), _rope_width(h))]
 
 
 def generated(h: dict) -> list:
     rope = h["rope_parameters"]
     if rope.get("rope_type", "").lower() == "llama3":
-        return [("rope_freqs.weight", llama3_rope_factors(rope, h["head_dim"]))]
+        return [(GGUF.ROPE_FREQS.weight, llama3_rope_factors(rope, h["head_dim"]))]
     return []
 
 
 def vocab(model_dir: Path, h: dict) -> list:
-    from tokenizer.vocab import gpt2_vocab
+    from hfview.tokenizer.vocab import gpt2_vocab
     return gpt2_vocab(model_dir, h)
 
 

@@ -11,10 +11,11 @@ from pathlib import Path
 
 from ..config import Harmless
 from ..errors import ConfigError
-from ..family import Family, Skip, Tensor
+from ..family import Family, RunnerFacts, Skip, Tensor
 from ..gguf_layout import KV, ValueType
+from ..names import GGUF, Keys
 from ..params import text_model_parameters, u32
-from .rope import llama3_rope_factors
+from ._parts.rope import llama3_rope_factors
 
 # transformers 5.24's Exaone4Config defaults, as data (layer_types is derived: see normalise).
 DEFAULTS = {
@@ -34,20 +35,20 @@ READS = frozenset({
 HARMLESS: Harmless = {}
 
 TENSORS = (
-    Tensor("model.embed_tokens.weight", "token_embd.weight"),
-    Tensor("model.norm.weight", "output_norm.weight"),
-    Tensor("lm_head.weight", "output.weight", required=False),  # absent when tied to the embeddings
-    Tensor("model.layers.{bid}.self_attn.q_proj.weight", "blk.{bid}.attn_q.weight"),
-    Tensor("model.layers.{bid}.self_attn.k_proj.weight", "blk.{bid}.attn_k.weight"),
-    Tensor("model.layers.{bid}.self_attn.v_proj.weight", "blk.{bid}.attn_v.weight"),
-    Tensor("model.layers.{bid}.self_attn.o_proj.weight", "blk.{bid}.attn_output.weight"),
-    Tensor("model.layers.{bid}.self_attn.q_norm.weight", "blk.{bid}.attn_q_norm.weight"),
-    Tensor("model.layers.{bid}.self_attn.k_norm.weight", "blk.{bid}.attn_k_norm.weight"),
-    Tensor("model.layers.{bid}.post_attention_layernorm.weight", "blk.{bid}.post_attention_norm.weight"),
-    Tensor("model.layers.{bid}.mlp.gate_proj.weight", "blk.{bid}.ffn_gate.weight"),
-    Tensor("model.layers.{bid}.mlp.up_proj.weight", "blk.{bid}.ffn_up.weight"),
-    Tensor("model.layers.{bid}.mlp.down_proj.weight", "blk.{bid}.ffn_down.weight"),
-    Tensor("model.layers.{bid}.post_feedforward_layernorm.weight", "blk.{bid}.post_ffw_norm.weight"),
+    Tensor("model.embed_tokens.weight", GGUF.TOKEN_EMBD.weight),
+    Tensor("model.norm.weight", GGUF.OUTPUT_NORM.weight),
+    Tensor("lm_head.weight", GGUF.OUTPUT.weight, required=False),  # absent when tied to the embeddings
+    Tensor("model.layers.{bid}.self_attn.q_proj.weight", GGUF.ATTN_Q.weight),
+    Tensor("model.layers.{bid}.self_attn.k_proj.weight", GGUF.ATTN_K.weight),
+    Tensor("model.layers.{bid}.self_attn.v_proj.weight", GGUF.ATTN_V.weight),
+    Tensor("model.layers.{bid}.self_attn.o_proj.weight", GGUF.ATTN_OUT.weight),
+    Tensor("model.layers.{bid}.self_attn.q_norm.weight", GGUF.ATTN_Q_NORM.weight),
+    Tensor("model.layers.{bid}.self_attn.k_norm.weight", GGUF.ATTN_K_NORM.weight),
+    Tensor("model.layers.{bid}.post_attention_layernorm.weight", GGUF.ATTN_POST_NORM.weight),
+    Tensor("model.layers.{bid}.mlp.gate_proj.weight", GGUF.FFN_GATE.weight),
+    Tensor("model.layers.{bid}.mlp.up_proj.weight", GGUF.FFN_UP.weight),
+    Tensor("model.layers.{bid}.mlp.down_proj.weight", GGUF.FFN_DOWN.weight),
+    Tensor("model.layers.{bid}.post_feedforward_layernorm.weight", GGUF.FFN_POST_NORM.weight),
     Skip("model.layers.{bid}.self_attn.rotary_emb.inv_freq"),
 )
 
@@ -95,10 +96,11 @@ def check(h: dict, path: Path) -> None:
 
 
 def parameters(h: dict, block_count: int, file_type: int) -> list:
-    kv = [*text_model_parameters(h, "exaone4", block_count, file_type), u32("exaone4.vocab_size", h["vocab_size"])]
+    kv = [*text_model_parameters(h, "exaone4", block_count, file_type),
+          u32(Keys.LLM.VOCAB_SIZE.format(arch="exaone4"), h["vocab_size"])]
     if h.get("sliding_window") is not None:
-        kv.append(u32("exaone4.attention.sliding_window", h["sliding_window"]))
-        kv.append(KV("exaone4.attention.sliding_window_pattern", ValueType.ARRAY,
+        kv.append(u32(Keys.Attention.SLIDING_WINDOW.format(arch="exaone4"), h["sliding_window"]))
+        kv.append(KV(Keys.Attention.SLIDING_WINDOW_PATTERN.format(arch="exaone4"), ValueType.ARRAY,
                      [t == "sliding_attention" for t in h["layer_types"]], ValueType.BOOL))
     return kv
 
@@ -107,12 +109,12 @@ def generated(h: dict) -> list:
     rope = h["rope_parameters"]
     if rope.get("rope_type", "").lower() == "llama3":
         # the converter's EXAONE 4 default factor is 16 (Llama 3's is 8)
-        return [("rope_freqs.weight", llama3_rope_factors({"factor": 16.0, **rope}, head_dim(h)))]
+        return [(GGUF.ROPE_FREQS.weight, llama3_rope_factors({"factor": 16.0, **rope}, head_dim(h)))]
     return []
 
 
 def vocab(model_dir: Path, h: dict) -> list:
-    from tokenizer.vocab import gpt2_vocab
+    from hfview.tokenizer.vocab import gpt2_vocab
     return gpt2_vocab(model_dir, h)
 
 
@@ -129,5 +131,5 @@ FAMILY = Family(
     generated=generated,
     check=check,
     normalise=normalise,
-    llama_cpp_applies_window=True,  # llama.cpp's exaone4 slides on the layers the pattern names
+    runner=RunnerFacts(llama_cpp_applies_window=True),  # llama.cpp's exaone4 slides on the layers the pattern names
 )

@@ -21,11 +21,13 @@ from pathlib import Path
 
 from ..config import Harmless
 from ..errors import CheckpointError, ConfigError
-from ..family import Experts, Family, Skip, Tensor
+from ..family import Experts, Family, RunnerFacts, Skip, Tensor
 from ..gguf_layout import KV, ValueType
+from ..names import GGUF, Keys
 from ..params import boolean, f32, string, text_model_parameters, u32
-from .exaone4 import normalise as normalise_exaone4, vocab
-from .qwen2 import check_architecture, check_no_pooling
+from ._parts.checks import check_no_pooling
+from .exaone4 import normalise as normalise_exaone4
+from .exaone4 import vocab
 
 ARCHITECTURES = ("ExaoneMoeForCausalLM", "ExaoneMoEForCausalLM")
 
@@ -94,20 +96,20 @@ TENSORS = (
     *(Tensor(f"{_LAYER}{hf}.weight", f"blk.{{bid}}.nextn.{gguf}.weight", required=False)
       for hf, gguf in (("eh_proj", "eh_proj"), ("enorm", "enorm"), ("hnorm", "hnorm"),
                        ("shared_head.norm", "shared_head_norm"))),
-    Tensor("model.embed_tokens.weight", "token_embd.weight"),
-    Tensor("model.norm.weight", "output_norm.weight"),
-    Tensor("lm_head.weight", "output.weight"),
-    Tensor(f"{_LAYER}input_layernorm.weight", "blk.{bid}.attn_norm.weight"),
-    Tensor(f"{_LAYER}post_attention_layernorm.weight", "blk.{bid}.ffn_norm.weight"),
+    Tensor("model.embed_tokens.weight", GGUF.TOKEN_EMBD.weight),
+    Tensor("model.norm.weight", GGUF.OUTPUT_NORM.weight),
+    Tensor("lm_head.weight", GGUF.OUTPUT.weight),
+    Tensor(f"{_LAYER}input_layernorm.weight", GGUF.ATTN_NORM.weight),
+    Tensor(f"{_LAYER}post_attention_layernorm.weight", GGUF.FFN_NORM.weight),
     *(Tensor(f"{_LAYER}self_attn.{p}_proj.weight", f"blk.{{bid}}.attn_{p}.weight") for p in ("q", "k", "v")),
-    Tensor(f"{_LAYER}self_attn.o_proj.weight", "blk.{bid}.attn_output.weight"),
-    Tensor(f"{_LAYER}self_attn.q_norm.weight", "blk.{bid}.attn_q_norm.weight"),
-    Tensor(f"{_LAYER}self_attn.k_norm.weight", "blk.{bid}.attn_k_norm.weight"),
+    Tensor(f"{_LAYER}self_attn.o_proj.weight", GGUF.ATTN_OUT.weight),
+    Tensor(f"{_LAYER}self_attn.q_norm.weight", GGUF.ATTN_Q_NORM.weight),
+    Tensor(f"{_LAYER}self_attn.k_norm.weight", GGUF.ATTN_K_NORM.weight),
     # each of these exists in some layers only: dense FFNs first, then the mixtures
     *(Tensor(f"{_LAYER}mlp.{p}_proj.weight", f"blk.{{bid}}.ffn_{p}.weight", required=False)
       for p in ("gate", "up", "down")),
-    Tensor(f"{_LAYER}mlp.gate.weight", "blk.{bid}.ffn_gate_inp.weight", required=False),
-    Tensor(f"{_LAYER}mlp.e_score_correction_bias", "blk.{bid}.exp_probs_b.bias", required=False),
+    Tensor(f"{_LAYER}mlp.gate.weight", GGUF.FFN_GATE_INP.weight, required=False),
+    Tensor(f"{_LAYER}mlp.e_score_correction_bias", GGUF.FFN_EXP_PROBS_B.bias, required=False),
     *(Experts(f"{_LAYER}mlp.experts.{{x}}.{p}_proj.weight", f"blk.{{bid}}.ffn_{p}_exps.weight", "num_experts",
               required=False) for p in ("down", "gate", "up")),
     *(Tensor(f"{_LAYER}mlp.shared_experts.{p}_proj.weight", f"blk.{{bid}}.ffn_{p}_shexp.weight", required=False)
@@ -125,7 +127,6 @@ def normalise(h: dict) -> dict:
 
 
 def check(h: dict, path: Path) -> None:
-    check_architecture(h, path, "exaone_moe", ARCHITECTURES)
     check_no_pooling(path)
     if h.get("sliding_window") is None:
         raise ConfigError(f"{path}: sliding_window is null: transformers then ropes every layer, while llama.cpp's "
@@ -203,18 +204,19 @@ def parameters(h: dict, block_count: int, file_type: int) -> list:
     pattern), then the mixture's."""
     shared = h["num_shared_experts"]
     return [*text_model_parameters(h, "exaone-moe", block_count, file_type),
-            u32("exaone-moe.vocab_size", h["vocab_size"]),
-            u32("exaone-moe.attention.sliding_window", h["sliding_window"]),
-            KV("exaone-moe.attention.sliding_window_pattern", ValueType.ARRAY,
+            u32(Keys.LLM.VOCAB_SIZE.format(arch="exaone-moe"), h["vocab_size"]),
+            u32(Keys.Attention.SLIDING_WINDOW.format(arch="exaone-moe"), h["sliding_window"]),
+            KV(Keys.Attention.SLIDING_WINDOW_PATTERN.format(arch="exaone-moe"), ValueType.ARRAY,
                [t == "sliding_attention" for t in h["layer_types"]], ValueType.BOOL),
-            u32("exaone-moe.expert_feed_forward_length", h["moe_intermediate_size"]),
-            u32("exaone-moe.expert_shared_count", shared),
-            u32("exaone-moe.expert_shared_feed_forward_length", h["moe_intermediate_size"] * shared),
-            f32("exaone-moe.expert_weights_scale", h["routed_scaling_factor"]),
-            boolean("exaone-moe.expert_weights_norm", h["norm_topk_prob"]),
-            u32("exaone-moe.leading_dense_block_count", h["first_k_dense_replace"]),
-            u32("exaone-moe.nextn_predict_layers", h.get("num_nextn_predict_layers", 0)),
-            string("exaone-moe.rope.scaling.type", "none")]
+            u32(Keys.LLM.EXPERT_FEED_FORWARD_LENGTH.format(arch="exaone-moe"), h["moe_intermediate_size"]),
+            u32(Keys.LLM.EXPERT_SHARED_COUNT.format(arch="exaone-moe"), shared),
+            u32(Keys.LLM.EXPERT_SHARED_FEED_FORWARD_LENGTH.format(arch="exaone-moe"),
+                h["moe_intermediate_size"] * shared),
+            f32(Keys.LLM.EXPERT_WEIGHTS_SCALE.format(arch="exaone-moe"), h["routed_scaling_factor"]),
+            boolean(Keys.LLM.EXPERT_WEIGHTS_NORM.format(arch="exaone-moe"), h["norm_topk_prob"]),
+            u32(Keys.LLM.LEADING_DENSE_BLOCK_COUNT.format(arch="exaone-moe"), h["first_k_dense_replace"]),
+            u32(Keys.LLM.NEXTN_PREDICT_LAYERS.format(arch="exaone-moe"), h.get("num_nextn_predict_layers", 0)),
+            string(Keys.Rope.SCALING_TYPE.format(arch="exaone-moe"), "none")]
 
 
 FAMILY = Family(
@@ -229,7 +231,7 @@ FAMILY = Family(
     vocab=vocab,
     check=check,
     normalise=normalise,
-    llama_cpp_applies_window=True,  # llama.cpp's exaone-moe slides on the layers layer_types names
+    runner=RunnerFacts(llama_cpp_applies_window=True),  # llama.cpp's exaone-moe slides on the layers layer_types names
     extra_blocks=lambda h: h.get("num_nextn_predict_layers") or 0,
     rename=mtp_rename,
     stored_hparams=mtp_stored,

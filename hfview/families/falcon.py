@@ -16,6 +16,7 @@ from pathlib import Path
 from ..config import ANY, Harmless
 from ..errors import ConfigError
 from ..family import Family, Tensor, qkv_by_part
+from ..names import GGUF, Keys
 from ..params import f32, string, u32
 
 # transformers 5.24's FalconConfig defaults
@@ -46,18 +47,18 @@ def kv_heads(h: dict) -> int:
 
 
 TENSORS = (
-    Tensor("word_embeddings.weight", "token_embd.weight"),
-    Tensor("ln_f.{wb}", "output_norm.{wb}"),
-    Tensor("lm_head.weight", "output.weight", required=False),  # absent when tied (as released)
-    Tensor("h.{bid}.input_layernorm.{wb}", "blk.{bid}.attn_norm.{wb}", required=lambda h: _norms(h) == 1),
+    Tensor("word_embeddings.weight", GGUF.TOKEN_EMBD.weight),
+    Tensor("ln_f.{wb}", GGUF.OUTPUT_NORM.wb),
+    Tensor("lm_head.weight", GGUF.OUTPUT.weight, required=False),  # absent when tied (as released)
+    Tensor("h.{bid}.input_layernorm.{wb}", GGUF.ATTN_NORM.wb, required=lambda h: _norms(h) == 1),
     # llama.cpp's falcon feeds the MLP from attn_norm and, where a block has a second norm, attention from attn_norm_2
-    Tensor("h.{bid}.ln_mlp.{wb}", "blk.{bid}.attn_norm.{wb}", required=lambda h: _norms(h) == 2),
-    Tensor("h.{bid}.ln_attn.{wb}", "blk.{bid}.attn_norm_2.{wb}", required=lambda h: _norms(h) == 2),
-    Tensor("h.{bid}.self_attention.query_key_value.weight", "blk.{bid}.attn_qkv.weight",
+    Tensor("h.{bid}.ln_mlp.{wb}", GGUF.ATTN_NORM.wb, required=lambda h: _norms(h) == 2),
+    Tensor("h.{bid}.ln_attn.{wb}", GGUF.ATTN_NORM_2.wb, required=lambda h: _norms(h) == 2),
+    Tensor("h.{bid}.self_attention.query_key_value.weight", GGUF.ATTN_QKV.weight,
            qkv_by_part("num_attention_heads", kv_heads)),
-    Tensor("h.{bid}.self_attention.dense.weight", "blk.{bid}.attn_output.weight"),
-    Tensor("h.{bid}.mlp.dense_h_to_4h.weight", "blk.{bid}.ffn_up.weight"),
-    Tensor("h.{bid}.mlp.dense_4h_to_h.weight", "blk.{bid}.ffn_down.weight"),
+    Tensor("h.{bid}.self_attention.dense.weight", GGUF.ATTN_OUT.weight),
+    Tensor("h.{bid}.mlp.dense_h_to_4h.weight", GGUF.FFN_UP.weight),
+    Tensor("h.{bid}.mlp.dense_4h_to_h.weight", GGUF.FFN_DOWN.weight),
 )
 
 
@@ -92,15 +93,19 @@ def check(h: dict, path: Path) -> None:
 
 
 def parameters(h: dict, block_count: int, file_type: int) -> list:
-    return [u32("falcon.context_length", 2048), string("falcon.tensor_data_layout", "jploski"),
-            u32("falcon.embedding_length", h["hidden_size"]), u32("falcon.feed_forward_length", 4 * h["hidden_size"]),
-            u32("falcon.block_count", block_count), u32("falcon.attention.head_count", h["num_attention_heads"]),
-            u32("falcon.attention.head_count_kv", kv_heads(h)),
-            f32("falcon.attention.layer_norm_epsilon", h["layer_norm_epsilon"]), u32("general.file_type", file_type)]
+    return [u32(Keys.LLM.CONTEXT_LENGTH.format(arch="falcon"), 2048),
+            string(Keys.LLM.TENSOR_DATA_LAYOUT.format(arch="falcon"), "jploski"),
+            u32(Keys.LLM.EMBEDDING_LENGTH.format(arch="falcon"), h["hidden_size"]),
+            u32(Keys.LLM.FEED_FORWARD_LENGTH.format(arch="falcon"), 4 * h["hidden_size"]),
+            u32(Keys.LLM.BLOCK_COUNT.format(arch="falcon"), block_count),
+            u32(Keys.Attention.HEAD_COUNT.format(arch="falcon"), h["num_attention_heads"]),
+            u32(Keys.Attention.HEAD_COUNT_KV.format(arch="falcon"), kv_heads(h)),
+            f32(Keys.Attention.LAYERNORM_EPS.format(arch="falcon"), h["layer_norm_epsilon"]),
+            u32(Keys.General.FILE_TYPE, file_type)]
 
 
 def vocab(model_dir: Path, h: dict) -> list:
-    from tokenizer.vocab import gpt2_vocab
+    from hfview.tokenizer.vocab import gpt2_vocab
     return gpt2_vocab(model_dir, h)
 
 

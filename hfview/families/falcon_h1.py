@@ -19,11 +19,10 @@ from pathlib import Path
 from ..config import ANY, Harmless
 from ..errors import ConfigError
 from ..family import Family, Tensor
+from ..names import GGUF, Keys
 from ..params import f32, u32
 from ..views import NEG_EXP, RowSegmentsScaled, ValueStep, scaled
-from .granitemoehybrid import by_group
-from .mamba import squeezed
-from .mamba2 import per_head
+from ._parts.state_space import by_mamba_n_groups, per_head, squeezed
 
 ARCH = "falcon-h1"
 
@@ -69,28 +68,28 @@ def _in_proj_segments(h: dict) -> ValueStep:
 
 _L = "model.layers.{bid}."
 TENSORS = (
-    Tensor("model.embed_tokens.weight", "token_embd.weight", steps=times("embedding_multiplier")),
-    Tensor("lm_head.weight", "output.weight", steps=times("lm_head_multiplier")),
-    Tensor("model.final_layernorm.weight", "output_norm.weight"),
-    Tensor(_L + "input_layernorm.weight", "blk.{bid}.attn_norm.weight"),
-    Tensor(_L + "pre_ff_layernorm.weight", "blk.{bid}.ffn_norm"),
-    Tensor(_L + "self_attn.q_proj.weight", "blk.{bid}.attn_q.weight", steps=times("attention_in_multiplier")),
-    Tensor(_L + "self_attn.k_proj.weight", "blk.{bid}.attn_k.weight",
+    Tensor("model.embed_tokens.weight", GGUF.TOKEN_EMBD.weight, steps=times("embedding_multiplier")),
+    Tensor("lm_head.weight", GGUF.OUTPUT.weight, steps=times("lm_head_multiplier")),
+    Tensor("model.final_layernorm.weight", GGUF.OUTPUT_NORM.weight),
+    Tensor(_L + "input_layernorm.weight", GGUF.ATTN_NORM.weight),
+    Tensor(_L + "pre_ff_layernorm.weight", GGUF.FFN_NORM),
+    Tensor(_L + "self_attn.q_proj.weight", GGUF.ATTN_Q.weight, steps=times("attention_in_multiplier")),
+    Tensor(_L + "self_attn.k_proj.weight", GGUF.ATTN_K.weight,
            steps=times("key_multiplier", "attention_in_multiplier")),
-    Tensor(_L + "self_attn.v_proj.weight", "blk.{bid}.attn_v.weight", steps=times("attention_in_multiplier")),
-    Tensor(_L + "self_attn.o_proj.weight", "blk.{bid}.attn_output.weight", steps=times("attention_out_multiplier")),
-    Tensor(_L + "mamba.in_proj.weight", "blk.{bid}.ssm_in.weight",
+    Tensor(_L + "self_attn.v_proj.weight", GGUF.ATTN_V.weight, steps=times("attention_in_multiplier")),
+    Tensor(_L + "self_attn.o_proj.weight", GGUF.ATTN_OUT.weight, steps=times("attention_out_multiplier")),
+    Tensor(_L + "mamba.in_proj.weight", GGUF.SSM_IN.weight,
            steps=lambda h: (*times("ssm_in_multiplier")(h), _in_proj_segments(h))),
-    Tensor(_L + "mamba.conv1d.weight", "blk.{bid}.ssm_conv1d.weight", squeezed),
-    Tensor(_L + "mamba.conv1d.bias", "blk.{bid}.ssm_conv1d.bias"),
-    Tensor(_L + "mamba.dt_bias", "blk.{bid}.ssm_dt.bias"),
-    Tensor(_L + "mamba.A_log", "blk.{bid}.ssm_a", per_head, steps=(NEG_EXP,)),
-    Tensor(_L + "mamba.D", "blk.{bid}.ssm_d", per_head),
-    Tensor(_L + "mamba.norm.weight", "blk.{bid}.ssm_norm.weight", by_group, required=lambda h: h["mamba_rms_norm"]),
-    Tensor(_L + "mamba.out_proj.weight", "blk.{bid}.ssm_out.weight", steps=times("ssm_out_multiplier")),
-    Tensor(_L + "feed_forward.gate_proj.weight", "blk.{bid}.ffn_gate.weight", steps=times("mlp_multipliers[0]")),
-    Tensor(_L + "feed_forward.up_proj.weight", "blk.{bid}.ffn_up.weight"),
-    Tensor(_L + "feed_forward.down_proj.weight", "blk.{bid}.ffn_down.weight", steps=times("mlp_multipliers[1]")),
+    Tensor(_L + "mamba.conv1d.weight", GGUF.SSM_CONV1D.weight, squeezed),
+    Tensor(_L + "mamba.conv1d.bias", GGUF.SSM_CONV1D.bias),
+    Tensor(_L + "mamba.dt_bias", GGUF.SSM_DT.bias),
+    Tensor(_L + "mamba.A_log", GGUF.SSM_A, per_head, steps=(NEG_EXP,)),
+    Tensor(_L + "mamba.D", GGUF.SSM_D, per_head),
+    Tensor(_L + "mamba.norm.weight", GGUF.SSM_NORM.weight, by_mamba_n_groups, required=lambda h: h["mamba_rms_norm"]),
+    Tensor(_L + "mamba.out_proj.weight", GGUF.SSM_OUT.weight, steps=times("ssm_out_multiplier")),
+    Tensor(_L + "feed_forward.gate_proj.weight", GGUF.FFN_GATE.weight, steps=times("mlp_multipliers[0]")),
+    Tensor(_L + "feed_forward.up_proj.weight", GGUF.FFN_UP.weight),
+    Tensor(_L + "feed_forward.down_proj.weight", GGUF.FFN_DOWN.weight, steps=times("mlp_multipliers[1]")),
 )
 
 def check(h: dict, path: Path) -> None:
@@ -132,22 +131,27 @@ def check(h: dict, path: Path) -> None:
 def parameters(h: dict, block_count: int, file_type: int) -> list:
     """Mamba2Model's list (its context length, FFN width and head count then set again, keeping their places), then
     FalconH1Model's vocabulary size, KV heads, head widths and rope base."""
-    return [u32(f"{ARCH}.context_length", h["max_position_embeddings"]), u32(f"{ARCH}.embedding_length", h["hidden_size"]),
-            u32(f"{ARCH}.feed_forward_length", h["intermediate_size"]),
-            u32(f"{ARCH}.attention.head_count", h["num_attention_heads"]), u32(f"{ARCH}.block_count", block_count),
-            u32(f"{ARCH}.ssm.conv_kernel", h["mamba_d_conv"]), u32(f"{ARCH}.ssm.inner_size", h["mamba_d_ssm"]),
-            u32(f"{ARCH}.ssm.state_size", h["mamba_d_state"]),
-            u32(f"{ARCH}.ssm.time_step_rank", h["mamba_d_ssm"] // h["mamba_d_head"]),
-            u32(f"{ARCH}.ssm.group_count", h["mamba_n_groups"]),
-            f32(f"{ARCH}.attention.layer_norm_rms_epsilon", h["rms_norm_eps"]), u32("general.file_type", file_type),
-            u32(f"{ARCH}.vocab_size", h["vocab_size"]),
-            u32(f"{ARCH}.attention.head_count_kv", h["num_key_value_heads"]),
-            u32(f"{ARCH}.attention.key_length", h["head_dim"]), u32(f"{ARCH}.attention.value_length", h["head_dim"]),
-            f32(f"{ARCH}.rope.freq_base", h["rope_parameters"]["rope_theta"])]
+    return [u32(Keys.LLM.CONTEXT_LENGTH.format(arch=ARCH), h["max_position_embeddings"]),
+            u32(Keys.LLM.EMBEDDING_LENGTH.format(arch=ARCH), h["hidden_size"]),
+            u32(Keys.LLM.FEED_FORWARD_LENGTH.format(arch=ARCH), h["intermediate_size"]),
+            u32(Keys.Attention.HEAD_COUNT.format(arch=ARCH), h["num_attention_heads"]),
+            u32(Keys.LLM.BLOCK_COUNT.format(arch=ARCH), block_count),
+            u32(Keys.SSM.CONV_KERNEL.format(arch=ARCH), h["mamba_d_conv"]),
+            u32(Keys.SSM.INNER_SIZE.format(arch=ARCH), h["mamba_d_ssm"]),
+            u32(Keys.SSM.STATE_SIZE.format(arch=ARCH), h["mamba_d_state"]),
+            u32(Keys.SSM.TIME_STEP_RANK.format(arch=ARCH), h["mamba_d_ssm"] // h["mamba_d_head"]),
+            u32(Keys.SSM.GROUP_COUNT.format(arch=ARCH), h["mamba_n_groups"]),
+            f32(Keys.Attention.LAYERNORM_RMS_EPS.format(arch=ARCH), h["rms_norm_eps"]),
+            u32(Keys.General.FILE_TYPE, file_type),
+            u32(Keys.LLM.VOCAB_SIZE.format(arch=ARCH), h["vocab_size"]),
+            u32(Keys.Attention.HEAD_COUNT_KV.format(arch=ARCH), h["num_key_value_heads"]),
+            u32(Keys.Attention.KEY_LENGTH.format(arch=ARCH), h["head_dim"]),
+            u32(Keys.Attention.VALUE_LENGTH.format(arch=ARCH), h["head_dim"]),
+            f32(Keys.Rope.FREQ_BASE.format(arch=ARCH), h["rope_parameters"]["rope_theta"])]
 
 
 def vocab(model_dir: Path, h: dict) -> list:
-    from tokenizer.vocab import gpt2_vocab
+    from hfview.tokenizer.vocab import gpt2_vocab
     return gpt2_vocab(model_dir, h)
 
 

@@ -12,9 +12,11 @@ from pathlib import Path
 
 from ..config import ANY, Harmless
 from ..errors import ConfigError
-from ..family import Family, Skip, Tensor
+from ..family import Family, RunnerFacts, Skip, Tensor
+from ..names import GGUF, Keys
 from ..params import f32, u32
-from .gemma import NORM, check_gemma_common, gemma_parameters, sentencepiece_without_space_prefix
+from ._parts.gemma_common import (NORM, check_gemma_common, check_swa_and_scale, gemma_parameters,
+                                  sentencepiece_without_space_prefix)
 
 # transformers 5.24's Gemma2Config defaults, as data (tests/test_family_gemma2.py compares them).
 DEFAULTS = {
@@ -39,44 +41,21 @@ READS = frozenset({
 HARMLESS: Harmless = {"hidden_act": ANY, "cache_implementation": ANY}
 
 TENSORS = (
-    Tensor("model.embed_tokens.weight", "token_embd.weight"),
-    Tensor("model.norm.weight", "output_norm.weight", steps=NORM),
+    Tensor("model.embed_tokens.weight", GGUF.TOKEN_EMBD.weight),
+    Tensor("model.norm.weight", GGUF.OUTPUT_NORM.weight, steps=NORM),
     Skip("lm_head.weight"),  # the converter drops it: the output is the (tied) embedding matrix
-    Tensor("model.layers.{bid}.input_layernorm.weight", "blk.{bid}.attn_norm.weight", steps=NORM),
-    Tensor("model.layers.{bid}.self_attn.q_proj.weight", "blk.{bid}.attn_q.weight"),
-    Tensor("model.layers.{bid}.self_attn.k_proj.weight", "blk.{bid}.attn_k.weight"),
-    Tensor("model.layers.{bid}.self_attn.v_proj.weight", "blk.{bid}.attn_v.weight"),
-    Tensor("model.layers.{bid}.self_attn.o_proj.weight", "blk.{bid}.attn_output.weight"),
-    Tensor("model.layers.{bid}.post_attention_layernorm.weight", "blk.{bid}.post_attention_norm.weight", steps=NORM),
-    Tensor("model.layers.{bid}.pre_feedforward_layernorm.weight", "blk.{bid}.ffn_norm.weight", steps=NORM),
-    Tensor("model.layers.{bid}.post_feedforward_layernorm.weight", "blk.{bid}.post_ffw_norm.weight", steps=NORM),
-    Tensor("model.layers.{bid}.mlp.gate_proj.weight", "blk.{bid}.ffn_gate.weight"),
-    Tensor("model.layers.{bid}.mlp.up_proj.weight", "blk.{bid}.ffn_up.weight"),
-    Tensor("model.layers.{bid}.mlp.down_proj.weight", "blk.{bid}.ffn_down.weight"),
+    Tensor("model.layers.{bid}.input_layernorm.weight", GGUF.ATTN_NORM.weight, steps=NORM),
+    Tensor("model.layers.{bid}.self_attn.q_proj.weight", GGUF.ATTN_Q.weight),
+    Tensor("model.layers.{bid}.self_attn.k_proj.weight", GGUF.ATTN_K.weight),
+    Tensor("model.layers.{bid}.self_attn.v_proj.weight", GGUF.ATTN_V.weight),
+    Tensor("model.layers.{bid}.self_attn.o_proj.weight", GGUF.ATTN_OUT.weight),
+    Tensor("model.layers.{bid}.post_attention_layernorm.weight", GGUF.ATTN_POST_NORM.weight, steps=NORM),
+    Tensor("model.layers.{bid}.pre_feedforward_layernorm.weight", GGUF.FFN_NORM.weight, steps=NORM),
+    Tensor("model.layers.{bid}.post_feedforward_layernorm.weight", GGUF.FFN_POST_NORM.weight, steps=NORM),
+    Tensor("model.layers.{bid}.mlp.gate_proj.weight", GGUF.FFN_GATE.weight),
+    Tensor("model.layers.{bid}.mlp.up_proj.weight", GGUF.FFN_UP.weight),
+    Tensor("model.layers.{bid}.mlp.down_proj.weight", GGUF.FFN_DOWN.weight),
 )
-
-
-def alternating_layers(n: int, period: int) -> list[str]:
-    """The layer kinds llama.cpp assumes when no pattern is written: every `period`-th layer is global."""
-    return ["full_attention" if (i + 1) % period == 0 else "sliding_attention" for i in range(n)]
-
-
-def attention_scale_width(h: dict, layers_27b: int) -> int:
-    """The query_pre_attn_scalar llama.cpp's graph implies: hidden/heads for the 27B, else head_dim."""
-    if h["num_hidden_layers"] == layers_27b:
-        return h["hidden_size"] // h["num_attention_heads"]
-    return h["head_dim"]
-
-
-def check_swa_and_scale(h: dict, path: Path, arch: str, period: int, layers_27b: int) -> None:
-    layer_types = h.get("layer_types") or alternating_layers(h["num_hidden_layers"], period)
-    if list(layer_types) != alternating_layers(h["num_hidden_layers"], period):
-        raise ConfigError(f"{path}: layer_types {layer_types}: llama.cpp's {arch} makes every {period}th layer "
-                          f"global and the others sliding, and the converter writes no pattern")
-    want = attention_scale_width(h, layers_27b)
-    if h["query_pre_attn_scalar"] != want:
-        raise ConfigError(f"{path}: query_pre_attn_scalar {h['query_pre_attn_scalar']}: llama.cpp's {arch} scales "
-                          f"attention by 1/sqrt({want}) for this shape; this checkpoint would run wrong")
 
 
 def check(h: dict, path: Path) -> None:
@@ -92,13 +71,13 @@ def check(h: dict, path: Path) -> None:
 
 def parameters(h: dict, block_count: int, file_type: int) -> list:
     return [*gemma_parameters("gemma2", h, block_count, file_type),
-            f32("gemma2.attn_logit_softcapping", h["attn_logit_softcapping"]),
-            f32("gemma2.final_logit_softcapping", h["final_logit_softcapping"]),
-            u32("gemma2.attention.sliding_window", h["sliding_window"])]
+            f32(Keys.LLM.ATTN_LOGIT_SOFTCAPPING.format(arch="gemma2"), h["attn_logit_softcapping"]),
+            f32(Keys.LLM.FINAL_LOGIT_SOFTCAPPING.format(arch="gemma2"), h["final_logit_softcapping"]),
+            u32(Keys.Attention.SLIDING_WINDOW.format(arch="gemma2"), h["sliding_window"])]
 
 
 def vocab(model_dir: Path, h: dict) -> list:
-    from tokenizer.vocab import ADD_SPACE_PREFIX
+    from hfview.tokenizer.vocab import ADD_SPACE_PREFIX
     w = sentencepiece_without_space_prefix(model_dir, h)
     w.add_bool(ADD_SPACE_PREFIX, False)
     return w.kvs()
@@ -116,5 +95,5 @@ FAMILY = Family(
     vocab=vocab,
     check=check,
     notes={"embedding scale": "sqrt(hidden_size) is applied by llama.cpp's gemma2 graph; nothing is written"},
-    llama_cpp_applies_window=True,  # llama.cpp's gemma2 slides on even layers, as the model does
+    runner=RunnerFacts(llama_cpp_applies_window=True),  # llama.cpp's gemma2 slides on even layers, as the model does
 )

@@ -18,10 +18,10 @@ from pathlib import Path
 
 from ..config import ANY, Harmless
 from ..errors import ConfigError
-from ..family import Family, Skip, Tensor
+from ..family import Family, RunnerFacts, Skip, Tensor
+from ..names import GGUF, Keys
 from ..params import boolean, f32, text_model_parameters, u32
-from .gemma import NORM, TANH_GELU
-from .gemma2 import alternating_layers, check_swa_and_scale
+from ._parts.gemma_common import NORM, TANH_GELU, alternating_layers, check_swa_and_scale, check_vocab_rows
 
 _TEXT_DEFAULTS = dict(
     vocab_size=262208, hidden_size=2304, intermediate_size=9216, num_hidden_layers=26, num_attention_heads=8,
@@ -52,22 +52,22 @@ HARMLESS: Harmless = {"hidden_act": ANY, "cache_implementation": ANY, "vision_co
     "mm_tokens_per_image": ANY, "boi_token_index": ANY, "eoi_token_index": ANY, "image_token_index": ANY}
 
 TENSORS = (
-    Tensor("model.embed_tokens.weight", "token_embd.weight"),
-    Tensor("model.norm.weight", "output_norm.weight", steps=NORM),
-    Tensor("lm_head.weight", "output.weight", required=False),  # absent when tied (as released)
-    Tensor("model.layers.{bid}.input_layernorm.weight", "blk.{bid}.attn_norm.weight", steps=NORM),
-    Tensor("model.layers.{bid}.self_attn.q_proj.weight", "blk.{bid}.attn_q.weight"),
-    Tensor("model.layers.{bid}.self_attn.k_proj.weight", "blk.{bid}.attn_k.weight"),
-    Tensor("model.layers.{bid}.self_attn.v_proj.weight", "blk.{bid}.attn_v.weight"),
-    Tensor("model.layers.{bid}.self_attn.o_proj.weight", "blk.{bid}.attn_output.weight"),
-    Tensor("model.layers.{bid}.self_attn.q_norm.weight", "blk.{bid}.attn_q_norm.weight", steps=NORM),
-    Tensor("model.layers.{bid}.self_attn.k_norm.weight", "blk.{bid}.attn_k_norm.weight", steps=NORM),
-    Tensor("model.layers.{bid}.post_attention_layernorm.weight", "blk.{bid}.post_attention_norm.weight", steps=NORM),
-    Tensor("model.layers.{bid}.pre_feedforward_layernorm.weight", "blk.{bid}.ffn_norm.weight", steps=NORM),
-    Tensor("model.layers.{bid}.post_feedforward_layernorm.weight", "blk.{bid}.post_ffw_norm.weight", steps=NORM),
-    Tensor("model.layers.{bid}.mlp.gate_proj.weight", "blk.{bid}.ffn_gate.weight"),
-    Tensor("model.layers.{bid}.mlp.up_proj.weight", "blk.{bid}.ffn_up.weight"),
-    Tensor("model.layers.{bid}.mlp.down_proj.weight", "blk.{bid}.ffn_down.weight"),
+    Tensor("model.embed_tokens.weight", GGUF.TOKEN_EMBD.weight),
+    Tensor("model.norm.weight", GGUF.OUTPUT_NORM.weight, steps=NORM),
+    Tensor("lm_head.weight", GGUF.OUTPUT.weight, required=False),  # absent when tied (as released)
+    Tensor("model.layers.{bid}.input_layernorm.weight", GGUF.ATTN_NORM.weight, steps=NORM),
+    Tensor("model.layers.{bid}.self_attn.q_proj.weight", GGUF.ATTN_Q.weight),
+    Tensor("model.layers.{bid}.self_attn.k_proj.weight", GGUF.ATTN_K.weight),
+    Tensor("model.layers.{bid}.self_attn.v_proj.weight", GGUF.ATTN_V.weight),
+    Tensor("model.layers.{bid}.self_attn.o_proj.weight", GGUF.ATTN_OUT.weight),
+    Tensor("model.layers.{bid}.self_attn.q_norm.weight", GGUF.ATTN_Q_NORM.weight, steps=NORM),
+    Tensor("model.layers.{bid}.self_attn.k_norm.weight", GGUF.ATTN_K_NORM.weight, steps=NORM),
+    Tensor("model.layers.{bid}.post_attention_layernorm.weight", GGUF.ATTN_POST_NORM.weight, steps=NORM),
+    Tensor("model.layers.{bid}.pre_feedforward_layernorm.weight", GGUF.FFN_NORM.weight, steps=NORM),
+    Tensor("model.layers.{bid}.post_feedforward_layernorm.weight", GGUF.FFN_POST_NORM.weight, steps=NORM),
+    Tensor("model.layers.{bid}.mlp.gate_proj.weight", GGUF.FFN_GATE.weight),
+    Tensor("model.layers.{bid}.mlp.up_proj.weight", GGUF.FFN_UP.weight),
+    Tensor("model.layers.{bid}.mlp.down_proj.weight", GGUF.FFN_DOWN.weight),
     # the image-text model's vision side, saved as released (4.50) or as transformers 5 names it
     Skip("vision_tower.{rest}"), Skip("model.vision_tower.{rest}"),
     Skip("multi_modal_projector.{rest}"), Skip("model.multi_modal_projector.{rest}"),
@@ -120,45 +120,31 @@ def check(h: dict, path: Path) -> None:
                               f"layers' rope linearly at most and the sliding layers' not at all")
     if _pattern(h) != 1:
         check_swa_and_scale(h, path, "gemma3", 6, 62)
-    _check_vocab_rows(h, path.parent)
-
-
-def _check_vocab_rows(h: dict, model_dir: Path) -> None:
-    """Without tokenizer.model the converter cuts token_embd to tokenizer.json's token count; the view does
-    not present a cut matrix, so it refuses where the cut would remove rows."""
-    tok = model_dir / "tokenizer.json"
-    if (model_dir / "tokenizer.model").is_file() or not tok.is_file():
-        return
-    from tokenizer.special import read_tokenizer_json
-    data = read_tokenizer_json(tok)
-    n_real = len((data.get("model") or {}).get("vocab", {})) + len(data.get("added_tokens", []))
-    if n_real < h["vocab_size"]:
-        raise ConfigError(f"{tok}: {n_real} tokens for vocab_size {h['vocab_size']}: the converter keeps only the "
-                          f"first {n_real} embedding rows, which hfview does not present yet")
+    check_vocab_rows(h, path.parent)
 
 
 def parameters(h: dict, block_count: int, file_type: int) -> list:
     """TextModel's list, then Gemma3Model's own additions and restatements (a restated key keeps its place)."""
     kv = [*text_model_parameters(h, "gemma3", block_count, file_type),
-          u32("gemma3.context_length", h["max_position_embeddings"]),
-          u32("gemma3.attention.head_count", h["num_attention_heads"]),
-          f32("gemma3.attention.layer_norm_rms_epsilon", h["rms_norm_eps"]),
-          u32("gemma3.attention.key_length", h["head_dim"]),
-          u32("gemma3.attention.value_length", h["head_dim"]),
-          f32("gemma3.rope.freq_base", h["rope_parameters"]["full_attention"]["rope_theta"])]
+          u32(Keys.LLM.CONTEXT_LENGTH.format(arch="gemma3"), h["max_position_embeddings"]),
+          u32(Keys.Attention.HEAD_COUNT.format(arch="gemma3"), h["num_attention_heads"]),
+          f32(Keys.Attention.LAYERNORM_RMS_EPS.format(arch="gemma3"), h["rms_norm_eps"]),
+          u32(Keys.Attention.KEY_LENGTH.format(arch="gemma3"), h["head_dim"]),
+          u32(Keys.Attention.VALUE_LENGTH.format(arch="gemma3"), h["head_dim"]),
+          f32(Keys.Rope.FREQ_BASE.format(arch="gemma3"), h["rope_parameters"]["full_attention"]["rope_theta"])]
     if h.get("final_logit_softcapping"):
-        kv.append(f32("gemma3.final_logit_softcapping", h["final_logit_softcapping"]))
+        kv.append(f32(Keys.LLM.FINAL_LOGIT_SOFTCAPPING.format(arch="gemma3"), h["final_logit_softcapping"]))
     if _pattern(h) != 1:  # a pattern of 1 makes every layer global: no window is written
-        kv.append(u32("gemma3.attention.sliding_window", h["sliding_window"]))
-    kv.append(u32("gemma3.attention.head_count_kv", h["num_key_value_heads"]))
+        kv.append(u32(Keys.Attention.SLIDING_WINDOW.format(arch="gemma3"), h["sliding_window"]))
+    kv.append(u32(Keys.Attention.HEAD_COUNT_KV.format(arch="gemma3"), h["num_key_value_heads"]))
     return kv
 
 
 def vocab(model_dir: Path, h: dict) -> list:
     if (model_dir / "tokenizer.model").is_file():
-        from tokenizer.vocab import ADD_SPACE_PREFIX, sentencepiece_vocab
+        from hfview.tokenizer.vocab import ADD_SPACE_PREFIX, sentencepiece_vocab
         return [*sentencepiece_vocab(model_dir, h), boolean(ADD_SPACE_PREFIX, False)]
-    from tokenizer.vocab import gpt2_vocab
+    from hfview.tokenizer.vocab import gpt2_vocab
     return gpt2_vocab(model_dir, h)
 
 
@@ -177,5 +163,5 @@ FAMILY = Family(
     notes={"embedding scale": "sqrt(hidden_size) is applied by llama.cpp's gemma3 graph; nothing is written",
            "image-text": "Gemma3ForConditionalGeneration is presented as its text model; the vision tower "
                          "and projector (the converter's --mmproj file) are not presented"},
-    llama_cpp_applies_window=True,  # llama.cpp's gemma3 slides on the layers layer_types names
+    runner=RunnerFacts(llama_cpp_applies_window=True),  # llama.cpp's gemma3 slides on the layers layer_types names
 )

@@ -24,11 +24,13 @@ import numpy as np
 
 from ..config import ANY, Harmless
 from ..errors import ConfigError
-from ..family import Family, Skip, Stacked, Tensor
+from ..family import Family, RunnerFacts, Skip, Stacked, Tensor
 from ..gguf_layout import KV, ValueType
-from ..views import RowsPadded, Stored, View
+from ..names import GGUF, Keys
 from ..params import u32
-from .gemma3 import parameters as gemma3_parameters, vocab as gemma3_vocab
+from ..views import RowsPadded, Stored, View
+from .gemma3 import parameters as gemma3_parameters
+from .gemma3 import vocab as gemma3_vocab
 
 _TEXT_DEFAULTS = dict(
     vocab_size=262400, hidden_size=2048, intermediate_size=16384, num_hidden_layers=35, num_attention_heads=8,
@@ -72,38 +74,38 @@ def _padded_to_vocab(sources: list, h: dict) -> View:
     return Stored(src) if src.shape[0] >= h["vocab_size"] else RowsPadded(src, h["vocab_size"])
 
 TENSORS = (
-    Stacked("model.altup_projections.{x}.weight", "altup_proj.weight", "_altup_parts"),
-    Stacked("model.altup_unembed_projections.{x}.weight", "altup_unembd_proj.weight", "_altup_parts"),
-    Tensor("model.embed_tokens.weight", "token_embd.weight", view=_padded_to_vocab),
-    Tensor("model.embed_tokens_per_layer.weight", "per_layer_token_embd.weight", view=_padded_to_vocab),
-    Tensor("model.per_layer_model_projection.weight", "per_layer_model_proj.weight"),
-    Tensor("model.per_layer_projection_norm.weight", "per_layer_proj_norm.weight"),
-    Tensor("model.norm.weight", "output_norm.weight"),
-    Tensor("lm_head.weight", "output.weight", required=False),  # absent when tied (as released)
-    Tensor(_L + "altup.correct_output_scale", "blk.{bid}.altup_correct_scale.weight"),
-    Tensor(_L + "altup.correction_coefs.weight", "blk.{bid}.altup_correct_coef.weight"),
-    Tensor(_L + "altup.modality_router.weight", "blk.{bid}.altup_router.weight"),
-    Tensor(_L + "altup.prediction_coefs.weight", "blk.{bid}.altup_predict_coef.weight"),
-    Tensor(_L + "altup.router_norm.weight", "blk.{bid}.altup_router_norm.weight"),
-    Tensor(_L + "input_layernorm.weight", "blk.{bid}.attn_norm.weight"),
-    Tensor(_L + "laurel.linear_left.weight", "blk.{bid}.laurel_l.weight"),
-    Tensor(_L + "laurel.linear_right.weight", "blk.{bid}.laurel_r.weight"),
-    Tensor(_L + "laurel.post_laurel_norm.weight", "blk.{bid}.laurel_post_norm.weight"),
-    Tensor(_L + "mlp.gate_proj.weight", "blk.{bid}.ffn_gate.weight"),
-    Tensor(_L + "mlp.up_proj.weight", "blk.{bid}.ffn_up.weight"),
-    Tensor(_L + "mlp.down_proj.weight", "blk.{bid}.ffn_down.weight"),
-    Tensor(_L + "per_layer_input_gate.weight", "blk.{bid}.inp_gate.weight"),
-    Tensor(_L + "per_layer_projection.weight", "blk.{bid}.proj.weight"),
-    Tensor(_L + "post_attention_layernorm.weight", "blk.{bid}.post_attention_norm.weight"),
-    Tensor(_L + "post_feedforward_layernorm.weight", "blk.{bid}.post_ffw_norm.weight"),
-    Tensor(_L + "post_per_layer_input_norm.weight", "blk.{bid}.post_norm.weight"),
-    Tensor(_L + "pre_feedforward_layernorm.weight", "blk.{bid}.ffn_norm.weight"),
-    Tensor(_L + "self_attn.q_proj.weight", "blk.{bid}.attn_q.weight"),
-    Tensor(_L + "self_attn.k_proj.weight", "blk.{bid}.attn_k.weight"),
-    Tensor(_L + "self_attn.v_proj.weight", "blk.{bid}.attn_v.weight"),
-    Tensor(_L + "self_attn.o_proj.weight", "blk.{bid}.attn_output.weight"),
-    Tensor(_L + "self_attn.q_norm.weight", "blk.{bid}.attn_q_norm.weight"),
-    Tensor(_L + "self_attn.k_norm.weight", "blk.{bid}.attn_k_norm.weight"),
+    Stacked("model.altup_projections.{x}.weight", GGUF.ALTUP_PROJ.weight, "_altup_parts"),
+    Stacked("model.altup_unembed_projections.{x}.weight", GGUF.ALTUP_UNEMBD_PROJ.weight, "_altup_parts"),
+    Tensor("model.embed_tokens.weight", GGUF.TOKEN_EMBD.weight, view=_padded_to_vocab),
+    Tensor("model.embed_tokens_per_layer.weight", GGUF.PER_LAYER_TOKEN_EMBD.weight, view=_padded_to_vocab),
+    Tensor("model.per_layer_model_projection.weight", GGUF.PER_LAYER_MODEL_PROJ.weight),
+    Tensor("model.per_layer_projection_norm.weight", GGUF.PER_LAYER_PROJ_NORM.weight),
+    Tensor("model.norm.weight", GGUF.OUTPUT_NORM.weight),
+    Tensor("lm_head.weight", GGUF.OUTPUT.weight, required=False),  # absent when tied (as released)
+    Tensor(_L + "altup.correct_output_scale", GGUF.ALTUP_CORRECT_SCALE.weight),
+    Tensor(_L + "altup.correction_coefs.weight", GGUF.ALTUP_CORRECT_COEF.weight),
+    Tensor(_L + "altup.modality_router.weight", GGUF.ALTUP_ROUTER.weight),
+    Tensor(_L + "altup.prediction_coefs.weight", GGUF.ALTUP_PREDICT_COEF.weight),
+    Tensor(_L + "altup.router_norm.weight", GGUF.ALTUP_ROUTER_NORM.weight),
+    Tensor(_L + "input_layernorm.weight", GGUF.ATTN_NORM.weight),
+    Tensor(_L + "laurel.linear_left.weight", GGUF.LAUREL_L.weight),
+    Tensor(_L + "laurel.linear_right.weight", GGUF.LAUREL_R.weight),
+    Tensor(_L + "laurel.post_laurel_norm.weight", GGUF.LAUREL_POST_NORM.weight),
+    Tensor(_L + "mlp.gate_proj.weight", GGUF.FFN_GATE.weight),
+    Tensor(_L + "mlp.up_proj.weight", GGUF.FFN_UP.weight),
+    Tensor(_L + "mlp.down_proj.weight", GGUF.FFN_DOWN.weight),
+    Tensor(_L + "per_layer_input_gate.weight", GGUF.PER_LAYER_INP_GATE.weight),
+    Tensor(_L + "per_layer_projection.weight", GGUF.PER_LAYER_PROJ.weight),
+    Tensor(_L + "post_attention_layernorm.weight", GGUF.ATTN_POST_NORM.weight),
+    Tensor(_L + "post_feedforward_layernorm.weight", GGUF.FFN_POST_NORM.weight),
+    Tensor(_L + "post_per_layer_input_norm.weight", GGUF.PER_LAYER_POST_NORM.weight),
+    Tensor(_L + "pre_feedforward_layernorm.weight", GGUF.FFN_NORM.weight),
+    Tensor(_L + "self_attn.q_proj.weight", GGUF.ATTN_Q.weight),
+    Tensor(_L + "self_attn.k_proj.weight", GGUF.ATTN_K.weight),
+    Tensor(_L + "self_attn.v_proj.weight", GGUF.ATTN_V.weight),
+    Tensor(_L + "self_attn.o_proj.weight", GGUF.ATTN_OUT.weight),
+    Tensor(_L + "self_attn.q_norm.weight", GGUF.ATTN_Q_NORM.weight),
+    Tensor(_L + "self_attn.k_norm.weight", GGUF.ATTN_K_NORM.weight),
     # the image-text-audio model's other towers, which the converter's --mmproj file holds
     Skip("model.vision_tower.{rest}"), Skip("model.audio_tower.{rest}"), Skip("model.embed_vision.{rest}"),
     Skip("model.embed_audio.{rest}"),
@@ -190,16 +192,17 @@ def _quantile(p: float) -> float:
 def parameters(h: dict, block_count: int, file_type: int) -> list:
     """Gemma3Model's list (the per-layer MLP widths as an array), then Gemma3NModel's additions."""
     hg = dict(h, intermediate_size=0)
-    kv = [KV("gemma3n.feed_forward_length", ValueType.ARRAY, list(h["intermediate_size"]), ValueType.INT32)
+    kv = [KV(Keys.LLM.FEED_FORWARD_LENGTH.format(arch="gemma3n"), ValueType.ARRAY, list(h["intermediate_size"]),
+             ValueType.INT32)
           if k.key == "gemma3n.feed_forward_length" else k for k in gemma3_parameters_for(hg, block_count, file_type)]
     return [*kv,
-            u32("gemma3n.altup.active_idx", h["altup_active_idx"]),
-            u32("gemma3n.altup.num_inputs", h["altup_num_inputs"]),
-            u32("gemma3n.embedding_length_per_layer_input", h["hidden_size_per_layer_input"]),
-            u32("gemma3n.attention.shared_kv_layers", h["num_kv_shared_layers"]),
-            KV("gemma3n.activation_sparsity_scale", ValueType.ARRAY,
+            u32(Keys.LLM.ALTUP_ACTIVE_IDX.format(arch="gemma3n"), h["altup_active_idx"]),
+            u32(Keys.LLM.ALTUP_NUM_INPUTS.format(arch="gemma3n"), h["altup_num_inputs"]),
+            u32(Keys.LLM.EMBD_LENGTH_PER_LAYER_INP.format(arch="gemma3n"), h["hidden_size_per_layer_input"]),
+            u32(Keys.Attention.SHARED_KV_LAYERS.format(arch="gemma3n"), h["num_kv_shared_layers"]),
+            KV(Keys.LLM.ACTIVATION_SPARSITY_SCALE.format(arch="gemma3n"), ValueType.ARRAY,
                [_quantile(float(s)) for s in h["activation_sparsity_pattern"]], ValueType.FLOAT32),
-            KV("gemma3n.attention.sliding_window_pattern", ValueType.ARRAY,
+            KV(Keys.Attention.SLIDING_WINDOW_PATTERN.format(arch="gemma3n"), ValueType.ARRAY,
                [kind == "sliding_attention" for kind in h["layer_types"]], ValueType.BOOL)]
 
 
@@ -229,5 +232,6 @@ FAMILY = Family(
     notes={"embedding scale": "sqrt(hidden_size) is applied by llama.cpp's gemma3n graph; nothing is written",
            "image-text": "Gemma3nForConditionalGeneration is presented as its text model; the vision and audio "
                          "towers and their embedders (the converter's --mmproj file) are not presented"},
-    llama_cpp_applies_window=True,  # llama.cpp's gemma3n slides on the layers sliding_window_pattern names
+    # llama.cpp's gemma3n slides on the layers sliding_window_pattern names
+    runner=RunnerFacts(llama_cpp_applies_window=True),
 )

@@ -32,10 +32,11 @@ import numpy as np
 
 from ..config import ANY, Harmless
 from ..errors import ConfigError
-from ..family import Family, Skip, Tensor
+from ..family import Family, RunnerFacts, Skip, Tensor
 from ..gguf_layout import KV, ValueType
+from ..names import GGUF, Keys
 from ..params import boolean, f32, text_model_parameters, u32
-from .gemma3 import _check_vocab_rows
+from ._parts.gemma_common import check_vocab_rows
 
 _DEFAULT_ROPE = {"sliding_attention": {"rope_type": "default", "rope_theta": 10000.0},
                  "full_attention": {"rope_type": "proportional", "partial_rotary_factor": 0.25,
@@ -90,47 +91,48 @@ def _own_kv(h: dict) -> bool:
 
 
 TENSORS = (
-    Tensor("model.embed_tokens.weight", "token_embd.weight"),
-    Tensor("model.norm.weight", "output_norm.weight"),
-    Tensor("lm_head.weight", "output.weight", required=False),  # absent when tied (as released)
-    Tensor("model.layers.{bid}.input_layernorm.weight", "blk.{bid}.attn_norm.weight"),
-    Tensor("model.layers.{bid}.layer_scalar", "blk.{bid}.layer_output_scale.weight"),
-    Tensor("model.layers.{bid}.self_attn.q_proj.weight", "blk.{bid}.attn_q.weight"),
+    Tensor("model.embed_tokens.weight", GGUF.TOKEN_EMBD.weight),
+    Tensor("model.norm.weight", GGUF.OUTPUT_NORM.weight),
+    Tensor("lm_head.weight", GGUF.OUTPUT.weight, required=False),  # absent when tied (as released)
+    Tensor("model.layers.{bid}.input_layernorm.weight", GGUF.ATTN_NORM.weight),
+    Tensor("model.layers.{bid}.layer_scalar", GGUF.LAYER_OUT_SCALE.weight),
+    Tensor("model.layers.{bid}.self_attn.q_proj.weight", GGUF.ATTN_Q.weight),
     # the shared KV layers (num_kv_shared_layers, the last ones) store no keys, values or key norm
-    Tensor("model.layers.{bid}.self_attn.k_proj.weight", "blk.{bid}.attn_k.weight", required=_own_kv),
+    Tensor("model.layers.{bid}.self_attn.k_proj.weight", GGUF.ATTN_K.weight, required=_own_kv),
     # absent on the full-attention layers where attention_k_eq_v (the keys are the values)
-    Tensor("model.layers.{bid}.self_attn.v_proj.weight", "blk.{bid}.attn_v.weight",
+    Tensor("model.layers.{bid}.self_attn.v_proj.weight", GGUF.ATTN_V.weight,
            required=lambda h: not h["attention_k_eq_v"] and _own_kv(h)),
-    Tensor("model.layers.{bid}.self_attn.o_proj.weight", "blk.{bid}.attn_output.weight"),
-    Tensor("model.layers.{bid}.self_attn.q_norm.weight", "blk.{bid}.attn_q_norm.weight"),
-    Tensor("model.layers.{bid}.self_attn.k_norm.weight", "blk.{bid}.attn_k_norm.weight", required=_own_kv),
-    Tensor("model.layers.{bid}.post_attention_layernorm.weight", "blk.{bid}.post_attention_norm.weight"),
-    Tensor("model.layers.{bid}.pre_feedforward_layernorm.weight", "blk.{bid}.ffn_norm.weight"),
-    Tensor("model.layers.{bid}.post_feedforward_layernorm.weight", "blk.{bid}.post_ffw_norm.weight"),
-    Tensor("model.layers.{bid}.mlp.gate_proj.weight", "blk.{bid}.ffn_gate.weight"),
-    Tensor("model.layers.{bid}.mlp.up_proj.weight", "blk.{bid}.ffn_up.weight"),
-    Tensor("model.layers.{bid}.mlp.down_proj.weight", "blk.{bid}.ffn_down.weight"),
+    Tensor("model.layers.{bid}.self_attn.o_proj.weight", GGUF.ATTN_OUT.weight),
+    Tensor("model.layers.{bid}.self_attn.q_norm.weight", GGUF.ATTN_Q_NORM.weight),
+    Tensor("model.layers.{bid}.self_attn.k_norm.weight", GGUF.ATTN_K_NORM.weight, required=_own_kv),
+    Tensor("model.layers.{bid}.post_attention_layernorm.weight", GGUF.ATTN_POST_NORM.weight),
+    Tensor("model.layers.{bid}.pre_feedforward_layernorm.weight", GGUF.FFN_NORM.weight),
+    Tensor("model.layers.{bid}.post_feedforward_layernorm.weight", GGUF.FFN_POST_NORM.weight),
+    Tensor("model.layers.{bid}.mlp.gate_proj.weight", GGUF.FFN_GATE.weight),
+    Tensor("model.layers.{bid}.mlp.up_proj.weight", GGUF.FFN_UP.weight),
+    Tensor("model.layers.{bid}.mlp.down_proj.weight", GGUF.FFN_DOWN.weight),
     # the mixture layers (enable_moe_block, the 26B-A4B): the MLP above is their shared expert; the experts are
     # stored stacked (gate and up fused, as llama.cpp's ffn_gate_up_exps takes them), the router with its own scale
     # and a per-expert scale of the experts' outputs (ffn_down_exps.scale)
-    Tensor("model.layers.{bid}.experts.gate_up_proj", "blk.{bid}.ffn_gate_up_exps.weight", required=_moe),
-    Tensor("model.layers.{bid}.experts.down_proj", "blk.{bid}.ffn_down_exps.weight", required=_moe),
-    Tensor("model.layers.{bid}.router.proj.weight", "blk.{bid}.ffn_gate_inp.weight", required=_moe),
+    Tensor("model.layers.{bid}.experts.gate_up_proj", GGUF.FFN_GATE_UP_EXP.weight, required=_moe),
+    Tensor("model.layers.{bid}.experts.down_proj", GGUF.FFN_DOWN_EXP.weight, required=_moe),
+    Tensor("model.layers.{bid}.router.proj.weight", GGUF.FFN_GATE_INP.weight, required=_moe),
     Tensor("model.layers.{bid}.router.scale", "blk.{bid}.ffn_gate_inp.scale", required=_moe),
     Tensor("model.layers.{bid}.router.per_expert_scale", "blk.{bid}.ffn_down_exps.scale", required=_moe),
-    Tensor("model.layers.{bid}.pre_feedforward_layernorm_2.weight", "blk.{bid}.pre_ffw_norm_2.weight", required=_moe),
-    Tensor("model.layers.{bid}.post_feedforward_layernorm_1.weight", "blk.{bid}.post_ffw_norm_1.weight",
+    Tensor("model.layers.{bid}.pre_feedforward_layernorm_2.weight", GGUF.FFN_PRE_NORM_2.weight, required=_moe),
+    Tensor("model.layers.{bid}.post_feedforward_layernorm_1.weight", GGUF.FFN_POST_NORM_1.weight,
            required=_moe),
-    Tensor("model.layers.{bid}.post_feedforward_layernorm_2.weight", "blk.{bid}.post_ffw_norm_2.weight",
+    Tensor("model.layers.{bid}.post_feedforward_layernorm_2.weight", GGUF.FFN_POST_NORM_2.weight,
            required=_moe),
     # the E models' per-layer inputs: a second embedding of hidden_size_per_layer_input per layer, a projection of
     # the first embedding to the same, its norm; in each layer a gate, a projection back and a norm
-    Tensor("model.embed_tokens_per_layer.weight", "per_layer_token_embd.weight", required=_per_layer_inputs),
-    Tensor("model.per_layer_model_projection.weight", "per_layer_model_proj.weight", required=_per_layer_inputs),
-    Tensor("model.per_layer_projection_norm.weight", "per_layer_proj_norm.weight", required=_per_layer_inputs),
-    Tensor("model.layers.{bid}.per_layer_input_gate.weight", "blk.{bid}.inp_gate.weight", required=_per_layer_inputs),
-    Tensor("model.layers.{bid}.per_layer_projection.weight", "blk.{bid}.proj.weight", required=_per_layer_inputs),
-    Tensor("model.layers.{bid}.post_per_layer_input_norm.weight", "blk.{bid}.post_norm.weight",
+    Tensor("model.embed_tokens_per_layer.weight", GGUF.PER_LAYER_TOKEN_EMBD.weight, required=_per_layer_inputs),
+    Tensor("model.per_layer_model_projection.weight", GGUF.PER_LAYER_MODEL_PROJ.weight, required=_per_layer_inputs),
+    Tensor("model.per_layer_projection_norm.weight", GGUF.PER_LAYER_PROJ_NORM.weight, required=_per_layer_inputs),
+    Tensor("model.layers.{bid}.per_layer_input_gate.weight", GGUF.PER_LAYER_INP_GATE.weight,
+           required=_per_layer_inputs),
+    Tensor("model.layers.{bid}.per_layer_projection.weight", GGUF.PER_LAYER_PROJ.weight, required=_per_layer_inputs),
+    Tensor("model.layers.{bid}.post_per_layer_input_norm.weight", GGUF.PER_LAYER_POST_NORM.weight,
            required=_per_layer_inputs),
     # the image-text model's vision (and audio) side, which the converter's --mmproj file holds
     Skip("model.vision_tower.{rest}"), Skip("model.embed_vision.{rest}"), Skip("model.vision_embedder.{rest}"),
@@ -237,9 +239,9 @@ def check(h: dict, path: Path) -> None:
                           f"{factor} is not an even number of rotated dimensions")
     if h["sliding_window"] is None:
         raise ConfigError(f"{path}: sliding_window null: the converter writes the window of the sliding layers")
-    _check_vocab_rows(h, path.parent)
+    check_vocab_rows(h, path.parent)
     if h.get("model_type", "").startswith("gemma4_unified"):
-        from tokenizer.special import read_json
+        from hfview.tokenizer.special import read_json
         gen = path.parent / "generation_config.json"
         if gen.is_file() and (read_json(gen) or {}).get("suppress_tokens") is not None:
             raise ConfigError(f"{gen}: suppress_tokens: the converter writes them for Gemma 4 Unified "
@@ -253,36 +255,37 @@ def parameters(h: dict, block_count: int, file_type: int) -> list:
     head_swa = h["head_dim"]
     swa = [kind == "sliding_attention" for kind in h["layer_types"]]
     kv = [*text_model_parameters(h, "gemma4", block_count, file_type),
-          u32("gemma4.context_length", h["max_position_embeddings"]),
-          u32("gemma4.attention.head_count", h["num_attention_heads"]),
-          f32("gemma4.attention.layer_norm_rms_epsilon", h["rms_norm_eps"]),
-          u32("gemma4.attention.key_length", head_swa),
-          u32("gemma4.attention.value_length", head_swa),
-          f32("gemma4.rope.freq_base", h["rope_parameters"]["full_attention"].get("rope_theta", 1000000.0))]
+          u32(Keys.LLM.CONTEXT_LENGTH.format(arch="gemma4"), h["max_position_embeddings"]),
+          u32(Keys.Attention.HEAD_COUNT.format(arch="gemma4"), h["num_attention_heads"]),
+          f32(Keys.Attention.LAYERNORM_RMS_EPS.format(arch="gemma4"), h["rms_norm_eps"]),
+          u32(Keys.Attention.KEY_LENGTH.format(arch="gemma4"), head_swa),
+          u32(Keys.Attention.VALUE_LENGTH.format(arch="gemma4"), head_swa),
+          f32(Keys.Rope.FREQ_BASE.format(arch="gemma4"),
+              h["rope_parameters"]["full_attention"].get("rope_theta", 1000000.0))]
     if h.get("final_logit_softcapping"):
-        kv.append(f32("gemma4.final_logit_softcapping", h["final_logit_softcapping"]))
-    kv += [u32("gemma4.attention.sliding_window", h["sliding_window"]),
-           u32("gemma4.attention.head_count_kv", h["num_key_value_heads"]),
-           u32("gemma4.attention.shared_kv_layers", h["num_kv_shared_layers"]),
-           u32("gemma4.embedding_length_per_layer_input", h.get("hidden_size_per_layer_input") or 0),
-           KV("gemma4.attention.sliding_window_pattern", ValueType.ARRAY, swa, ValueType.BOOL),
-           u32("gemma4.attention.key_length", head_full),
-           u32("gemma4.attention.value_length", head_full),
-           u32("gemma4.attention.key_length_swa", head_swa),
-           u32("gemma4.attention.value_length_swa", head_swa)]
+        kv.append(f32(Keys.LLM.FINAL_LOGIT_SOFTCAPPING.format(arch="gemma4"), h["final_logit_softcapping"]))
+    kv += [u32(Keys.Attention.SLIDING_WINDOW.format(arch="gemma4"), h["sliding_window"]),
+           u32(Keys.Attention.HEAD_COUNT_KV.format(arch="gemma4"), h["num_key_value_heads"]),
+           u32(Keys.Attention.SHARED_KV_LAYERS.format(arch="gemma4"), h["num_kv_shared_layers"]),
+           u32(Keys.LLM.EMBD_LENGTH_PER_LAYER_INP.format(arch="gemma4"), h.get("hidden_size_per_layer_input") or 0),
+           KV(Keys.Attention.SLIDING_WINDOW_PATTERN.format(arch="gemma4"), ValueType.ARRAY, swa, ValueType.BOOL),
+           u32(Keys.Attention.KEY_LENGTH.format(arch="gemma4"), head_full),
+           u32(Keys.Attention.VALUE_LENGTH.format(arch="gemma4"), head_full),
+           u32(Keys.Attention.KEY_LENGTH_SWA.format(arch="gemma4"), head_swa),
+           u32(Keys.Attention.VALUE_LENGTH_SWA.format(arch="gemma4"), head_swa)]
     if (n_ff_exp := h.get("expert_intermediate_size", h.get("moe_intermediate_size"))) is not None:
-        kv.append(u32("gemma4.expert_feed_forward_length", n_ff_exp))
+        kv.append(u32(Keys.LLM.EXPERT_FEED_FORWARD_LENGTH.format(arch="gemma4"), n_ff_exp))
     if h["use_double_wide_mlp"]:  # the shared KV layers' MLPs are twice as wide
         first_shared = block_count - h["num_kv_shared_layers"]
         n_ff = h["intermediate_size"]
-        kv.append(KV("gemma4.feed_forward_length", ValueType.ARRAY,
+        kv.append(KV(Keys.LLM.FEED_FORWARD_LENGTH.format(arch="gemma4"), ValueType.ARRAY,
                      [n_ff if il < first_shared else 2 * n_ff for il in range(block_count)], ValueType.INT32))
     kv_full = _full_layer(h, "num_key_value_heads")
     if kv_full is not None:
-        kv.append(KV("gemma4.attention.head_count_kv", ValueType.ARRAY,
+        kv.append(KV(Keys.Attention.HEAD_COUNT_KV.format(arch="gemma4"), ValueType.ARRAY,
                      [h["num_key_value_heads"] if s else kv_full for s in swa], ValueType.INT32))
-    kv += [u32("gemma4.rope.dimension_count", head_full),
-           u32("gemma4.rope.dimension_count_swa", head_swa)]
+    kv += [u32(Keys.Rope.DIMENSION_COUNT.format(arch="gemma4"), head_full),
+           u32(Keys.Rope.DIMENSION_COUNT_SWA.format(arch="gemma4"), head_swa)]
     return kv
 
 
@@ -291,7 +294,7 @@ def generated(h: dict) -> list:
     over the rest of the head's half."""
     head_full = _full_layer(h, "head_dim")
     n_rot = int(head_full * h["rope_parameters"]["full_attention"].get("partial_rotary_factor", 1.0) / 2)
-    return [("rope_freqs.weight", np.array([1.0] * n_rot + [1e30] * (head_full // 2 - n_rot), dtype=np.float32))]
+    return [(GGUF.ROPE_FREQS.weight, np.array([1.0] * n_rot + [1e30] * (head_full // 2 - n_rot), dtype=np.float32))]
 
 
 _VISIBLE = {"<|channel>", "<channel|>", "<|tool_call>", "<tool_call|>", "<|tool_response>", "<tool_response|>",
@@ -301,10 +304,10 @@ _VISIBLE = {"<|channel>", "<channel|>", "<|tool_call>", "<tool_call|>", "<|tool_
 def vocab(model_dir: Path, h: dict) -> list:
     """Gemma4Model.set_vocab: tokenizer.json read as LlamaHfVocab reads it (model 'gemma4', no pre-tokenizer), the
     chat markup tokens typed USER_DEFINED, then the special vocabulary with merges, no space prefix, BOS added."""
-    from tokenizer.special import SpecialVocab
-    from tokenizer.vocab import (ADD_BOS, ADD_SPACE_PREFIX, MODEL, SCORES, TOKEN_TYPE, TOKENS, USER_DEFINED,
-                                 llama_hf_tokens)
-    from tokenizer.writer import KVWriter
+    from hfview.tokenizer.special import SpecialVocab
+    from hfview.tokenizer.vocab import (ADD_BOS, ADD_SPACE_PREFIX, MODEL, SCORES, TOKEN_TYPE, TOKENS, USER_DEFINED,
+                                        llama_hf_tokens)
+    from hfview.tokenizer.writer import KVWriter
     tokens, scores, types = llama_hf_tokens(Path(model_dir))
     types = [USER_DEFINED if text in _VISIBLE else t for text, t in zip(tokens, types)]
     w = KVWriter()
@@ -332,5 +335,6 @@ FAMILY = Family(
     notes={"embedding scale": "sqrt(hidden_size) is applied by llama.cpp's gemma4 graph; nothing is written",
            "image-text": "Gemma4ForConditionalGeneration is presented as its text model; the vision tower and "
                          "its embedder (the converter's --mmproj file) are not presented"},
-    llama_cpp_applies_window=True,  # llama.cpp's gemma4 slides on the layers sliding_window_pattern names
+    # llama.cpp's gemma4 slides on the layers sliding_window_pattern names
+    runner=RunnerFacts(llama_cpp_applies_window=True),
 )

@@ -14,8 +14,9 @@ from pathlib import Path
 from ..config import ANY, Harmless
 from ..errors import ConfigError
 from ..family import Family, Skip, Tensor
+from ..names import GGUF, Keys
 from ..params import boolean, f32, u32
-from .glm_common import glm_special_vocab
+from ._parts.glm_common import glm_special_vocab
 from .glm4 import normalise
 
 # transformers 5.24's GlmConfig defaults, as data (what the converter sees where config.json is silent).
@@ -38,17 +39,17 @@ READS = frozenset({
 HARMLESS: Harmless = {"max_position_embeddings": ANY, "rms_norm_eps": ANY}
 
 TENSORS = (
-    Tensor("model.embed_tokens.weight", "token_embd.weight"),
-    Tensor("model.norm.weight", "output_norm.weight"),
-    Tensor("lm_head.weight", "output.weight", required=False),  # absent when tied to the embeddings
-    Tensor("model.layers.{bid}.input_layernorm.weight", "blk.{bid}.attn_norm.weight"),
-    Tensor("model.layers.{bid}.self_attn.q_proj.{wb}", "blk.{bid}.attn_q.{wb}"),
-    Tensor("model.layers.{bid}.self_attn.k_proj.{wb}", "blk.{bid}.attn_k.{wb}"),
-    Tensor("model.layers.{bid}.self_attn.v_proj.{wb}", "blk.{bid}.attn_v.{wb}"),
-    Tensor("model.layers.{bid}.self_attn.o_proj.weight", "blk.{bid}.attn_output.weight"),
-    Tensor("model.layers.{bid}.post_attention_layernorm.weight", "blk.{bid}.ffn_norm.weight"),
-    Tensor("model.layers.{bid}.mlp.gate_up_proj.weight", "blk.{bid}.ffn_up.weight"),
-    Tensor("model.layers.{bid}.mlp.down_proj.weight", "blk.{bid}.ffn_down.weight"),
+    Tensor("model.embed_tokens.weight", GGUF.TOKEN_EMBD.weight),
+    Tensor("model.norm.weight", GGUF.OUTPUT_NORM.weight),
+    Tensor("lm_head.weight", GGUF.OUTPUT.weight, required=False),  # absent when tied to the embeddings
+    Tensor("model.layers.{bid}.input_layernorm.weight", GGUF.ATTN_NORM.weight),
+    Tensor("model.layers.{bid}.self_attn.q_proj.{wb}", GGUF.ATTN_Q.wb),
+    Tensor("model.layers.{bid}.self_attn.k_proj.{wb}", GGUF.ATTN_K.wb),
+    Tensor("model.layers.{bid}.self_attn.v_proj.{wb}", GGUF.ATTN_V.wb),
+    Tensor("model.layers.{bid}.self_attn.o_proj.weight", GGUF.ATTN_OUT.weight),
+    Tensor("model.layers.{bid}.post_attention_layernorm.weight", GGUF.FFN_NORM.weight),
+    Tensor("model.layers.{bid}.mlp.gate_up_proj.weight", GGUF.FFN_UP.weight),
+    Tensor("model.layers.{bid}.mlp.down_proj.weight", GGUF.FFN_DOWN.weight),
     Skip("model.layers.{bid}.self_attn.rotary_emb.inv_freq"),
 )
 
@@ -83,17 +84,20 @@ def parameters(h: dict, block_count: int, file_type: int) -> list:
     n_embd = h["hidden_size"]
     n_head = h["num_attention_heads"]
     return [
-        u32("chatglm.context_length", h.get("seq_length", n_embd)),
-        u32("chatglm.embedding_length", n_embd),
-        u32("chatglm.feed_forward_length", h.get("ffn_hidden_size", h.get("intermediate_size", 4 * n_embd))),
-        u32("chatglm.block_count", block_count),
-        u32("chatglm.attention.head_count", n_head),
-        u32("chatglm.attention.head_count_kv", h.get("multi_query_group_num", h.get("num_key_value_heads", n_head))),
-        f32("chatglm.attention.layer_norm_rms_epsilon", h.get("layernorm_epsilon", 1e-5)),
-        u32("general.file_type", file_type),
-        u32("chatglm.rope.dimension_count", int(_rope_width(h) * h["rope_parameters"]["partial_rotary_factor"])),
-        boolean("tokenizer.ggml.add_bos_token", False),  # the tokenizer's own setting, when it has one, wins
-        f32("chatglm.rope.freq_base", _ROPE_BASE * h.get("rope_ratio", 1)),
+        u32(Keys.LLM.CONTEXT_LENGTH.format(arch="chatglm"), h.get("seq_length", n_embd)),
+        u32(Keys.LLM.EMBEDDING_LENGTH.format(arch="chatglm"), n_embd),
+        u32(Keys.LLM.FEED_FORWARD_LENGTH.format(arch="chatglm"),
+            h.get("ffn_hidden_size", h.get("intermediate_size", 4 * n_embd))),
+        u32(Keys.LLM.BLOCK_COUNT.format(arch="chatglm"), block_count),
+        u32(Keys.Attention.HEAD_COUNT.format(arch="chatglm"), n_head),
+        u32(Keys.Attention.HEAD_COUNT_KV.format(arch="chatglm"),
+            h.get("multi_query_group_num", h.get("num_key_value_heads", n_head))),
+        f32(Keys.Attention.LAYERNORM_RMS_EPS.format(arch="chatglm"), h.get("layernorm_epsilon", 1e-5)),
+        u32(Keys.General.FILE_TYPE, file_type),
+        u32(Keys.Rope.DIMENSION_COUNT.format(arch="chatglm"),
+            int(_rope_width(h) * h["rope_parameters"]["partial_rotary_factor"])),
+        boolean(Keys.Tokenizer.ADD_BOS, False),  # the tokenizer's own setting, when it has one, wins
+        f32(Keys.Rope.FREQ_BASE.format(arch="chatglm"), _ROPE_BASE * h.get("rope_ratio", 1)),
     ]
 
 

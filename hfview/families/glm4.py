@@ -10,8 +10,9 @@ from pathlib import Path
 from ..config import Harmless
 from ..errors import ConfigError
 from ..family import Family, Skip, Tensor
+from ..names import GGUF, Keys
 from ..params import text_model_parameters, u32
-from .glm_common import glm_special_vocab
+from ._parts.glm_common import glm_special_vocab
 
 # transformers 5.24's Glm4Config defaults, as data (what the converter sees where config.json is silent).
 DEFAULTS = {
@@ -31,19 +32,19 @@ READS = frozenset({
 HARMLESS: Harmless = {}
 
 TENSORS = (
-    Tensor("model.embed_tokens.weight", "token_embd.weight"),
-    Tensor("model.norm.weight", "output_norm.weight"),
-    Tensor("lm_head.weight", "output.weight", required=False),  # absent when tied to the embeddings
-    Tensor("model.layers.{bid}.input_layernorm.weight", "blk.{bid}.attn_norm.weight"),
-    Tensor("model.layers.{bid}.self_attn.q_proj.{wb}", "blk.{bid}.attn_q.{wb}"),
-    Tensor("model.layers.{bid}.self_attn.k_proj.{wb}", "blk.{bid}.attn_k.{wb}"),
-    Tensor("model.layers.{bid}.self_attn.v_proj.{wb}", "blk.{bid}.attn_v.{wb}"),
-    Tensor("model.layers.{bid}.self_attn.o_proj.weight", "blk.{bid}.attn_output.weight"),
-    Tensor("model.layers.{bid}.post_self_attn_layernorm.weight", "blk.{bid}.post_attention_norm.weight"),
-    Tensor("model.layers.{bid}.post_attention_layernorm.weight", "blk.{bid}.ffn_norm.weight"),
-    Tensor("model.layers.{bid}.mlp.gate_up_proj.weight", "blk.{bid}.ffn_up.weight"),
-    Tensor("model.layers.{bid}.mlp.down_proj.weight", "blk.{bid}.ffn_down.weight"),
-    Tensor("model.layers.{bid}.post_mlp_layernorm.weight", "blk.{bid}.post_ffw_norm.weight"),
+    Tensor("model.embed_tokens.weight", GGUF.TOKEN_EMBD.weight),
+    Tensor("model.norm.weight", GGUF.OUTPUT_NORM.weight),
+    Tensor("lm_head.weight", GGUF.OUTPUT.weight, required=False),  # absent when tied to the embeddings
+    Tensor("model.layers.{bid}.input_layernorm.weight", GGUF.ATTN_NORM.weight),
+    Tensor("model.layers.{bid}.self_attn.q_proj.{wb}", GGUF.ATTN_Q.wb),
+    Tensor("model.layers.{bid}.self_attn.k_proj.{wb}", GGUF.ATTN_K.wb),
+    Tensor("model.layers.{bid}.self_attn.v_proj.{wb}", GGUF.ATTN_V.wb),
+    Tensor("model.layers.{bid}.self_attn.o_proj.weight", GGUF.ATTN_OUT.weight),
+    Tensor("model.layers.{bid}.post_self_attn_layernorm.weight", GGUF.ATTN_POST_NORM.weight),
+    Tensor("model.layers.{bid}.post_attention_layernorm.weight", GGUF.FFN_NORM.weight),
+    Tensor("model.layers.{bid}.mlp.gate_up_proj.weight", GGUF.FFN_UP.weight),
+    Tensor("model.layers.{bid}.mlp.down_proj.weight", GGUF.FFN_DOWN.weight),
+    Tensor("model.layers.{bid}.post_mlp_layernorm.weight", GGUF.FFN_POST_NORM.weight),
     Skip("model.layers.{bid}.self_attn.rotary_emb.inv_freq"),
 )
 
@@ -81,7 +82,7 @@ def check(h: dict, path: Path) -> None:
 
 def parameters(h: dict, block_count: int, file_type: int) -> list:
     return [*text_model_parameters(h, "glm4", block_count, file_type),
-            u32("glm4.rope.dimension_count", rope_dimension_count(h))]
+            u32(Keys.Rope.DIMENSION_COUNT.format(arch="glm4"), rope_dimension_count(h))]
 
 
 def vocab(model_dir: Path, h: dict) -> list:

@@ -21,14 +21,19 @@ from pathlib import Path
 from ..config import Harmless
 from ..errors import ConfigError
 from ..family import Family, Skip, Tensor
+from ..names import GGUF, Keys
 from ..params import boolean, f32, text_model_parameters, u32
-from .deepseek_v2 import mixture_tensors
+from ._parts.checks import check_rope, check_silu
+from ._parts.deepseek_moe import mixture_tensors
+from ._parts.glm_common import glm_vocab
+from ._parts.nextn import NEXTN_TENSORS, mtp_layers
 from .glm4 import normalise as glm4_normalise
 from .glm4 import rope_dimension_count
-from .glm_common import glm_special_vocab
-from .qwen2 import check_architecture, check_rope, check_silu
 
 ARCH = "glm4moe"
+
+_L = "model.layers.{bid}."
+_OPTIONAL = False  # biases and q/k norms as the config says, nextn tensors in the MTP layers only
 
 # transformers 5.24's Glm4MoeConfig defaults (its num_mtp_layers is read as num_nextn_predict_layers)
 DEFAULTS = {
@@ -52,32 +57,21 @@ READS = frozenset({
 })
 HARMLESS: Harmless = {}
 
-_L = "model.layers.{bid}."
-_OPTIONAL = False  # biases and q/k norms as the config says, nextn tensors in the MTP layers only
 
-# the MTP layers' own tensors (GGUF's NEXTN_* names), in the layers after num_hidden_layers only
-NEXTN_TENSORS = (
-    Tensor(f"{_L}eh_proj.weight", "blk.{bid}.nextn.eh_proj.weight", required=_OPTIONAL),
-    Tensor(f"{_L}embed_tokens.weight", "blk.{bid}.nextn.embed_tokens.weight", required=_OPTIONAL),
-    Tensor(f"{_L}enorm.weight", "blk.{bid}.nextn.enorm.weight", required=_OPTIONAL),
-    Tensor(f"{_L}hnorm.weight", "blk.{bid}.nextn.hnorm.weight", required=_OPTIONAL),
-    Tensor(f"{_L}shared_head.head.weight", "blk.{bid}.nextn.shared_head_head.weight", required=_OPTIONAL),
-    Tensor(f"{_L}shared_head.norm.weight", "blk.{bid}.nextn.shared_head_norm.weight", required=_OPTIONAL),
-)
 
 TENSORS = (
-    Tensor("model.embed_tokens.weight", "token_embd.weight"),
-    Tensor("model.norm.weight", "output_norm.weight"),
-    Tensor("lm_head.weight", "output.weight", required=False),  # absent when tied to the embeddings
-    Tensor(f"{_L}input_layernorm.weight", "blk.{bid}.attn_norm.weight"),
-    Tensor(f"{_L}self_attn.q_proj.weight", "blk.{bid}.attn_q.weight"),
-    Tensor(f"{_L}self_attn.k_proj.weight", "blk.{bid}.attn_k.weight"),
-    Tensor(f"{_L}self_attn.v_proj.weight", "blk.{bid}.attn_v.weight"),
+    Tensor("model.embed_tokens.weight", GGUF.TOKEN_EMBD.weight),
+    Tensor("model.norm.weight", GGUF.OUTPUT_NORM.weight),
+    Tensor("lm_head.weight", GGUF.OUTPUT.weight, required=False),  # absent when tied to the embeddings
+    Tensor(f"{_L}input_layernorm.weight", GGUF.ATTN_NORM.weight),
+    Tensor(f"{_L}self_attn.q_proj.weight", GGUF.ATTN_Q.weight),
+    Tensor(f"{_L}self_attn.k_proj.weight", GGUF.ATTN_K.weight),
+    Tensor(f"{_L}self_attn.v_proj.weight", GGUF.ATTN_V.weight),
     *(Tensor(f"{_L}self_attn.{p}_proj.bias", f"blk.{{bid}}.attn_{p}.bias", required=_OPTIONAL) for p in "qkv"),
-    Tensor(f"{_L}self_attn.q_norm.weight", "blk.{bid}.attn_q_norm.weight", required=_OPTIONAL),
-    Tensor(f"{_L}self_attn.k_norm.weight", "blk.{bid}.attn_k_norm.weight", required=_OPTIONAL),
-    Tensor(f"{_L}self_attn.o_proj.weight", "blk.{bid}.attn_output.weight"),
-    Tensor(f"{_L}post_attention_layernorm.weight", "blk.{bid}.post_attention_norm.weight"),
+    Tensor(f"{_L}self_attn.q_norm.weight", GGUF.ATTN_Q_NORM.weight, required=_OPTIONAL),
+    Tensor(f"{_L}self_attn.k_norm.weight", GGUF.ATTN_K_NORM.weight, required=_OPTIONAL),
+    Tensor(f"{_L}self_attn.o_proj.weight", GGUF.ATTN_OUT.weight),
+    Tensor(f"{_L}post_attention_layernorm.weight", GGUF.ATTN_POST_NORM.weight),
     *mixture_tensors(),
     *NEXTN_TENSORS,
     Skip(f"{_L}self_attn.rotary_emb.inv_freq"),
@@ -85,7 +79,6 @@ TENSORS = (
 
 
 def check(h: dict, path: Path) -> None:
-    check_architecture(h, path, "glm4_moe", ("Glm4MoeForCausalLM",))
     check_silu(h, path, ARCH)
     check_rope(h, path, ARCH, allowed=("default",))
     rope = h["rope_parameters"]
@@ -124,38 +117,27 @@ def normalise(h: dict) -> dict:
     return h
 
 
-def mtp_layers(h: dict) -> int:
-    """The converter's extra blocks: the next-token-prediction layers (it writes them unless --no-mtp)."""
-    return h.get("num_nextn_predict_layers") or 0
-
-
 def parameters(h: dict, block_count: int, file_type: int) -> list:
     """Glm4MoeModel.set_gguf_parameters: TextModel's entries (block_count with the MTP layers), the rope width,
     the expert widths and counts, the leading dense layers, sigmoid gating, the scale, the renormalisation and
     the MTP layer count."""
     kv = text_model_parameters(h, ARCH, block_count, file_type)
-    kv.append(u32(f"{ARCH}.rope.dimension_count", rope_dimension_count(h)))
+    kv.append(u32(Keys.Rope.DIMENSION_COUNT.format(arch=ARCH), rope_dimension_count(h)))
     # expert_count again (TextModel wrote it): the converter overwrites it in place with the same value
     if h.get("moe_intermediate_size") is not None:
-        kv.append(u32(f"{ARCH}.expert_feed_forward_length", h["moe_intermediate_size"]))
+        kv.append(u32(Keys.LLM.EXPERT_FEED_FORWARD_LENGTH.format(arch=ARCH), h["moe_intermediate_size"]))
     if h.get("n_shared_experts") is not None:
-        kv.append(u32(f"{ARCH}.expert_shared_count", h["n_shared_experts"]))
+        kv.append(u32(Keys.LLM.EXPERT_SHARED_COUNT.format(arch=ARCH), h["n_shared_experts"]))
     if h.get("first_k_dense_replace") is not None:
-        kv.append(u32(f"{ARCH}.leading_dense_block_count", h["first_k_dense_replace"]))
-    kv.append(u32(f"{ARCH}.expert_gating_func", 2))  # sigmoid, whatever the config says
+        kv.append(u32(Keys.LLM.LEADING_DENSE_BLOCK_COUNT.format(arch=ARCH), h["first_k_dense_replace"]))
+    kv.append(u32(Keys.LLM.EXPERT_GATING_FUNC.format(arch=ARCH), 2))  # sigmoid, whatever the config says
     if h.get("routed_scaling_factor") is not None:
-        kv.append(f32(f"{ARCH}.expert_weights_scale", h["routed_scaling_factor"]))
+        kv.append(f32(Keys.LLM.EXPERT_WEIGHTS_SCALE.format(arch=ARCH), h["routed_scaling_factor"]))
     if h.get("norm_topk_prob") is not None:
-        kv.append(boolean(f"{ARCH}.expert_weights_norm", h["norm_topk_prob"]))
+        kv.append(boolean(Keys.LLM.EXPERT_WEIGHTS_NORM.format(arch=ARCH), h["norm_topk_prob"]))
     if h.get("num_nextn_predict_layers") is not None:
-        kv.append(u32(f"{ARCH}.nextn_predict_layers", h["num_nextn_predict_layers"]))
+        kv.append(u32(Keys.LLM.NEXTN_PREDICT_LAYERS.format(arch=ARCH), h["num_nextn_predict_layers"]))
     return kv
-
-
-def vocab(model_dir: Path, h: dict) -> list:
-    # TextModel._set_vocab_glm: the BPE vocab, then bos/eot/unk/eom found by content among the added tokens
-    return glm_special_vocab(model_dir, h, (("bos", "[gMASK]"), ("eot", "<|user|>"), ("unk", "<|endoftext|>"),
-                                            ("eom", "<|observation|>")))
 
 
 FAMILY = Family(
@@ -167,7 +149,7 @@ FAMILY = Family(
     harmless=HARMLESS,
     tensors=TENSORS,
     parameters=parameters,
-    vocab=vocab,
+    vocab=glm_vocab,
     check=check,
     normalise=normalise,
     extra_blocks=mtp_layers,

@@ -20,13 +20,14 @@ from pathlib import Path
 from ..config import Harmless
 from ..errors import ConfigError
 from ..family import Family, Skip
+from ..names import Keys
 from ..params import u32
-from .deepseek_v2 import (ARCH, LATENT_HARMLESS, LATENT_READS, check_latent_attention, check_mixture,
-                          latent_parameters, latent_tensors, mixture_tensors)
-from .deepseek_v2 import normalise as latent_normalise
-from .glm4_moe import NEXTN_TENSORS, mtp_layers
-from .glm4_moe import vocab as glm_vocab
-from .qwen2 import check_architecture
+from ._parts.deepseek_moe import check_mixture, mixture_tensors
+from ._parts.glm_common import glm_vocab
+from ._parts.latent import (ARCH, LATENT_HARMLESS, LATENT_READS, check_latent_attention, latent_normalise,
+                            latent_parameters, latent_tensors)
+from ._parts.mixture import check_mlp_layer_types
+from ._parts.nextn import NEXTN_TENSORS, mtp_layers
 
 # transformers 5.24's Glm4MoeLiteConfig defaults (mlp_layer_types, head_dim and qk_head_dim are computed:
 # normalise); num_nextn_predict_layers it does not define (the converter reads it, 0 where absent)
@@ -56,7 +57,6 @@ def _flash_shape(h: dict) -> bool:
 
 
 def check(h: dict, path: Path) -> None:
-    check_architecture(h, path, "glm4_moe_lite", ("Glm4MoeLiteForCausalLM",))
     check_latent_attention(h, path, "GLM-4.7-Flash")
     check_mixture(h, path)
     func = h.get("scoring_func")
@@ -86,20 +86,6 @@ def check(h: dict, path: Path) -> None:
     check_mlp_layer_types(h, path, "Glm4MoeLite", ARCH)
 
 
-def check_mlp_layer_types(h: dict, path: Path, model: str, arch: str) -> None:
-    """transformers' `model` makes layers dense or mixtures by mlp_layer_types; the converter and llama.cpp's
-    `arch` make the first first_k_dense_replace layers dense and the rest mixtures: the two must agree."""
-    dense = h.get("first_k_dense_replace") or 0
-    kinds = h["mlp_layer_types"]
-    wanted = ["dense"] * dense + ["sparse"] * (h["num_hidden_layers"] - dense)
-    if list(kinds) != wanted:
-        raise ConfigError(f"{path}: mlp_layer_types {kinds!r} with first_k_dense_replace {h.get('first_k_dense_replace')!r}: "
-                          f"transformers' {model} makes layers dense or mixtures by mlp_layer_types, the converter "
-                          f"and llama.cpp's {arch} make the first first_k_dense_replace layers dense and the rest "
-                          f"mixtures; state both alike (the releases state first_k_dense_replace and leave the "
-                          f"layer kinds to it)")
-
-
 def normalise(h: dict) -> dict:
     """Glm4MoeLiteConfig.__post_init__: mlp_layer_types, where unstated, the first layer dense and the rest
     mixtures; qk_head_dim as DeepseekV2Config's (head_dim is qk_rope_head_dim's alias: Family.aliases); a top-level partial_rotary_factor (GLM-4.7-Flash
@@ -118,7 +104,7 @@ def parameters(h: dict, block_count: int, file_type: int) -> list:
     there are any."""
     kv = latent_parameters(h, block_count, file_type)
     if mtp_layers(h):
-        kv.append(u32(f"{ARCH}.nextn_predict_layers", mtp_layers(h)))
+        kv.append(u32(Keys.LLM.NEXTN_PREDICT_LAYERS.format(arch=ARCH), mtp_layers(h)))
     return kv
 
 

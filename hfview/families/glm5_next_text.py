@@ -28,13 +28,15 @@ from ..config import ANY, Harmless
 from ..errors import CheckpointError, ConfigError
 from ..family import Family, Skip, Split, Tensor
 from ..gguf_layout import KV, ValueType
+from ..names import GGUF, Keys
 from ..params import boolean, f32, text_model_parameters, u32
-from .deepseek_v2 import key_half, mixture_tensors, value_half
-from .glm4_moe import NEXTN_TENSORS
-from .glm4_moe import vocab as glm_vocab
-from .glm4_moe_lite import check_mlp_layer_types
-from .kimi_linear import KIMI_DELTA_ATTENTION
-from .qwen2 import check_architecture, check_silu
+from ._parts.checks import check_silu
+from ._parts.deepseek_moe import mixture_tensors
+from ._parts.glm_common import glm_vocab
+from ._parts.latent import key_half, value_half
+from ._parts.mixture import check_mlp_layer_types
+from ._parts.nextn import NEXTN_TENSORS
+from ._parts.state_space import KIMI_DELTA_ATTENTION
 
 ARCH = "glm5-next"
 
@@ -89,27 +91,27 @@ _HC = tuple(f"hc_{m}_{p}" for m in ("attn", "ffn") for p in ("fn", "base", "scal
 
 TENSORS = (
     Skip("model.visual.{rest}"),  # the vision tower: the converter's text conversion drops it
-    Tensor("model.embed_tokens.weight", "token_embd.weight"),
-    Tensor("model.norm.weight", "output_norm.weight"),
-    Tensor("lm_head.weight", "output.weight"),
-    Tensor(_L + "input_layernorm.weight", "blk.{bid}.attn_norm.weight"),
-    Tensor(_L + "post_attention_layernorm.weight", "blk.{bid}.ffn_norm.weight"),
+    Tensor("model.embed_tokens.weight", GGUF.TOKEN_EMBD.weight),
+    Tensor("model.norm.weight", GGUF.OUTPUT_NORM.weight),
+    Tensor("lm_head.weight", GGUF.OUTPUT.weight),
+    Tensor(_L + "input_layernorm.weight", GGUF.ATTN_NORM.weight),
+    Tensor(_L + "post_attention_layernorm.weight", GGUF.FFN_NORM.weight),
     *(Tensor(_L + hc, f"blk.{{bid}}.{hc}.weight", required=some) for hc in _HC),  # not in the MTP layers
     *KIMI_DELTA_ATTENTION,
     # latent attention without rope
-    Tensor(_A + "q_a_proj.weight", "blk.{bid}.attn_q_a.weight", required=some),
-    Tensor(_A + "q_a_layernorm.weight", "blk.{bid}.attn_q_a_norm.weight", required=some),
-    Tensor(_A + "q_b_proj.weight", "blk.{bid}.attn_q_b.weight", required=some),
-    Tensor(_A + "kv_a_proj_with_mqa.weight", "blk.{bid}.attn_kv_a_mqa.weight", required=some),
-    Tensor(_A + "kv_a_layernorm.weight", "blk.{bid}.attn_kv_a_norm.weight", required=some),
-    Split(_A + "kv_b_proj.weight", (("blk.{bid}.attn_k_b.weight", key_half),
-                                    ("blk.{bid}.attn_v_b.weight", value_half)), required=some),
-    Tensor(_A + "o_proj.weight", "blk.{bid}.attn_output.weight"),  # both mixers have it
+    Tensor(_A + "q_a_proj.weight", GGUF.ATTN_Q_A.weight, required=some),
+    Tensor(_A + "q_a_layernorm.weight", GGUF.ATTN_Q_A_NORM.weight, required=some),
+    Tensor(_A + "q_b_proj.weight", GGUF.ATTN_Q_B.weight, required=some),
+    Tensor(_A + "kv_a_proj_with_mqa.weight", GGUF.ATTN_KV_A_MQA.weight, required=some),
+    Tensor(_A + "kv_a_layernorm.weight", GGUF.ATTN_KV_A_NORM.weight, required=some),
+    Split(_A + "kv_b_proj.weight", ((GGUF.ATTN_K_B.weight, key_half),
+                                    (GGUF.ATTN_V_B.weight, value_half)), required=some),
+    Tensor(_A + "o_proj.weight", GGUF.ATTN_OUT.weight),  # both mixers have it
     # the indexer with its key pool, on the latent layers indexer_types calls "full"
-    Tensor(_A + "indexer.wq_b.weight", "blk.{bid}.indexer.attn_q_b.weight", required=some),
-    Tensor(_A + "indexer.wk.weight", "blk.{bid}.indexer.attn_k.weight", required=some),
-    Tensor(_A + "indexer.k_norm.{wb}", "blk.{bid}.indexer.k_norm.{wb}", required=some),
-    Tensor(_A + "indexer.weights_proj.weight", "blk.{bid}.indexer.proj.weight", required=some),
+    Tensor(_A + "indexer.wq_b.weight", GGUF.INDEXER_ATTN_Q_B.weight, required=some),
+    Tensor(_A + "indexer.wk.weight", GGUF.INDEXER_ATTN_K.weight, required=some),
+    Tensor(_A + "indexer.k_norm.{wb}", GGUF.INDEXER_K_NORM.wb, required=some),
+    Tensor(_A + "indexer.weights_proj.weight", GGUF.INDEXER_PROJ.weight, required=some),
     *(Tensor(_A + f"indexer.index_kpool_compress_{p}", f"blk.{{bid}}.indexer_compressor_{p}.weight", required=some)
       for p in ("ape", "gate")),
     *mixture_tensors(),
@@ -164,7 +166,6 @@ def normalise(h: dict) -> dict:
 
 
 def check(h: dict, path: Path) -> None:
-    check_architecture(h, path, "glm5_next_text", ("Glm5NextForConditionalGeneration",))
     check_silu(h, path, ARCH)
     n = h["num_hidden_layers"]
     lac = h.get("linear_attn_config")
@@ -275,38 +276,43 @@ def parameters(h: dict, block_count: int, file_type: int) -> list:
     a = ARCH
     kv = text_model_parameters({k: v for k, v in h.items() if k != "head_dim"}, a, block_count, file_type)
     heads = [0 if t == LINEAR else 1 for t in h["layer_types"]] + [1] * (block_count - h["num_hidden_layers"])
-    _put(kv, KV(f"{a}.attention.head_count_kv", ValueType.ARRAY, heads, ValueType.INT32))
-    _put(kv, u32(f"{a}.vocab_size", h["vocab_size"]))
-    _put(kv, f32(f"{a}.attention.layer_norm_epsilon", 1e-6))
+    _put(kv, KV(Keys.Attention.HEAD_COUNT_KV.format(arch=a), ValueType.ARRAY, heads, ValueType.INT32))
+    _put(kv, u32(Keys.LLM.VOCAB_SIZE.format(arch=a), h["vocab_size"]))
+    _put(kv, f32(Keys.Attention.LAYERNORM_EPS.format(arch=a), 1e-6))
     if mtp_layers(h):
-        _put(kv, u32(f"{a}.nextn_predict_layers", mtp_layers(h)))
+        _put(kv, u32(Keys.LLM.NEXTN_PREDICT_LAYERS.format(arch=a), mtp_layers(h)))
     lac, kv_lora, rope = h["linear_attn_config"], h["kv_lora_rank"], h["qk_rope_head_dim"]
-    entries = [u32(f"{a}.ssm.conv_kernel", lac["short_conv_kernel_size"]), u32(f"{a}.kda.head_dim", lac["head_dim"])]
+    entries = [u32(Keys.SSM.CONV_KERNEL.format(arch=a), lac["short_conv_kernel_size"]),
+               u32(Keys.KDA.HEAD_DIM.format(arch=a), lac["head_dim"])]
     if lac.get("gate_lower_bound") is not None:
-        entries.append(f32(f"{a}.kda.gate_lower_bound", lac["gate_lower_bound"]))
-    entries += [u32(f"{a}.attention.q_lora_rank", h["q_lora_rank"]), u32(f"{a}.attention.kv_lora_rank", kv_lora),
-                u32(f"{a}.rope.dimension_count", rope), u32(f"{a}.attention.key_length", kv_lora + rope),
-                u32(f"{a}.attention.value_length", kv_lora),
-                u32(f"{a}.attention.key_length_mla", h["qk_nope_head_dim"] + rope),
-                u32(f"{a}.attention.value_length_mla", h["v_head_dim"]),
-                u32(f"{a}.attention.indexer.head_count", h["index_n_heads"]),
-                u32(f"{a}.attention.indexer.key_length", h["index_head_dim"]),
-                u32(f"{a}.attention.indexer.top_k", h["index_topk"]),
-                u32(f"{a}.attention.indexer.kpool", h["index_kpool"]),
-                boolean(f"{a}.attention.indexer.kpool_select_tail", h.get("index_kpool_always_select_tail", True)),
-                KV(f"{a}.attention.indexer.types", ValueType.ARRAY, [t == "full" for t in h["indexer_types"]],
+        entries.append(f32(Keys.KDA.GATE_LOWER_BOUND.format(arch=a), lac["gate_lower_bound"]))
+    entries += [u32(Keys.Attention.Q_LORA_RANK.format(arch=a), h["q_lora_rank"]),
+                u32(Keys.Attention.KV_LORA_RANK.format(arch=a), kv_lora),
+                u32(Keys.Rope.DIMENSION_COUNT.format(arch=a), rope),
+                u32(Keys.Attention.KEY_LENGTH.format(arch=a), kv_lora + rope),
+                u32(Keys.Attention.VALUE_LENGTH.format(arch=a), kv_lora),
+                u32(Keys.Attention.KEY_LENGTH_MLA.format(arch=a), h["qk_nope_head_dim"] + rope),
+                u32(Keys.Attention.VALUE_LENGTH_MLA.format(arch=a), h["v_head_dim"]),
+                u32(Keys.Attention.Indexer.HEAD_COUNT.format(arch=a), h["index_n_heads"]),
+                u32(Keys.Attention.Indexer.KEY_LENGTH.format(arch=a), h["index_head_dim"]),
+                u32(Keys.Attention.Indexer.TOP_K.format(arch=a), h["index_topk"]),
+                u32(Keys.Attention.Indexer.KPOOL.format(arch=a), h["index_kpool"]),
+                boolean(Keys.Attention.Indexer.KPOOL_SELECT_TAIL.format(arch=a),
+                        h.get("index_kpool_always_select_tail", True)),
+                KV(Keys.Attention.Indexer.TYPES.format(arch=a), ValueType.ARRAY,
+                   [t == "full" for t in h["indexer_types"]],
                    ValueType.BOOL),
-                u32(f"{a}.hyper_connection.count", h["hc_mult"]),
-                u32(f"{a}.hyper_connection.sinkhorn_iterations", h["hc_sinkhorn_iters"]),
-                f32(f"{a}.hyper_connection.epsilon", h["hc_eps"]),
-                u32(f"{a}.leading_dense_block_count", h["first_k_dense_replace"]),
-                u32(f"{a}.expert_feed_forward_length", h["moe_intermediate_size"]),
-                u32(f"{a}.expert_shared_count", h["n_shared_experts"]),
-                f32(f"{a}.expert_weights_scale", h["routed_scaling_factor"]),
-                boolean(f"{a}.expert_weights_norm", h["norm_topk_prob"])]
+                u32(Keys.HyperConnection.COUNT.format(arch=a), h["hc_mult"]),
+                u32(Keys.HyperConnection.SINKHORN_ITERATIONS.format(arch=a), h["hc_sinkhorn_iters"]),
+                f32(Keys.HyperConnection.EPSILON.format(arch=a), h["hc_eps"]),
+                u32(Keys.LLM.LEADING_DENSE_BLOCK_COUNT.format(arch=a), h["first_k_dense_replace"]),
+                u32(Keys.LLM.EXPERT_FEED_FORWARD_LENGTH.format(arch=a), h["moe_intermediate_size"]),
+                u32(Keys.LLM.EXPERT_SHARED_COUNT.format(arch=a), h["n_shared_experts"]),
+                f32(Keys.LLM.EXPERT_WEIGHTS_SCALE.format(arch=a), h["routed_scaling_factor"]),
+                boolean(Keys.LLM.EXPERT_WEIGHTS_NORM.format(arch=a), h["norm_topk_prob"])]
     limits = [float(h["swiglu_limit"])] * block_count
-    entries += [KV(f"{a}.swiglu_clamp_exp", ValueType.ARRAY, limits, ValueType.FLOAT32),
-                KV(f"{a}.swiglu_clamp_shexp", ValueType.ARRAY, limits, ValueType.FLOAT32)]
+    entries += [KV(Keys.LLM.SWIGLU_CLAMP_EXP.format(arch=a), ValueType.ARRAY, limits, ValueType.FLOAT32),
+                KV(Keys.LLM.SWIGLU_CLAMP_SHEXP.format(arch=a), ValueType.ARRAY, limits, ValueType.FLOAT32)]
     for entry in entries:
         _put(kv, entry)
     return kv

@@ -18,16 +18,15 @@ from ..config import ANY, Harmless
 from ..errors import CheckpointError, ConfigError
 from ..family import Family
 from ..gguf_layout import KV, ValueType
+from ..names import Keys
 from ..params import u32
-from .deepseek_v2 import (LATENT_HARMLESS, LATENT_READS, check_latent_attention, check_mixture, latent_parameters,
-                          latent_tensors, mixture_tensors)
-from .deepseek_v3 import check_groups, check_sigmoid_router
-from .deepseek_v32 import INDEXER_READS, check_indexer, indexer_parameters, indexer_tensors
+from ._parts.deepseek_moe import check_groups, check_mixture, check_sigmoid_router, mixture_tensors
+from ._parts.glm_common import glm_vocab
+from ._parts.indexer import INDEXER_READS, check_indexer, indexer_parameters, indexer_tensors
+from ._parts.latent import LATENT_HARMLESS, LATENT_READS, check_latent_attention, latent_parameters, latent_tensors
+from ._parts.mixture import check_mlp_layer_types
+from ._parts.nextn import NEXTN_TENSORS, mtp_layers
 from .deepseek_v32 import normalise as v32_normalise
-from .glm4_moe import NEXTN_TENSORS, mtp_layers
-from .glm4_moe import vocab as glm_vocab
-from .glm4_moe_lite import check_mlp_layer_types
-from .qwen2 import check_architecture
 
 ARCH = "glm-dsa"
 
@@ -64,7 +63,6 @@ TENSORS = (*latent_tensors(skip_mtp=False), *indexer_tensors(required=False), *m
 
 
 def check(h: dict, path: Path) -> None:
-    check_architecture(h, path, "glm_moe_dsa", ("GlmMoeDsaForCausalLM",))
     check_latent_attention(h, path, "GlmMoeDsa", ARCH)
     check_mixture(h, path)
     check_sigmoid_router(h, path, "GlmMoeDsa", ARCH, scoring_func_needed=False)
@@ -124,11 +122,12 @@ def parameters(h: dict, block_count: int, file_type: int) -> list:
     kinds."""
     kv = latent_parameters(h, block_count, file_type, ARCH)
     factor = h["rope_parameters"].get("partial_rotary_factor", 1.0)
-    kv.append(u32(f"{ARCH}.rope.dimension_count", int(h["qk_rope_head_dim"] * factor)))
+    kv.append(u32(Keys.Rope.DIMENSION_COUNT.format(arch=ARCH), int(h["qk_rope_head_dim"] * factor)))
     if h.get("num_nextn_predict_layers") is not None:
-        kv.append(u32(f"{ARCH}.nextn_predict_layers", h["num_nextn_predict_layers"]))
+        kv.append(u32(Keys.LLM.NEXTN_PREDICT_LAYERS.format(arch=ARCH), h["num_nextn_predict_layers"]))
     kv += indexer_parameters(h, ARCH)
-    kv.append(KV(f"{ARCH}.attention.indexer.types", ValueType.ARRAY, [k == "full" for k in h["indexer_types"]],
+    kv.append(KV(Keys.Attention.Indexer.TYPES.format(arch=ARCH), ValueType.ARRAY,
+                 [k == "full" for k in h["indexer_types"]],
                  ValueType.BOOL))
     return kv
 

@@ -13,6 +13,7 @@ from pathlib import Path
 from ..config import ANY, Harmless
 from ..errors import ConfigError
 from ..family import Family, Skip, Tensor
+from ..names import GGUF, Keys
 from ..params import GELU, f32, u32
 from ..views import Transposed
 
@@ -47,20 +48,20 @@ def tensors(weight) -> tuple:
     family's optional_prefix); `weight` is the view of the projection weights (GPT-2's Conv1D: transposed;
     GPT-BigCode's Linear: stored)."""
     return (
-        Tensor("wte.weight", "token_embd.weight"),
-        Tensor("wpe.weight", "position_embd.weight"),
-        Tensor("ln_f.{wb}", "output_norm.{wb}"),
-        Tensor("lm_head.weight", "output.weight", required=False),  # absent when tied (every released GPT-2)
-        Tensor("h.{bid}.ln_1.{wb}", "blk.{bid}.attn_norm.{wb}"),
-        Tensor("h.{bid}.attn.c_attn.weight", "blk.{bid}.attn_qkv.weight", weight),
-        Tensor("h.{bid}.attn.c_attn.bias", "blk.{bid}.attn_qkv.bias"),
-        Tensor("h.{bid}.attn.c_proj.weight", "blk.{bid}.attn_output.weight", weight),
-        Tensor("h.{bid}.attn.c_proj.bias", "blk.{bid}.attn_output.bias"),
-        Tensor("h.{bid}.ln_2.{wb}", "blk.{bid}.ffn_norm.{wb}"),
-        Tensor("h.{bid}.mlp.c_fc.weight", "blk.{bid}.ffn_up.weight", weight),
-        Tensor("h.{bid}.mlp.c_fc.bias", "blk.{bid}.ffn_up.bias"),
-        Tensor("h.{bid}.mlp.c_proj.weight", "blk.{bid}.ffn_down.weight", weight),
-        Tensor("h.{bid}.mlp.c_proj.bias", "blk.{bid}.ffn_down.bias"),
+        Tensor("wte.weight", GGUF.TOKEN_EMBD.weight),
+        Tensor("wpe.weight", GGUF.POS_EMBD.weight),
+        Tensor("ln_f.{wb}", GGUF.OUTPUT_NORM.wb),
+        Tensor("lm_head.weight", GGUF.OUTPUT.weight, required=False),  # absent when tied (every released GPT-2)
+        Tensor("h.{bid}.ln_1.{wb}", GGUF.ATTN_NORM.wb),
+        Tensor("h.{bid}.attn.c_attn.weight", GGUF.ATTN_QKV.weight, weight),
+        Tensor("h.{bid}.attn.c_attn.bias", GGUF.ATTN_QKV.bias),
+        Tensor("h.{bid}.attn.c_proj.weight", GGUF.ATTN_OUT.weight, weight),
+        Tensor("h.{bid}.attn.c_proj.bias", GGUF.ATTN_OUT.bias),
+        Tensor("h.{bid}.ln_2.{wb}", GGUF.FFN_NORM.wb),
+        Tensor("h.{bid}.mlp.c_fc.weight", GGUF.FFN_UP.weight, weight),
+        Tensor("h.{bid}.mlp.c_fc.bias", GGUF.FFN_UP.bias),
+        Tensor("h.{bid}.mlp.c_proj.weight", GGUF.FFN_DOWN.weight, weight),
+        Tensor("h.{bid}.mlp.c_proj.bias", GGUF.FFN_DOWN.bias),
     )
 
 
@@ -91,14 +92,17 @@ def check(h: dict, path: Path) -> None:
 
 
 def parameters(h: dict, block_count: int, file_type: int) -> list:
-    return [u32("gpt2.block_count", block_count), u32("gpt2.context_length", h["n_ctx"]),
-            u32("gpt2.embedding_length", h["n_embd"]), u32("gpt2.feed_forward_length", 4 * h["n_embd"]),
-            u32("gpt2.attention.head_count", h["n_head"]),
-            f32("gpt2.attention.layer_norm_epsilon", h["layer_norm_epsilon"]), u32("general.file_type", file_type)]
+    return [u32(Keys.LLM.BLOCK_COUNT.format(arch="gpt2"), block_count),
+            u32(Keys.LLM.CONTEXT_LENGTH.format(arch="gpt2"), h["n_ctx"]),
+            u32(Keys.LLM.EMBEDDING_LENGTH.format(arch="gpt2"), h["n_embd"]),
+            u32(Keys.LLM.FEED_FORWARD_LENGTH.format(arch="gpt2"), 4 * h["n_embd"]),
+            u32(Keys.Attention.HEAD_COUNT.format(arch="gpt2"), h["n_head"]),
+            f32(Keys.Attention.LAYERNORM_EPS.format(arch="gpt2"), h["layer_norm_epsilon"]),
+            u32(Keys.General.FILE_TYPE, file_type)]
 
 
 def vocab(model_dir: Path, h: dict) -> list:
-    from tokenizer.vocab import gpt2_vocab
+    from hfview.tokenizer.vocab import gpt2_vocab
     return gpt2_vocab(model_dir, h)
 
 

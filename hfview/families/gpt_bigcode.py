@@ -12,6 +12,7 @@ from pathlib import Path
 from ..config import ANY, Harmless
 from ..errors import ConfigError
 from ..family import Family, stored
+from ..names import Keys
 from ..params import GELU, f32, u32
 from .gpt2 import tensors
 
@@ -60,14 +61,18 @@ def check(h: dict, path: Path) -> None:
 
 
 def parameters(h: dict, block_count: int, file_type: int) -> list:
-    return [u32("starcoder.context_length", h["n_positions"]), u32("starcoder.embedding_length", h["n_embd"]),
-            u32("starcoder.feed_forward_length", 4 * h["n_embd"]), u32("starcoder.block_count", block_count),
-            u32("starcoder.attention.head_count", h["n_head"]), u32("starcoder.attention.head_count_kv", 1),
-            f32("starcoder.attention.layer_norm_epsilon", h["layer_norm_epsilon"]), u32("general.file_type", file_type)]
+    return [u32(Keys.LLM.CONTEXT_LENGTH.format(arch="starcoder"), h["n_positions"]),
+            u32(Keys.LLM.EMBEDDING_LENGTH.format(arch="starcoder"), h["n_embd"]),
+            u32(Keys.LLM.FEED_FORWARD_LENGTH.format(arch="starcoder"), 4 * h["n_embd"]),
+            u32(Keys.LLM.BLOCK_COUNT.format(arch="starcoder"), block_count),
+            u32(Keys.Attention.HEAD_COUNT.format(arch="starcoder"), h["n_head"]),
+            u32(Keys.Attention.HEAD_COUNT_KV.format(arch="starcoder"), 1),
+            f32(Keys.Attention.LAYERNORM_EPS.format(arch="starcoder"), h["layer_norm_epsilon"]),
+            u32(Keys.General.FILE_TYPE, file_type)]
 
 
 def vocab(model_dir: Path, h: dict) -> list:
-    from tokenizer.vocab import gpt2_vocab
+    from hfview.tokenizer.vocab import gpt2_vocab
     return gpt2_vocab(model_dir, h)
 
 

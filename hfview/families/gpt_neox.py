@@ -12,8 +12,8 @@ from pathlib import Path
 from ..config import ANY, Harmless
 from ..errors import ConfigError
 from ..family import Family, Tensor, qkv_by_part
+from ..names import GGUF, Keys
 from ..params import GELU, boolean, f32, u32
-
 
 # transformers 5.24's GPTNeoXConfig defaults
 DEFAULTS = {
@@ -37,16 +37,16 @@ HARMLESS: Harmless = {"classifier_dropout": ANY, "is_decoder": ANY, "attention_p
                       "hidden_dropout_prob": ANY}
 
 TENSORS = (
-    Tensor("gpt_neox.embed_in.weight", "token_embd.weight"),
-    Tensor("gpt_neox.final_layer_norm.{wb}", "output_norm.{wb}"),
-    Tensor("embed_out.weight", "output.weight"),
-    Tensor("gpt_neox.layers.{bid}.input_layernorm.{wb}", "blk.{bid}.attn_norm.{wb}"),
-    Tensor("gpt_neox.layers.{bid}.attention.query_key_value.{wb}", "blk.{bid}.attn_qkv.{wb}",
+    Tensor("gpt_neox.embed_in.weight", GGUF.TOKEN_EMBD.weight),
+    Tensor("gpt_neox.final_layer_norm.{wb}", GGUF.OUTPUT_NORM.wb),
+    Tensor("embed_out.weight", GGUF.OUTPUT.weight),
+    Tensor("gpt_neox.layers.{bid}.input_layernorm.{wb}", GGUF.ATTN_NORM.wb),
+    Tensor("gpt_neox.layers.{bid}.attention.query_key_value.{wb}", GGUF.ATTN_QKV.wb,
            qkv_by_part("num_attention_heads")),
-    Tensor("gpt_neox.layers.{bid}.attention.dense.{wb}", "blk.{bid}.attn_output.{wb}"),
-    Tensor("gpt_neox.layers.{bid}.post_attention_layernorm.{wb}", "blk.{bid}.ffn_norm.{wb}"),
-    Tensor("gpt_neox.layers.{bid}.mlp.dense_h_to_4h.{wb}", "blk.{bid}.ffn_up.{wb}"),
-    Tensor("gpt_neox.layers.{bid}.mlp.dense_4h_to_h.{wb}", "blk.{bid}.ffn_down.{wb}"),
+    Tensor("gpt_neox.layers.{bid}.attention.dense.{wb}", GGUF.ATTN_OUT.wb),
+    Tensor("gpt_neox.layers.{bid}.post_attention_layernorm.{wb}", GGUF.FFN_NORM.wb),
+    Tensor("gpt_neox.layers.{bid}.mlp.dense_h_to_4h.{wb}", GGUF.FFN_UP.wb),
+    Tensor("gpt_neox.layers.{bid}.mlp.dense_4h_to_h.{wb}", GGUF.FFN_DOWN.wb),
 )
 
 
@@ -79,17 +79,18 @@ def rotary_dims(h: dict) -> int:
 
 
 def parameters(h: dict, block_count: int, file_type: int) -> list:
-    return [u32("gptneox.context_length", h["max_position_embeddings"]),
-            u32("gptneox.embedding_length", h["hidden_size"]), u32("gptneox.block_count", block_count),
-            u32("gptneox.feed_forward_length", h["intermediate_size"]),
-            u32("gptneox.rope.dimension_count", rotary_dims(h)),
-            u32("gptneox.attention.head_count", h["num_attention_heads"]),
-            boolean("gptneox.use_parallel_residual", h["use_parallel_residual"]),
-            f32("gptneox.attention.layer_norm_epsilon", h["layer_norm_eps"])]
+    return [u32(Keys.LLM.CONTEXT_LENGTH.format(arch="gptneox"), h["max_position_embeddings"]),
+            u32(Keys.LLM.EMBEDDING_LENGTH.format(arch="gptneox"), h["hidden_size"]),
+            u32(Keys.LLM.BLOCK_COUNT.format(arch="gptneox"), block_count),
+            u32(Keys.LLM.FEED_FORWARD_LENGTH.format(arch="gptneox"), h["intermediate_size"]),
+            u32(Keys.Rope.DIMENSION_COUNT.format(arch="gptneox"), rotary_dims(h)),
+            u32(Keys.Attention.HEAD_COUNT.format(arch="gptneox"), h["num_attention_heads"]),
+            boolean(Keys.LLM.USE_PARALLEL_RESIDUAL.format(arch="gptneox"), h["use_parallel_residual"]),
+            f32(Keys.Attention.LAYERNORM_EPS.format(arch="gptneox"), h["layer_norm_eps"])]
 
 
 def vocab(model_dir: Path, h: dict) -> list:
-    from tokenizer.vocab import gpt2_vocab
+    from hfview.tokenizer.vocab import gpt2_vocab
     return gpt2_vocab(model_dir, h)
 
 

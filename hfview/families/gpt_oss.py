@@ -16,10 +16,10 @@ from pathlib import Path
 
 from ..config import ANY, Harmless
 from ..errors import CheckpointError, ConfigError
-from ..family import Family, Split, Tensor
+from ..family import Family, RunnerFacts, Split, Tensor
+from ..names import GGUF, Keys
 from ..params import text_model_parameters, u32
 from ..views import ColumnSelection, Transposed, interleaved
-from .qwen2 import check_architecture
 
 # transformers 5.24's GptOssConfig defaults
 DEFAULTS = {
@@ -83,22 +83,22 @@ def _down(sources, h):
 
 _LAYER = "model.layers.{bid}."
 TENSORS = (
-    Tensor("model.embed_tokens.weight", "token_embd.weight"),
-    Tensor("model.norm.weight", "output_norm.weight"),
-    Tensor("lm_head.weight", "output.weight"),
-    Tensor(_LAYER + "input_layernorm.weight", "blk.{bid}.attn_norm.weight"),
-    Tensor(_LAYER + "post_attention_layernorm.weight", "blk.{bid}.post_attention_norm.weight"),
+    Tensor("model.embed_tokens.weight", GGUF.TOKEN_EMBD.weight),
+    Tensor("model.norm.weight", GGUF.OUTPUT_NORM.weight),
+    Tensor("lm_head.weight", GGUF.OUTPUT.weight),
+    Tensor(_LAYER + "input_layernorm.weight", GGUF.ATTN_NORM.weight),
+    Tensor(_LAYER + "post_attention_layernorm.weight", GGUF.ATTN_POST_NORM.weight),
     *(Tensor(f"{_LAYER}self_attn.{p}_proj.{wb}", f"blk.{{bid}}.attn_{g}.{wb}")
       for p, g in (("q", "q"), ("k", "k"), ("v", "v"), ("o", "output")) for wb in ("weight", "bias")),
-    Tensor(_LAYER + "self_attn.sinks", "blk.{bid}.attn_sinks.weight"),
-    Tensor(_LAYER + "mlp.router.weight", "blk.{bid}.ffn_gate_inp.weight"),
-    Tensor(_LAYER + "mlp.router.bias", "blk.{bid}.ffn_gate_inp.bias"),
-    Split(_LAYER + "mlp.experts.gate_up_proj", (("blk.{bid}.ffn_gate_exps.weight", _gate_up(0)),
-                                                ("blk.{bid}.ffn_up_exps.weight", _gate_up(1)))),
-    Split(_LAYER + "mlp.experts.gate_up_proj_bias", (("blk.{bid}.ffn_gate_exps.bias", _gate_up_bias(0)),
-                                                     ("blk.{bid}.ffn_up_exps.bias", _gate_up_bias(1)))),
-    Tensor(_LAYER + "mlp.experts.down_proj", "blk.{bid}.ffn_down_exps.weight", _down),
-    Tensor(_LAYER + "mlp.experts.down_proj_bias", "blk.{bid}.ffn_down_exps.bias"),
+    Tensor(_LAYER + "self_attn.sinks", GGUF.ATTN_SINKS.weight),
+    Tensor(_LAYER + "mlp.router.weight", GGUF.FFN_GATE_INP.weight),
+    Tensor(_LAYER + "mlp.router.bias", GGUF.FFN_GATE_INP.bias),
+    Split(_LAYER + "mlp.experts.gate_up_proj", ((GGUF.FFN_GATE_EXP.weight, _gate_up(0)),
+                                                (GGUF.FFN_UP_EXP.weight, _gate_up(1)))),
+    Split(_LAYER + "mlp.experts.gate_up_proj_bias", ((GGUF.FFN_GATE_EXP.bias, _gate_up_bias(0)),
+                                                     (GGUF.FFN_UP_EXP.bias, _gate_up_bias(1)))),
+    Tensor(_LAYER + "mlp.experts.down_proj", GGUF.FFN_DOWN_EXP.weight, _down),
+    Tensor(_LAYER + "mlp.experts.down_proj_bias", GGUF.FFN_DOWN_EXP.bias),
 )
 
 
@@ -117,7 +117,6 @@ def normalise(h: dict) -> dict:
 
 
 def check(h: dict, path: Path) -> None:
-    check_architecture(h, path, "gpt_oss", ("GptOssForCausalLM",))
     if h["layer_types"] != _layer_kinds(h["num_hidden_layers"]):
         raise ConfigError(f"{path}: layer_types {h['layer_types']}: llama.cpp's gpt-oss makes the even layers "
                           f"sliding-window and the odd ones full attention (the converter writes no pattern), so "
@@ -147,13 +146,13 @@ def check(h: dict, path: Path) -> None:
 def parameters(h: dict, block_count: int, file_type: int) -> list:
     """TextModel's list, then the window and the expert width (GptOssModel.set_gguf_parameters)."""
     return [*text_model_parameters(h, "gpt-oss", block_count, file_type),
-            u32("gpt-oss.attention.sliding_window", h["sliding_window"]),
-            u32("gpt-oss.expert_feed_forward_length", h["intermediate_size"])]
+            u32(Keys.Attention.SLIDING_WINDOW.format(arch="gpt-oss"), h["sliding_window"]),
+            u32(Keys.LLM.EXPERT_FEED_FORWARD_LENGTH.format(arch="gpt-oss"), h["intermediate_size"])]
 
 
 def vocab(model_dir: Path, h: dict) -> list:
     """GptOssModel.set_vocab: byte-level BPE."""
-    from tokenizer.vocab import gpt2_vocab
+    from hfview.tokenizer.vocab import gpt2_vocab
     return gpt2_vocab(model_dir, h)
 
 
@@ -171,5 +170,5 @@ FAMILY = Family(
     normalise=normalise,
     # llama.cpp's gpt-oss applies the window on its sliding layers (LLAMA_SWA_TYPE_STANDARD, pattern 2:
     # src/models/openai-moe.cpp), as transformers does
-    llama_cpp_applies_window=True,
+    runner=RunnerFacts(llama_cpp_applies_window=True),
 )

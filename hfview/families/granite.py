@@ -11,8 +11,9 @@ from pathlib import Path
 from ..config import ANY, Harmless
 from ..errors import ConfigError
 from ..family import Family, Skip
+from ..names import Keys
 from ..params import f32, text_model_parameters, u32
-from .llama import TENSORS as _LLAMA_TENSORS
+from ._parts.decoder import LLAMA_TENSORS
 
 # transformers 5.24's GraniteConfig defaults
 DEFAULTS = {
@@ -35,7 +36,7 @@ READS = frozenset({
 HARMLESS: Harmless = {"head_dim": ANY}
 
 # Llama's dense rules (the mixture rules belong to GraniteMoe, another converter class)
-TENSORS = tuple(r for r in _LLAMA_TENSORS if isinstance(r, Skip) or "block_sparse_moe" not in r.hf)
+TENSORS = tuple(r for r in LLAMA_TENSORS if isinstance(r, Skip) or "block_sparse_moe" not in r.hf)
 
 _MULTIPLIERS = (("attention_multiplier", "attention.scale"), ("embedding_multiplier", "embedding_scale"),
                 ("residual_multiplier", "residual_scale"), ("logits_scaling", "logit_scale"))
@@ -62,8 +63,8 @@ def granite_parameters(arch: str):
     """The converter's GraniteModel list under llama.cpp architecture `arch` (granite, granitemoe)."""
     def parameters(h: dict, block_count: int, file_type: int) -> list:
         kv = [*text_model_parameters(h, arch, block_count, file_type),
-              u32(f"{arch}.vocab_size", h["vocab_size"]),
-              u32(f"{arch}.rope.dimension_count", h["hidden_size"] // h["num_attention_heads"])]
+              u32(Keys.LLM.VOCAB_SIZE.format(arch=arch), h["vocab_size"]),
+              u32(Keys.Rope.DIMENSION_COUNT.format(arch=arch), h["hidden_size"] // h["num_attention_heads"])]
         # a multiplier of 0 (or absent) is not written, as the converter tests them for truth
         kv += [f32(f"{arch}.{key}", h[name]) for name, key in _MULTIPLIERS if h.get(name)]
         return kv
@@ -74,7 +75,7 @@ parameters = granite_parameters("granite")
 
 
 def vocab(model_dir: Path, h: dict) -> list:
-    from tokenizer.vocab import llama_vocab
+    from hfview.tokenizer.vocab import llama_vocab
     return llama_vocab(model_dir, h)
 
 

@@ -9,8 +9,9 @@ from pathlib import Path
 
 from ..config import ANY, Harmless
 from ..errors import ConfigError
-from ..family import Family, Tensor
+from ..family import Family, RunnerFacts, Tensor
 from ..gguf_layout import KV, ValueType
+from ..names import GGUF, Keys
 from ..params import f32, text_model_parameters, u32
 from .granite import TENSORS as _GRANITE_TENSORS
 from .granite import check as _granite_check
@@ -36,7 +37,7 @@ READS = frozenset({
 HARMLESS: Harmless = {"head_dim": ANY}  # dropped by the converter, derived from hidden_size by transformers
 
 TENSORS = (*_GRANITE_TENSORS,
-           Tensor("model.layers.{bid}.self_attn.sinks", "blk.{bid}.attn_sinks.weight"))
+           Tensor("model.layers.{bid}.self_attn.sinks", GGUF.ATTN_SINKS.weight))
 
 _ARCH = "granite_swa"
 _MULTIPLIERS = (("attention_multiplier", "attention.scale"), ("embedding_multiplier", "embedding_scale"),
@@ -73,20 +74,21 @@ def check(h: dict, path: Path) -> None:
 
 def parameters(h: dict, block_count: int, file_type: int) -> list:
     kv = [*text_model_parameters(h, _ARCH, block_count, file_type),
-          u32(f"{_ARCH}.vocab_size", h["vocab_size"]),
-          u32(f"{_ARCH}.rope.dimension_count", h["hidden_size"] // h["num_attention_heads"])]
+          u32(Keys.LLM.VOCAB_SIZE.format(arch=_ARCH), h["vocab_size"]),
+          u32(Keys.Rope.DIMENSION_COUNT.format(arch=_ARCH), h["hidden_size"] // h["num_attention_heads"])]
     kv += [f32(f"{_ARCH}.{key}", h[name]) for name, key in _MULTIPLIERS if h.get(name)]
-    kv.append(u32(f"{_ARCH}.attention.sliding_window", h.get("sliding_window", 128)))
-    kv.append(KV(f"{_ARCH}.attention.sliding_window_pattern", ValueType.ARRAY,
+    kv.append(u32(Keys.Attention.SLIDING_WINDOW.format(arch=_ARCH), h.get("sliding_window", 128)))
+    kv.append(KV(Keys.Attention.SLIDING_WINDOW_PATTERN.format(arch=_ARCH), ValueType.ARRAY,
                  [t == "sliding_attention" for t in h["layer_types"]], ValueType.BOOL))
     if h.get("no_rope_layers"):
-        kv.append(KV(f"{_ARCH}.attention.rope_pattern", ValueType.ARRAY, [bool(x) for x in h["no_rope_layers"]],
+        kv.append(KV(Keys.Attention.ROPE_PATTERN.format(arch=_ARCH), ValueType.ARRAY,
+                     [bool(x) for x in h["no_rope_layers"]],
                      ValueType.BOOL))
     return kv
 
 
 def vocab(model_dir: Path, h: dict) -> list:
-    from tokenizer.vocab import llama_vocab
+    from hfview.tokenizer.vocab import llama_vocab
     return llama_vocab(model_dir, h)
 
 
@@ -102,5 +104,5 @@ FAMILY = Family(
     vocab=vocab,
     check=check,
     normalise=normalise,
-    llama_cpp_applies_window=True,  # llama.cpp's granite_swa slides on the layers layer_types names
+    runner=RunnerFacts(llama_cpp_applies_window=True),  # llama.cpp's granite_swa slides on the layers layer_types names
 )

@@ -10,29 +10,17 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from ..errors import CheckpointError, ConfigError
+from ..errors import ConfigError
 from ..family import Family, Skip, Split, Tensor
+from ..names import GGUF, Keys
 from ..params import u32
-from ..views import RowSelection, expert_part
+from ._parts.mixture import half_of_each
 from .granite import DEFAULTS as _GRANITE_DEFAULTS
+from .granite import HARMLESS
 from .granite import READS as _GRANITE_READS
-from .granite import HARMLESS, check as _granite_check, granite_parameters, normalise, vocab
 from .granite import TENSORS as _GRANITE_TENSORS
-
-
-def half_of_each(part: int):
-    """The gate (0) or up (1) half of every expert's fused input_linear rows; a shared expert's 2-D one too."""
-    def make(sources, h):
-        src = sources[0]
-        if src.shape[-2] % 2:
-            raise CheckpointError(f"tensor {src.name!r}: {src.shape[-2]} fused rows do not split into gate and up")
-        experts = src.shape[0] if len(src.shape) == 3 else 1
-        rows = src.shape[-2]
-        shape = (*src.shape[:-2], rows // 2, src.shape[-1])
-        label = ("gate", "up")[part] + " half of each expert's input_linear rows"
-        return RowSelection(src, expert_part(experts, rows, part, 2), label, shape if len(shape) > 2 else None)
-    return make
-
+from .granite import check as _granite_check
+from .granite import granite_parameters, normalise, vocab
 
 _MOE = dict(num_local_experts=8, num_experts_per_tok=2, output_router_logits=False, router_aux_loss_coef=0.001)
 # transformers 5.24's GraniteMoeConfig and GraniteMoeSharedConfig defaults
@@ -47,14 +35,14 @@ READS = (_GRANITE_READS - {"mlp_bias"}) | {"num_local_experts", "num_experts_per
 
 TENSORS = (
     *(r for r in _GRANITE_TENSORS if isinstance(r, Skip) or ".mlp." not in r.hf),
-    Tensor("model.layers.{bid}.block_sparse_moe.router.layer.weight", "blk.{bid}.ffn_gate_inp.weight"),
+    Tensor("model.layers.{bid}.block_sparse_moe.router.layer.weight", GGUF.FFN_GATE_INP.weight),
     Split("model.layers.{bid}.block_sparse_moe.input_linear.weight",
-          (("blk.{bid}.ffn_gate_exps.weight", half_of_each(0)), ("blk.{bid}.ffn_up_exps.weight", half_of_each(1)))),
-    Tensor("model.layers.{bid}.block_sparse_moe.output_linear.weight", "blk.{bid}.ffn_down_exps.weight"),
+          ((GGUF.FFN_GATE_EXP.weight, half_of_each(0)), (GGUF.FFN_UP_EXP.weight, half_of_each(1)))),
+    Tensor("model.layers.{bid}.block_sparse_moe.output_linear.weight", GGUF.FFN_DOWN_EXP.weight),
     Split("model.layers.{bid}.shared_mlp.input_linear.weight",
-          (("blk.{bid}.ffn_gate_shexp.weight", half_of_each(0)), ("blk.{bid}.ffn_up_shexp.weight", half_of_each(1))),
+          ((GGUF.FFN_GATE_SHEXP.weight, half_of_each(0)), (GGUF.FFN_UP_SHEXP.weight, half_of_each(1))),
           required=lambda h: bool(h.get("shared_intermediate_size"))),
-    Tensor("model.layers.{bid}.shared_mlp.output_linear.weight", "blk.{bid}.ffn_down_shexp.weight",
+    Tensor("model.layers.{bid}.shared_mlp.output_linear.weight", GGUF.FFN_DOWN_SHEXP.weight,
            required=lambda h: bool(h.get("shared_intermediate_size"))),
 )
 
@@ -69,7 +57,8 @@ def check(h: dict, path: Path) -> None:
 def parameters(h: dict, block_count: int, file_type: int) -> list:
     kv = granite_parameters("granitemoe")(h, block_count, file_type)
     if h.get("shared_intermediate_size"):
-        kv.append(u32("granitemoe.expert_shared_feed_forward_length", h["shared_intermediate_size"]))
+        kv.append(u32(Keys.LLM.EXPERT_SHARED_FEED_FORWARD_LENGTH.format(arch="granitemoe"),
+                      h["shared_intermediate_size"]))
     return kv
 
 

@@ -12,10 +12,16 @@ from __future__ import annotations
 from pathlib import Path
 
 from ..errors import ConfigError
-from ..family import Family, Tensor
+from ..family import Family, RunnerFacts, Tensor
+from ..names import GGUF, Keys
 from ..params import u32
-from .granite_swa import HARMLESS, READS as _SWA_READS, TENSORS as _SWA_TENSORS
-from .granite_swa import check as _swa_check, normalise, parameters as _swa_parameters, vocab
+from .granite_swa import HARMLESS
+from .granite_swa import READS as _SWA_READS
+from .granite_swa import TENSORS as _SWA_TENSORS
+from .granite_swa import check as _swa_check
+from .granite_swa import normalise
+from .granite_swa import parameters as _swa_parameters
+from .granite_swa import vocab
 from .granitemoe import DEFAULTS as _MOE_DEFAULTS
 
 # transformers 5.24's GraniteMoeSWAConfig defaults: GraniteMoeSharedConfig's plus the window (layer_types and
@@ -29,11 +35,11 @@ _LAYER = "model.layers.{bid}."
 _shared = lambda h: bool(h.get("shared_intermediate_size"))  # noqa: E731
 TENSORS = (
     *(r for r in _SWA_TENSORS if ".mlp." not in r.hf),
-    Tensor(_LAYER + "block_sparse_moe.router.weight", "blk.{bid}.ffn_gate_inp.weight"),
-    Tensor(_LAYER + "block_sparse_moe.experts.gate_up_proj", "blk.{bid}.ffn_gate_up_exps.weight"),
-    Tensor(_LAYER + "block_sparse_moe.experts.down_proj", "blk.{bid}.ffn_down_exps.weight"),
-    Tensor(_LAYER + "shared_mlp.input_linear.weight", "blk.{bid}.ffn_up_shexp.weight", required=_shared),
-    Tensor(_LAYER + "shared_mlp.output_linear.weight", "blk.{bid}.ffn_down_shexp.weight", required=_shared),
+    Tensor(_LAYER + "block_sparse_moe.router.weight", GGUF.FFN_GATE_INP.weight),
+    Tensor(_LAYER + "block_sparse_moe.experts.gate_up_proj", GGUF.FFN_GATE_UP_EXP.weight),
+    Tensor(_LAYER + "block_sparse_moe.experts.down_proj", GGUF.FFN_DOWN_EXP.weight),
+    Tensor(_LAYER + "shared_mlp.input_linear.weight", GGUF.FFN_UP_SHEXP.weight, required=_shared),
+    Tensor(_LAYER + "shared_mlp.output_linear.weight", GGUF.FFN_DOWN_SHEXP.weight, required=_shared),
 )
 
 
@@ -47,7 +53,8 @@ def check(h: dict, path: Path) -> None:
 def parameters(h: dict, block_count: int, file_type: int) -> list:
     kv = _swa_parameters(h, block_count, file_type)
     if h.get("shared_intermediate_size"):
-        kv.append(u32("granite_swa.expert_shared_feed_forward_length", h["shared_intermediate_size"]))
+        kv.append(u32(Keys.LLM.EXPERT_SHARED_FEED_FORWARD_LENGTH.format(arch="granite_swa"),
+                      h["shared_intermediate_size"]))
     return kv
 
 
@@ -63,5 +70,5 @@ FAMILY = Family(
     vocab=vocab,
     check=check,
     normalise=normalise,
-    llama_cpp_applies_window=True,  # llama.cpp's granite_swa slides on the layers layer_types names
+    runner=RunnerFacts(llama_cpp_applies_window=True),  # llama.cpp's granite_swa slides on the layers layer_types names
 )

@@ -27,13 +27,13 @@ from ..config import ANY, Harmless
 from ..errors import ConfigError
 from ..family import Family, Split, Tensor, rope_pairs
 from ..gguf_layout import KV, ValueType
+from ..names import GGUF, Keys
 from ..params import boolean, u32
-from ..views import NEG_EXP, Reshaped
+from ..views import NEG_EXP
+from ._parts.mixture import half_of_each
+from ._parts.state_space import by_mamba_n_groups, padded_vocab, per_head, squeezed
 from .granite import granite_parameters
 from .granite import normalise as _granite_normalise
-from .granitemoe import half_of_each
-from .mamba import padded_vocab, squeezed
-from .mamba2 import per_head
 
 ARCH = "granitehybrid"
 
@@ -69,55 +69,47 @@ def is_bamba(h: dict) -> bool:
     return h.get("model_type") == "bamba"
 
 
-def by_group(sources, h):
-    src = sources[0]
-    groups = h["mamba_n_groups"]
-    if src.shape[0] % groups:
-        raise ConfigError(f"tensor {src.name!r} ({src.shape[0]} wide) does not split into mamba_n_groups = {groups}")
-    return Reshaped(src, (groups, src.shape[0] // groups), f"as [{groups} groups, {src.shape[0] // groups}]")
-
-
 _L = "model.layers.{bid}."
 _OPT = dict(required=False)  # on the layers of one kind only (check() places the kinds)
 _SHARED = lambda h: not has_experts(h) and not is_bamba(h)  # noqa: E731  (the shared MLP as the only FFN)
 TENSORS = (
-    Tensor("model.embed_tokens.weight", "token_embd.weight"),
-    Tensor("model.norm.weight", "output_norm.weight", required=lambda h: not is_bamba(h)),
-    Tensor("model.final_layernorm.weight", "output_norm.weight", required=is_bamba),
-    Tensor("lm_head.weight", "output.weight", required=False),  # absent when tied (as released)
-    Tensor(_L + "input_layernorm.weight", "blk.{bid}.attn_norm.weight"),
-    Tensor(_L + "post_attention_layernorm.weight", "blk.{bid}.ffn_norm.weight", required=lambda h: not is_bamba(h)),
-    Tensor(_L + "pre_ff_layernorm.weight", "blk.{bid}.ffn_norm.weight", required=is_bamba),
+    Tensor("model.embed_tokens.weight", GGUF.TOKEN_EMBD.weight),
+    Tensor("model.norm.weight", GGUF.OUTPUT_NORM.weight, required=lambda h: not is_bamba(h)),
+    Tensor("model.final_layernorm.weight", GGUF.OUTPUT_NORM.weight, required=is_bamba),
+    Tensor("lm_head.weight", GGUF.OUTPUT.weight, required=False),  # absent when tied (as released)
+    Tensor(_L + "input_layernorm.weight", GGUF.ATTN_NORM.weight),
+    Tensor(_L + "post_attention_layernorm.weight", GGUF.FFN_NORM.weight, required=lambda h: not is_bamba(h)),
+    Tensor(_L + "pre_ff_layernorm.weight", GGUF.FFN_NORM.weight, required=is_bamba),
     # attention layers: Q/K in rotation pairs, as LlamaModel presents them
-    Tensor(_L + "self_attn.q_proj.weight", "blk.{bid}.attn_q.weight", rope_pairs("num_attention_heads"), **_OPT),
-    Tensor(_L + "self_attn.k_proj.weight", "blk.{bid}.attn_k.weight", rope_pairs("num_key_value_heads"), **_OPT),
-    Tensor(_L + "self_attn.v_proj.weight", "blk.{bid}.attn_v.weight", **_OPT),
-    Tensor(_L + "self_attn.o_proj.weight", "blk.{bid}.attn_output.weight", **_OPT),
+    Tensor(_L + "self_attn.q_proj.weight", GGUF.ATTN_Q.weight, rope_pairs("num_attention_heads"), **_OPT),
+    Tensor(_L + "self_attn.k_proj.weight", GGUF.ATTN_K.weight, rope_pairs("num_key_value_heads"), **_OPT),
+    Tensor(_L + "self_attn.v_proj.weight", GGUF.ATTN_V.weight, **_OPT),
+    Tensor(_L + "self_attn.o_proj.weight", GGUF.ATTN_OUT.weight, **_OPT),
     # Mamba-2 layers
-    Tensor(_L + "mamba.in_proj.weight", "blk.{bid}.ssm_in.weight", **_OPT),
-    Tensor(_L + "mamba.conv1d.weight", "blk.{bid}.ssm_conv1d.weight", squeezed, **_OPT),
-    Tensor(_L + "mamba.conv1d.bias", "blk.{bid}.ssm_conv1d.bias", **_OPT),
-    Tensor(_L + "mamba.dt_bias", "blk.{bid}.ssm_dt.bias", **_OPT),
-    Tensor(_L + "mamba.A_log", "blk.{bid}.ssm_a", per_head, steps=(NEG_EXP,), **_OPT),
-    Tensor(_L + "mamba.D", "blk.{bid}.ssm_d", per_head, **_OPT),
-    Tensor(_L + "mamba.norm.weight", "blk.{bid}.ssm_norm.weight", by_group, **_OPT),
-    Tensor(_L + "mamba.out_proj.weight", "blk.{bid}.ssm_out.weight", **_OPT),
+    Tensor(_L + "mamba.in_proj.weight", GGUF.SSM_IN.weight, **_OPT),
+    Tensor(_L + "mamba.conv1d.weight", GGUF.SSM_CONV1D.weight, squeezed, **_OPT),
+    Tensor(_L + "mamba.conv1d.bias", GGUF.SSM_CONV1D.bias, **_OPT),
+    Tensor(_L + "mamba.dt_bias", GGUF.SSM_DT.bias, **_OPT),
+    Tensor(_L + "mamba.A_log", GGUF.SSM_A, per_head, steps=(NEG_EXP,), **_OPT),
+    Tensor(_L + "mamba.D", GGUF.SSM_D, per_head, **_OPT),
+    Tensor(_L + "mamba.norm.weight", GGUF.SSM_NORM.weight, by_mamba_n_groups, **_OPT),
+    Tensor(_L + "mamba.out_proj.weight", GGUF.SSM_OUT.weight, **_OPT),
     # the mixture (every layer, where there are experts)
-    Tensor(_L + "block_sparse_moe.router.layer.weight", "blk.{bid}.ffn_gate_inp.weight", required=has_experts),
+    Tensor(_L + "block_sparse_moe.router.layer.weight", GGUF.FFN_GATE_INP.weight, required=has_experts),
     Split(_L + "block_sparse_moe.input_linear.weight",
-          (("blk.{bid}.ffn_gate_exps.weight", half_of_each(0)), ("blk.{bid}.ffn_up_exps.weight", half_of_each(1))),
+          ((GGUF.FFN_GATE_EXP.weight, half_of_each(0)), (GGUF.FFN_UP_EXP.weight, half_of_each(1))),
           required=has_experts),
-    Tensor(_L + "block_sparse_moe.output_linear.weight", "blk.{bid}.ffn_down_exps.weight", required=has_experts),
+    Tensor(_L + "block_sparse_moe.output_linear.weight", GGUF.FFN_DOWN_EXP.weight, required=has_experts),
     # the shared MLP: a shared expert beside experts, else the layer's FFN
     Split(_L + "shared_mlp.input_linear.weight",
-          (("blk.{bid}.ffn_gate_shexp.weight", half_of_each(0)), ("blk.{bid}.ffn_up_shexp.weight", half_of_each(1))),
+          ((GGUF.FFN_GATE_SHEXP.weight, half_of_each(0)), (GGUF.FFN_UP_SHEXP.weight, half_of_each(1))),
           required=has_experts, when=has_experts),
-    Tensor(_L + "shared_mlp.output_linear.weight", "blk.{bid}.ffn_down_shexp.weight", required=has_experts,
+    Tensor(_L + "shared_mlp.output_linear.weight", GGUF.FFN_DOWN_SHEXP.weight, required=has_experts,
            when=has_experts),
     Split(_L + "shared_mlp.input_linear.weight",
-          (("blk.{bid}.ffn_gate.weight", half_of_each(0)), ("blk.{bid}.ffn_up.weight", half_of_each(1))),
+          ((GGUF.FFN_GATE.weight, half_of_each(0)), (GGUF.FFN_UP.weight, half_of_each(1))),
           required=_SHARED),
-    Tensor(_L + "shared_mlp.output_linear.weight", "blk.{bid}.ffn_down.weight", required=_SHARED),
+    Tensor(_L + "shared_mlp.output_linear.weight", GGUF.FFN_DOWN.weight, required=_SHARED),
     # Bamba's one SwiGLU
     *(Tensor(_L + f"feed_forward.{p}_proj.weight", f"blk.{{bid}}.ffn_{p}.weight", required=is_bamba)
       for p in ("gate", "up", "down")),
@@ -222,24 +214,25 @@ def parameters(h: dict, block_count: int, file_type: int) -> list:
     head_count_kv already has) and no rope; the context length, set again to 2^20, also keeps its place."""
     kv = granite_parameters(ARCH)(h, block_count, file_type)
     if h.get("shared_intermediate_size"):
-        kv.append(u32(f"{ARCH}.expert_shared_feed_forward_length", h["shared_intermediate_size"]))
-    kv += [u32(f"{ARCH}.ssm.conv_kernel", h["mamba_d_conv"]), u32(f"{ARCH}.ssm.state_size", h["mamba_d_state"]),
-           u32(f"{ARCH}.ssm.group_count", h["mamba_n_groups"]),
-           u32(f"{ARCH}.ssm.inner_size", h["mamba_expand"] * h["hidden_size"]),
-           u32(f"{ARCH}.ssm.time_step_rank", h["mamba_n_heads"])]
+        kv.append(u32(Keys.LLM.EXPERT_SHARED_FEED_FORWARD_LENGTH.format(arch=ARCH), h["shared_intermediate_size"]))
+    kv += [u32(Keys.SSM.CONV_KERNEL.format(arch=ARCH), h["mamba_d_conv"]),
+           u32(Keys.SSM.STATE_SIZE.format(arch=ARCH), h["mamba_d_state"]),
+           u32(Keys.SSM.GROUP_COUNT.format(arch=ARCH), h["mamba_n_groups"]),
+           u32(Keys.SSM.INNER_SIZE.format(arch=ARCH), h["mamba_expand"] * h["hidden_size"]),
+           u32(Keys.SSM.TIME_STEP_RANK.format(arch=ARCH), h["mamba_n_heads"])]
     if h.get("attn_rotary_emb"):
-        kv.append(u32(f"{ARCH}.rope.dimension_count", h["attn_rotary_emb"]))
-    kv += [KV(f"{ARCH}.attention.head_count_kv", ValueType.ARRAY,
+        kv.append(u32(Keys.Rope.DIMENSION_COUNT.format(arch=ARCH), h["attn_rotary_emb"]))
+    kv += [KV(Keys.Attention.HEAD_COUNT_KV.format(arch=ARCH), ValueType.ARRAY,
               [h["num_key_value_heads"] if a else 0 for a in attention_layers(h)], ValueType.INT32),
-           boolean(f"{ARCH}.rope.scaling.finetuned", is_bamba(h))]
+           boolean(Keys.Rope.SCALING_FINETUNED.format(arch=ARCH), is_bamba(h))]
     if not is_bamba(h):
-        kv.append(u32(f"{ARCH}.context_length", 2 ** 20))
+        kv.append(u32(Keys.LLM.CONTEXT_LENGTH.format(arch=ARCH), 2 ** 20))
     return kv
 
 
 def vocab(model_dir: Path, h: dict) -> list:
     """Mamba2Model.set_vocab: tokenizer.model's SentencePiece, else tokenizer.json's byte-level BPE."""
-    from tokenizer.vocab import gpt2_vocab, sentencepiece_vocab
+    from hfview.tokenizer.vocab import gpt2_vocab, sentencepiece_vocab
     if (model_dir / "tokenizer.model").is_file():
         return sentencepiece_vocab(model_dir, h)
     return gpt2_vocab(model_dir, h)

@@ -23,9 +23,10 @@ from pathlib import Path
 from ..config import ANY, Harmless
 from ..errors import CheckpointError, ConfigError
 from ..family import Family, Split, Tensor
+from ..names import GGUF, Keys
 from ..params import boolean, f32, text_model_parameters, u32
 from ..views import RowSelection, expert_part
-from .qwen2 import check_architecture, check_silu
+from ._parts.checks import check_silu
 
 # transformers 5.24's HrmTextConfig, as data (what its __post_init__ computes is in normalise)
 DEFAULTS = {
@@ -67,17 +68,17 @@ def _chunk(part: int, parts: int, what: str):
 _L = "model.layers.{bid}."  # after rename: L's layer i is block i, H's is block lps + i
 _GQKV = ("gate", "q", "k", "v")
 TENSORS = (
-    Tensor("model.embed_tokens.weight", "token_embd.weight"),
-    Tensor("lm_head.weight", "output.weight", required=False),  # absent when tied to the embeddings
+    Tensor("model.embed_tokens.weight", GGUF.TOKEN_EMBD.weight),
+    Tensor("lm_head.weight", GGUF.OUTPUT.weight, required=False),  # absent when tied to the embeddings
     Tensor("model.z_L_init", "hrm.z_l_init"),
     Split(_L + "attn.gqkv_proj.weight",
           tuple((f"blk.{{bid}}.attn_{p}.weight", _chunk(i, 4, f"{p} rows of gqkv_proj")) for i, p in enumerate(_GQKV)),
           required=False),
-    Tensor(_L + "attn.o_proj.weight", "blk.{bid}.attn_output.weight", required=False),
-    Split(_L + "mlp.gate_up_proj.weight", (("blk.{bid}.ffn_gate.weight", _chunk(0, 2, "gate rows of gate_up_proj")),
-                                           ("blk.{bid}.ffn_up.weight", _chunk(1, 2, "up rows of gate_up_proj"))),
+    Tensor(_L + "attn.o_proj.weight", GGUF.ATTN_OUT.weight, required=False),
+    Split(_L + "mlp.gate_up_proj.weight", ((GGUF.FFN_GATE.weight, _chunk(0, 2, "gate rows of gate_up_proj")),
+                                           (GGUF.FFN_UP.weight, _chunk(1, 2, "up rows of gate_up_proj"))),
           required=False),
-    Tensor(_L + "mlp.down_proj.weight", "blk.{bid}.ffn_down.weight", required=False),
+    Tensor(_L + "mlp.down_proj.weight", GGUF.FFN_DOWN.weight, required=False),
 )
 _STACKED = re.compile(r"model\.([LH])_module\.layers\.(\d+)\.(.+)")
 _PER_LAYER = ("attn.gqkv_proj.weight", "attn.o_proj.weight", "mlp.gate_up_proj.weight", "mlp.down_proj.weight")
@@ -129,7 +130,6 @@ def normalise(h: dict) -> dict:
 
 
 def check(h: dict, path: Path) -> None:
-    check_architecture(h, path, "hrm_text", ARCHITECTURES)
     check_silu(h, path, "hrm_text")
     if h.get("embedding_scale") is None:
         raise ConfigError(f"{path}: no embedding_scale and initializer_range {h.get('initializer_range')}: "
@@ -160,16 +160,16 @@ def head_dim(h: dict) -> int:
 
 def parameters(h: dict, block_count: int, file_type: int) -> list:
     return [*text_model_parameters(h, "hrm_text", block_count, file_type),
-            u32("hrm_text.rope.dimension_count", head_dim(h)),
-            f32("hrm_text.embedding_scale", h["embedding_scale"]),
-            u32("hrm_text.hrm.layers_per_stack", h["num_layers_per_stack"]),
-            u32("hrm_text.hrm.h_cycles", h["H_cycles"]),
-            u32("hrm_text.hrm.l_cycles", h["L_cycles"]),
-            boolean("hrm_text.hrm.prefix_lm", bool(h.get("prefix_lm", False)))]
+            u32(Keys.Rope.DIMENSION_COUNT.format(arch="hrm_text"), head_dim(h)),
+            f32(Keys.LLM.EMBEDDING_SCALE.format(arch="hrm_text"), h["embedding_scale"]),
+            u32(Keys.HRM.LAYERS_PER_STACK.format(arch="hrm_text"), h["num_layers_per_stack"]),
+            u32(Keys.HRM.H_CYCLES.format(arch="hrm_text"), h["H_cycles"]),
+            u32(Keys.HRM.L_CYCLES.format(arch="hrm_text"), h["L_cycles"]),
+            boolean(Keys.HRM.PREFIX_LM.format(arch="hrm_text"), bool(h.get("prefix_lm", False)))]
 
 
 def vocab(model_dir: Path, h: dict) -> list:
-    from tokenizer.vocab import gpt2_vocab
+    from hfview.tokenizer.vocab import gpt2_vocab
     return gpt2_vocab(model_dir, h)
 
 

@@ -11,6 +11,7 @@ from pathlib import Path
 from ..config import ANY, Harmless
 from ..errors import ConfigError
 from ..family import Family, Skip, Tensor
+from ..names import GGUF, Keys
 from ..params import f32, string, text_model_parameters, u32
 
 # transformers 5.24's HunYuanDenseV1Config defaults, as data.
@@ -34,22 +35,22 @@ READS = frozenset({
 HARMLESS: Harmless = {"org_vocab_size": ANY}
 
 TENSORS = (
-    Tensor("model.embed_tokens.weight", "token_embd.weight"),
-    Tensor("model.norm.weight", "output_norm.weight"),
+    Tensor("model.embed_tokens.weight", GGUF.TOKEN_EMBD.weight),
+    Tensor("model.norm.weight", GGUF.OUTPUT_NORM.weight),
     # a tied model may still store lm_head: the converter drops it then (llama.cpp reuses token_embd)
     Skip("lm_head.weight", when=lambda h: bool(h.get("tie_word_embeddings"))),
-    Tensor("lm_head.weight", "output.weight", required=False),  # absent when tied to the embeddings
-    Tensor("model.layers.{bid}.input_layernorm.weight", "blk.{bid}.attn_norm.weight"),
-    Tensor("model.layers.{bid}.self_attn.q_proj.weight", "blk.{bid}.attn_q.weight"),
-    Tensor("model.layers.{bid}.self_attn.k_proj.weight", "blk.{bid}.attn_k.weight"),
-    Tensor("model.layers.{bid}.self_attn.v_proj.weight", "blk.{bid}.attn_v.weight"),
-    Tensor("model.layers.{bid}.self_attn.o_proj.weight", "blk.{bid}.attn_output.weight"),
-    Tensor("model.layers.{bid}.self_attn.query_layernorm.weight", "blk.{bid}.attn_q_norm.weight"),
-    Tensor("model.layers.{bid}.self_attn.key_layernorm.weight", "blk.{bid}.attn_k_norm.weight"),
-    Tensor("model.layers.{bid}.post_attention_layernorm.weight", "blk.{bid}.ffn_norm.weight"),
-    Tensor("model.layers.{bid}.mlp.gate_proj.weight", "blk.{bid}.ffn_gate.weight"),
-    Tensor("model.layers.{bid}.mlp.up_proj.weight", "blk.{bid}.ffn_up.weight"),
-    Tensor("model.layers.{bid}.mlp.down_proj.weight", "blk.{bid}.ffn_down.weight"),
+    Tensor("lm_head.weight", GGUF.OUTPUT.weight, required=False),  # absent when tied to the embeddings
+    Tensor("model.layers.{bid}.input_layernorm.weight", GGUF.ATTN_NORM.weight),
+    Tensor("model.layers.{bid}.self_attn.q_proj.weight", GGUF.ATTN_Q.weight),
+    Tensor("model.layers.{bid}.self_attn.k_proj.weight", GGUF.ATTN_K.weight),
+    Tensor("model.layers.{bid}.self_attn.v_proj.weight", GGUF.ATTN_V.weight),
+    Tensor("model.layers.{bid}.self_attn.o_proj.weight", GGUF.ATTN_OUT.weight),
+    Tensor("model.layers.{bid}.self_attn.query_layernorm.weight", GGUF.ATTN_Q_NORM.weight),
+    Tensor("model.layers.{bid}.self_attn.key_layernorm.weight", GGUF.ATTN_K_NORM.weight),
+    Tensor("model.layers.{bid}.post_attention_layernorm.weight", GGUF.FFN_NORM.weight),
+    Tensor("model.layers.{bid}.mlp.gate_proj.weight", GGUF.FFN_GATE.weight),
+    Tensor("model.layers.{bid}.mlp.up_proj.weight", GGUF.FFN_UP.weight),
+    Tensor("model.layers.{bid}.mlp.down_proj.weight", GGUF.FFN_DOWN.weight),
     Skip("model.layers.{bid}.self_attn.rotary_emb.inv_freq"),
 )
 
@@ -82,21 +83,22 @@ def parameters(h: dict, block_count: int, file_type: int) -> list:
     rope = h["rope_parameters"]
     if rope.get("rope_type") in _NTK_TYPES:
         alpha, dim = rope.get("alpha", 50), h["head_dim"]
-        kv += [f32(f"{arch}.rope.freq_base", rope.get("rope_theta", 10000.0) * (alpha ** (dim / (dim - 2)))),
-               string(f"{arch}.rope.scaling.type", "none"),
-               f32(f"{arch}.rope.scaling.factor", 1)]
+        kv += [f32(Keys.Rope.FREQ_BASE.format(arch=arch),
+                   rope.get("rope_theta", 10000.0) * (alpha ** (dim / (dim - 2)))),
+               string(Keys.Rope.SCALING_TYPE.format(arch=arch), "none"),
+               f32(Keys.Rope.SCALING_FACTOR.format(arch=arch), 1)]
         if rope["rope_type"] == "dynamic":  # the converter's stated usable context for alpha 1000
-            kv += [u32(f"{arch}.rope.scaling.original_context_length", 256 * 1024),
-                   u32(f"{arch}.context_length", 256 * 1024)]
+            kv += [u32(Keys.Rope.SCALING_ORIG_CTX_LEN.format(arch=arch), 256 * 1024),
+                   u32(Keys.LLM.CONTEXT_LENGTH.format(arch=arch), 256 * 1024)]
     return kv
 
 
 def vocab(model_dir: Path, h: dict) -> list:
     """HunYuanModel.set_vocab (tokenizer.json route): the BPE vocab, eos replaced by eod_token_id, the first of
     generation_config.json's end-of-sequence ids as end-of-turn."""
-    from tokenizer.special import SpecialVocab, read_json
-    from tokenizer.vocab import bpe_tokens
-    from tokenizer.writer import KVWriter
+    from hfview.tokenizer.special import SpecialVocab, read_json
+    from hfview.tokenizer.vocab import bpe_tokens
+    from hfview.tokenizer.writer import KVWriter
 
     model_dir = Path(model_dir)
     if not (model_dir / "tokenizer.json").is_file():
@@ -104,20 +106,20 @@ def vocab(model_dir: Path, h: dict) -> list:
                           f"(the converter's tiktoken route needs the model's remote tokenizer code)")
     tokens, types, pre = bpe_tokens(model_dir, h)
     w = KVWriter()
-    w.add_string("tokenizer.ggml.model", "gpt2")
-    w.add_string("tokenizer.ggml.pre", pre)
-    w.add_array("tokenizer.ggml.tokens", tokens)
-    w.add_array("tokenizer.ggml.token_type", types)
+    w.add_string(Keys.Tokenizer.MODEL, "gpt2")
+    w.add_string(Keys.Tokenizer.PRE, pre)
+    w.add_array(Keys.Tokenizer.LIST, tokens)
+    w.add_array(Keys.Tokenizer.TOKEN_TYPE, types)
     pad = h.get("pad_token_id")
     types_ = ("bos", "eos", "unk", "sep", "cls", "mask") if (pad or 0) < 0 else None
     SpecialVocab(model_dir, load_merges=True, special_token_types=types_).write(w)
     if h.get("eod_token_id") is not None:
-        w.add_uint32("tokenizer.ggml.eos_token_id", h["eod_token_id"])
+        w.add_uint32(Keys.Tokenizer.EOS_ID, h["eod_token_id"])
     gen = model_dir / "generation_config.json"
     if gen.is_file():
         eos = read_json(gen).get("eos_token_id")
         if isinstance(eos, list) and len(eos) >= 2:
-            w.add_uint32("tokenizer.ggml.eot_token_id", eos[0])
+            w.add_uint32(Keys.Tokenizer.EOT_ID, eos[0])
     return w.kvs()
 
 

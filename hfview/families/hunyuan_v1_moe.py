@@ -20,6 +20,7 @@ from pathlib import Path
 from ..config import ANY, Harmless
 from ..errors import ConfigError
 from ..family import Experts, Family, Tensor
+from ..names import GGUF, Keys
 from ..params import f32, string, text_model_parameters, u32
 from .hunyuan_v1_dense import TENSORS as _DENSE_TENSORS
 
@@ -56,12 +57,12 @@ ALIASES = {"num_experts_per_tok": "moe_topk", "num_local_experts": "num_experts"
 _LAYER = "model.layers.{bid}."
 TENSORS = (
     *(r for r in _DENSE_TENSORS if ".mlp." not in r.hf),
-    Tensor(_LAYER + "mlp.gate.wg.weight", "blk.{bid}.ffn_gate_inp.weight"),
+    Tensor(_LAYER + "mlp.gate.wg.weight", GGUF.FFN_GATE_INP.weight),
     *(Experts(f"{_LAYER}mlp.experts.{{x}}.{p}_proj.weight", f"blk.{{bid}}.ffn_{p}_exps.weight", "num_experts")
       for p in ("down", "gate", "up")),
-    Tensor(_LAYER + "mlp.shared_mlp.gate_proj.weight", "blk.{bid}.ffn_gate_shexp.weight"),
-    Tensor(_LAYER + "mlp.shared_mlp.up_proj.weight", "blk.{bid}.ffn_up_shexp.weight"),
-    Tensor(_LAYER + "mlp.shared_mlp.down_proj.weight", "blk.{bid}.ffn_down_shexp.weight"),
+    Tensor(_LAYER + "mlp.shared_mlp.gate_proj.weight", GGUF.FFN_GATE_SHEXP.weight),
+    Tensor(_LAYER + "mlp.shared_mlp.up_proj.weight", GGUF.FFN_UP_SHEXP.weight),
+    Tensor(_LAYER + "mlp.shared_mlp.down_proj.weight", GGUF.FFN_DOWN_SHEXP.weight),
 )
 
 _ARCH = "hunyuan-moe"
@@ -125,18 +126,19 @@ def parameters(h: dict, block_count: int, file_type: int) -> list:
     """TextModel's entries (no expert_used_count there: the config names it moe_topk), then HunYuanMoEModel's: the
     shared and routed widths, the experts used, the shared count, and for dynamic rope the NTK base and 256k."""
     kv = text_model_parameters(h, _ARCH, block_count, file_type)
-    kv += [u32(f"{_ARCH}.expert_shared_feed_forward_length", h["intermediate_size"]),
-           u32(f"{_ARCH}.expert_feed_forward_length", h["moe_intermediate_size"][0]),
-           u32(f"{_ARCH}.expert_used_count", h["moe_topk"][0]),
-           u32(f"{_ARCH}.expert_shared_count", h["num_shared_expert"][0])]
+    kv += [u32(Keys.LLM.EXPERT_SHARED_FEED_FORWARD_LENGTH.format(arch=_ARCH), h["intermediate_size"]),
+           u32(Keys.LLM.EXPERT_FEED_FORWARD_LENGTH.format(arch=_ARCH), h["moe_intermediate_size"][0]),
+           u32(Keys.LLM.EXPERT_USED_COUNT.format(arch=_ARCH), h["moe_topk"][0]),
+           u32(Keys.LLM.EXPERT_SHARED_COUNT.format(arch=_ARCH), h["num_shared_expert"][0])]
     rope = h["rope_parameters"]
     if rope.get("rope_type") == "dynamic":
         alpha, dim = rope.get("alpha", 1000), h["hidden_size"] // h["num_attention_heads"]
-        kv += [f32(f"{_ARCH}.rope.freq_base", rope.get("rope_theta", 10000.0) * (alpha ** (dim / (dim - 2)))),
-               string(f"{_ARCH}.rope.scaling.type", "none"),
-               f32(f"{_ARCH}.rope.scaling.factor", 1),
-               u32(f"{_ARCH}.rope.scaling.original_context_length", 256 * 1024),
-               u32(f"{_ARCH}.context_length", 256 * 1024)]
+        kv += [f32(Keys.Rope.FREQ_BASE.format(arch=_ARCH),
+                   rope.get("rope_theta", 10000.0) * (alpha ** (dim / (dim - 2)))),
+               string(Keys.Rope.SCALING_TYPE.format(arch=_ARCH), "none"),
+               f32(Keys.Rope.SCALING_FACTOR.format(arch=_ARCH), 1),
+               u32(Keys.Rope.SCALING_ORIG_CTX_LEN.format(arch=_ARCH), 256 * 1024),
+               u32(Keys.LLM.CONTEXT_LENGTH.format(arch=_ARCH), 256 * 1024)]
     return kv
 
 
@@ -155,7 +157,7 @@ def hy_ranks(path: Path) -> dict[bytes, int]:
     import base64
     import binascii
 
-    from tokenizer.errors import TokenizerError
+    from hfview.tokenizer.errors import TokenizerError
     ranks: dict[bytes, int] = {}
     with open(path, "rb") as f:
         for n, line in enumerate(f, 1):
@@ -174,8 +176,8 @@ def hy_ranks(path: Path) -> dict[bytes, int]:
 
 def probe_ids(ranks: dict[bytes, int]) -> list[int]:
     """The ids tokenization_hy.py's encode gives the converter's probe text: NFC, the split, BPE in each piece."""
-    from tokenizer.digests import PRE_TOKENIZER_PROBE
-    from tokenizer.tiktoken_bpe import bpe_parts, tiktoken_split
+    from hfview.tokenizer.digests import PRE_TOKENIZER_PROBE
+    from hfview.tokenizer.tiktoken_bpe import bpe_parts, tiktoken_split
     ids: list[int] = []
     for piece in tiktoken_split(HY_PATTERN, unicodedata.normalize("NFC", PRE_TOKENIZER_PROBE)):
         data = piece.encode("utf-8")
@@ -188,10 +190,10 @@ def vocab(model_dir: Path, h: dict) -> list:
     named by the probe digest, one merge per two-part token, SpecialVocab without merges, BOS 127959."""
     import hashlib
 
-    from tokenizer.digests import pre_tokenizer_named
-    from tokenizer.special import SpecialVocab
-    from tokenizer.tiktoken_bpe import recover_merges, tiktoken_tokens
-    from tokenizer.writer import KVWriter
+    from hfview.tokenizer.digests import pre_tokenizer_named
+    from hfview.tokenizer.special import SpecialVocab
+    from hfview.tokenizer.tiktoken_bpe import recover_merges, tiktoken_tokens
+    from hfview.tokenizer.writer import KVWriter
 
     model_dir = Path(model_dir)
     ranks_file = model_dir / "hy.tiktoken"
@@ -207,13 +209,13 @@ def vocab(model_dir: Path, h: dict) -> list:
     pre = pre_tokenizer_named(digest, str(ranks_file))
     tokens, types = tiktoken_tokens(ranks, specials, h["vocab_size"], str(ranks_file))
     w = KVWriter()
-    w.add_string("tokenizer.ggml.model", "gpt2")
-    w.add_string("tokenizer.ggml.pre", pre)
-    w.add_array("tokenizer.ggml.tokens", tokens)
-    w.add_array("tokenizer.ggml.token_type", types)
-    w.add_array("tokenizer.ggml.merges", recover_merges(ranks, require_pairs=False, where=str(ranks_file)))
+    w.add_string(Keys.Tokenizer.MODEL, "gpt2")
+    w.add_string(Keys.Tokenizer.PRE, pre)
+    w.add_array(Keys.Tokenizer.LIST, tokens)
+    w.add_array(Keys.Tokenizer.TOKEN_TYPE, types)
+    w.add_array(Keys.Tokenizer.MERGES, recover_merges(ranks, require_pairs=False, where=str(ranks_file)))
     SpecialVocab(model_dir, load_merges=False).write(w)
-    w.add_uint32("tokenizer.ggml.bos_token_id", HY_BOS)
+    w.add_uint32(Keys.Tokenizer.BOS_ID, HY_BOS)
     return w.kvs()
 
 

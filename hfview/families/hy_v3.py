@@ -14,9 +14,10 @@ from pathlib import Path
 from ..config import ANY, Harmless
 from ..errors import CheckpointError, ConfigError
 from ..family import Experts, Family, Tensor
+from ..names import GGUF, Keys
 from ..params import boolean, f32, text_model_parameters, u32
-from .qwen2 import check_architecture, check_no_pooling, check_rope, check_silu
-from .qwen2_moe import gpt2_vocab
+from ._parts.checks import check_no_pooling, check_rope, check_silu
+from ._parts.vocab import gpt2_vocab
 
 ARCH = "hy_v3"
 
@@ -49,19 +50,19 @@ ALIASES = {"num_local_experts": "num_experts"}
 _L = "model.layers.{bid}."
 _MLP = _L + "mlp."
 TENSORS = (
-    Tensor("model.embed_tokens.weight", "token_embd.weight"),
-    Tensor("model.norm.weight", "output_norm.weight"),
-    Tensor("lm_head.weight", "output.weight", required=lambda h: not h.get("tie_word_embeddings")),
-    Tensor(_L + "input_layernorm.weight", "blk.{bid}.attn_norm.weight"),
+    Tensor("model.embed_tokens.weight", GGUF.TOKEN_EMBD.weight),
+    Tensor("model.norm.weight", GGUF.OUTPUT_NORM.weight),
+    Tensor("lm_head.weight", GGUF.OUTPUT.weight, required=lambda h: not h.get("tie_word_embeddings")),
+    Tensor(_L + "input_layernorm.weight", GGUF.ATTN_NORM.weight),
     *(Tensor(f"{_L}self_attn.{p}_proj.weight", f"blk.{{bid}}.attn_{p}.weight") for p in ("q", "k", "v")),
-    Tensor(_L + "self_attn.o_proj.weight", "blk.{bid}.attn_output.weight"),
-    Tensor(_L + "self_attn.q_norm.weight", "blk.{bid}.attn_q_norm.weight"),
-    Tensor(_L + "self_attn.k_norm.weight", "blk.{bid}.attn_k_norm.weight"),
-    Tensor(_L + "post_attention_layernorm.weight", "blk.{bid}.ffn_norm.weight"),
+    Tensor(_L + "self_attn.o_proj.weight", GGUF.ATTN_OUT.weight),
+    Tensor(_L + "self_attn.q_norm.weight", GGUF.ATTN_Q_NORM.weight),
+    Tensor(_L + "self_attn.k_norm.weight", GGUF.ATTN_K_NORM.weight),
+    Tensor(_L + "post_attention_layernorm.weight", GGUF.FFN_NORM.weight),
     # a dense layer's FFN or a mixture, by mlp_layer_types: checked in stored_kv
     *(Tensor(f"{_MLP}{p}_proj.weight", f"blk.{{bid}}.ffn_{p}.weight", required=False) for p in ("gate", "up", "down")),
-    Tensor(_MLP + "router.gate.weight", "blk.{bid}.ffn_gate_inp.weight", required=False),
-    Tensor(_MLP + "expert_bias", "blk.{bid}.exp_probs_b", required=False),
+    Tensor(_MLP + "router.gate.weight", GGUF.FFN_GATE_INP.weight, required=False),
+    Tensor(_MLP + "expert_bias", GGUF.FFN_EXP_PROBS_B, required=False),
     *(Experts(f"{_MLP}experts.{{x}}.{p}_proj.weight", f"blk.{{bid}}.ffn_{p}_exps.weight", "num_experts",
               required=False) for p in ("down", "gate", "up")),
     *(Tensor(f"{_MLP}shared_mlp.{p}_proj.weight", f"blk.{{bid}}.ffn_{p}_shexp.weight", required=False)
@@ -77,7 +78,6 @@ def normalise(h: dict) -> dict:
 
 
 def check(h: dict, path: Path) -> None:
-    check_architecture(h, path, "hy_v3", ("HYV3ForCausalLM",))
     check_silu(h, path, ARCH)
     check_rope(h, path, ARCH, allowed=("default",))
     check_no_pooling(path)
@@ -121,11 +121,12 @@ def parameters(h: dict, block_count: int, file_type: int) -> list:
     """TextModel's list, then HYV3Model's: expert widths, renormalisation (route_norm, absent: true), the
     router's scale and the sigmoid gating."""
     return [*text_model_parameters(h, ARCH, block_count, file_type),
-            u32(f"{ARCH}.expert_feed_forward_length", h["moe_intermediate_size"]),
-            u32(f"{ARCH}.expert_shared_feed_forward_length", h["moe_intermediate_size"] * h["num_shared_experts"]),
-            boolean(f"{ARCH}.expert_weights_norm", True),
-            f32(f"{ARCH}.expert_weights_scale", float(h["router_scaling_factor"])),
-            u32(f"{ARCH}.expert_gating_func", 2)]
+            u32(Keys.LLM.EXPERT_FEED_FORWARD_LENGTH.format(arch=ARCH), h["moe_intermediate_size"]),
+            u32(Keys.LLM.EXPERT_SHARED_FEED_FORWARD_LENGTH.format(arch=ARCH),
+                h["moe_intermediate_size"] * h["num_shared_experts"]),
+            boolean(Keys.LLM.EXPERT_WEIGHTS_NORM.format(arch=ARCH), True),
+            f32(Keys.LLM.EXPERT_WEIGHTS_SCALE.format(arch=ARCH), float(h["router_scaling_factor"])),
+            u32(Keys.LLM.EXPERT_GATING_FUNC.format(arch=ARCH), 2)]
 
 
 FAMILY = Family(

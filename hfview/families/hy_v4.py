@@ -20,11 +20,12 @@ from ..config import ANY, Harmless
 from ..errors import CheckpointError, ConfigError
 from ..family import Family, Skip, Split, Tensor
 from ..gguf_layout import KV, ValueType
+from ..names import GGUF, Keys
 from ..params import f32, u32
 from ..views import RowSelection, expert_part
-from .deepseek_v2 import latent_parameters, latent_tensors
-from .qwen2 import check_architecture, check_no_pooling, check_rope, check_silu
-from .qwen2_moe import gpt2_vocab
+from ._parts.checks import check_no_pooling, check_rope, check_silu
+from ._parts.latent import latent_parameters, latent_tensors
+from ._parts.vocab import gpt2_vocab
 
 ARCH = "hy_v4"
 
@@ -93,20 +94,20 @@ TENSORS = (
     *(Tensor(f"model.hc_head.hc_head_{p}", f"output_hc_{p}.weight") for p in _HC),
     *(Tensor(f"{_L}hc_{ours}_layer.hc_pre.hc_{p}", f"blk.{{bid}}.hc_{gguf}_{p}.weight")
       for ours, gguf in (("attn", "attn"), ("mlp", "ffn")) for p in _HC),
-    Tensor(_ATTN + "learnable_sink_param", "blk.{bid}.attn_sinks.weight"),
-    Tensor(_ATTN + "linear_gate.weight", "blk.{bid}.attn_gate.weight"),
+    Tensor(_ATTN + "learnable_sink_param", GGUF.ATTN_SINKS.weight),
+    Tensor(_ATTN + "linear_gate.weight", GGUF.ATTN_GATE.weight),
     # the indexer, on the "full" layers only (checked against indexer_types in check_layers)
-    Tensor(_ATTN + "indexer.wq_b.weight", "blk.{bid}.indexer.attn_q_b.weight", required=False),
-    Tensor(_ATTN + "indexer.wk.weight", "blk.{bid}.indexer.attn_k.weight", required=False),
-    Tensor(_ATTN + "indexer.k_norm.{wb}", "blk.{bid}.indexer.k_norm.{wb}", required=False),
-    Tensor(_ATTN + "indexer.weights_proj.weight", "blk.{bid}.indexer.proj.weight", required=False),
+    Tensor(_ATTN + "indexer.wq_b.weight", GGUF.INDEXER_ATTN_Q_B.weight, required=False),
+    Tensor(_ATTN + "indexer.wk.weight", GGUF.INDEXER_ATTN_K.weight, required=False),
+    Tensor(_ATTN + "indexer.k_norm.{wb}", GGUF.INDEXER_K_NORM.wb, required=False),
+    Tensor(_ATTN + "indexer.weights_proj.weight", GGUF.INDEXER_PROJ.weight, required=False),
     # a leading dense layer's FFN or a mixture, by mlp_layer_types (checked in check_layers)
     *(Tensor(f"{_MLP}{p}_proj.weight", f"blk.{{bid}}.ffn_{p}.weight", required=False) for p in ("gate", "up", "down")),
-    Tensor(_MLP + "gate.weight", "blk.{bid}.ffn_gate_inp.weight", required=False),
-    Tensor(_MLP + "gate.e_score_correction_bias", "blk.{bid}.exp_probs_b.bias", required=False),
-    Split(_MLP + "experts.gate_up_proj", (("blk.{bid}.ffn_gate_exps.weight", _fused_gate_up(0)),
-                                          ("blk.{bid}.ffn_up_exps.weight", _fused_gate_up(1))), required=False),
-    Tensor(_MLP + "experts.down_proj", "blk.{bid}.ffn_down_exps.weight", required=False),
+    Tensor(_MLP + "gate.weight", GGUF.FFN_GATE_INP.weight, required=False),
+    Tensor(_MLP + "gate.e_score_correction_bias", GGUF.FFN_EXP_PROBS_B.bias, required=False),
+    Split(_MLP + "experts.gate_up_proj", ((GGUF.FFN_GATE_EXP.weight, _fused_gate_up(0)),
+                                          (GGUF.FFN_UP_EXP.weight, _fused_gate_up(1))), required=False),
+    Tensor(_MLP + "experts.down_proj", GGUF.FFN_DOWN_EXP.weight, required=False),
     *(Tensor(f"{_MLP}shared_experts.{p}_proj.weight", f"blk.{{bid}}.ffn_{p}_shexp.weight", required=False)
       for p in ("gate", "up", "down")),
 )
@@ -135,7 +136,6 @@ def _leading_dense(kinds: list) -> int:
 
 
 def check(h: dict, path: Path) -> None:
-    check_architecture(h, path, "hy_v4", ("HYV4ForCausalLM",))
     check_silu(h, path, ARCH)
     check_rope(h, path, ARCH, allowed=("default",))
     check_no_pooling(path)
@@ -228,16 +228,18 @@ def parameters(h: dict, block_count: int, file_type: int) -> list:
         h.pop("n_group"), h.pop("topk_group")
     h["first_k_dense_replace"] = _leading_dense(h["mlp_layer_types"])
     kv = latent_parameters(h, block_count, file_type, arch=ARCH)
-    kv.append(u32(f"{ARCH}.expert_gating_func", 2))
+    kv.append(u32(Keys.LLM.EXPERT_GATING_FUNC.format(arch=ARCH), 2))
     if (limit := float(h.get("swiglu_limit") or 0.0)) > 0.0:
-        kv.append(KV(f"{ARCH}.swiglu_clamp_exp", ValueType.ARRAY, [limit] * block_count, ValueType.FLOAT32))
-    kv += [u32(f"{ARCH}.hyper_connection.count", h["hc_mult"]),
-           f32(f"{ARCH}.hyper_connection.epsilon", h["hc_eps"]),
-           f32(f"{ARCH}.hyper_connection.magnitude", h["hc_magnitude"]),
-           u32(f"{ARCH}.attention.indexer.head_count", h["index_n_heads"]),
-           u32(f"{ARCH}.attention.indexer.key_length", h["index_head_dim"]),
-           u32(f"{ARCH}.attention.indexer.top_k", h["index_topk"]),
-           KV(f"{ARCH}.attention.indexer.types", ValueType.ARRAY, [t == "full" for t in h["indexer_types"]],
+        kv.append(KV(Keys.LLM.SWIGLU_CLAMP_EXP.format(arch=ARCH), ValueType.ARRAY, [limit] * block_count,
+                     ValueType.FLOAT32))
+    kv += [u32(Keys.HyperConnection.COUNT.format(arch=ARCH), h["hc_mult"]),
+           f32(Keys.HyperConnection.EPSILON.format(arch=ARCH), h["hc_eps"]),
+           f32(Keys.HyperConnection.MAGNITUDE.format(arch=ARCH), h["hc_magnitude"]),
+           u32(Keys.Attention.Indexer.HEAD_COUNT.format(arch=ARCH), h["index_n_heads"]),
+           u32(Keys.Attention.Indexer.KEY_LENGTH.format(arch=ARCH), h["index_head_dim"]),
+           u32(Keys.Attention.Indexer.TOP_K.format(arch=ARCH), h["index_topk"]),
+           KV(Keys.Attention.Indexer.TYPES.format(arch=ARCH), ValueType.ARRAY,
+              [t == "full" for t in h["indexer_types"]],
               ValueType.BOOL)]
     return kv
 
@@ -247,7 +249,7 @@ _HC_MATRIX = re.compile(r"(hc_attn_fn|hc_ffn_fn|output_hc_fn)\.weight$")
 
 def kept_f32(name: str, h: dict) -> bool:
     """HYV4Model.tensor_force_quant: the iHC mixing matrices, and output.weight where enable_lm_head_fp32."""
-    return bool(_HC_MATRIX.search(name)) or (name == "output.weight" and bool(h.get("enable_lm_head_fp32")))
+    return bool(_HC_MATRIX.search(name)) or (name == GGUF.OUTPUT.weight and bool(h.get("enable_lm_head_fp32")))
 
 
 FAMILY = Family(

@@ -35,6 +35,7 @@ from pathlib import Path
 from ..config import ANY, Harmless
 from ..errors import ConfigError
 from ..family import Family, Skip, Stacked, Tensor, rope_pairs
+from ..names import GGUF, Keys
 from ..params import text_model_parameters, u32
 from ..shards import StoredTensor
 from ..views import RowsJoined, scaled
@@ -126,22 +127,22 @@ TENSORS = (
     Skip("model.vision_model.{rest}"),  # HyperCLOVAX Vision V2's Qwen2.5-VL vision tower and its projector
     Skip("model.vision_projector.{rest}"),
     Skip("model.projector.{rest}"),
-    Tensor("model.embed_tokens.weight", "token_embd.weight", steps=_embedding_steps),
-    Tensor("model.norm.weight", "output_norm.weight", steps=_output_norm_steps),
+    Tensor("model.embed_tokens.weight", GGUF.TOKEN_EMBD.weight, steps=_embedding_steps),
+    Tensor("model.norm.weight", GGUF.OUTPUT_NORM.weight, steps=_output_norm_steps),
     Skip("lm_head.weight", when=_tied),  # tied: glm4 reads the output through the embeddings
-    Tensor("lm_head.weight", "output.weight", required=lambda h: not h["tie_word_embeddings"]),
-    Tensor("model.layers.{bid}.input_layernorm.weight", "blk.{bid}.attn_norm.weight"),
-    Tensor("model.layers.{bid}.self_attn.q_proj.{wb}", "blk.{bid}.attn_q.{wb}", rope_pairs("num_attention_heads"),
+    Tensor("lm_head.weight", GGUF.OUTPUT.weight, required=lambda h: not h["tie_word_embeddings"]),
+    Tensor("model.layers.{bid}.input_layernorm.weight", GGUF.ATTN_NORM.weight),
+    Tensor("model.layers.{bid}.self_attn.q_proj.{wb}", GGUF.ATTN_Q.wb, rope_pairs("num_attention_heads"),
            steps=_q_steps),
-    Tensor("model.layers.{bid}.self_attn.k_proj.{wb}", "blk.{bid}.attn_k.{wb}", rope_pairs("num_key_value_heads")),
-    Tensor("model.layers.{bid}.self_attn.v_proj.{wb}", "blk.{bid}.attn_v.{wb}"),
-    Tensor("model.layers.{bid}.self_attn.o_proj.weight", "blk.{bid}.attn_output.weight"),
-    Tensor("model.layers.{bid}.post_norm1.weight", "blk.{bid}.post_attention_norm.weight", steps=_residual_steps),
-    Tensor("model.layers.{bid}.post_attention_layernorm.weight", "blk.{bid}.ffn_norm.weight"),
-    Stacked("model.layers.{bid}.mlp.gate_up.{x}.weight", "blk.{bid}.ffn_up.weight", "_gate_up_parts",
+    Tensor("model.layers.{bid}.self_attn.k_proj.{wb}", GGUF.ATTN_K.wb, rope_pairs("num_key_value_heads")),
+    Tensor("model.layers.{bid}.self_attn.v_proj.{wb}", GGUF.ATTN_V.wb),
+    Tensor("model.layers.{bid}.self_attn.o_proj.weight", GGUF.ATTN_OUT.weight),
+    Tensor("model.layers.{bid}.post_norm1.weight", GGUF.ATTN_POST_NORM.weight, steps=_residual_steps),
+    Tensor("model.layers.{bid}.post_attention_layernorm.weight", GGUF.FFN_NORM.weight),
+    Stacked("model.layers.{bid}.mlp.gate_up.{x}.weight", GGUF.FFN_UP.weight, "_gate_up_parts",
             view=_gate_up),
-    Tensor("model.layers.{bid}.mlp.down_proj.weight", "blk.{bid}.ffn_down.weight"),
-    Tensor("model.layers.{bid}.post_norm2.weight", "blk.{bid}.post_ffw_norm.weight", steps=_residual_steps),
+    Tensor("model.layers.{bid}.mlp.down_proj.weight", GGUF.FFN_DOWN.weight),
+    Tensor("model.layers.{bid}.post_norm2.weight", GGUF.FFN_POST_NORM.weight, steps=_residual_steps),
 )
 
 
@@ -190,13 +191,13 @@ def check(h: dict, path: Path) -> None:
 
 def parameters(h: dict, block_count: int, file_type: int) -> list:
     return [*text_model_parameters(h, "glm4", block_count, file_type),
-            u32("glm4.attention.key_length", h["head_dim"]),
-            u32("glm4.attention.value_length", h["head_dim"]),
-            u32("glm4.rope.dimension_count", h["head_dim"])]
+            u32(Keys.Attention.KEY_LENGTH.format(arch="glm4"), h["head_dim"]),
+            u32(Keys.Attention.VALUE_LENGTH.format(arch="glm4"), h["head_dim"]),
+            u32(Keys.Rope.DIMENSION_COUNT.format(arch="glm4"), h["head_dim"])]
 
 
 def vocab(model_dir: Path, h: dict) -> list:
-    from tokenizer.vocab import llama_vocab
+    from hfview.tokenizer.vocab import llama_vocab
     return llama_vocab(model_dir, h)
 
 

@@ -14,6 +14,7 @@ import numpy as np
 from ..config import ANY, Harmless
 from ..errors import ConfigError
 from ..family import Family, Skip, Split, Tensor
+from ..names import GGUF
 from ..params import text_model_parameters
 from ..shards import StoredTensor
 from ..views import RowSelection, rotation_pairs
@@ -56,18 +57,18 @@ def _wqkv_part(part: str):
 
 
 TENSORS = (
-    Tensor("model.tok_embeddings.weight", "token_embd.weight"),
-    Tensor("model.norm.weight", "output_norm.weight"),
-    Tensor("output.weight", "output.weight", required=False),  # absent when tied to the embeddings
-    Tensor("model.layers.{bid}.attention_norm.weight", "blk.{bid}.attn_norm.weight"),
-    Split("model.layers.{bid}.attention.wqkv.weight", (("blk.{bid}.attn_q.weight", _wqkv_part("q")),
-                                                        ("blk.{bid}.attn_k.weight", _wqkv_part("k")),
-                                                        ("blk.{bid}.attn_v.weight", _wqkv_part("v")))),
-    Tensor("model.layers.{bid}.attention.wo.weight", "blk.{bid}.attn_output.weight"),
-    Tensor("model.layers.{bid}.ffn_norm.weight", "blk.{bid}.ffn_norm.weight"),
-    Tensor("model.layers.{bid}.feed_forward.w1.weight", "blk.{bid}.ffn_gate.weight"),
-    Tensor("model.layers.{bid}.feed_forward.w3.weight", "blk.{bid}.ffn_up.weight"),
-    Tensor("model.layers.{bid}.feed_forward.w2.weight", "blk.{bid}.ffn_down.weight"),
+    Tensor("model.tok_embeddings.weight", GGUF.TOKEN_EMBD.weight),
+    Tensor("model.norm.weight", GGUF.OUTPUT_NORM.weight),
+    Tensor(GGUF.OUTPUT.weight, GGUF.OUTPUT.weight, required=False),  # absent when tied to the embeddings
+    Tensor("model.layers.{bid}.attention_norm.weight", GGUF.ATTN_NORM.weight),
+    Split("model.layers.{bid}.attention.wqkv.weight", ((GGUF.ATTN_Q.weight, _wqkv_part("q")),
+                                                        (GGUF.ATTN_K.weight, _wqkv_part("k")),
+                                                        (GGUF.ATTN_V.weight, _wqkv_part("v")))),
+    Tensor("model.layers.{bid}.attention.wo.weight", GGUF.ATTN_OUT.weight),
+    Tensor("model.layers.{bid}.ffn_norm.weight", GGUF.FFN_NORM.weight),
+    Tensor("model.layers.{bid}.feed_forward.w1.weight", GGUF.FFN_GATE.weight),
+    Tensor("model.layers.{bid}.feed_forward.w3.weight", GGUF.FFN_UP.weight),
+    Tensor("model.layers.{bid}.feed_forward.w2.weight", GGUF.FFN_DOWN.weight),
     Skip("model.layers.{bid}.attention.rotary_emb.inv_freq"),
 )
 
@@ -93,7 +94,7 @@ def parameters(h: dict, block_count: int, file_type: int) -> list:
 
 
 def vocab(model_dir: Path, h: dict) -> list:
-    from tokenizer.internlm2 import internlm2_vocab
+    from hfview.tokenizer.internlm2 import internlm2_vocab
     return internlm2_vocab(model_dir, h)
 
 

@@ -11,8 +11,9 @@ from pathlib import Path
 
 from ..errors import ConfigError
 from ..family import Family, Skip
-from .qwen2 import LM_HEAD, check_architecture, check_silu, decoder_tensors
-from .llama import llama_parameters
+from ..names import Keys
+from ._parts.checks import check_silu
+from ._parts.decoder import LM_HEAD, decoder_tensors, llama_parameters
 
 READS = frozenset({
     "vocab_size", "hidden_size", "intermediate_size", "num_hidden_layers", "num_attention_heads",
@@ -44,7 +45,6 @@ def normalise(h: dict) -> dict:
 
 
 def check(h: dict, path: Path) -> None:
-    check_architecture(h, path, "internlm3", ARCHITECTURES)
     check_silu(h, path, "llama")
     for key in ("vocab_size", "hidden_size", "num_hidden_layers", "num_attention_heads"):
         if key not in h:
@@ -59,9 +59,9 @@ def check(h: dict, path: Path) -> None:
 def vocab(model_dir: Path, h: dict) -> list:
     """InternLM3Model.set_vocab: SentencePiece pieces, tokenizer_config's add_prefix_space, then the special
     ids, EOS taken from a special <|im_end|>."""
-    from tokenizer.special import SpecialVocab, read_json
-    from tokenizer.vocab import _write_scored_vocab, sentencepiece_tokens
-    from tokenizer.writer import KVWriter
+    from hfview.tokenizer.special import SpecialVocab, read_json
+    from hfview.tokenizer.vocab import _write_scored_vocab, sentencepiece_tokens
+    from hfview.tokenizer.writer import KVWriter
 
     model_dir = Path(model_dir)
     tokens, scores, types = sentencepiece_tokens(model_dir, h)
@@ -72,7 +72,7 @@ def vocab(model_dir: Path, h: dict) -> list:
     if cfg_path.is_file():
         cfg = read_json(cfg_path)
         if "add_prefix_space" in cfg:
-            w.add_bool("tokenizer.ggml.add_space_prefix", cfg["add_prefix_space"])
+            w.add_bool(Keys.Tokenizer.ADD_PREFIX, cfg["add_prefix_space"])
         for tid, data in cfg.get("added_tokens_decoder", {}).items():
             if data.get("special") and data["content"] == "<|im_end|>" and "eos" in special.special_token_ids:
                 special.special_token_ids["eos"] = int(tid)

@@ -11,8 +11,10 @@ from pathlib import Path
 from ..config import Harmless
 from ..errors import ConfigError
 from ..family import Family
-from .qwen2 import LM_HEAD, check_architecture, check_silu, decoder_tensors
-from .llama import generated, llama_parameters, vocab
+from ._parts.checks import check_silu
+from ._parts.decoder import LM_HEAD, decoder_tensors, llama_parameters
+from ._parts.rope import llama3_rope_freqs
+from ._parts.vocab import llama_vocab
 
 READS = frozenset({
     "vocab_size", "hidden_size", "intermediate_size", "num_hidden_layers", "num_attention_heads",
@@ -26,7 +28,6 @@ _ROPE_TYPES = ("default", "linear", "yarn", "llama3")
 
 
 def check(h: dict, path: Path) -> None:
-    check_architecture(h, path, "iquestcoder", ARCHITECTURES)
     check_silu(h, path, "llama")
     # LlamaModel permutes K by the KV head count it must find; the rest is read by name too
     for key in ("vocab_size", "hidden_size", "num_hidden_layers", "num_attention_heads", "num_key_value_heads"):
@@ -49,7 +50,7 @@ FAMILY = Family(
     harmless=HARMLESS,
     tensors=TENSORS,
     parameters=parameters,
-    vocab=vocab,
-    generated=generated,
+    vocab=llama_vocab,
+    generated=llama3_rope_freqs,
     check=check,
 )

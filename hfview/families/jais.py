@@ -32,6 +32,7 @@ from ..config import ANY, Harmless
 from ..errors import CheckpointError, ConfigError
 from ..family import Family, Skip, Tensor
 from ..gguf_layout import KV, ValueType
+from ..names import GGUF, Keys
 from ..params import f32, u32
 from ..views import Transposed, scaled, to_working
 
@@ -76,24 +77,24 @@ def transposed(sources, h):
 
 
 TENSORS = (
-    Tensor("transformer.wte.weight", "token_embd.weight",
+    Tensor("transformer.wte.weight", GGUF.TOKEN_EMBD.weight,
            steps=lambda h: (scaled(embeddings_scale(h), "embeddings_scale"),)),
-    Tensor("transformer.ln_f.{wb}", "output_norm.{wb}"),
+    Tensor("transformer.ln_f.{wb}", GGUF.OUTPUT_NORM.wb),
     # llama.cpp's jais loads output.weight always: a head is required (stored_hparams says why where it is not)
-    Tensor("lm_head.weight", "output.weight", steps=lambda h: (scaled(width_scale(h), "width_scale"),),
+    Tensor("lm_head.weight", GGUF.OUTPUT.weight, steps=lambda h: (scaled(width_scale(h), "width_scale"),),
            required=False),
-    Tensor("transformer.h.{bid}.ln_1.{wb}", "blk.{bid}.attn_norm.{wb}"),
-    Tensor("transformer.h.{bid}.attn.c_attn.weight", "blk.{bid}.attn_qkv.weight", transposed),
-    Tensor("transformer.h.{bid}.attn.c_attn.bias", "blk.{bid}.attn_qkv.bias"),
-    Tensor("transformer.h.{bid}.attn.c_proj.weight", "blk.{bid}.attn_output.weight", transposed),
-    Tensor("transformer.h.{bid}.attn.c_proj.bias", "blk.{bid}.attn_output.bias"),
-    Tensor("transformer.h.{bid}.ln_2.{wb}", "blk.{bid}.ffn_norm.{wb}"),
-    Tensor("transformer.h.{bid}.mlp.c_fc.weight", "blk.{bid}.ffn_up.weight", transposed),
-    Tensor("transformer.h.{bid}.mlp.c_fc.bias", "blk.{bid}.ffn_up.bias"),
-    Tensor("transformer.h.{bid}.mlp.c_fc2.weight", "blk.{bid}.ffn_gate.weight", transposed),
-    Tensor("transformer.h.{bid}.mlp.c_fc2.bias", "blk.{bid}.ffn_gate.bias"),
-    Tensor("transformer.h.{bid}.mlp.c_proj.weight", "blk.{bid}.ffn_down.weight", transposed),
-    Tensor("transformer.h.{bid}.mlp.c_proj.bias", "blk.{bid}.ffn_down.bias"),
+    Tensor("transformer.h.{bid}.ln_1.{wb}", GGUF.ATTN_NORM.wb),
+    Tensor("transformer.h.{bid}.attn.c_attn.weight", GGUF.ATTN_QKV.weight, transposed),
+    Tensor("transformer.h.{bid}.attn.c_attn.bias", GGUF.ATTN_QKV.bias),
+    Tensor("transformer.h.{bid}.attn.c_proj.weight", GGUF.ATTN_OUT.weight, transposed),
+    Tensor("transformer.h.{bid}.attn.c_proj.bias", GGUF.ATTN_OUT.bias),
+    Tensor("transformer.h.{bid}.ln_2.{wb}", GGUF.FFN_NORM.wb),
+    Tensor("transformer.h.{bid}.mlp.c_fc.weight", GGUF.FFN_UP.weight, transposed),
+    Tensor("transformer.h.{bid}.mlp.c_fc.bias", GGUF.FFN_UP.bias),
+    Tensor("transformer.h.{bid}.mlp.c_fc2.weight", GGUF.FFN_GATE.weight, transposed),
+    Tensor("transformer.h.{bid}.mlp.c_fc2.bias", GGUF.FFN_GATE.bias),
+    Tensor("transformer.h.{bid}.mlp.c_proj.weight", GGUF.FFN_DOWN.weight, transposed),
+    Tensor("transformer.h.{bid}.mlp.c_proj.bias", GGUF.FFN_DOWN.bias),
     # read for the maximum ALiBi bias (stored_kv), written as no tensor
     Skip("transformer.relative_pe.slopes"),
     # the causal-mask buffer of older saves, which the converter's filter_tensors drops
@@ -195,7 +196,7 @@ def max_alibi_bias(h: dict, stored: dict) -> float:
 
 def stored_kv(h: dict, stored: dict) -> list:
     """JaisModel.prepare_tensors adds the maximum ALiBi bias after the tensors: right after general.architecture."""
-    return [KV("jais.attention.max_alibi_bias", ValueType.FLOAT32, max_alibi_bias(h, stored))]
+    return [KV(Keys.Attention.MAX_ALIBI_BIAS.format(arch="jais"), ValueType.FLOAT32, max_alibi_bias(h, stored))]
 
 
 def stored_hparams(h: dict, stored: dict) -> dict:
@@ -208,14 +209,17 @@ def stored_hparams(h: dict, stored: dict) -> dict:
 
 def parameters(h: dict, block_count: int, file_type: int) -> list:
     """JaisModel.set_gguf_parameters, its own short list in its order."""
-    return [u32("jais.block_count", block_count), u32("jais.context_length", h["n_positions"]),
-            u32("jais.embedding_length", h["n_embd"]), u32("jais.feed_forward_length", h["n_inner"]),
-            u32("jais.attention.head_count", h["n_head"]),
-            f32("jais.attention.layer_norm_epsilon", h["layer_norm_epsilon"]), u32("general.file_type", file_type)]
+    return [u32(Keys.LLM.BLOCK_COUNT.format(arch="jais"), block_count),
+            u32(Keys.LLM.CONTEXT_LENGTH.format(arch="jais"), h["n_positions"]),
+            u32(Keys.LLM.EMBEDDING_LENGTH.format(arch="jais"), h["n_embd"]),
+            u32(Keys.LLM.FEED_FORWARD_LENGTH.format(arch="jais"), h["n_inner"]),
+            u32(Keys.Attention.HEAD_COUNT.format(arch="jais"), h["n_head"]),
+            f32(Keys.Attention.LAYERNORM_EPS.format(arch="jais"), h["layer_norm_epsilon"]),
+            u32(Keys.General.FILE_TYPE, file_type)]
 
 
 def vocab(model_dir: Path, h: dict) -> list:
-    from tokenizer.vocab import gpt2_vocab
+    from hfview.tokenizer.vocab import gpt2_vocab
     return gpt2_vocab(model_dir, h)
 
 

@@ -10,6 +10,7 @@ from pathlib import Path
 from ..config import Harmless
 from ..errors import ConfigError
 from ..family import Family, Skip, Tensor
+from ..names import GGUF, Keys
 from ..params import text_model_parameters, u32
 
 # transformers 5.24's Jais2Config defaults, as data.
@@ -29,17 +30,17 @@ READS = frozenset({
 HARMLESS: Harmless = {}
 
 TENSORS = (
-    Tensor("model.embed_tokens.weight", "token_embd.weight"),
-    Tensor("model.norm.{wb}", "output_norm.{wb}"),
-    Tensor("lm_head.weight", "output.weight", required=False),  # absent when tied to the embeddings
-    Tensor("model.layers.{bid}.input_layernorm.{wb}", "blk.{bid}.attn_norm.{wb}"),
-    Tensor("model.layers.{bid}.self_attn.q_proj.{wb}", "blk.{bid}.attn_q.{wb}"),
-    Tensor("model.layers.{bid}.self_attn.k_proj.{wb}", "blk.{bid}.attn_k.{wb}"),
-    Tensor("model.layers.{bid}.self_attn.v_proj.{wb}", "blk.{bid}.attn_v.{wb}"),
-    Tensor("model.layers.{bid}.self_attn.o_proj.{wb}", "blk.{bid}.attn_output.{wb}"),
-    Tensor("model.layers.{bid}.post_attention_layernorm.{wb}", "blk.{bid}.ffn_norm.{wb}"),
-    Tensor("model.layers.{bid}.mlp.up_proj.{wb}", "blk.{bid}.ffn_up.{wb}"),
-    Tensor("model.layers.{bid}.mlp.down_proj.{wb}", "blk.{bid}.ffn_down.{wb}"),
+    Tensor("model.embed_tokens.weight", GGUF.TOKEN_EMBD.weight),
+    Tensor("model.norm.{wb}", GGUF.OUTPUT_NORM.wb),
+    Tensor("lm_head.weight", GGUF.OUTPUT.weight, required=False),  # absent when tied to the embeddings
+    Tensor("model.layers.{bid}.input_layernorm.{wb}", GGUF.ATTN_NORM.wb),
+    Tensor("model.layers.{bid}.self_attn.q_proj.{wb}", GGUF.ATTN_Q.wb),
+    Tensor("model.layers.{bid}.self_attn.k_proj.{wb}", GGUF.ATTN_K.wb),
+    Tensor("model.layers.{bid}.self_attn.v_proj.{wb}", GGUF.ATTN_V.wb),
+    Tensor("model.layers.{bid}.self_attn.o_proj.{wb}", GGUF.ATTN_OUT.wb),
+    Tensor("model.layers.{bid}.post_attention_layernorm.{wb}", GGUF.FFN_NORM.wb),
+    Tensor("model.layers.{bid}.mlp.up_proj.{wb}", GGUF.FFN_UP.wb),
+    Tensor("model.layers.{bid}.mlp.down_proj.{wb}", GGUF.FFN_DOWN.wb),
     Skip("model.layers.{bid}.self_attn.rotary_emb.inv_freq"),
 )
 
@@ -55,11 +56,12 @@ def check(h: dict, path: Path) -> None:
 
 def parameters(h: dict, block_count: int, file_type: int) -> list:
     head_dim = h.get("head_dim") or h["hidden_size"] // h["num_attention_heads"]
-    return [*text_model_parameters(h, "jais2", block_count, file_type), u32("jais2.rope.dimension_count", head_dim)]
+    return [*text_model_parameters(h, "jais2", block_count, file_type),
+            u32(Keys.Rope.DIMENSION_COUNT.format(arch="jais2"), head_dim)]
 
 
 def vocab(model_dir: Path, h: dict) -> list:
-    from tokenizer.vocab import gpt2_vocab
+    from hfview.tokenizer.vocab import gpt2_vocab
     return gpt2_vocab(model_dir, h)
 
 

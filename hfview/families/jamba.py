@@ -16,9 +16,10 @@ from ..config import ANY, Harmless
 from ..errors import ConfigError
 from ..family import Experts, Family, Tensor
 from ..gguf_layout import KV, ValueType
+from ..names import GGUF, Keys
 from ..params import f32, u32
 from ..views import NEG_EXP
-from .mamba import squeezed
+from ._parts.state_space import squeezed
 
 # transformers 5.24's JambaConfig defaults (mamba_dt_rank "auto" is computed: see normalise)
 DEFAULTS = {
@@ -45,28 +46,28 @@ HARMLESS: Harmless = {"use_mamba_kernels": ANY, "use_mambapy": ANY, "use_associa
 _L = "model.layers.{bid}."
 _OPTIONAL = dict(required=False)  # present on the layers of one kind only (check() places the kinds)
 TENSORS = (
-    Tensor("model.embed_tokens.weight", "token_embd.weight"),
-    Tensor("model.final_layernorm.weight", "output_norm.weight"),
-    Tensor("lm_head.weight", "output.weight", required=False),  # absent when tied
-    Tensor(_L + "input_layernorm.weight", "blk.{bid}.attn_norm.weight"),
-    Tensor(_L + "pre_ff_layernorm.weight", "blk.{bid}.ffn_norm.weight"),
+    Tensor("model.embed_tokens.weight", GGUF.TOKEN_EMBD.weight),
+    Tensor("model.final_layernorm.weight", GGUF.OUTPUT_NORM.weight),
+    Tensor("lm_head.weight", GGUF.OUTPUT.weight, required=False),  # absent when tied
+    Tensor(_L + "input_layernorm.weight", GGUF.ATTN_NORM.weight),
+    Tensor(_L + "pre_ff_layernorm.weight", GGUF.FFN_NORM.weight),
     # attention layers
     *(Tensor(_L + f"self_attn.{p}_proj.weight", f"blk.{{bid}}.attn_{g}.weight", **_OPTIONAL)
       for p, g in (("q", "q"), ("k", "k"), ("v", "v"), ("o", "output"))),
     # Mamba layers
-    Tensor(_L + "mamba.in_proj.weight", "blk.{bid}.ssm_in.weight", **_OPTIONAL),
-    Tensor(_L + "mamba.conv1d.weight", "blk.{bid}.ssm_conv1d.weight", squeezed, **_OPTIONAL),
-    Tensor(_L + "mamba.conv1d.bias", "blk.{bid}.ssm_conv1d.bias", **_OPTIONAL),
-    Tensor(_L + "mamba.x_proj.weight", "blk.{bid}.ssm_x.weight", **_OPTIONAL),
-    Tensor(_L + "mamba.dt_proj.{wb}", "blk.{bid}.ssm_dt.{wb}", **_OPTIONAL),
-    Tensor(_L + "mamba.dt_layernorm.weight", "blk.{bid}.ssm_dt_norm.weight", **_OPTIONAL),
-    Tensor(_L + "mamba.b_layernorm.weight", "blk.{bid}.ssm_b_norm.weight", **_OPTIONAL),
-    Tensor(_L + "mamba.c_layernorm.weight", "blk.{bid}.ssm_c_norm.weight", **_OPTIONAL),
-    Tensor(_L + "mamba.A_log", "blk.{bid}.ssm_a", steps=(NEG_EXP,), **_OPTIONAL),
-    Tensor(_L + "mamba.D", "blk.{bid}.ssm_d", **_OPTIONAL),
-    Tensor(_L + "mamba.out_proj.weight", "blk.{bid}.ssm_out.weight", **_OPTIONAL),
+    Tensor(_L + "mamba.in_proj.weight", GGUF.SSM_IN.weight, **_OPTIONAL),
+    Tensor(_L + "mamba.conv1d.weight", GGUF.SSM_CONV1D.weight, squeezed, **_OPTIONAL),
+    Tensor(_L + "mamba.conv1d.bias", GGUF.SSM_CONV1D.bias, **_OPTIONAL),
+    Tensor(_L + "mamba.x_proj.weight", GGUF.SSM_X.weight, **_OPTIONAL),
+    Tensor(_L + "mamba.dt_proj.{wb}", GGUF.SSM_DT.wb, **_OPTIONAL),
+    Tensor(_L + "mamba.dt_layernorm.weight", GGUF.SSM_DT_NORM.weight, **_OPTIONAL),
+    Tensor(_L + "mamba.b_layernorm.weight", GGUF.SSM_B_NORM.weight, **_OPTIONAL),
+    Tensor(_L + "mamba.c_layernorm.weight", GGUF.SSM_C_NORM.weight, **_OPTIONAL),
+    Tensor(_L + "mamba.A_log", GGUF.SSM_A, steps=(NEG_EXP,), **_OPTIONAL),
+    Tensor(_L + "mamba.D", GGUF.SSM_D, **_OPTIONAL),
+    Tensor(_L + "mamba.out_proj.weight", GGUF.SSM_OUT.weight, **_OPTIONAL),
     # mixture layers: the router, the experts stacked in the converter's merge order (down, gate, up)
-    Tensor(_L + "feed_forward.router.weight", "blk.{bid}.ffn_gate_inp.weight", **_OPTIONAL),
+    Tensor(_L + "feed_forward.router.weight", GGUF.FFN_GATE_INP.weight, **_OPTIONAL),
     *(Experts(_L + f"feed_forward.experts.{{x}}.{p}_proj.weight", f"blk.{{bid}}.ffn_{p}_exps.weight", "num_experts",
               **_OPTIONAL) for p in ("down", "gate", "up")),
     # dense layers
@@ -116,22 +117,26 @@ def check(h: dict, path: Path) -> None:
 
 def parameters(h: dict, block_count: int, file_type: int) -> list:
     kv_heads = [h["num_key_value_heads"] if attn else 0 for attn in attention_layers(h)]
-    return [u32("jamba.block_count", block_count), u32("jamba.context_length", h["max_position_embeddings"]),
-            u32("jamba.embedding_length", h["hidden_size"]), u32("jamba.feed_forward_length", h["intermediate_size"]),
-            u32("jamba.attention.head_count", h["num_attention_heads"]),
-            KV("jamba.attention.head_count_kv", ValueType.ARRAY, kv_heads, ValueType.INT32),
-            u32("jamba.ssm.conv_kernel", h["mamba_d_conv"]),
-            u32("jamba.ssm.inner_size", h["mamba_expand"] * h["hidden_size"]),
-            u32("jamba.ssm.state_size", h["mamba_d_state"]), u32("jamba.ssm.time_step_rank", h["mamba_dt_rank"]),
-            f32("jamba.attention.layer_norm_rms_epsilon", h["rms_norm_eps"]),
-            u32("jamba.expert_count", h["num_experts"]), u32("jamba.expert_used_count", h["num_experts_per_tok"]),
-            u32("general.file_type", file_type)]
+    return [u32(Keys.LLM.BLOCK_COUNT.format(arch="jamba"), block_count),
+            u32(Keys.LLM.CONTEXT_LENGTH.format(arch="jamba"), h["max_position_embeddings"]),
+            u32(Keys.LLM.EMBEDDING_LENGTH.format(arch="jamba"), h["hidden_size"]),
+            u32(Keys.LLM.FEED_FORWARD_LENGTH.format(arch="jamba"), h["intermediate_size"]),
+            u32(Keys.Attention.HEAD_COUNT.format(arch="jamba"), h["num_attention_heads"]),
+            KV(Keys.Attention.HEAD_COUNT_KV.format(arch="jamba"), ValueType.ARRAY, kv_heads, ValueType.INT32),
+            u32(Keys.SSM.CONV_KERNEL.format(arch="jamba"), h["mamba_d_conv"]),
+            u32(Keys.SSM.INNER_SIZE.format(arch="jamba"), h["mamba_expand"] * h["hidden_size"]),
+            u32(Keys.SSM.STATE_SIZE.format(arch="jamba"), h["mamba_d_state"]),
+            u32(Keys.SSM.TIME_STEP_RANK.format(arch="jamba"), h["mamba_dt_rank"]),
+            f32(Keys.Attention.LAYERNORM_RMS_EPS.format(arch="jamba"), h["rms_norm_eps"]),
+            u32(Keys.LLM.EXPERT_COUNT.format(arch="jamba"), h["num_experts"]),
+            u32(Keys.LLM.EXPERT_USED_COUNT.format(arch="jamba"), h["num_experts_per_tok"]),
+            u32(Keys.General.FILE_TYPE, file_type)]
 
 
 def vocab(model_dir: Path, h: dict) -> list:
     """tokenizer.model's SentencePiece, else tokenizer.json's SentencePiece-style BPE without a space prefix, as
     JambaModel.set_vocab picks."""
-    from tokenizer.vocab import ADD_SPACE_PREFIX, llama_hf_vocab, sentencepiece_vocab
+    from hfview.tokenizer.vocab import ADD_SPACE_PREFIX, llama_hf_vocab, sentencepiece_vocab
     if (model_dir / "tokenizer.model").is_file():
         return sentencepiece_vocab(model_dir, h)
     return [*llama_hf_vocab(model_dir, h), KV(ADD_SPACE_PREFIX, ValueType.BOOL, False)]

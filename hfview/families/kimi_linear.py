@@ -24,11 +24,15 @@ from ..config import ANY, Harmless
 from ..errors import ConfigError
 from ..family import Experts, Family, Skip, Split, Tensor
 from ..gguf_layout import KV, ValueType
+from ..names import GGUF, Keys
 from ..params import f32, text_model_parameters, u32
-from ..views import NEG_EXP, Reshaped
-from .deepseek_v2 import key_half, value_half
+from ._parts.latent import key_half, value_half
+from ._parts.state_space import KIMI_DELTA_ATTENTION, check_leading_dense
 
 ARCH = "kimi-linear"
+
+_L = "model.layers.{bid}."
+_A = _L + "self_attn."
 
 # transformers 5.24's KimiLinearConfig defaults (to_dict's names: its attribute map saves n_shared_experts as
 # num_shared_experts, n_group as num_expert_group, and so on); head_dim is computed where not stated (normalise)
@@ -62,51 +66,27 @@ HARMLESS: Harmless = {"qk_head_dim": ANY, "mla_use_nope": (True,), "use_grouped_
 # the head_dim a config states wins over the one KimiLinearConfig computes (qk_rope_head_dim): read under its own name
 ALIASES = {"head_dim": "stated_head_dim"}
 
-_L = "model.layers.{bid}."
-_A = _L + "self_attn."
 some = False  # each exists on the layers of one kind only (llama.cpp checks by head_count_kv and the dense count)
 
 
-def conv_weight(sources, h):
-    """[channels, 1, kernel] (or [channels, kernel]) as the converter's (1, channels, 1, kernel)."""
-    src = sources[0]
-    return Reshaped(src, (1, src.shape[0], 1, src.shape[-1]), "as (1, channels, 1, kernel)")
-
-
-# Kimi Delta Attention's tensors (its layers only: llama.cpp tells the kinds by head_count_kv), as GLM-5 Next has
-# them too
-KIMI_DELTA_ATTENTION = (
-    *(Tensor(_A + f"{p}_proj.weight", f"blk.{{bid}}.attn_{p}.weight", required=some) for p in ("q", "k", "v")),
-    *(Tensor(_A + f"{p}_conv1d.weight", f"blk.{{bid}}.ssm_conv1d_{p}.weight", conv_weight, required=some)
-      for p in ("q", "k", "v")),
-    Tensor(_A + "f_a_proj.weight", "blk.{bid}.ssm_f_a.weight", required=some),
-    Tensor(_A + "f_b_proj.weight", "blk.{bid}.ssm_f_b.weight", required=some),
-    Tensor(_A + "dt_bias", "blk.{bid}.ssm_dt.bias", required=some),
-    Tensor(_A + "A_log", "blk.{bid}.ssm_a", steps=(NEG_EXP,), required=some),
-    Tensor(_A + "b_proj.weight", "blk.{bid}.ssm_beta.weight", required=some),
-    Tensor(_A + "g_a_proj.weight", "blk.{bid}.ssm_g_a.weight", required=some),
-    Tensor(_A + "g_b_proj.weight", "blk.{bid}.ssm_g_b.weight", required=some),
-    Tensor(_A + "o_norm.weight", "blk.{bid}.ssm_norm.weight", required=some),
-)
-
 TENSORS = (
-    Tensor("model.embed_tokens.weight", "token_embd.weight"),
-    Tensor("model.norm.weight", "output_norm.weight"),
+    Tensor("model.embed_tokens.weight", GGUF.TOKEN_EMBD.weight),
+    Tensor("model.norm.weight", GGUF.OUTPUT_NORM.weight),
     Skip("lm_head.weight", when=lambda h: bool(h.get("tie_word_embeddings"))),
-    Tensor("lm_head.weight", "output.weight", required=lambda h: not h.get("tie_word_embeddings")),
-    Tensor(_L + "input_layernorm.weight", "blk.{bid}.attn_norm.weight"),
-    Tensor(_L + "post_attention_layernorm.weight", "blk.{bid}.ffn_norm.weight"),
+    Tensor("lm_head.weight", GGUF.OUTPUT.weight, required=lambda h: not h.get("tie_word_embeddings")),
+    Tensor(_L + "input_layernorm.weight", GGUF.ATTN_NORM.weight),
+    Tensor(_L + "post_attention_layernorm.weight", GGUF.FFN_NORM.weight),
     *KIMI_DELTA_ATTENTION,
     # latent attention (no rope), and the output projection both mixers have
-    Tensor(_A + "kv_a_proj_with_mqa.weight", "blk.{bid}.attn_kv_a_mqa.weight", required=some),
-    Tensor(_A + "kv_a_layernorm.weight", "blk.{bid}.attn_kv_a_norm.weight", required=some),
-    Split(_A + "kv_b_proj.weight", (("blk.{bid}.attn_k_b.weight", key_half),
-                                    ("blk.{bid}.attn_v_b.weight", value_half)), required=some),
-    Tensor(_A + "o_proj.weight", "blk.{bid}.attn_output.weight"),
+    Tensor(_A + "kv_a_proj_with_mqa.weight", GGUF.ATTN_KV_A_MQA.weight, required=some),
+    Tensor(_A + "kv_a_layernorm.weight", GGUF.ATTN_KV_A_NORM.weight, required=some),
+    Split(_A + "kv_b_proj.weight", ((GGUF.ATTN_K_B.weight, key_half),
+                                    (GGUF.ATTN_V_B.weight, value_half)), required=some),
+    Tensor(_A + "o_proj.weight", GGUF.ATTN_OUT.weight),
     # the leading dense layers and the mixture
     *(Tensor(_L + f"mlp.{p}_proj.weight", f"blk.{{bid}}.ffn_{p}.weight", required=some) for p in ("gate", "up", "down")),
-    Tensor(_L + "block_sparse_moe.gate.weight", "blk.{bid}.ffn_gate_inp.weight", required=some),
-    Tensor(_L + "block_sparse_moe.gate.e_score_correction_bias", "blk.{bid}.exp_probs_b.bias", required=some),
+    Tensor(_L + "block_sparse_moe.gate.weight", GGUF.FFN_GATE_INP.weight, required=some),
+    Tensor(_L + "block_sparse_moe.gate.e_score_correction_bias", GGUF.FFN_EXP_PROBS_B.bias, required=some),
     *(Experts(_L + f"block_sparse_moe.experts.{{x}}.{w}.weight", f"blk.{{bid}}.ffn_{p}_exps.weight", "num_experts",
               required=some) for w, p in (("w1", "gate"), ("w2", "down"), ("w3", "up"))),
     *(Tensor(_L + f"block_sparse_moe.shared_experts.{p}_proj.weight", f"blk.{{bid}}.ffn_{p}_shexp.weight",
@@ -148,18 +128,6 @@ def _layer_kinds(h: dict, path: Path) -> list[str]:
     return kinds
 
 
-
-def check_leading_dense(h: dict, path: Path, n: int, arch: str) -> int:
-    """first_k_dense_replace (returned) within the layer count, and mlp_layer_types (where stated) the same leading
-    dense layers: the only placement llama.cpp's mixture graphs (kimi-linear, bailingmoe3) compute."""
-    dense = h["first_k_dense_replace"]
-    if not 0 <= dense <= n:
-        raise ConfigError(f"{path}: first_k_dense_replace {dense}: must lie between 0 and the {n} layers")
-    mlp = h.get("mlp_layer_types")
-    if mlp is not None and list(mlp) != ["dense" if i < dense else "sparse" for i in range(n)]:
-        raise ConfigError(f"{path}: mlp_layer_types {list(mlp)} disagree with first_k_dense_replace {dense}: "
-                          f"llama.cpp's {arch} makes exactly the first {dense} layers dense")
-    return dense
 
 def check(h: dict, path: Path) -> None:
     archs = h.get("architectures") or ["KimiLinearForCausalLM"]
@@ -228,20 +196,20 @@ def parameters(h: dict, block_count: int, file_type: int) -> list:
     lac, kv_lora, rope = h["linear_attn_config"], h["kv_lora_rank"], h["qk_rope_head_dim"]
     heads = [1 if k == "full_attention" else 0 for k in _layer_kinds(h, Path("config.json"))]
     at = next(i for i, e in enumerate(kv) if e.key == f"{ARCH}.attention.head_count_kv")
-    kv[at] = KV(f"{ARCH}.attention.head_count_kv", ValueType.ARRAY, heads, ValueType.INT32)
+    kv[at] = KV(Keys.Attention.HEAD_COUNT_KV.format(arch=ARCH), ValueType.ARRAY, heads, ValueType.INT32)
     key_at = next(i for i, e in enumerate(kv) if e.key == f"{ARCH}.attention.key_length")
-    kv[key_at] = u32(f"{ARCH}.attention.key_length", kv_lora + rope)
-    kv += [u32(f"{ARCH}.vocab_size", h["vocab_size"]),
-           u32(f"{ARCH}.ssm.conv_kernel", lac["short_conv_kernel_size"]),
-           u32(f"{ARCH}.kda.head_dim", lac["head_dim"]),
-           u32(f"{ARCH}.attention.kv_lora_rank", kv_lora),
-           u32(f"{ARCH}.rope.dimension_count", rope),
-           u32(f"{ARCH}.attention.key_length_mla", h["qk_nope_head_dim"] + rope),
-           u32(f"{ARCH}.attention.value_length_mla", h["v_head_dim"]),
-           u32(f"{ARCH}.expert_feed_forward_length", h["moe_intermediate_size"]),
-           u32(f"{ARCH}.expert_shared_count", h["num_shared_experts"]),
-           u32(f"{ARCH}.leading_dense_block_count", h["first_k_dense_replace"]),
-           f32(f"{ARCH}.expert_weights_scale", h["routed_scaling_factor"])]
+    kv[key_at] = u32(Keys.Attention.KEY_LENGTH.format(arch=ARCH), kv_lora + rope)
+    kv += [u32(Keys.LLM.VOCAB_SIZE.format(arch=ARCH), h["vocab_size"]),
+           u32(Keys.SSM.CONV_KERNEL.format(arch=ARCH), lac["short_conv_kernel_size"]),
+           u32(Keys.KDA.HEAD_DIM.format(arch=ARCH), lac["head_dim"]),
+           u32(Keys.Attention.KV_LORA_RANK.format(arch=ARCH), kv_lora),
+           u32(Keys.Rope.DIMENSION_COUNT.format(arch=ARCH), rope),
+           u32(Keys.Attention.KEY_LENGTH_MLA.format(arch=ARCH), h["qk_nope_head_dim"] + rope),
+           u32(Keys.Attention.VALUE_LENGTH_MLA.format(arch=ARCH), h["v_head_dim"]),
+           u32(Keys.LLM.EXPERT_FEED_FORWARD_LENGTH.format(arch=ARCH), h["moe_intermediate_size"]),
+           u32(Keys.LLM.EXPERT_SHARED_COUNT.format(arch=ARCH), h["num_shared_experts"]),
+           u32(Keys.LLM.LEADING_DENSE_BLOCK_COUNT.format(arch=ARCH), h["first_k_dense_replace"]),
+           f32(Keys.LLM.EXPERT_WEIGHTS_SCALE.format(arch=ARCH), h["routed_scaling_factor"])]
     return kv
 
 
@@ -249,14 +217,14 @@ def vocab(model_dir: Path, h: dict) -> list:
     """KimiLinearModel.set_vocab: tokenizer.json's byte-level BPE where there is one; where a release ships Kimi's
     tiktoken.model alone (every Kimi-Linear release), its kimi-k2 branch, as DeepSeek-V2's reads it
     (hfview/families/kimi_tiktoken.py), with the tokenizer's own EOS id written last."""
-    from .kimi_tiktoken import is_kimi_tiktoken, kimi_vocab
+    from ._parts.kimi_tiktoken import is_kimi_tiktoken, kimi_vocab
     model_dir = Path(model_dir)
     if is_kimi_tiktoken(model_dir):
         return kimi_vocab(model_dir, h, eos_from_tokenizer=True)
     if not (model_dir / "tokenizer.json").is_file():
         raise ConfigError(f"{model_dir}: neither tokenizer.json nor tiktoken.model: the converter reads Kimi-Linear's "
                           f"vocabulary from one of them")
-    from tokenizer.vocab import gpt2_vocab
+    from hfview.tokenizer.vocab import gpt2_vocab
     return gpt2_vocab(model_dir, h)
 
 

@@ -20,10 +20,11 @@ from pathlib import Path
 
 from ..config import Harmless
 from ..errors import CheckpointError, ConfigError
-from ..family import Experts, Family, Tensor, stored
+from ..family import Experts, Family, RunnerFacts, Tensor, stored
 from ..gguf_layout import KV, ValueType
+from ..names import GGUF, Keys
 from ..params import boolean, f32, text_model_parameters, u32
-from .qwen2 import check_architecture, check_no_pooling, check_silu
+from ._parts.checks import check_no_pooling, check_silu
 
 _ROPE = {"full_attention": {"rope_type": "default", "rope_theta": 500000.0, "partial_rotary_factor": 0.5},
          "sliding_attention": {"rope_type": "default", "rope_theta": 10000.0, "partial_rotary_factor": 1.0}}
@@ -73,21 +74,21 @@ def _gate(sources, h):
 
 _LAYER = "model.layers.{bid}."
 TENSORS = (
-    Tensor("model.embed_tokens.weight", "token_embd.weight"),
-    Tensor("model.norm.weight", "output_norm.weight"),
-    Tensor("lm_head.weight", "output.weight"),
-    Tensor(f"{_LAYER}input_layernorm.weight", "blk.{bid}.attn_norm.weight"),
-    Tensor(f"{_LAYER}post_attention_layernorm.weight", "blk.{bid}.ffn_norm.weight"),
+    Tensor("model.embed_tokens.weight", GGUF.TOKEN_EMBD.weight),
+    Tensor("model.norm.weight", GGUF.OUTPUT_NORM.weight),
+    Tensor("lm_head.weight", GGUF.OUTPUT.weight),
+    Tensor(f"{_LAYER}input_layernorm.weight", GGUF.ATTN_NORM.weight),
+    Tensor(f"{_LAYER}post_attention_layernorm.weight", GGUF.FFN_NORM.weight),
     *(Tensor(f"{_LAYER}self_attn.{p}_proj.weight", f"blk.{{bid}}.attn_{p}.weight") for p in ("q", "k", "v")),
-    Tensor(f"{_LAYER}self_attn.o_proj.weight", "blk.{bid}.attn_output.weight"),
-    Tensor(f"{_LAYER}self_attn.g_proj.weight", "blk.{bid}.attn_gate.weight", _gate),
-    Tensor(f"{_LAYER}self_attn.q_norm.weight", "blk.{bid}.attn_q_norm.weight"),
-    Tensor(f"{_LAYER}self_attn.k_norm.weight", "blk.{bid}.attn_k_norm.weight"),
+    Tensor(f"{_LAYER}self_attn.o_proj.weight", GGUF.ATTN_OUT.weight),
+    Tensor(f"{_LAYER}self_attn.g_proj.weight", GGUF.ATTN_GATE.weight, _gate),
+    Tensor(f"{_LAYER}self_attn.q_norm.weight", GGUF.ATTN_Q_NORM.weight),
+    Tensor(f"{_LAYER}self_attn.k_norm.weight", GGUF.ATTN_K_NORM.weight),
     # each of these exists in some layers only: dense FFNs first, then the mixtures
     *(Tensor(f"{_LAYER}mlp.{p}_proj.weight", f"blk.{{bid}}.ffn_{p}.weight", required=False)
       for p in ("gate", "up", "down")),
-    Tensor(f"{_LAYER}mlp.gate.weight", "blk.{bid}.ffn_gate_inp.weight", required=False),
-    Tensor(f"{_LAYER}mlp.experts.e_score_correction_bias", "blk.{bid}.exp_probs_b.bias", required=False),
+    Tensor(f"{_LAYER}mlp.gate.weight", GGUF.FFN_GATE_INP.weight, required=False),
+    Tensor(f"{_LAYER}mlp.experts.e_score_correction_bias", GGUF.FFN_EXP_PROBS_B.bias, required=False),
     *(Experts(f"{_LAYER}mlp.experts.{{x}}.{p}_proj.weight", f"blk.{{bid}}.ffn_{p}_exps.weight", "num_experts",
               required=False) for p in ("gate", "up", "down")),
     *(Tensor(f"{_LAYER}mlp.shared_expert.{p}_proj.weight", f"blk.{{bid}}.ffn_{p}_shexp.weight", required=False)
@@ -117,7 +118,6 @@ def _dense_lead(h: dict) -> int:
 
 
 def check(h: dict, path: Path) -> None:
-    check_architecture(h, path, "laguna", ("LagunaForCausalLM",))
     check_silu(h, path, "laguna")
     check_no_pooling(path)
     n = h["num_hidden_layers"]
@@ -182,23 +182,24 @@ def check(h: dict, path: Path) -> None:
 def parameters(h: dict, block_count: int, file_type: int) -> list:
     """LagunaModel.set_gguf_parameters: TextModel's entries with the per-layer head counts in place of the
     scalar head count, then vocab size, window, mixture, dense lead and the two rope widths."""
-    heads = KV("laguna.attention.head_count", ValueType.ARRAY, list(h["num_attention_heads_per_layer"]),
+    heads = KV(Keys.Attention.HEAD_COUNT.format(arch="laguna"), ValueType.ARRAY,
+               list(h["num_attention_heads_per_layer"]),
                ValueType.INT32)
     kv = [heads if k.key == heads.key else k for k in text_model_parameters(h, "laguna", block_count, file_type)]
-    kv.append(u32("laguna.vocab_size", h["vocab_size"]))
+    kv.append(u32(Keys.LLM.VOCAB_SIZE.format(arch="laguna"), h["vocab_size"]))
     if (h.get("sliding_window") or 0) > 0:
-        kv.append(u32("laguna.attention.sliding_window", h["sliding_window"]))
+        kv.append(u32(Keys.Attention.SLIDING_WINDOW.format(arch="laguna"), h["sliding_window"]))
     rope = h["rope_parameters"]
     return [*kv,
-            u32("laguna.expert_feed_forward_length", h["moe_intermediate_size"]),
-            u32("laguna.expert_shared_feed_forward_length", h["shared_expert_intermediate_size"]),
-            boolean("laguna.expert_weights_norm", True),
-            f32("laguna.expert_weights_scale", float(h["moe_routed_scaling_factor"])),
-            u32("laguna.expert_gating_func", 2),  # sigmoid
-            u32("laguna.leading_dense_block_count", _dense_lead(h)),
-            u32("laguna.rope.dimension_count",
+            u32(Keys.LLM.EXPERT_FEED_FORWARD_LENGTH.format(arch="laguna"), h["moe_intermediate_size"]),
+            u32(Keys.LLM.EXPERT_SHARED_FEED_FORWARD_LENGTH.format(arch="laguna"), h["shared_expert_intermediate_size"]),
+            boolean(Keys.LLM.EXPERT_WEIGHTS_NORM.format(arch="laguna"), True),
+            f32(Keys.LLM.EXPERT_WEIGHTS_SCALE.format(arch="laguna"), float(h["moe_routed_scaling_factor"])),
+            u32(Keys.LLM.EXPERT_GATING_FUNC.format(arch="laguna"), 2),  # sigmoid
+            u32(Keys.LLM.LEADING_DENSE_BLOCK_COUNT.format(arch="laguna"), _dense_lead(h)),
+            u32(Keys.Rope.DIMENSION_COUNT.format(arch="laguna"),
                 int(h["head_dim"] * float(rope["full_attention"].get("partial_rotary_factor", 1.0)))),
-            u32("laguna.rope.dimension_count_swa",
+            u32(Keys.Rope.DIMENSION_COUNT_SWA.format(arch="laguna"),
                 int(h["head_dim"] * float(rope["sliding_attention"].get("partial_rotary_factor", 1.0))))]
 
 
@@ -206,9 +207,9 @@ def vocab(model_dir: Path, h: dict) -> list:
     """LagunaModel.set_vocab: _set_vocab_gpt2 with </assistant> (the assistant turn-end) typed CONTROL; then
     chat_template.jinja's text as the template (in the place SpecialVocab's template took, GGUFWriter keeping a
     re-added key's place), and from an eos_token_id list its first id other than bos_token_id as eot."""
-    from tokenizer.special import write_chat_template
-    from tokenizer.vocab import CONTROL, MODEL, PRE, TOKEN_TYPE, TOKENS, SpecialVocab, bpe_tokens
-    from tokenizer.writer import KVWriter
+    from hfview.tokenizer.special import write_chat_template
+    from hfview.tokenizer.vocab import CONTROL, MODEL, PRE, TOKEN_TYPE, TOKENS, SpecialVocab, bpe_tokens
+    from hfview.tokenizer.writer import KVWriter
     tokens, types, pre = bpe_tokens(model_dir, h)
     types = [CONTROL if tok == "</assistant>" else t for tok, t in zip(tokens, types)]
     w = KVWriter()
@@ -221,7 +222,7 @@ def vocab(model_dir: Path, h: dict) -> list:
         write_chat_template(w, jinja.read_text(encoding="utf-8"))
     if isinstance(eos := h.get("eos_token_id"), list):
         if extra := [e for e in eos if e != h.get("bos_token_id")]:
-            w.add_uint32("tokenizer.ggml.eot_token_id", extra[0])
+            w.add_uint32(Keys.Tokenizer.EOT_ID, extra[0])
     return w.kvs()
 
 
@@ -237,5 +238,6 @@ FAMILY = Family(
     vocab=vocab,
     check=check,
     normalise=normalise,
-    llama_cpp_applies_window=True,  # llama.cpp's laguna slides on three layers of four, as layer_types says
+    # llama.cpp's laguna slides on three layers of four, as layer_types says
+    runner=RunnerFacts(llama_cpp_applies_window=True),
 )

@@ -23,9 +23,9 @@ from ..config import ANY, Harmless
 from ..errors import ConfigError
 from ..family import Family, Skip, Tensor
 from ..gguf_layout import KV, ValueType
+from ..names import GGUF, Keys
 from ..params import f32, text_model_parameters, u32
-from .mamba import squeezed  # the same conv1d squeeze as Mamba's
-
+from ._parts.state_space import squeezed  # the same conv1d squeeze as Mamba's
 
 # transformers 5.24's Lfm2Config defaults (layer_types / full_attn_idxs are computed: see normalise)
 DEFAULTS = {
@@ -68,23 +68,23 @@ TENSORS = (
     # projector, which the converter's text conversion leaves out
     Skip("model.vision_tower.{rest}"),
     Skip("model.multi_modal_projector.{rest}"),
-    Tensor("model.embed_tokens.weight", "token_embd.weight"),
-    Tensor("model.embedding_norm.weight", "token_embd_norm.weight"),
-    Tensor("lm_head.weight", "output.weight", required=False),  # absent when tied (as released)
-    Tensor("model.layers.{bid}.operator_norm.weight", "blk.{bid}.attn_norm.weight"),
-    Tensor("model.layers.{bid}.ffn_norm.weight", "blk.{bid}.ffn_norm.weight"),
-    Tensor("model.layers.{bid}.self_attn.q_proj.weight", "blk.{bid}.attn_q.weight", required=False),
-    Tensor("model.layers.{bid}.self_attn.k_proj.weight", "blk.{bid}.attn_k.weight", required=False),
-    Tensor("model.layers.{bid}.self_attn.v_proj.weight", "blk.{bid}.attn_v.weight", required=False),
-    Tensor("model.layers.{bid}.self_attn.out_proj.weight", "blk.{bid}.attn_output.weight", required=False),
-    Tensor("model.layers.{bid}.self_attn.q_layernorm.weight", "blk.{bid}.attn_q_norm.weight", required=False),
-    Tensor("model.layers.{bid}.self_attn.k_layernorm.weight", "blk.{bid}.attn_k_norm.weight", required=False),
-    Tensor("model.layers.{bid}.conv.in_proj.weight", "blk.{bid}.shortconv.in_proj.weight", required=False),
-    Tensor("model.layers.{bid}.conv.conv.weight", "blk.{bid}.shortconv.conv.weight", squeezed, required=False),
-    Tensor("model.layers.{bid}.conv.out_proj.weight", "blk.{bid}.shortconv.out_proj.weight", required=False),
-    Tensor("model.layers.{bid}.feed_forward.w1.weight", "blk.{bid}.ffn_gate.weight"),
-    Tensor("model.layers.{bid}.feed_forward.w3.weight", "blk.{bid}.ffn_up.weight"),
-    Tensor("model.layers.{bid}.feed_forward.w2.weight", "blk.{bid}.ffn_down.weight"),
+    Tensor("model.embed_tokens.weight", GGUF.TOKEN_EMBD.weight),
+    Tensor("model.embedding_norm.weight", GGUF.TOKEN_EMBD_NORM.weight),
+    Tensor("lm_head.weight", GGUF.OUTPUT.weight, required=False),  # absent when tied (as released)
+    Tensor("model.layers.{bid}.operator_norm.weight", GGUF.ATTN_NORM.weight),
+    Tensor("model.layers.{bid}.ffn_norm.weight", GGUF.FFN_NORM.weight),
+    Tensor("model.layers.{bid}.self_attn.q_proj.weight", GGUF.ATTN_Q.weight, required=False),
+    Tensor("model.layers.{bid}.self_attn.k_proj.weight", GGUF.ATTN_K.weight, required=False),
+    Tensor("model.layers.{bid}.self_attn.v_proj.weight", GGUF.ATTN_V.weight, required=False),
+    Tensor("model.layers.{bid}.self_attn.out_proj.weight", GGUF.ATTN_OUT.weight, required=False),
+    Tensor("model.layers.{bid}.self_attn.q_layernorm.weight", GGUF.ATTN_Q_NORM.weight, required=False),
+    Tensor("model.layers.{bid}.self_attn.k_layernorm.weight", GGUF.ATTN_K_NORM.weight, required=False),
+    Tensor("model.layers.{bid}.conv.in_proj.weight", GGUF.SHORTCONV_INPROJ.weight, required=False),
+    Tensor("model.layers.{bid}.conv.conv.weight", GGUF.SHORTCONV_CONV.weight, squeezed, required=False),
+    Tensor("model.layers.{bid}.conv.out_proj.weight", GGUF.SHORTCONV_OUTPROJ.weight, required=False),
+    Tensor("model.layers.{bid}.feed_forward.w1.weight", GGUF.FFN_GATE.weight),
+    Tensor("model.layers.{bid}.feed_forward.w3.weight", GGUF.FFN_UP.weight),
+    Tensor("model.layers.{bid}.feed_forward.w2.weight", GGUF.FFN_DOWN.weight),
 )
 
 
@@ -134,15 +134,16 @@ def parameters(h: dict, block_count: int, file_type: int) -> list:
     kv = text_model_parameters({k: v for k, v in h.items() if k != "num_key_value_heads"}, "lfm2", block_count,
                                file_type)
     at = next(i for i, e in enumerate(kv) if e.key == "lfm2.attention.head_count") + 1
-    kv.insert(at, KV("lfm2.attention.head_count_kv", ValueType.ARRAY, kv_heads, ValueType.INT32))
+    kv.insert(at, KV(Keys.Attention.HEAD_COUNT_KV.format(arch="lfm2"), ValueType.ARRAY, kv_heads, ValueType.INT32))
     # the converter then sets these; the two already written keep their place and take the new value
-    return kv + [u32("lfm2.vocab_size", h["vocab_size"]), u32("lfm2.shortconv.l_cache", h["conv_L_cache"]),
-                 f32("lfm2.attention.layer_norm_rms_epsilon", h["norm_eps"]),
-                 u32("lfm2.feed_forward_length", ff_dim(h))]
+    return kv + [u32(Keys.LLM.VOCAB_SIZE.format(arch="lfm2"), h["vocab_size"]),
+                 u32(Keys.ShortConv.L_CACHE.format(arch="lfm2"), h["conv_L_cache"]),
+                 f32(Keys.Attention.LAYERNORM_RMS_EPS.format(arch="lfm2"), h["norm_eps"]),
+                 u32(Keys.LLM.FEED_FORWARD_LENGTH.format(arch="lfm2"), ff_dim(h))]
 
 
 def vocab(model_dir: Path, h: dict) -> list:
-    from tokenizer.vocab import gpt2_vocab
+    from hfview.tokenizer.vocab import gpt2_vocab
     return gpt2_vocab(model_dir, h)
 
 

@@ -14,6 +14,7 @@ from ..config import Harmless
 from ..errors import ConfigError
 from ..family import Experts, Family, Tensor
 from ..gguf_layout import KV, ValueType
+from ..names import GGUF, Keys
 from ..params import text_model_parameters, u32
 from .lfm2 import TENSORS as LFM2_TENSORS
 from .lfm2 import vocab
@@ -43,11 +44,11 @@ _dense = {"ffn_gate", "ffn_up", "ffn_down"}
 TENSORS = (
     *(t if not isinstance(t, Tensor) or t.gguf.split(".")[-2] not in _dense else Tensor(t.hf, t.gguf, required=False)
       for t in LFM2_TENSORS),
-    Tensor(_FFN + "gate.weight", "blk.{bid}.ffn_gate_inp.weight", required=False),
-    Tensor(_FFN + "expert_bias", "blk.{bid}.exp_probs_b.bias", required=False),
-    Experts(_FFN + "experts.{x}.w1.weight", "blk.{bid}.ffn_gate_exps.weight", "num_experts", required=False),
-    Experts(_FFN + "experts.{x}.w2.weight", "blk.{bid}.ffn_down_exps.weight", "num_experts", required=False),
-    Experts(_FFN + "experts.{x}.w3.weight", "blk.{bid}.ffn_up_exps.weight", "num_experts", required=False),
+    Tensor(_FFN + "gate.weight", GGUF.FFN_GATE_INP.weight, required=False),
+    Tensor(_FFN + "expert_bias", GGUF.FFN_EXP_PROBS_B.bias, required=False),
+    Experts(_FFN + "experts.{x}.w1.weight", GGUF.FFN_GATE_EXP.weight, "num_experts", required=False),
+    Experts(_FFN + "experts.{x}.w2.weight", GGUF.FFN_DOWN_EXP.weight, "num_experts", required=False),
+    Experts(_FFN + "experts.{x}.w3.weight", GGUF.FFN_UP_EXP.weight, "num_experts", required=False),
 )
 
 
@@ -97,11 +98,12 @@ def parameters(h: dict, block_count: int, file_type: int) -> list:
     kv = text_model_parameters({k: v for k, v in h.items() if k != "num_key_value_heads"}, "lfm2moe",
                                block_count, file_type)
     at = next(i for i, e in enumerate(kv) if e.key == "lfm2moe.attention.head_count") + 1
-    kv.insert(at, KV("lfm2moe.attention.head_count_kv", ValueType.ARRAY, kv_heads, ValueType.INT32))
-    return kv + [u32("lfm2moe.expert_feed_forward_length", h["moe_intermediate_size"]),
-                 u32("lfm2moe.leading_dense_block_count", h["num_dense_layers"]),
-                 u32("lfm2moe.expert_gating_func", 2),  # sigmoid
-                 u32("lfm2moe.vocab_size", h["vocab_size"]), u32("lfm2moe.shortconv.l_cache", h["conv_L_cache"])]
+    kv.insert(at, KV(Keys.Attention.HEAD_COUNT_KV.format(arch="lfm2moe"), ValueType.ARRAY, kv_heads, ValueType.INT32))
+    return kv + [u32(Keys.LLM.EXPERT_FEED_FORWARD_LENGTH.format(arch="lfm2moe"), h["moe_intermediate_size"]),
+                 u32(Keys.LLM.LEADING_DENSE_BLOCK_COUNT.format(arch="lfm2moe"), h["num_dense_layers"]),
+                 u32(Keys.LLM.EXPERT_GATING_FUNC.format(arch="lfm2moe"), 2),  # sigmoid
+                 u32(Keys.LLM.VOCAB_SIZE.format(arch="lfm2moe"), h["vocab_size"]),
+                 u32(Keys.ShortConv.L_CACHE.format(arch="lfm2moe"), h["conv_L_cache"])]
 
 
 FAMILY = Family(

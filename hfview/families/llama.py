@@ -10,9 +10,10 @@ from pathlib import Path
 
 from ..config import ANY, Harmless
 from ..errors import ConfigError
-from ..family import Experts, Family, Skip, Tensor, rope_pairs
-from ..params import text_model_parameters, u32
-from .rope import llama3_rope_factors
+from ..family import Family
+from ._parts.decoder import LLAMA_TENSORS, is_mistral3_wrapper, llama_parameters
+from ._parts.rope import llama3_rope_freqs
+from ._parts.vocab import llama_vocab
 
 # transformers 5.24's config classes, as data: what the converter sees where config.json is silent.
 _COMMON = dict(vocab_size=32000, hidden_size=4096, num_hidden_layers=32, num_attention_heads=32,
@@ -44,45 +45,9 @@ HARMLESS: Harmless = {"max_window_layers": ANY, "use_sliding_window": ANY,
                       "projector_hidden_act": ANY, "vision_feature_layer": ANY, "multimodal_projector_bias": ANY,
                       "spatial_merge_size": ANY}
 
-_is_dense = lambda h: "num_local_experts" not in h  # noqa: E731
-_is_mixture = lambda h: "num_local_experts" in h  # noqa: E731
 
-
-def is_mistral3_wrapper(h: dict) -> bool:
-    """Mistral3ForConditionalGeneration: the converter's Mistral3Model writes its text model as mistral3."""
-    return "Mistral3ForConditionalGeneration" in (h.get("architectures") or ())
-
-TENSORS = (
-    Tensor("model.embed_tokens.weight", "token_embd.weight"),
-    Tensor("model.norm.weight", "output_norm.weight"),
-    Tensor("lm_head.weight", "output.weight", required=False),  # absent when tied to the embeddings
-    Tensor("model.layers.{bid}.input_layernorm.weight", "blk.{bid}.attn_norm.weight"),
-    Tensor("model.layers.{bid}.self_attn.q_proj.{wb}", "blk.{bid}.attn_q.{wb}", rope_pairs("num_attention_heads")),
-    Tensor("model.layers.{bid}.self_attn.k_proj.{wb}", "blk.{bid}.attn_k.{wb}", rope_pairs("num_key_value_heads")),
-    Tensor("model.layers.{bid}.self_attn.v_proj.{wb}", "blk.{bid}.attn_v.{wb}"),
-    Tensor("model.layers.{bid}.self_attn.o_proj.{wb}", "blk.{bid}.attn_output.{wb}"),
-    Tensor("model.layers.{bid}.post_attention_layernorm.weight", "blk.{bid}.ffn_norm.weight"),
-    Tensor("model.layers.{bid}.mlp.gate_proj.{wb}", "blk.{bid}.ffn_gate.{wb}", required=_is_dense),
-    Tensor("model.layers.{bid}.mlp.up_proj.{wb}", "blk.{bid}.ffn_up.{wb}", required=_is_dense),
-    Tensor("model.layers.{bid}.mlp.down_proj.{wb}", "blk.{bid}.ffn_down.{wb}", required=_is_dense),
-    Tensor("model.layers.{bid}.block_sparse_moe.gate.weight", "blk.{bid}.ffn_gate_inp.weight", required=_is_mixture),
-    Experts("model.layers.{bid}.block_sparse_moe.experts.{x}.w1.weight", "blk.{bid}.ffn_gate_exps.weight",
-            "num_local_experts", required=_is_mixture),
-    Experts("model.layers.{bid}.block_sparse_moe.experts.{x}.w2.weight", "blk.{bid}.ffn_down_exps.weight",
-            "num_local_experts", required=_is_mixture),
-    Experts("model.layers.{bid}.block_sparse_moe.experts.{x}.w3.weight", "blk.{bid}.ffn_up_exps.weight",
-            "num_local_experts", required=_is_mixture),
-    Skip("model.layers.{bid}.self_attn.rotary_emb.inv_freq"),
-    # the Mistral 3 image-text model's vision side, as transformers 4 saved it and as 5 does
-    *(Skip(f"{prefix}{part}.{{rest}}", when=is_mistral3_wrapper)
-      for prefix in ("", "model.") for part in ("vision_tower", "multi_modal_projector")),
-)
 
 _ROPE_TYPES = {"default", "linear", "yarn", "llama3"}
-
-
-def head_dim(h: dict) -> int:
-    return h.get("head_dim") or h["hidden_size"] // h["num_attention_heads"]
 
 
 def normalise(h: dict) -> dict:
@@ -104,16 +69,6 @@ def check(h: dict, path: Path) -> None:
                           f"architecture computes ({', '.join(sorted(_ROPE_TYPES))})")
 
 
-def llama_parameters(arch: str):
-    """LlamaModel.set_gguf_parameters under `arch`: the text-model entries, vocab size, rope width. Families
-    whose converter class derives from LlamaModel take it from here."""
-    def parameters(h: dict, block_count: int, file_type: int) -> list:
-        return [*text_model_parameters(h, arch, block_count, file_type),
-                u32(f"{arch}.vocab_size", h["vocab_size"]),
-                u32(f"{arch}.rope.dimension_count", head_dim(h))]
-    return parameters
-
-
 def arch_for(h: dict) -> str:
     return "mistral3" if is_mistral3_wrapper(h) else "llama"
 
@@ -122,29 +77,18 @@ def parameters(h: dict, block_count: int, file_type: int) -> list:
     return llama_parameters(arch_for(h))(h, block_count, file_type)
 
 
-def generated(h: dict) -> list:
-    rope = h["rope_parameters"].get("full_attention", h["rope_parameters"])
-    if rope.get("rope_type", "").lower() == "llama3":
-        return [("rope_freqs.weight", llama3_rope_factors(rope, head_dim(h)))]
-    return []
-
-
-def vocab(model_dir: Path, h: dict) -> list:
-    from tokenizer.vocab import llama_vocab
-    return llama_vocab(model_dir, h)
-
-
 FAMILY = Family(
     name="llama",
     gguf_arch="llama",
-    architectures=("LlamaForCausalLM", "MistralForCausalLM", "MixtralForCausalLM"),
+    architectures=("LlamaForCausalLM", "MistralForCausalLM", "MixtralForCausalLM",
+                   "Mistral3ForConditionalGeneration"),  # the last: its Mistral text model (mistral3)
     defaults=DEFAULTS,
     reads=READS,
     harmless=HARMLESS,
-    tensors=TENSORS,
+    tensors=LLAMA_TENSORS,
     parameters=parameters,
-    vocab=vocab,
-    generated=generated,
+    vocab=llama_vocab,
+    generated=llama3_rope_freqs,
     check=check,
     normalise=normalise,
     gguf_arch_for=arch_for,

@@ -20,10 +20,11 @@ from pathlib import Path
 from ..config import ANY, Harmless
 from ..errors import ConfigError
 from ..family import Family, Skip, Split, Tensor
-from ..views import ExpertColumns
+from ..names import GGUF, Keys
 from ..params import u32
-from .llama import generated as llama3_rope_freqs
-from .llama import llama_parameters
+from ..views import ExpertColumns
+from ._parts.decoder import llama_parameters
+from ._parts.rope import llama3_rope_freqs
 
 # transformers 5.24's Llama4TextConfig defaults, as data (moe_layers, no_rope_layers, layer_types derived)
 DEFAULTS = {
@@ -74,27 +75,27 @@ def _down(sources, h):
 
 
 TENSORS = (
-    Tensor("model.embed_tokens.weight", "token_embd.weight"),
-    Tensor("model.norm.weight", "output_norm.weight"),
-    Tensor("lm_head.weight", "output.weight", required=False),  # absent when tied (llama.cpp reuses token_embd)
-    Tensor(_LAYER + "input_layernorm.weight", "blk.{bid}.attn_norm.weight"),
-    Tensor(_LAYER + "self_attn.q_proj.weight", "blk.{bid}.attn_q.weight"),
-    Tensor(_LAYER + "self_attn.k_proj.weight", "blk.{bid}.attn_k.weight"),
-    Tensor(_LAYER + "self_attn.v_proj.weight", "blk.{bid}.attn_v.weight"),
-    Tensor(_LAYER + "self_attn.o_proj.weight", "blk.{bid}.attn_output.weight"),
-    Tensor(_LAYER + "post_attention_layernorm.weight", "blk.{bid}.ffn_norm.weight"),
+    Tensor("model.embed_tokens.weight", GGUF.TOKEN_EMBD.weight),
+    Tensor("model.norm.weight", GGUF.OUTPUT_NORM.weight),
+    Tensor("lm_head.weight", GGUF.OUTPUT.weight, required=False),  # absent when tied (llama.cpp reuses token_embd)
+    Tensor(_LAYER + "input_layernorm.weight", GGUF.ATTN_NORM.weight),
+    Tensor(_LAYER + "self_attn.q_proj.weight", GGUF.ATTN_Q.weight),
+    Tensor(_LAYER + "self_attn.k_proj.weight", GGUF.ATTN_K.weight),
+    Tensor(_LAYER + "self_attn.v_proj.weight", GGUF.ATTN_V.weight),
+    Tensor(_LAYER + "self_attn.o_proj.weight", GGUF.ATTN_OUT.weight),
+    Tensor(_LAYER + "post_attention_layernorm.weight", GGUF.FFN_NORM.weight),
     # a mixture layer (which layers: checked against llama.cpp's rule in check)
-    Tensor(_FF + "router.weight", "blk.{bid}.ffn_gate_inp.weight", required=False),
-    Split(_FF + "experts.gate_up_proj", (("blk.{bid}.ffn_gate_exps.weight", _fused_half(0)),
-                                          ("blk.{bid}.ffn_up_exps.weight", _fused_half(1))), required=False),
-    Tensor(_FF + "experts.down_proj", "blk.{bid}.ffn_down_exps.weight", _down, required=False),
-    Tensor(_FF + "shared_expert.gate_proj.weight", "blk.{bid}.ffn_gate_shexp.weight", required=False),
-    Tensor(_FF + "shared_expert.up_proj.weight", "blk.{bid}.ffn_up_shexp.weight", required=False),
-    Tensor(_FF + "shared_expert.down_proj.weight", "blk.{bid}.ffn_down_shexp.weight", required=False),
+    Tensor(_FF + "router.weight", GGUF.FFN_GATE_INP.weight, required=False),
+    Split(_FF + "experts.gate_up_proj", ((GGUF.FFN_GATE_EXP.weight, _fused_half(0)),
+                                          (GGUF.FFN_UP_EXP.weight, _fused_half(1))), required=False),
+    Tensor(_FF + "experts.down_proj", GGUF.FFN_DOWN_EXP.weight, _down, required=False),
+    Tensor(_FF + "shared_expert.gate_proj.weight", GGUF.FFN_GATE_SHEXP.weight, required=False),
+    Tensor(_FF + "shared_expert.up_proj.weight", GGUF.FFN_UP_SHEXP.weight, required=False),
+    Tensor(_FF + "shared_expert.down_proj.weight", GGUF.FFN_DOWN_SHEXP.weight, required=False),
     # a dense layer
-    Tensor(_FF + "gate_proj.weight", "blk.{bid}.ffn_gate.weight", required=False),
-    Tensor(_FF + "up_proj.weight", "blk.{bid}.ffn_up.weight", required=False),
-    Tensor(_FF + "down_proj.weight", "blk.{bid}.ffn_down.weight", required=False),
+    Tensor(_FF + "gate_proj.weight", GGUF.FFN_GATE.weight, required=False),
+    Tensor(_FF + "up_proj.weight", GGUF.FFN_UP.weight, required=False),
+    Tensor(_FF + "down_proj.weight", GGUF.FFN_DOWN.weight, required=False),
     # the image-text wrapper's vision tower and projector: not the text model's
     Skip("vision_model.{rest}"),
     Skip("model.vision_model.{rest}"),
@@ -174,13 +175,13 @@ def parameters(h: dict, block_count: int, file_type: int) -> list:
     entries, then the mixture step and the experts' width."""
     swapped = {**h, "intermediate_size": h["intermediate_size_mlp"]}
     return [*llama_parameters(_ARCH)(swapped, block_count, file_type),
-            u32(f"{_ARCH}.interleave_moe_layer_step", h["interleave_moe_layer_step"]),
-            u32(f"{_ARCH}.expert_feed_forward_length", h["intermediate_size"])]
+            u32(Keys.LLM.INTERLEAVE_MOE_LAYER_STEP.format(arch=_ARCH), h["interleave_moe_layer_step"]),
+            u32(Keys.LLM.EXPERT_FEED_FORWARD_LENGTH.format(arch=_ARCH), h["intermediate_size"])]
 
 
 def vocab(model_dir: Path, h: dict) -> list:
     """LlamaModel's set_vocab is overridden by Llama4Model's: byte-level BPE."""
-    from tokenizer.vocab import gpt2_vocab
+    from hfview.tokenizer.vocab import gpt2_vocab
     return gpt2_vocab(model_dir, h)
 
 

@@ -16,14 +16,10 @@ from pathlib import Path
 from ..config import ANY, Harmless
 from ..errors import ConfigError
 from ..family import Family, Skip, Tensor
+from ..names import GGUF, Keys
 from ..params import boolean, f32, first, u32
-from ..views import NEG_EXP, Reshaped
-
-
-def squeezed(sources, h):
-    src = sources[0]
-    return Reshaped(src, tuple(d for d in src.shape if d != 1), "squeezed")
-
+from ..views import NEG_EXP
+from ._parts.state_space import padded_vocab, squeezed
 
 # None: the converter reads config.json as written (MambaModel avoids AutoConfig), so an absent key is the
 # converter's own fallback, below, never a config class's default.
@@ -42,19 +38,19 @@ HARMLESS: Harmless = {"time_step_scale": ANY, "time_step_min": ANY, "time_step_m
     "use_associative_scan": ANY, "residual_in_fp32": ANY}
 
 TENSORS = (
-    Tensor("backbone.embeddings.weight", "token_embd.weight"),
-    Tensor("backbone.norm_f.weight", "output_norm.weight"),
+    Tensor("backbone.embeddings.weight", GGUF.TOKEN_EMBD.weight),
+    Tensor("backbone.norm_f.weight", GGUF.OUTPUT_NORM.weight),
     Skip("lm_head.weight", when=lambda h: h.get("tie_word_embeddings", True)),  # the converter omits a tied head
-    Tensor("lm_head.weight", "output.weight", required=False),
-    Tensor("backbone.layers.{bid}.norm.weight", "blk.{bid}.attn_norm.weight"),
-    Tensor("backbone.layers.{bid}.mixer.in_proj.weight", "blk.{bid}.ssm_in.weight"),
-    Tensor("backbone.layers.{bid}.mixer.conv1d.weight", "blk.{bid}.ssm_conv1d.weight", squeezed),
-    Tensor("backbone.layers.{bid}.mixer.conv1d.bias", "blk.{bid}.ssm_conv1d.bias"),
-    Tensor("backbone.layers.{bid}.mixer.x_proj.weight", "blk.{bid}.ssm_x.weight"),
-    Tensor("backbone.layers.{bid}.mixer.dt_proj.{wb}", "blk.{bid}.ssm_dt.{wb}"),
-    Tensor("backbone.layers.{bid}.mixer.A_log", "blk.{bid}.ssm_a", steps=(NEG_EXP,)),
-    Tensor("backbone.layers.{bid}.mixer.D", "blk.{bid}.ssm_d"),
-    Tensor("backbone.layers.{bid}.mixer.out_proj.weight", "blk.{bid}.ssm_out.weight"),
+    Tensor("lm_head.weight", GGUF.OUTPUT.weight, required=False),
+    Tensor("backbone.layers.{bid}.norm.weight", GGUF.ATTN_NORM.weight),
+    Tensor("backbone.layers.{bid}.mixer.in_proj.weight", GGUF.SSM_IN.weight),
+    Tensor("backbone.layers.{bid}.mixer.conv1d.weight", GGUF.SSM_CONV1D.weight, squeezed),
+    Tensor("backbone.layers.{bid}.mixer.conv1d.bias", GGUF.SSM_CONV1D.bias),
+    Tensor("backbone.layers.{bid}.mixer.x_proj.weight", GGUF.SSM_X.weight),
+    Tensor("backbone.layers.{bid}.mixer.dt_proj.{wb}", GGUF.SSM_DT.wb),
+    Tensor("backbone.layers.{bid}.mixer.A_log", GGUF.SSM_A, steps=(NEG_EXP,)),
+    Tensor("backbone.layers.{bid}.mixer.D", GGUF.SSM_D),
+    Tensor("backbone.layers.{bid}.mixer.out_proj.weight", GGUF.SSM_OUT.weight),
 )
 
 
@@ -65,12 +61,6 @@ def _dims(h: dict) -> dict:
                 d_state=first(h, ["state_size", "d_state"]) or 16,
                 dt_rank=first(h, ["time_step_rank", "dt_rank"]) or -(d_model // -16),
                 eps=first(h, ["layer_norm_epsilon", "rms_norm_eps"]) or 1e-5)
-
-
-def padded_vocab(h: dict) -> int:
-    """The converter's vocabulary size: config.json's, rounded up to a multiple of pad_vocab_size_multiple."""
-    pad = h.get("pad_vocab_size_multiple", 8)
-    return -(h["vocab_size"] // -pad) * pad
 
 
 def check(h: dict, path: Path) -> None:
@@ -93,17 +83,23 @@ def check(h: dict, path: Path) -> None:
 
 def parameters(h: dict, block_count: int, file_type: int) -> list:
     d = _dims(h)
-    return [u32("mamba.context_length", 2 ** 20), u32("mamba.embedding_length", d["d_model"]),
-            u32("mamba.feed_forward_length", 0), u32("mamba.attention.head_count", 0),
-            u32("mamba.block_count", block_count), u32("mamba.ssm.conv_kernel", d["d_conv"]),
-            u32("mamba.ssm.inner_size", d["d_inner"]), u32("mamba.ssm.state_size", d["d_state"]),
-            u32("mamba.ssm.time_step_rank", d["dt_rank"]), f32("mamba.attention.layer_norm_rms_epsilon", d["eps"]),
-            boolean("mamba.ssm.dt_b_c_rms", h.get("model_type") == "falcon_mamba"), u32("general.file_type", file_type)]
+    return [u32(Keys.LLM.CONTEXT_LENGTH.format(arch="mamba"), 2 ** 20),
+            u32(Keys.LLM.EMBEDDING_LENGTH.format(arch="mamba"), d["d_model"]),
+            u32(Keys.LLM.FEED_FORWARD_LENGTH.format(arch="mamba"), 0),
+            u32(Keys.Attention.HEAD_COUNT.format(arch="mamba"), 0),
+            u32(Keys.LLM.BLOCK_COUNT.format(arch="mamba"), block_count),
+            u32(Keys.SSM.CONV_KERNEL.format(arch="mamba"), d["d_conv"]),
+            u32(Keys.SSM.INNER_SIZE.format(arch="mamba"), d["d_inner"]),
+            u32(Keys.SSM.STATE_SIZE.format(arch="mamba"), d["d_state"]),
+            u32(Keys.SSM.TIME_STEP_RANK.format(arch="mamba"), d["dt_rank"]),
+            f32(Keys.Attention.LAYERNORM_RMS_EPS.format(arch="mamba"), d["eps"]),
+            boolean(Keys.SSM.DT_B_C_RMS.format(arch="mamba"), h.get("model_type") == "falcon_mamba"),
+            u32(Keys.General.FILE_TYPE, file_type)]
 
 
 def vocab(model_dir: Path, h: dict) -> list:
     """tokenizer.json's byte-level BPE, else tokenizer.model's SentencePiece, as MambaModel.set_vocab picks."""
-    from tokenizer.vocab import gpt2_vocab, sentencepiece_vocab
+    from hfview.tokenizer.vocab import gpt2_vocab, sentencepiece_vocab
     if (model_dir / "tokenizer.json").is_file() or not (model_dir / "tokenizer.model").is_file():
         return gpt2_vocab(model_dir, h)
     return sentencepiece_vocab(model_dir, h)

@@ -13,23 +13,10 @@ from pathlib import Path
 from ..config import ANY, Harmless
 from ..errors import ConfigError
 from ..family import Family, Tensor
-from ..params import f32, first, u32
-from ..views import NEG_EXP, Reshaped
-from .mamba import padded_vocab, squeezed
-
-
-def per_head(sources, h):
-    src = sources[0]
-    return Reshaped(src, (*src.shape, 1), "as [heads, 1]")
-
-
-def by_group(sources, h):
-    src = sources[0]
-    groups = _dims(h)["n_group"]
-    if src.shape[0] % groups:
-        raise ConfigError(f"tensor {src.name!r} ({src.shape[0]} wide) does not split into n_groups = {groups}")
-    return Reshaped(src, (groups, src.shape[0] // groups), f"as [{groups} groups, {src.shape[0] // groups}]")
-
+from ..names import GGUF, Keys
+from ..params import f32, u32
+from ..views import NEG_EXP
+from ._parts.state_space import by_group, mamba2_dims, padded_vocab, per_head, squeezed
 
 # None: config.json is read as written (Mamba2Model avoids AutoConfig); absent keys take the converter's fallbacks.
 DEFAULTS = {"mamba2": {}}
@@ -46,32 +33,23 @@ HARMLESS: Harmless = {"time_step_min": ANY, "time_step_max": ANY, "time_step_flo
     "rescale_prenorm_residual": ANY, "chunk_size": ANY, "residual_in_fp32": ANY}
 
 TENSORS = (
-    Tensor("backbone.embeddings.weight", "token_embd.weight"),
-    Tensor("backbone.norm_f.weight", "output_norm.weight"),
-    Tensor("lm_head.weight", "output.weight", required=False),
-    Tensor("backbone.layers.{bid}.norm.weight", "blk.{bid}.attn_norm.weight"),
-    Tensor("backbone.layers.{bid}.mixer.in_proj.weight", "blk.{bid}.ssm_in.weight"),
-    Tensor("backbone.layers.{bid}.mixer.conv1d.weight", "blk.{bid}.ssm_conv1d.weight", squeezed),
-    Tensor("backbone.layers.{bid}.mixer.conv1d.bias", "blk.{bid}.ssm_conv1d.bias"),
-    Tensor("backbone.layers.{bid}.mixer.dt_bias", "blk.{bid}.ssm_dt.bias"),
-    Tensor("backbone.layers.{bid}.mixer.A_log", "blk.{bid}.ssm_a", per_head, steps=(NEG_EXP,)),
-    Tensor("backbone.layers.{bid}.mixer.D", "blk.{bid}.ssm_d", per_head),
-    Tensor("backbone.layers.{bid}.mixer.norm.weight", "blk.{bid}.ssm_norm.weight", by_group),
-    Tensor("backbone.layers.{bid}.mixer.out_proj.weight", "blk.{bid}.ssm_out.weight"),
+    Tensor("backbone.embeddings.weight", GGUF.TOKEN_EMBD.weight),
+    Tensor("backbone.norm_f.weight", GGUF.OUTPUT_NORM.weight),
+    Tensor("lm_head.weight", GGUF.OUTPUT.weight, required=False),
+    Tensor("backbone.layers.{bid}.norm.weight", GGUF.ATTN_NORM.weight),
+    Tensor("backbone.layers.{bid}.mixer.in_proj.weight", GGUF.SSM_IN.weight),
+    Tensor("backbone.layers.{bid}.mixer.conv1d.weight", GGUF.SSM_CONV1D.weight, squeezed),
+    Tensor("backbone.layers.{bid}.mixer.conv1d.bias", GGUF.SSM_CONV1D.bias),
+    Tensor("backbone.layers.{bid}.mixer.dt_bias", GGUF.SSM_DT.bias),
+    Tensor("backbone.layers.{bid}.mixer.A_log", GGUF.SSM_A, per_head, steps=(NEG_EXP,)),
+    Tensor("backbone.layers.{bid}.mixer.D", GGUF.SSM_D, per_head),
+    Tensor("backbone.layers.{bid}.mixer.norm.weight", GGUF.SSM_NORM.weight, by_group),
+    Tensor("backbone.layers.{bid}.mixer.out_proj.weight", GGUF.SSM_OUT.weight),
 )
 
 
-def _dims(h: dict) -> dict:
-    d_model = first(h, ["hidden_size", "d_model", "dim"])
-    expand = first(h, ["mamba_expand", "expand"]) or 2
-    return dict(d_model=d_model, d_inner=first(h, ["mamba_d_ssm", "intermediate_size", "d_inner"]) or expand * d_model,
-                expand=expand, n_group=first(h, ["n_groups"]) or 1, d_conv=first(h, ["conv_kernel", "d_conv"]) or 4,
-                d_state=first(h, ["state_size", "d_state"]) or 128, head_dim=first(h, ["mamba_d_head", "head_dim"]) or 64,
-                eps=first(h, ["layer_norm_epsilon", "rms_norm_eps"]) or 1e-5)
-
-
 def check(h: dict, path: Path) -> None:
-    d = _dims(h)
+    d = mamba2_dims(h)
     if d["d_inner"] != d["expand"] * d["d_model"] or d["d_inner"] % d["head_dim"]:
         raise ConfigError(f"{path}: inner size {d['d_inner']}: the converter needs expand x hidden "
                           f"({d['expand']} x {d['d_model']}) in whole heads of head_dim {d['head_dim']}")
@@ -97,20 +75,25 @@ def check(h: dict, path: Path) -> None:
 
 
 def parameters(h: dict, block_count: int, file_type: int) -> list:
-    d = _dims(h)
-    return [u32("mamba2.context_length", 2 ** 20), u32("mamba2.embedding_length", d["d_model"]),
-            u32("mamba2.feed_forward_length", 0), u32("mamba2.attention.head_count", 0),
-            u32("mamba2.block_count", block_count), u32("mamba2.ssm.conv_kernel", d["d_conv"]),
-            u32("mamba2.ssm.inner_size", d["d_inner"]), u32("mamba2.ssm.state_size", d["d_state"]),
-            u32("mamba2.ssm.time_step_rank", d["d_inner"] // d["head_dim"]),
-            u32("mamba2.ssm.group_count", d["n_group"]),
-            f32("mamba2.attention.layer_norm_rms_epsilon", d["eps"]), u32("general.file_type", file_type)]
+    d = mamba2_dims(h)
+    return [u32(Keys.LLM.CONTEXT_LENGTH.format(arch="mamba2"), 2 ** 20),
+            u32(Keys.LLM.EMBEDDING_LENGTH.format(arch="mamba2"), d["d_model"]),
+            u32(Keys.LLM.FEED_FORWARD_LENGTH.format(arch="mamba2"), 0),
+            u32(Keys.Attention.HEAD_COUNT.format(arch="mamba2"), 0),
+            u32(Keys.LLM.BLOCK_COUNT.format(arch="mamba2"), block_count),
+            u32(Keys.SSM.CONV_KERNEL.format(arch="mamba2"), d["d_conv"]),
+            u32(Keys.SSM.INNER_SIZE.format(arch="mamba2"), d["d_inner"]),
+            u32(Keys.SSM.STATE_SIZE.format(arch="mamba2"), d["d_state"]),
+            u32(Keys.SSM.TIME_STEP_RANK.format(arch="mamba2"), d["d_inner"] // d["head_dim"]),
+            u32(Keys.SSM.GROUP_COUNT.format(arch="mamba2"), d["n_group"]),
+            f32(Keys.Attention.LAYERNORM_RMS_EPS.format(arch="mamba2"), d["eps"]),
+            u32(Keys.General.FILE_TYPE, file_type)]
 
 
 def vocab(model_dir: Path, h: dict) -> list:
     """tokenizer.model's SentencePiece (Mamba-Codestral), else tokenizer.json's byte-level BPE, as
     Mamba2Model.set_vocab picks."""
-    from tokenizer.vocab import gpt2_vocab, sentencepiece_vocab
+    from hfview.tokenizer.vocab import gpt2_vocab, sentencepiece_vocab
     if (model_dir / "tokenizer.model").is_file():
         return sentencepiece_vocab(model_dir, h)
     return gpt2_vocab(model_dir, h)

@@ -18,11 +18,13 @@ from pathlib import Path
 
 from ..config import Harmless
 from ..errors import CheckpointError, ConfigError
-from ..family import Family, Tensor
+from ..family import Family, RunnerFacts, Tensor
 from ..gguf_layout import KV, ValueType
+from ..names import Keys
 from ..params import text_model_parameters, u32
-from .qwen2 import check_architecture, check_no_pooling, check_silu
-from .qwen2_moe import check_topk_norm, gpt2_vocab
+from ._parts.checks import check_no_pooling, check_silu
+from ._parts.mixture import check_topk_norm
+from ._parts.vocab import gpt2_vocab
 from .qwen3_moe import TENSORS as QWEN3_MOE_TENSORS
 
 _ROPE = {"full_attention": {"rope_type": "default", "rope_theta": 500000.0},
@@ -77,7 +79,6 @@ def normalise(h: dict) -> dict:
 
 
 def check(h: dict, path: Path) -> None:
-    check_architecture(h, path, "mellum", ("MellumForCausalLM",))
     check_silu(h, path, "mellum")
     check_no_pooling(path)
     check_topk_norm(h, path, "mellum", True)
@@ -117,10 +118,10 @@ def parameters(h: dict, block_count: int, file_type: int) -> list:
     """MellumModel.set_gguf_parameters: TextModel's entries, the expert width, the window and its pattern."""
     kv = text_model_parameters(h, "mellum", block_count, file_type)
     if h.get("moe_intermediate_size") is not None:
-        kv.append(u32("mellum.expert_feed_forward_length", h["moe_intermediate_size"]))
+        kv.append(u32(Keys.LLM.EXPERT_FEED_FORWARD_LENGTH.format(arch="mellum"), h["moe_intermediate_size"]))
     if h.get("sliding_window") is not None:
-        kv += [u32("mellum.attention.sliding_window", h["sliding_window"]),
-               KV("mellum.attention.sliding_window_pattern", ValueType.ARRAY,
+        kv += [u32(Keys.Attention.SLIDING_WINDOW.format(arch="mellum"), h["sliding_window"]),
+               KV(Keys.Attention.SLIDING_WINDOW_PATTERN.format(arch="mellum"), ValueType.ARRAY,
                   [t == "sliding_attention" for t in h["layer_types"]], ValueType.BOOL)]
     return kv
 
@@ -138,5 +139,5 @@ FAMILY = Family(
     check=check,
     normalise=normalise,
     aliases={"num_experts": "num_local_experts", "num_mtp_layers": "num_nextn_predict_layers"},
-    llama_cpp_applies_window=True,  # llama.cpp's mellum slides on the layers layer_types names
+    runner=RunnerFacts(llama_cpp_applies_window=True),  # llama.cpp's mellum slides on the layers layer_types names
 )

@@ -18,6 +18,8 @@ from pathlib import Path
 from ..config import ANY, Harmless
 from ..family import Family, Skip
 from . import qwen2
+from ._parts.checks import check_no_sliding, check_rope, check_silu
+from ._parts.decoder import LM_HEAD, decoder_tensors
 
 ARCHITECTURES = ("MiMoForCausalLM",)
 
@@ -33,17 +35,16 @@ HARMLESS: Harmless = {
 }
 
 TENSORS = (
-    *qwen2.decoder_tensors("model."),
-    qwen2.LM_HEAD,
+    *decoder_tensors("model."),
+    LM_HEAD,
     Skip("model.mtp_layers.{rest}"),  # the MTP layers: not part of the forward's function
 )
 
 
 def check(h: dict, path: Path) -> None:
-    qwen2.check_architecture(h, path, "mimo", ARCHITECTURES)
-    qwen2.check_silu(h, path, "qwen2")
-    qwen2.check_rope(h, path, "qwen2")
-    qwen2.check_no_sliding(h, path, "qwen2")
+    check_silu(h, path, "qwen2")
+    check_rope(h, path, "qwen2")
+    check_no_sliding(h, path, "qwen2")
 
 
 FAMILY = Family(

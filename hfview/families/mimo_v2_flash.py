@@ -39,10 +39,11 @@ from pathlib import Path
 
 from ..config import ANY, Harmless
 from ..errors import CheckpointError, ConfigError
-from ..family import Experts, Family, Tensor
+from ..family import Experts, Family, RunnerFacts, Tensor
 from ..gguf_layout import KV, ValueType
+from ..names import GGUF, Keys
 from ..params import f32, text_model_parameters, u32
-from .qwen2 import check_architecture, check_silu
+from ._parts.checks import check_silu
 
 ARCH = "mimo2"
 N_MTP = 3  # the converter's _n_nextn: MiMo's three MTP layers, counted whether stored or not (without --no-mtp)
@@ -87,27 +88,27 @@ _SOME = dict(required=False)  # in the layers of one kind only (stored_hparams c
 
 # the MTP layers' own tensors, under blk.{n + i} (the converter's renames, then its tensor map)
 NEXTN_TENSORS = (
-    Tensor(_L + "eh_proj.weight", "blk.{bid}.nextn.eh_proj.weight", **_SOME),
-    Tensor(_L + "enorm.weight", "blk.{bid}.nextn.enorm.weight", **_SOME),
-    Tensor(_L + "hnorm.weight", "blk.{bid}.nextn.hnorm.weight", **_SOME),
-    Tensor(_L + "embed_tokens.weight", "blk.{bid}.nextn.embed_tokens.weight", **_SOME),
-    Tensor(_L + "shared_head.head.weight", "blk.{bid}.nextn.shared_head_head.weight", **_SOME),
-    Tensor(_L + "shared_head.norm.weight", "blk.{bid}.nextn.shared_head_norm.weight", **_SOME),
-    Tensor(_L + "final_layernorm.weight", "blk.{bid}.layer_output_norm.weight", **_SOME),
+    Tensor(_L + "eh_proj.weight", GGUF.NEXTN_EH_PROJ.weight, **_SOME),
+    Tensor(_L + "enorm.weight", GGUF.NEXTN_ENORM.weight, **_SOME),
+    Tensor(_L + "hnorm.weight", GGUF.NEXTN_HNORM.weight, **_SOME),
+    Tensor(_L + "embed_tokens.weight", GGUF.NEXTN_EMBED_TOKENS.weight, **_SOME),
+    Tensor(_L + "shared_head.head.weight", GGUF.NEXTN_SHARED_HEAD_HEAD.weight, **_SOME),
+    Tensor(_L + "shared_head.norm.weight", GGUF.NEXTN_SHARED_HEAD_NORM.weight, **_SOME),
+    Tensor(_L + "final_layernorm.weight", GGUF.LAYER_OUT_NORM.weight, **_SOME),
 )
 
 TENSORS = (
-    Tensor("model.embed_tokens.weight", "token_embd.weight"),
-    Tensor("model.norm.weight", "output_norm.weight"),
-    Tensor("lm_head.weight", "output.weight"),
-    Tensor(_L + "input_layernorm.weight", "blk.{bid}.attn_norm.weight"),
-    Tensor(_L + "post_attention_layernorm.weight", "blk.{bid}.ffn_norm.weight"),
+    Tensor("model.embed_tokens.weight", GGUF.TOKEN_EMBD.weight),
+    Tensor("model.norm.weight", GGUF.OUTPUT_NORM.weight),
+    Tensor("lm_head.weight", GGUF.OUTPUT.weight),
+    Tensor(_L + "input_layernorm.weight", GGUF.ATTN_NORM.weight),
+    Tensor(_L + "post_attention_layernorm.weight", GGUF.FFN_NORM.weight),
     *(Tensor(f"{_L}self_attn.{p}_proj.weight", f"blk.{{bid}}.attn_{g}.weight")
       for p, g in (("q", "q"), ("k", "k"), ("v", "v"), ("o", "output"))),
-    Tensor(_L + "self_attn.attention_sink_bias", "blk.{bid}.attn_sinks.weight", **_SOME),
+    Tensor(_L + "self_attn.attention_sink_bias", GGUF.ATTN_SINKS.weight, **_SOME),
     *(Tensor(f"{_L}mlp.{p}_proj.weight", f"blk.{{bid}}.ffn_{p}.weight", **_SOME) for p in ("gate", "up", "down")),
-    Tensor(_L + "mlp.gate.weight", "blk.{bid}.ffn_gate_inp.weight", **_SOME),
-    Tensor(_L + "mlp.gate.e_score_correction_bias", "blk.{bid}.exp_probs_b.bias", **_SOME),
+    Tensor(_L + "mlp.gate.weight", GGUF.FFN_GATE_INP.weight, **_SOME),
+    Tensor(_L + "mlp.gate.e_score_correction_bias", GGUF.FFN_EXP_PROBS_B.bias, **_SOME),
     *(Experts(f"{_L}mlp.experts.{{x}}.{p}_proj.weight", f"blk.{{bid}}.ffn_{p}_exps.weight", "n_routed_experts",
               **_SOME) for p in ("gate", "up", "down")),
     *NEXTN_TENSORS,
@@ -167,7 +168,6 @@ def rope_dimension_count(h: dict) -> int:
 
 
 def check(h: dict, path: Path) -> None:
-    check_architecture(h, path, "mimo_v2_flash", ("MiMoV2FlashForCausalLM",))
     check_silu(h, path, ARCH)
     n = h["num_hidden_layers"]
     for key in ("layer_types", "mlp_layer_types"):
@@ -296,24 +296,24 @@ def parameters(h: dict, block_count: int, file_type: int) -> list:
     expert width, the rope width, layernorm_epsilon (in place), the value scale and the MTP layer count."""
     pattern = list(h["hybrid_layer_pattern"]) + [1] * N_MTP
     kv = text_model_parameters(h, ARCH, block_count, file_type)
-    kv = _in_place(kv, KV(f"{ARCH}.attention.head_count_kv", ValueType.ARRAY,
+    kv = _in_place(kv, KV(Keys.Attention.HEAD_COUNT_KV.format(arch=ARCH), ValueType.ARRAY,
                           [h["swa_num_key_value_heads"] if p == 1 else h["num_key_value_heads"] for p in pattern],
                           ValueType.INT32))
-    kv += [u32(f"{ARCH}.attention.sliding_window", h["sliding_window"]),
-           KV(f"{ARCH}.attention.sliding_window_pattern", ValueType.ARRAY, pattern, ValueType.INT32)]
-    kv = _in_place(kv, u32(f"{ARCH}.attention.value_length", h["v_head_dim"]))
-    kv += [u32(f"{ARCH}.expert_feed_forward_length", h["moe_intermediate_size"]),
-           u32(f"{ARCH}.rope.dimension_count", rope_dimension_count(h))]
-    kv = _in_place(kv, f32(f"{ARCH}.attention.layer_norm_rms_epsilon", h.get("layernorm_epsilon", 1e-5)))
+    kv += [u32(Keys.Attention.SLIDING_WINDOW.format(arch=ARCH), h["sliding_window"]),
+           KV(Keys.Attention.SLIDING_WINDOW_PATTERN.format(arch=ARCH), ValueType.ARRAY, pattern, ValueType.INT32)]
+    kv = _in_place(kv, u32(Keys.Attention.VALUE_LENGTH.format(arch=ARCH), h["v_head_dim"]))
+    kv += [u32(Keys.LLM.EXPERT_FEED_FORWARD_LENGTH.format(arch=ARCH), h["moe_intermediate_size"]),
+           u32(Keys.Rope.DIMENSION_COUNT.format(arch=ARCH), rope_dimension_count(h))]
+    kv = _in_place(kv, f32(Keys.Attention.LAYERNORM_RMS_EPS.format(arch=ARCH), h.get("layernorm_epsilon", 1e-5)))
     if h.get("attention_value_scale") is not None:
-        kv.append(f32(f"{ARCH}.attention.value_scale", h["attention_value_scale"]))
-    kv.append(u32(f"{ARCH}.nextn_predict_layers", N_MTP))
+        kv.append(f32(Keys.Attention.VALUE_SCALE.format(arch=ARCH), h["attention_value_scale"]))
+    kv.append(u32(Keys.LLM.NEXTN_PREDICT_LAYERS.format(arch=ARCH), N_MTP))
     return kv
 
 
 def vocab(model_dir: Path, h: dict) -> list:
     """TextModel.set_vocab: byte-level BPE."""
-    from tokenizer.vocab import gpt2_vocab
+    from hfview.tokenizer.vocab import gpt2_vocab
     return gpt2_vocab(model_dir, h)
 
 
@@ -334,5 +334,5 @@ FAMILY = Family(
     rename=rename,
     # llama.cpp's mimo2 applies the window on the layers its pattern marks (LLAMA_SWA_TYPE_STANDARD), as
     # transformers does on layer_types' sliding layers
-    llama_cpp_applies_window=True,
+    runner=RunnerFacts(llama_cpp_applies_window=True),
 )

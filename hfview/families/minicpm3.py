@@ -18,9 +18,10 @@ import numpy as np
 from ..config import ANY, Harmless
 from ..errors import ConfigError
 from ..family import Family, Skip, Tensor
-from ..params import u32, f32
+from ..names import GGUF, Keys
+from ..params import f32, u32
+from ._parts.checks import check_silu
 from .minicpm import vocab as minicpm_vocab
-from .qwen2 import check_architecture, check_silu
 
 ARCH = "minicpm3"
 
@@ -47,18 +48,18 @@ HARMLESS: Harmless = {"head_dim": ANY, "qk_head_dim": ANY}
 
 _L = "model.layers.{bid}."
 TENSORS = (
-    Tensor("model.embed_tokens.weight", "token_embd.weight"),
-    Tensor("model.norm.weight", "output_norm.weight"),
-    Tensor("lm_head.weight", "output.weight", required=False),  # absent when tied to the embeddings
-    Tensor(f"{_L}input_layernorm.weight", "blk.{bid}.attn_norm.weight"),
-    Tensor(f"{_L}self_attn.q_a_proj.weight", "blk.{bid}.attn_q_a.weight"),
-    Tensor(f"{_L}self_attn.q_a_layernorm.weight", "blk.{bid}.attn_q_a_norm.weight"),
-    Tensor(f"{_L}self_attn.q_b_proj.weight", "blk.{bid}.attn_q_b.weight"),
-    Tensor(f"{_L}self_attn.kv_a_proj_with_mqa.weight", "blk.{bid}.attn_kv_a_mqa.weight"),
-    Tensor(f"{_L}self_attn.kv_a_layernorm.weight", "blk.{bid}.attn_kv_a_norm.weight"),
-    Tensor(f"{_L}self_attn.kv_b_proj.weight", "blk.{bid}.attn_kv_b.weight"),
-    Tensor(f"{_L}self_attn.o_proj.weight", "blk.{bid}.attn_output.weight"),
-    Tensor(f"{_L}post_attention_layernorm.weight", "blk.{bid}.ffn_norm.weight"),
+    Tensor("model.embed_tokens.weight", GGUF.TOKEN_EMBD.weight),
+    Tensor("model.norm.weight", GGUF.OUTPUT_NORM.weight),
+    Tensor("lm_head.weight", GGUF.OUTPUT.weight, required=False),  # absent when tied to the embeddings
+    Tensor(f"{_L}input_layernorm.weight", GGUF.ATTN_NORM.weight),
+    Tensor(f"{_L}self_attn.q_a_proj.weight", GGUF.ATTN_Q_A.weight),
+    Tensor(f"{_L}self_attn.q_a_layernorm.weight", GGUF.ATTN_Q_A_NORM.weight),
+    Tensor(f"{_L}self_attn.q_b_proj.weight", GGUF.ATTN_Q_B.weight),
+    Tensor(f"{_L}self_attn.kv_a_proj_with_mqa.weight", GGUF.ATTN_KV_A_MQA.weight),
+    Tensor(f"{_L}self_attn.kv_a_layernorm.weight", GGUF.ATTN_KV_A_NORM.weight),
+    Tensor(f"{_L}self_attn.kv_b_proj.weight", GGUF.ATTN_KV_B.weight),
+    Tensor(f"{_L}self_attn.o_proj.weight", GGUF.ATTN_OUT.weight),
+    Tensor(f"{_L}post_attention_layernorm.weight", GGUF.FFN_NORM.weight),
     *(Tensor(f"{_L}mlp.{p}_proj.weight", f"blk.{{bid}}.ffn_{p}.weight") for p in ("gate", "up", "down")),
     Skip(f"{_L}self_attn.rotary_emb.inv_freq"),
 )
@@ -68,7 +69,6 @@ _FIXED = {"scale_emb": 12, "scale_depth": 1.4, "dim_model_base": 256}
 
 
 def check(h: dict, path: Path) -> None:
-    check_architecture(h, path, "minicpm3", ("MiniCPM3ForCausalLM",))
     check_silu(h, path, ARCH)
     for key, value in _FIXED.items():
         if h.get(key) != value:
@@ -119,20 +119,20 @@ def normalise(h: dict) -> dict:
 
 def parameters(h: dict, block_count: int, file_type: int) -> list:
     """MiniCPM3Model.set_gguf_parameters (its own list, file type first; not TextModel's)."""
-    kv = [u32("general.file_type", file_type),
-          u32(f"{ARCH}.context_length", h["max_position_embeddings"]),
-          u32(f"{ARCH}.embedding_length", h["hidden_size"]),
-          u32(f"{ARCH}.block_count", block_count),
-          u32(f"{ARCH}.feed_forward_length", h["intermediate_size"]),
-          u32(f"{ARCH}.attention.head_count", h["num_attention_heads"]),
-          u32(f"{ARCH}.attention.head_count_kv", h["num_key_value_heads"]),
-          f32(f"{ARCH}.attention.layer_norm_rms_epsilon", h["rms_norm_eps"]),
-          u32(f"{ARCH}.vocab_size", h["vocab_size"])]
+    kv = [u32(Keys.General.FILE_TYPE, file_type),
+          u32(Keys.LLM.CONTEXT_LENGTH.format(arch=ARCH), h["max_position_embeddings"]),
+          u32(Keys.LLM.EMBEDDING_LENGTH.format(arch=ARCH), h["hidden_size"]),
+          u32(Keys.LLM.BLOCK_COUNT.format(arch=ARCH), block_count),
+          u32(Keys.LLM.FEED_FORWARD_LENGTH.format(arch=ARCH), h["intermediate_size"]),
+          u32(Keys.Attention.HEAD_COUNT.format(arch=ARCH), h["num_attention_heads"]),
+          u32(Keys.Attention.HEAD_COUNT_KV.format(arch=ARCH), h["num_key_value_heads"]),
+          f32(Keys.Attention.LAYERNORM_RMS_EPS.format(arch=ARCH), h["rms_norm_eps"]),
+          u32(Keys.LLM.VOCAB_SIZE.format(arch=ARCH), h["vocab_size"])]
     if h.get("q_lora_rank") is not None:
-        kv.append(u32(f"{ARCH}.attention.q_lora_rank", h["q_lora_rank"]))
-    return kv + [u32(f"{ARCH}.attention.kv_lora_rank", h["kv_lora_rank"]),
-                 u32(f"{ARCH}.attention.key_length", h["qk_nope_head_dim"] + h["qk_rope_head_dim"]),
-                 u32(f"{ARCH}.rope.dimension_count", h["qk_rope_head_dim"])]
+        kv.append(u32(Keys.Attention.Q_LORA_RANK.format(arch=ARCH), h["q_lora_rank"]))
+    return kv + [u32(Keys.Attention.KV_LORA_RANK.format(arch=ARCH), h["kv_lora_rank"]),
+                 u32(Keys.Attention.KEY_LENGTH.format(arch=ARCH), h["qk_nope_head_dim"] + h["qk_rope_head_dim"]),
+                 u32(Keys.Rope.DIMENSION_COUNT.format(arch=ARCH), h["qk_rope_head_dim"])]
 
 
 def generated(h: dict) -> list:
@@ -140,8 +140,8 @@ def generated(h: dict) -> list:
     rope = h["rope_parameters"]
     if not (rope.get("long_factor") or rope.get("short_factor")):
         return []
-    return [("rope_factors_long.weight", np.asarray(rope["long_factor"], dtype=np.float32)),
-            ("rope_factors_short.weight", np.asarray(rope["short_factor"], dtype=np.float32))]
+    return [(GGUF.ROPE_FACTORS_LONG.weight, np.asarray(rope["long_factor"], dtype=np.float32)),
+            (GGUF.ROPE_FACTORS_SHORT.weight, np.asarray(rope["short_factor"], dtype=np.float32))]
 
 
 FAMILY = Family(

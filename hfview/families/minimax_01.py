@@ -28,9 +28,10 @@ from pathlib import Path
 from ..config import ANY, Harmless
 from ..errors import ConfigError
 from ..family import Experts, Family, Tensor
+from ..names import GGUF, Keys
 from ..params import f32, text_model_parameters, u32
-from .minimax_01_template import TEMPLATE
-from .qwen2 import check_architecture, check_no_pooling, check_rope, check_silu
+from ._parts.checks import check_no_pooling, check_rope, check_silu
+from ._parts.minimax_01_template import TEMPLATE
 
 ARCH = "minimax-01"
 ARCHITECTURES = ("MiniMaxText01ForCausalLM", "MiniMaxM1ForCausalLM")
@@ -59,21 +60,21 @@ _L = "model.layers.{bid}."
 _A = _L + "self_attn."
 some = False  # each exists on the layers of one kind only (llama.cpp checks each layer against its kind)
 TENSORS = (
-    Tensor("model.embed_tokens.weight", "token_embd.weight"),
-    Tensor("model.norm.weight", "output_norm.weight"),
-    Tensor("lm_head.weight", "output.weight"),
-    Tensor(_L + "input_layernorm.weight", "blk.{bid}.attn_norm.weight"),
-    Tensor(_L + "post_attention_layernorm.weight", "blk.{bid}.ffn_norm.weight"),
+    Tensor("model.embed_tokens.weight", GGUF.TOKEN_EMBD.weight),
+    Tensor("model.norm.weight", GGUF.OUTPUT_NORM.weight),
+    Tensor("lm_head.weight", GGUF.OUTPUT.weight),
+    Tensor(_L + "input_layernorm.weight", GGUF.ATTN_NORM.weight),
+    Tensor(_L + "post_attention_layernorm.weight", GGUF.FFN_NORM.weight),
     # softmax attention
     *(Tensor(_A + f"{p}_proj.weight", f"blk.{{bid}}.attn_{p}.weight", required=some) for p in ("q", "k", "v")),
-    Tensor(_A + "o_proj.weight", "blk.{bid}.attn_output.weight", required=some),
+    Tensor(_A + "o_proj.weight", GGUF.ATTN_OUT.weight, required=some),
     # lightning attention
-    Tensor(_A + "qkv_proj.weight", "blk.{bid}.attn_qkv.weight", required=some),
-    Tensor(_A + "output_gate.weight", "blk.{bid}.attn_gate.weight", required=some),
-    Tensor(_A + "norm.weight", "blk.{bid}.attn_norm_2.weight", required=some),
-    Tensor(_A + "out_proj.weight", "blk.{bid}.attn_output.weight", required=some),
+    Tensor(_A + "qkv_proj.weight", GGUF.ATTN_QKV.weight, required=some),
+    Tensor(_A + "output_gate.weight", GGUF.ATTN_GATE.weight, required=some),
+    Tensor(_A + "norm.weight", GGUF.ATTN_NORM_2.weight, required=some),
+    Tensor(_A + "out_proj.weight", GGUF.ATTN_OUT.weight, required=some),
     # the mixture: stacked in the converter's order w1 (gate), w2 (down), w3 (up)
-    Tensor(_L + "block_sparse_moe.gate.weight", "blk.{bid}.ffn_gate_inp.weight"),
+    Tensor(_L + "block_sparse_moe.gate.weight", GGUF.FFN_GATE_INP.weight),
     *(Experts(_L + f"block_sparse_moe.experts.{{x}}.{w}.weight", f"blk.{{bid}}.ffn_{p}_exps.weight",
               "num_local_experts") for w, p in (("w1", "gate"), ("w2", "down"), ("w3", "up"))),
 )
@@ -91,7 +92,6 @@ def llama_cpp_kinds(n: int) -> list[int]:
 
 
 def check(h: dict, path: Path) -> None:
-    check_architecture(h, path, "minimax_01", ARCHITECTURES)
     check_silu(h, path, ARCH)
     check_rope(h, path, ARCH, allowed=("default",))
     check_no_pooling(path)
@@ -145,8 +145,8 @@ def parameters(h: dict, block_count: int, file_type: int) -> list:
     """MiniMaxText01Model.set_gguf_parameters: TextModel's entries, the residual scale (the layernorm alphas) and
     the rotary width."""
     return [*text_model_parameters(h, ARCH, block_count, file_type),
-            f32(f"{ARCH}.residual_scale", float(h["layernorm_full_attention_alpha"])),
-            u32(f"{ARCH}.rope.dimension_count", h["rotary_dim"])]
+            f32(Keys.LLM.RESIDUAL_SCALE.format(arch=ARCH), float(h["layernorm_full_attention_alpha"])),
+            u32(Keys.Rope.DIMENSION_COUNT.format(arch=ARCH), h["rotary_dim"])]
 
 
 def _base_vocab_size(model_dir: Path) -> int:
@@ -156,9 +156,9 @@ def _base_vocab_size(model_dir: Path) -> int:
 
 
 def vocab(model_dir: Path, h: dict) -> list:
-    from tokenizer.special import write_chat_template
-    from tokenizer.vocab import MODEL, PRE, TOKEN_TYPE, TOKENS, SpecialVocab, bpe_tokens
-    from tokenizer.writer import KVWriter
+    from hfview.tokenizer.special import write_chat_template
+    from hfview.tokenizer.vocab import MODEL, PRE, TOKEN_TYPE, TOKENS, SpecialVocab, bpe_tokens
+    from hfview.tokenizer.writer import KVWriter
     model_dir = Path(model_dir)
     if (base := _base_vocab_size(model_dir)) < h["vocab_size"]:
         raise ConfigError(f"{model_dir / 'tokenizer.json'}: {base} tokens before the added ones, vocab_size "

@@ -14,9 +14,11 @@ from pathlib import Path
 from ..config import ANY, Harmless
 from ..errors import ConfigError
 from ..family import Experts, Family, Tensor
+from ..names import GGUF, Keys
 from ..params import text_model_parameters, u32
-from .qwen2 import check_architecture, check_no_pooling, check_rope, check_silu, decoder_tensors
-from .qwen2_moe import gpt2_vocab
+from ._parts.checks import check_no_pooling, check_rope, check_silu
+from ._parts.decoder import decoder_tensors
+from ._parts.vocab import gpt2_vocab
 
 # transformers 5.24's MiniMaxM2Config defaults, as data
 DEFAULTS = {
@@ -47,11 +49,11 @@ HARMLESS: Harmless = {"use_qk_norm": (True,), "use_routing_bias": (True,), "shar
 
 _LAYER = "model.layers.{bid}."
 TENSORS = (
-    *decoder_tensors(extra=(Tensor(f"{_LAYER}self_attn.q_norm.weight", "blk.{bid}.attn_q_norm.weight"),
-                            Tensor(f"{_LAYER}self_attn.k_norm.weight", "blk.{bid}.attn_k_norm.weight"))),
-    Tensor("lm_head.weight", "output.weight"),
-    Tensor(f"{_LAYER}block_sparse_moe.gate.weight", "blk.{bid}.ffn_gate_inp.weight"),
-    Tensor(f"{_LAYER}block_sparse_moe.e_score_correction_bias", "blk.{bid}.exp_probs_b.bias"),
+    *decoder_tensors(extra=(Tensor(f"{_LAYER}self_attn.q_norm.weight", GGUF.ATTN_Q_NORM.weight),
+                            Tensor(f"{_LAYER}self_attn.k_norm.weight", GGUF.ATTN_K_NORM.weight))),
+    Tensor("lm_head.weight", GGUF.OUTPUT.weight),
+    Tensor(f"{_LAYER}block_sparse_moe.gate.weight", GGUF.FFN_GATE_INP.weight),
+    Tensor(f"{_LAYER}block_sparse_moe.e_score_correction_bias", GGUF.FFN_EXP_PROBS_B.bias),
     # stacked in the converter's order: w1 (gate), w2 (down), w3 (up)
     *(Experts(f"{_LAYER}block_sparse_moe.experts.{{x}}.{w}.weight", f"blk.{{bid}}.ffn_{part}_exps.weight",
               "num_local_experts") for w, part in (("w1", "gate"), ("w2", "down"), ("w3", "up"))),
@@ -71,7 +73,6 @@ def normalise(h: dict) -> dict:
 
 
 def check(h: dict, path: Path) -> None:
-    check_architecture(h, path, "minimax_m2", ("MiniMaxM2ForCausalLM",))
     check_silu(h, path, _ARCH)
     check_rope(h, path, _ARCH)
     check_no_pooling(path)
@@ -112,8 +113,8 @@ def parameters(h: dict, block_count: int, file_type: int) -> list:
     """TextModel's entries (the gating function from scoring_func among them), then the expert width (the
     config's intermediate_size) and the rotary width."""
     return [*text_model_parameters(h, _ARCH, block_count, file_type),
-            u32(f"{_ARCH}.expert_feed_forward_length", h["intermediate_size"]),
-            u32(f"{_ARCH}.rope.dimension_count", h["rotary_dim"])]
+            u32(Keys.LLM.EXPERT_FEED_FORWARD_LENGTH.format(arch=_ARCH), h["intermediate_size"]),
+            u32(Keys.Rope.DIMENSION_COUNT.format(arch=_ARCH), h["rotary_dim"])]
 
 
 FAMILY = Family(

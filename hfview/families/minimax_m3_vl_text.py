@@ -23,10 +23,11 @@ from pathlib import Path
 from ..config import ANY, Harmless
 from ..errors import CheckpointError, ConfigError
 from ..family import Experts, Family, Skip, Tensor
+from ..names import GGUF, Keys
 from ..params import boolean, f32, text_model_parameters, u32
 from ..views import OFFSET_ONE
-from .qwen2 import check_architecture, check_no_pooling, check_rope
-from .qwen2_moe import gpt2_vocab
+from ._parts.checks import check_no_pooling, check_rope
+from ._parts.vocab import gpt2_vocab
 
 # transformers 5.24's MiniMaxM3VLTextConfig defaults, as data (layer_types and mlp_layer_types are computed from
 # sparse_attention_config and moe_layer_freq, which normalise() does as its __post_init__)
@@ -73,23 +74,23 @@ _NORM = (OFFSET_ONE,)
 
 TENSORS = (
     Skip("vision_tower.{rest}"), Skip("multi_modal_projector.{rest}"), Skip("patch_merge_mlp.{rest}"),
-    Tensor("model.embed_tokens.weight", "token_embd.weight"),
-    Tensor("model.norm.weight", "output_norm.weight", steps=_NORM),
-    Tensor("lm_head.weight", "output.weight"),
-    Tensor(f"{_L}input_layernorm.weight", "blk.{bid}.attn_norm.weight", steps=_NORM),
-    Tensor(f"{_L}post_attention_layernorm.weight", "blk.{bid}.ffn_norm.weight", steps=_NORM),
+    Tensor("model.embed_tokens.weight", GGUF.TOKEN_EMBD.weight),
+    Tensor("model.norm.weight", GGUF.OUTPUT_NORM.weight, steps=_NORM),
+    Tensor("lm_head.weight", GGUF.OUTPUT.weight),
+    Tensor(f"{_L}input_layernorm.weight", GGUF.ATTN_NORM.weight, steps=_NORM),
+    Tensor(f"{_L}post_attention_layernorm.weight", GGUF.FFN_NORM.weight, steps=_NORM),
     *(Tensor(f"{_L}self_attn.{p}_proj.weight", f"blk.{{bid}}.attn_{g}.weight")
       for p, g in (("q", "q"), ("k", "k"), ("v", "v"), ("o", "output"))),
-    Tensor(f"{_L}self_attn.q_norm.weight", "blk.{bid}.attn_q_norm.weight", steps=_NORM),
-    Tensor(f"{_L}self_attn.k_norm.weight", "blk.{bid}.attn_k_norm.weight", steps=_NORM),
+    Tensor(f"{_L}self_attn.q_norm.weight", GGUF.ATTN_Q_NORM.weight, steps=_NORM),
+    Tensor(f"{_L}self_attn.k_norm.weight", GGUF.ATTN_K_NORM.weight, steps=_NORM),
     # per layer kind: checked block by block in stored_blocks()
     *(Tensor(f"{_L}mlp.{p}_proj.weight", f"blk.{{bid}}.ffn_{p}.weight", required=False)
       for p in ("gate", "up", "down")),
     *(Tensor(f"{_L}self_attn.index_{p}.weight", f"blk.{{bid}}.indexer.{p}.weight", required=False,
              steps=_NORM if p.endswith("norm") else ())
       for p in ("q_proj", "k_proj", "q_norm", "k_norm")),
-    Tensor(f"{_MOE}gate.weight", "blk.{bid}.ffn_gate_inp.weight", required=False),
-    Tensor(f"{_MOE}e_score_correction_bias", "blk.{bid}.exp_probs_b.bias", required=False),
+    Tensor(f"{_MOE}gate.weight", GGUF.FFN_GATE_INP.weight, required=False),
+    Tensor(f"{_MOE}e_score_correction_bias", GGUF.FFN_EXP_PROBS_B.bias, required=False),
     # stacked in the converter's order: w1 (gate), w2 (down), w3 (up)
     *(Experts(f"{_MOE}experts.{{x}}.{w}.weight", f"blk.{{bid}}.ffn_{part}_exps.weight", "num_local_experts",
               required=False)
@@ -130,7 +131,6 @@ def _flags(h: dict, path: Path, key: str, values, n: int) -> list[bool]:
 
 
 def check(h: dict, path: Path) -> None:
-    check_architecture(h, path, "minimax_m3_vl_text", ARCHITECTURES)
     check_rope(h, path, _ARCH, allowed=("default",))
     check_no_pooling(path)
     n = h["num_hidden_layers"]
@@ -227,17 +227,17 @@ def parameters(h: dict, block_count: int, file_type: int) -> list:
     indexer's sizes, the leading dense count."""
     a = _ARCH
     return [*text_model_parameters(h, a, block_count, file_type),
-            u32(f"{a}.expert_feed_forward_length", h["intermediate_size"]),
-            u32(f"{a}.rope.dimension_count", h["rotary_dim"]),
-            u32(f"{a}.expert_shared_count", h["n_shared_experts"]),
-            f32(f"{a}.expert_weights_scale", h["routed_scaling_factor"]),
-            boolean(f"{a}.expert_weights_norm", True),
-            u32(f"{a}.attention.indexer.head_count", h["index_n_heads"]),
-            u32(f"{a}.attention.indexer.key_length", h["index_head_dim"]),
-            u32(f"{a}.attention.indexer.top_k", h["index_topk_blocks"]),
-            u32(f"{a}.attention.indexer.block_size", h["index_block_size"]),
-            u32(f"{a}.attention.indexer.local_blocks", h["index_local_blocks"]),
-            u32(f"{a}.leading_dense_block_count", h["moe_layer_freq"].index(1))]
+            u32(Keys.LLM.EXPERT_FEED_FORWARD_LENGTH.format(arch=a), h["intermediate_size"]),
+            u32(Keys.Rope.DIMENSION_COUNT.format(arch=a), h["rotary_dim"]),
+            u32(Keys.LLM.EXPERT_SHARED_COUNT.format(arch=a), h["n_shared_experts"]),
+            f32(Keys.LLM.EXPERT_WEIGHTS_SCALE.format(arch=a), h["routed_scaling_factor"]),
+            boolean(Keys.LLM.EXPERT_WEIGHTS_NORM.format(arch=a), True),
+            u32(Keys.Attention.Indexer.HEAD_COUNT.format(arch=a), h["index_n_heads"]),
+            u32(Keys.Attention.Indexer.KEY_LENGTH.format(arch=a), h["index_head_dim"]),
+            u32(Keys.Attention.Indexer.TOP_K.format(arch=a), h["index_topk_blocks"]),
+            u32(Keys.Attention.Indexer.BLOCK_SIZE.format(arch=a), h["index_block_size"]),
+            u32(Keys.Attention.Indexer.LOCAL_BLOCKS.format(arch=a), h["index_local_blocks"]),
+            u32(Keys.LLM.LEADING_DENSE_BLOCK_COUNT.format(arch=a), h["moe_layer_freq"].index(1))]
 
 
 FAMILY = Family(

@@ -21,8 +21,12 @@ from pathlib import Path
 from ..config import ANY, Harmless
 from ..errors import ConfigError
 from ..family import Family, Skip
+from ..names import Keys
 from ..params import f32
-from .llama import TENSORS as LLAMA_TENSORS, check as llama_check, generated, llama_parameters, vocab
+from ._parts.decoder import LLAMA_TENSORS, llama_parameters
+from ._parts.rope import llama3_rope_freqs
+from ._parts.vocab import llama_vocab
+from .llama import check as llama_check
 
 ARCH = "mistral3"
 
@@ -105,8 +109,8 @@ def parameters(h: dict, block_count: int, file_type: int) -> list:
     """LlamaModel's list under mistral3, then Ministral3Model's: yarn's log multiplier and Llama 4's beta."""
     rope = _rope(h)
     return [*_llama(h, block_count, file_type),
-            f32(f"{ARCH}.rope.scaling.yarn_log_multiplier", rope["mscale_all_dim"]),
-            f32(f"{ARCH}.attention.temperature_scale", rope["llama_4_scaling_beta"])]
+            f32(Keys.Rope.SCALING_YARN_LOG_MUL.format(arch=ARCH), rope["mscale_all_dim"]),
+            f32(Keys.Attention.TEMPERATURE_SCALE.format(arch=ARCH), rope["llama_4_scaling_beta"])]
 
 
 FAMILY = Family(
@@ -118,8 +122,8 @@ FAMILY = Family(
     harmless=HARMLESS,
     tensors=TENSORS,
     parameters=parameters,
-    vocab=vocab,
-    generated=generated,
+    vocab=llama_vocab,
+    generated=llama3_rope_freqs,
     check=check,
     normalise=normalise,
     notes={"query temperature": "Llama 4's: written as attention.temperature_scale, floored by the yarn "

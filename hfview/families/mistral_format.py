@@ -19,6 +19,7 @@ from pathlib import Path
 from ..config import ANY, Harmless
 from ..errors import CheckpointError, ConfigError
 from ..family import Family, Tensor
+from ..names import GGUF, Keys
 from ..params import f32, string, text_model_parameters, u32
 from ..shards import StoredTensor, read_header, select_weights
 
@@ -36,19 +37,19 @@ READS = frozenset({
 HARMLESS: Harmless = {"max_seq_len": ANY, "max_batch_size": ANY, "tied_embeddings": ANY, "moe": (None,)}
 
 TENSORS = (
-    Tensor("tok_embeddings.weight", "token_embd.weight"),
-    Tensor("norm.weight", "output_norm.weight"),
-    Tensor("output.weight", "output.weight", required=False),  # absent when tied to the embeddings
-    Tensor("layers.{bid}.attention_norm.weight", "blk.{bid}.attn_norm.weight"),
+    Tensor("tok_embeddings.weight", GGUF.TOKEN_EMBD.weight),
+    Tensor("norm.weight", GGUF.OUTPUT_NORM.weight),
+    Tensor(GGUF.OUTPUT.weight, GGUF.OUTPUT.weight, required=False),  # absent when tied to the embeddings
+    Tensor("layers.{bid}.attention_norm.weight", GGUF.ATTN_NORM.weight),
     # Meta's layout: already rotation pairs, stored as they are
-    Tensor("layers.{bid}.attention.wq.{wb}", "blk.{bid}.attn_q.{wb}"),
-    Tensor("layers.{bid}.attention.wk.{wb}", "blk.{bid}.attn_k.{wb}"),
-    Tensor("layers.{bid}.attention.wv.{wb}", "blk.{bid}.attn_v.{wb}"),
-    Tensor("layers.{bid}.attention.wo.{wb}", "blk.{bid}.attn_output.{wb}"),
-    Tensor("layers.{bid}.ffn_norm.weight", "blk.{bid}.ffn_norm.weight"),
-    Tensor("layers.{bid}.feed_forward.w1.{wb}", "blk.{bid}.ffn_gate.{wb}"),
-    Tensor("layers.{bid}.feed_forward.w2.{wb}", "blk.{bid}.ffn_down.{wb}"),
-    Tensor("layers.{bid}.feed_forward.w3.{wb}", "blk.{bid}.ffn_up.{wb}"),
+    Tensor("layers.{bid}.attention.wq.{wb}", GGUF.ATTN_Q.wb),
+    Tensor("layers.{bid}.attention.wk.{wb}", GGUF.ATTN_K.wb),
+    Tensor("layers.{bid}.attention.wv.{wb}", GGUF.ATTN_V.wb),
+    Tensor("layers.{bid}.attention.wo.{wb}", GGUF.ATTN_OUT.wb),
+    Tensor("layers.{bid}.ffn_norm.weight", GGUF.FFN_NORM.weight),
+    Tensor("layers.{bid}.feed_forward.w1.{wb}", GGUF.FFN_GATE.wb),
+    Tensor("layers.{bid}.feed_forward.w2.{wb}", GGUF.FFN_DOWN.wb),
+    Tensor("layers.{bid}.feed_forward.w3.{wb}", GGUF.FFN_UP.wb),
 )
 
 _REQUIRED = ("dim", "n_layers", "n_heads", "n_kv_heads", "hidden_dim", "norm_eps")
@@ -94,20 +95,20 @@ def check(h: dict, path: Path) -> None:
 
 def parameters(h: dict, block_count: int, file_type: int) -> list:
     kv = [*text_model_parameters(h, "llama", block_count, file_type),
-          u32("llama.rope.dimension_count", h["head_dim"])]
+          u32(Keys.Rope.DIMENSION_COUNT.format(arch="llama"), h["head_dim"])]
     if (yarn := h.get("yarn")) is not None:
-        kv += [string("llama.rope.scaling.type", "yarn"),
-               f32("llama.rope.scaling.factor", yarn["factor"]),
-               f32("llama.rope.scaling.yarn_beta_fast", yarn["beta"]),
-               f32("llama.rope.scaling.yarn_beta_slow", yarn["alpha"]),
+        kv += [string(Keys.Rope.SCALING_TYPE.format(arch="llama"), "yarn"),
+               f32(Keys.Rope.SCALING_FACTOR.format(arch="llama"), yarn["factor"]),
+               f32(Keys.Rope.SCALING_YARN_BETA_FAST.format(arch="llama"), yarn["beta"]),
+               f32(Keys.Rope.SCALING_YARN_BETA_SLOW.format(arch="llama"), yarn["alpha"]),
                # as the converter maps it: 0 when params.json's apply_scale is set, else 1
-               f32("llama.rope.scaling.yarn_log_multiplier", 0.0 if yarn["apply_scale"] else 1.0),
-               u32("llama.rope.scaling.original_context_length", yarn["original_max_position_embeddings"])]
+               f32(Keys.Rope.SCALING_YARN_LOG_MUL.format(arch="llama"), 0.0 if yarn["apply_scale"] else 1.0),
+               u32(Keys.Rope.SCALING_ORIG_CTX_LEN.format(arch="llama"), yarn["original_max_position_embeddings"])]
     return kv
 
 
 def vocab(model_dir: Path, h: dict) -> list:
-    from tokenizer.mistral import mistral_vocab
+    from hfview.tokenizer.mistral import mistral_vocab
 
     # the vocabulary size is the tokenizer file's own: bounded by the embedding rows (HfCheckpoint has
     # checked the headers already; reading them again costs little)

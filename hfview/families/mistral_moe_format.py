@@ -25,9 +25,10 @@ from pathlib import Path
 from ..config import ANY, Harmless
 from ..errors import ConfigError
 from ..family import Family, Skip, Split, Stacked, Tensor
+from ..names import GGUF, Keys
 from ..params import f32, string, u32
-from .deepseek_v2 import check_latent_attention, check_mixture, key_half, latent_parameters, value_half
-from .deepseek_v3 import check_groups
+from ._parts.deepseek_moe import check_groups, check_mixture
+from ._parts.latent import check_latent_attention, key_half, latent_parameters, value_half
 from .mistral_format import consolidated_tensors
 
 MODEL_TYPE = "mistral-params-moe"
@@ -65,31 +66,31 @@ TENSORS = (
     # the vision tower and its adapter: the converter's text conversion drops these names
     Skip("vision_encoder.{rest}"), Skip("vision_language_adapter.{rest}"), Skip("patch_merger.{rest}"),
     Skip("pre_mm_projector_norm.{rest}"),
-    Tensor("tok_embeddings.weight", "token_embd.weight"),
-    Tensor("norm.weight", "output_norm.weight"),
+    Tensor("tok_embeddings.weight", GGUF.TOKEN_EMBD.weight),
+    Tensor("norm.weight", GGUF.OUTPUT_NORM.weight),
     # Mistral's name is not the lm_head.weight the converter skips when tied: written whenever stored
-    Tensor("output.weight", "output.weight", required=lambda h: not h.get("tie_word_embeddings")),
-    Tensor(_L + "attention_norm.weight", "blk.{bid}.attn_norm.weight"),
-    Tensor(_L + "attention.wq_a.weight", "blk.{bid}.attn_q_a.weight"),
-    Tensor(_L + "attention.q_a_norm.weight", "blk.{bid}.attn_q_a_norm.weight"),
-    Tensor(_L + "attention.wq_b.weight", "blk.{bid}.attn_q_b.weight"),
-    Tensor(_L + "attention.wkv_a_with_mqa.weight", "blk.{bid}.attn_kv_a_mqa.weight"),
-    Tensor(_L + "attention.kv_a_norm.weight", "blk.{bid}.attn_kv_a_norm.weight"),
-    Split(_L + "attention.wkv_b.weight", (("blk.{bid}.attn_k_b.weight", key_half),
-                                          ("blk.{bid}.attn_v_b.weight", value_half))),
-    Tensor(_L + "attention.wo.weight", "blk.{bid}.attn_output.weight"),
-    Tensor(_L + "ffn_norm.weight", "blk.{bid}.ffn_norm.weight"),
-    Tensor(_L + "feed_forward.w1.weight", "blk.{bid}.ffn_gate.weight", required=_SOME),
-    Tensor(_L + "feed_forward.w2.weight", "blk.{bid}.ffn_down.weight", required=_SOME),
-    Tensor(_L + "feed_forward.w3.weight", "blk.{bid}.ffn_up.weight", required=_SOME),
-    Tensor(_L + "gate.weight", "blk.{bid}.ffn_gate_inp.weight", required=_SOME),
+    Tensor(GGUF.OUTPUT.weight, GGUF.OUTPUT.weight, required=lambda h: not h.get("tie_word_embeddings")),
+    Tensor(_L + "attention_norm.weight", GGUF.ATTN_NORM.weight),
+    Tensor(_L + "attention.wq_a.weight", GGUF.ATTN_Q_A.weight),
+    Tensor(_L + "attention.q_a_norm.weight", GGUF.ATTN_Q_A_NORM.weight),
+    Tensor(_L + "attention.wq_b.weight", GGUF.ATTN_Q_B.weight),
+    Tensor(_L + "attention.wkv_a_with_mqa.weight", GGUF.ATTN_KV_A_MQA.weight),
+    Tensor(_L + "attention.kv_a_norm.weight", GGUF.ATTN_KV_A_NORM.weight),
+    Split(_L + "attention.wkv_b.weight", ((GGUF.ATTN_K_B.weight, key_half),
+                                          (GGUF.ATTN_V_B.weight, value_half))),
+    Tensor(_L + "attention.wo.weight", GGUF.ATTN_OUT.weight),
+    Tensor(_L + "ffn_norm.weight", GGUF.FFN_NORM.weight),
+    Tensor(_L + "feed_forward.w1.weight", GGUF.FFN_GATE.weight, required=_SOME),
+    Tensor(_L + "feed_forward.w2.weight", GGUF.FFN_DOWN.weight, required=_SOME),
+    Tensor(_L + "feed_forward.w3.weight", GGUF.FFN_UP.weight, required=_SOME),
+    Tensor(_L + "gate.weight", GGUF.FFN_GATE_INP.weight, required=_SOME),
     # one group: the converter stacks a block's experts when their last tensor arrives, down / gate / up
-    Stacked(_L + "experts.{x}.w2.weight", "blk.{bid}.ffn_down_exps.weight", "n_routed_experts", _SOME, "experts"),
-    Stacked(_L + "experts.{x}.w1.weight", "blk.{bid}.ffn_gate_exps.weight", "n_routed_experts", _SOME, "experts"),
-    Stacked(_L + "experts.{x}.w3.weight", "blk.{bid}.ffn_up_exps.weight", "n_routed_experts", _SOME, "experts"),
-    Tensor(_L + "shared_experts.w1.weight", "blk.{bid}.ffn_gate_shexp.weight", required=_SOME),
-    Tensor(_L + "shared_experts.w2.weight", "blk.{bid}.ffn_down_shexp.weight", required=_SOME),
-    Tensor(_L + "shared_experts.w3.weight", "blk.{bid}.ffn_up_shexp.weight", required=_SOME),
+    Stacked(_L + "experts.{x}.w2.weight", GGUF.FFN_DOWN_EXP.weight, "n_routed_experts", _SOME, "experts"),
+    Stacked(_L + "experts.{x}.w1.weight", GGUF.FFN_GATE_EXP.weight, "n_routed_experts", _SOME, "experts"),
+    Stacked(_L + "experts.{x}.w3.weight", GGUF.FFN_UP_EXP.weight, "n_routed_experts", _SOME, "experts"),
+    Tensor(_L + "shared_experts.w1.weight", GGUF.FFN_GATE_SHEXP.weight, required=_SOME),
+    Tensor(_L + "shared_experts.w2.weight", GGUF.FFN_DOWN_SHEXP.weight, required=_SOME),
+    Tensor(_L + "shared_experts.w3.weight", GGUF.FFN_UP_SHEXP.weight, required=_SOME),
 )
 
 
@@ -167,22 +168,22 @@ def parameters(h: dict, block_count: int, file_type: int) -> list:
     replaces set_mistral_config's, in its place."""
     yarn = h["yarn"]
     kv = latent_parameters(h, block_count, file_type)
-    kv += [string(f"{ARCH}.rope.scaling.type", "yarn"),
-           f32(f"{ARCH}.rope.scaling.factor", yarn["factor"]),
-           f32(f"{ARCH}.rope.scaling.yarn_beta_fast", yarn["beta"]),
-           f32(f"{ARCH}.rope.scaling.yarn_beta_slow", yarn["alpha"]),
-           f32(f"{ARCH}.rope.scaling.yarn_log_multiplier", 0.0 if yarn["apply_scale"] else 1.0),
-           u32(f"{ARCH}.rope.scaling.original_context_length", yarn["original_max_position_embeddings"])]
+    kv += [string(Keys.Rope.SCALING_TYPE.format(arch=ARCH), "yarn"),
+           f32(Keys.Rope.SCALING_FACTOR.format(arch=ARCH), yarn["factor"]),
+           f32(Keys.Rope.SCALING_YARN_BETA_FAST.format(arch=ARCH), yarn["beta"]),
+           f32(Keys.Rope.SCALING_YARN_BETA_SLOW.format(arch=ARCH), yarn["alpha"]),
+           f32(Keys.Rope.SCALING_YARN_LOG_MUL.format(arch=ARCH), 0.0 if yarn["apply_scale"] else 1.0),
+           u32(Keys.Rope.SCALING_ORIG_CTX_LEN.format(arch=ARCH), yarn["original_max_position_embeddings"])]
     if (l4 := h.get("llama_4_scaling")) is not None:
-        kv.append(f32(f"{ARCH}.attention.temperature_scale", l4["beta"]))
-    kv += [u32(f"{ARCH}.attention.temperature_length", yarn["original_max_position_embeddings"]),
+        kv.append(f32(Keys.Attention.TEMPERATURE_SCALE.format(arch=ARCH), l4["beta"]))
+    kv += [u32(Keys.Attention.TEMPERATURE_LENGTH.format(arch=ARCH), yarn["original_max_position_embeddings"]),
            # [TAG_DEEPSEEK2_YARN_LOG_MUL_FIX]: mscale_all_dim 1 times the legacy 0.1, whatever apply_scale says
-           f32(f"{ARCH}.rope.scaling.yarn_log_multiplier", 0.1)]
+           f32(Keys.Rope.SCALING_YARN_LOG_MUL.format(arch=ARCH), 0.1)]
     return kv
 
 
 def vocab(model_dir: Path, h: dict) -> list:
-    from tokenizer.mistral import mistral_vocab
+    from hfview.tokenizer.mistral import mistral_vocab
 
     embedding = consolidated_tensors(Path(model_dir)).get("tok_embeddings.weight")
     return mistral_vocab(model_dir, ARCH, n_vocab=embedding.shape[0] if embedding and embedding.shape else 0)

@@ -12,6 +12,7 @@ from pathlib import Path
 from ..config import ANY, Harmless
 from ..errors import ConfigError
 from ..family import Family, Tensor
+from ..names import GGUF, Keys
 from ..params import f32, u32
 
 # transformers 5.24's MptAttentionConfig fields that reach the converter (its attn_config dict)
@@ -40,15 +41,15 @@ HARMLESS: Harmless = {"resid_pdrop": ANY, "emb_pdrop": ANY, "init_device": ANY, 
                       "init_config": ANY, "fc_type": ("torch",)}
 
 TENSORS = (
-    Tensor("transformer.wte.weight", "token_embd.weight"),
-    Tensor("transformer.norm_f.{wb}", "output_norm.{wb}"),
-    Tensor("lm_head.weight", "output.weight", required=False),  # absent when tied (as released)
-    Tensor("transformer.blocks.{bid}.norm_1.{wb}", "blk.{bid}.attn_norm.{wb}"),
-    Tensor("transformer.blocks.{bid}.attn.Wqkv.weight", "blk.{bid}.attn_qkv.weight"),
-    Tensor("transformer.blocks.{bid}.attn.out_proj.weight", "blk.{bid}.attn_output.weight"),
-    Tensor("transformer.blocks.{bid}.norm_2.{wb}", "blk.{bid}.ffn_norm.{wb}"),
-    Tensor("transformer.blocks.{bid}.ffn.up_proj.weight", "blk.{bid}.ffn_up.weight"),
-    Tensor("transformer.blocks.{bid}.ffn.down_proj.weight", "blk.{bid}.ffn_down.weight"),
+    Tensor("transformer.wte.weight", GGUF.TOKEN_EMBD.weight),
+    Tensor("transformer.norm_f.{wb}", GGUF.OUTPUT_NORM.wb),
+    Tensor("lm_head.weight", GGUF.OUTPUT.weight, required=False),  # absent when tied (as released)
+    Tensor("transformer.blocks.{bid}.norm_1.{wb}", GGUF.ATTN_NORM.wb),
+    Tensor("transformer.blocks.{bid}.attn.Wqkv.weight", GGUF.ATTN_QKV.weight),
+    Tensor("transformer.blocks.{bid}.attn.out_proj.weight", GGUF.ATTN_OUT.weight),
+    Tensor("transformer.blocks.{bid}.norm_2.{wb}", GGUF.FFN_NORM.wb),
+    Tensor("transformer.blocks.{bid}.ffn.up_proj.weight", GGUF.FFN_UP.weight),
+    Tensor("transformer.blocks.{bid}.ffn.down_proj.weight", GGUF.FFN_DOWN.weight),
 )
 
 
@@ -80,17 +81,20 @@ def check(h: dict, path: Path) -> None:
 
 def parameters(h: dict, block_count: int, file_type: int) -> list:
     attn = h["attn_config"]
-    kv = [u32("mpt.context_length", h["max_seq_len"]), u32("mpt.embedding_length", h["d_model"]),
-          u32("mpt.block_count", block_count), u32("mpt.feed_forward_length", 4 * h["d_model"]),
-          u32("mpt.attention.head_count", h["n_heads"]), f32("mpt.attention.layer_norm_epsilon", 1e-5)]
+    kv = [u32(Keys.LLM.CONTEXT_LENGTH.format(arch="mpt"), h["max_seq_len"]),
+          u32(Keys.LLM.EMBEDDING_LENGTH.format(arch="mpt"), h["d_model"]),
+          u32(Keys.LLM.BLOCK_COUNT.format(arch="mpt"), block_count),
+          u32(Keys.LLM.FEED_FORWARD_LENGTH.format(arch="mpt"), 4 * h["d_model"]),
+          u32(Keys.Attention.HEAD_COUNT.format(arch="mpt"), h["n_heads"]),
+          f32(Keys.Attention.LAYERNORM_EPS.format(arch="mpt"), 1e-5)]
     if attn["clip_qkv"] is not None:
-        kv.append(f32("mpt.attention.clamp_kqv", attn["clip_qkv"]))
-    kv.append(f32("mpt.attention.max_alibi_bias", attn["alibi_bias_max"] if attn["alibi"] else 0.0))
+        kv.append(f32(Keys.Attention.CLAMP_KQV.format(arch="mpt"), attn["clip_qkv"]))
+    kv.append(f32(Keys.Attention.MAX_ALIBI_BIAS.format(arch="mpt"), attn["alibi_bias_max"] if attn["alibi"] else 0.0))
     return kv  # no general.file_type: MPTModel's list leaves it out
 
 
 def vocab(model_dir: Path, h: dict) -> list:
-    from tokenizer.vocab import gpt2_vocab
+    from hfview.tokenizer.vocab import gpt2_vocab
     return gpt2_vocab(model_dir, h)
 
 

@@ -30,11 +30,11 @@ import numpy as np
 
 from ..config import ANY, Harmless
 from ..errors import ConfigError
-from ..family import Family, Skip, Split, Tensor, rope_pairs
+from ..family import Family, RunnerFacts, Skip, Split, Tensor, rope_pairs
 from ..gguf_layout import KV, ValueType
+from ..names import GGUF, Keys
 from ..params import f32, text_model_parameters, u32
 from ..views import OFFSET_ONE, Generated
-from .qwen2 import check_architecture
 
 ARCH = "muse-glimmer"
 SLIDING, FULL = "sliding_attention", "full_attention"
@@ -71,24 +71,24 @@ def _k_norm(sources, h):
 TENSORS = (
     # the image-text model's vision side, which the converter's --mmproj file holds
     Skip("model.vision_tower.{rest}"), Skip("model.vision_adapter.{rest}"), Skip("model.vision_projection.{rest}"),
-    Tensor("lm_head.weight", "output.weight"),
-    Tensor("model.embed_tokens.weight", "token_embd.weight"),
-    Tensor("model.norm.weight", "output_norm.weight"),
-    Tensor(f"{_L}input_layernorm.weight", "blk.{bid}.attn_norm.weight", steps=(OFFSET_ONE,)),
-    Tensor(f"{_L}post_attention_layernorm.weight", "blk.{bid}.post_attention_norm.weight", steps=(OFFSET_ONE,)),
-    Tensor(f"{_L}pre_feedforward_layernorm.weight", "blk.{bid}.ffn_norm.weight", steps=(OFFSET_ONE,)),
-    Tensor(f"{_L}post_feedforward_layernorm.weight", "blk.{bid}.post_ffw_norm.weight", steps=(OFFSET_ONE,)),
-    Tensor(f"{_L}mlp.gate_proj.weight", "blk.{bid}.ffn_gate.weight"),
-    Tensor(f"{_L}mlp.up_proj.weight", "blk.{bid}.ffn_up.weight"),
-    Tensor(f"{_L}mlp.down_proj.weight", "blk.{bid}.ffn_down.weight"),
-    Tensor(f"{_L}self_attn.gate_proj.weight", "blk.{bid}.attn_gate.weight"),
+    Tensor("lm_head.weight", GGUF.OUTPUT.weight),
+    Tensor("model.embed_tokens.weight", GGUF.TOKEN_EMBD.weight),
+    Tensor("model.norm.weight", GGUF.OUTPUT_NORM.weight),
+    Tensor(f"{_L}input_layernorm.weight", GGUF.ATTN_NORM.weight, steps=(OFFSET_ONE,)),
+    Tensor(f"{_L}post_attention_layernorm.weight", GGUF.ATTN_POST_NORM.weight, steps=(OFFSET_ONE,)),
+    Tensor(f"{_L}pre_feedforward_layernorm.weight", GGUF.FFN_NORM.weight, steps=(OFFSET_ONE,)),
+    Tensor(f"{_L}post_feedforward_layernorm.weight", GGUF.FFN_POST_NORM.weight, steps=(OFFSET_ONE,)),
+    Tensor(f"{_L}mlp.gate_proj.weight", GGUF.FFN_GATE.weight),
+    Tensor(f"{_L}mlp.up_proj.weight", GGUF.FFN_UP.weight),
+    Tensor(f"{_L}mlp.down_proj.weight", GGUF.FFN_DOWN.weight),
+    Tensor(f"{_L}self_attn.gate_proj.weight", GGUF.ATTN_GATE.weight),
     # the q/k norms are written where q_proj is read, before it
-    Split(f"{_L}self_attn.q_proj.weight", (("blk.{bid}.attn_q_norm.weight", _q_norm),
-                                           ("blk.{bid}.attn_k_norm.weight", _k_norm),
-                                           ("blk.{bid}.attn_q.weight", rope_pairs("num_attention_heads")))),
-    Tensor(f"{_L}self_attn.k_proj.weight", "blk.{bid}.attn_k.weight", view=rope_pairs("num_key_value_heads")),
-    Tensor(f"{_L}self_attn.v_proj.weight", "blk.{bid}.attn_v.weight"),
-    Tensor(f"{_L}self_attn.o_proj.weight", "blk.{bid}.attn_output.weight"),
+    Split(f"{_L}self_attn.q_proj.weight", ((GGUF.ATTN_Q_NORM.weight, _q_norm),
+                                           (GGUF.ATTN_K_NORM.weight, _k_norm),
+                                           (GGUF.ATTN_Q.weight, rope_pairs("num_attention_heads")))),
+    Tensor(f"{_L}self_attn.k_proj.weight", GGUF.ATTN_K.weight, view=rope_pairs("num_key_value_heads")),
+    Tensor(f"{_L}self_attn.v_proj.weight", GGUF.ATTN_V.weight),
+    Tensor(f"{_L}self_attn.o_proj.weight", GGUF.ATTN_OUT.weight),
 )
 
 
@@ -105,7 +105,6 @@ def normalise(h: dict) -> dict:
 
 
 def check(h: dict, path: Path) -> None:
-    check_architecture(h, path, "muse_glimmer_text", ("MuseGlimmerForConditionalGeneration",))
     if h.get("hidden_activation") != "silu":
         raise ConfigError(f"{path}: hidden_activation {h.get('hidden_activation')!r}: llama.cpp's {ARCH} computes a "
                           f"SiLU-gated MLP only")
@@ -144,16 +143,16 @@ def check(h: dict, path: Path) -> None:
 def parameters(h: dict, block_count: int, file_type: int) -> list:
     """TextModel's list, then MuseGlimmerModel's: the soft cap, the logit scale, the window and its pattern."""
     return [*text_model_parameters(h, ARCH, block_count, file_type),
-            f32(f"{ARCH}.final_logit_softcapping", h["final_logit_softcapping"]),
-            f32(f"{ARCH}.logit_scale", h["output_multiplier"]),
-            u32(f"{ARCH}.attention.sliding_window", h["sliding_window"]),
-            KV(f"{ARCH}.attention.sliding_window_pattern", ValueType.ARRAY,
+            f32(Keys.LLM.FINAL_LOGIT_SOFTCAPPING.format(arch=ARCH), h["final_logit_softcapping"]),
+            f32(Keys.LLM.LOGIT_SCALE.format(arch=ARCH), h["output_multiplier"]),
+            u32(Keys.Attention.SLIDING_WINDOW.format(arch=ARCH), h["sliding_window"]),
+            KV(Keys.Attention.SLIDING_WINDOW_PATTERN.format(arch=ARCH), ValueType.ARRAY,
                [kind == SLIDING for kind in h["layer_types"]], ValueType.BOOL)]
 
 
 def _eot_id(model_dir: Path) -> int:
     """The id of <|eot|> in tokenizer.json (its vocabulary or added tokens)."""
-    from tokenizer.special import read_tokenizer_json
+    from hfview.tokenizer.special import read_tokenizer_json
 
     path = Path(model_dir) / "tokenizer.json"
     tok = read_tokenizer_json(path) if path.is_file() else {}
@@ -170,10 +169,10 @@ def _eot_id(model_dir: Path) -> int:
 
 def vocab(model_dir: Path, h: dict) -> list:
     """MuseGlimmerModel.set_vocab: byte-level BPE (_set_vocab_gpt2), then <|eot|>'s id as the end of turn."""
-    from tokenizer.vocab import gpt2_vocab
+    from hfview.tokenizer.vocab import gpt2_vocab
 
     eot = _eot_id(model_dir)
-    return [*gpt2_vocab(model_dir, h), u32("tokenizer.ggml.eot_token_id", eot)]
+    return [*gpt2_vocab(model_dir, h), u32(Keys.Tokenizer.EOT_ID, eot)]
 
 
 FAMILY = Family(
@@ -192,5 +191,6 @@ FAMILY = Family(
                          "adapter and projection (the converter's --mmproj file) are not presented",
            "embedding norm": "the scaleless RMS norm over the embeddings and the post-norm epsilon 1e-8 are applied "
                              "by llama.cpp's muse-glimmer graph; nothing is written"},
-    llama_cpp_applies_window=True,  # llama.cpp's muse-glimmer slides on the layers sliding_window_pattern names
+    # llama.cpp's muse-glimmer slides on the layers sliding_window_pattern names
+    runner=RunnerFacts(llama_cpp_applies_window=True),
 )

@@ -21,9 +21,12 @@ from pathlib import Path
 from ..config import ANY, Harmless
 from ..errors import ConfigError
 from ..family import Family, Skip
+from ..names import Keys
 from ..params import boolean, u32
-from .llama import generated, llama_parameters, vocab
-from .qwen2 import LM_HEAD, check_architecture, check_silu, decoder_tensors
+from ._parts.checks import check_silu
+from ._parts.decoder import LM_HEAD, decoder_tensors, llama_parameters
+from ._parts.rope import llama3_rope_freqs
+from ._parts.vocab import llama_vocab
 
 READS = frozenset({
     "vocab_size", "hidden_size", "intermediate_size", "num_hidden_layers", "num_attention_heads",
@@ -64,7 +67,6 @@ _REQUIRED = ("vocab_size", "hidden_size", "intermediate_size", "num_hidden_layer
 
 
 def check(h: dict, path: Path) -> None:
-    check_architecture(h, path, "nanbeige", ARCHITECTURES)
     check_silu(h, path, "nanbeige")
     for key in _REQUIRED:
         if key not in h:
@@ -86,8 +88,8 @@ def check(h: dict, path: Path) -> None:
 
 def parameters(h: dict, block_count: int, file_type: int) -> list:
     return [*llama_parameters("nanbeige")(h, block_count, file_type),
-            u32("nanbeige.num_loops", int(h.get("num_loops", 1) or 1)),
-            boolean("nanbeige.skip_loop_final_norm", bool(h.get("skip_loop_final_norm", False)))]
+            u32(Keys.LLM.NUM_LOOPS.format(arch="nanbeige"), int(h.get("num_loops", 1) or 1)),
+            boolean(Keys.LLM.SKIP_LOOP_FINAL_NORM.format(arch="nanbeige"), bool(h.get("skip_loop_final_norm", False)))]
 
 
 FAMILY = Family(
@@ -99,8 +101,8 @@ FAMILY = Family(
     harmless=HARMLESS,
     tensors=TENSORS,
     parameters=parameters,
-    vocab=vocab,
-    generated=generated,
+    vocab=llama_vocab,
+    generated=llama3_rope_freqs,
     check=check,
     notes={"num_loops": "the stored layers run num_loops times (llama.cpp counts num_loops x block_count "
                         "layers, each with its own cache slots)"},

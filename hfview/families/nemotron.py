@@ -12,6 +12,7 @@ from pathlib import Path
 from ..config import Harmless
 from ..errors import ConfigError
 from ..family import Family, Skip, Tensor
+from ..names import GGUF, Keys
 from ..params import f32, first, string, text_model_parameters, u32
 from ..views import OFFSET_ONE
 
@@ -39,17 +40,17 @@ def _norm(hf: str, gguf: str) -> tuple[Tensor, Tensor]:
 
 
 TENSORS = (
-    Tensor("model.embed_tokens.weight", "token_embd.weight"),
+    Tensor("model.embed_tokens.weight", GGUF.TOKEN_EMBD.weight),
     *_norm("model.norm", "output_norm"),
-    Tensor("lm_head.weight", "output.weight", required=False),  # absent when tied to the embeddings
-    *_norm("model.layers.{bid}.input_layernorm", "blk.{bid}.attn_norm"),
-    Tensor("model.layers.{bid}.self_attn.q_proj.{wb}", "blk.{bid}.attn_q.{wb}"),
-    Tensor("model.layers.{bid}.self_attn.k_proj.{wb}", "blk.{bid}.attn_k.{wb}"),
-    Tensor("model.layers.{bid}.self_attn.v_proj.{wb}", "blk.{bid}.attn_v.{wb}"),
-    Tensor("model.layers.{bid}.self_attn.o_proj.{wb}", "blk.{bid}.attn_output.{wb}"),
-    *_norm("model.layers.{bid}.post_attention_layernorm", "blk.{bid}.ffn_norm"),
-    Tensor("model.layers.{bid}.mlp.up_proj.{wb}", "blk.{bid}.ffn_up.{wb}"),
-    Tensor("model.layers.{bid}.mlp.down_proj.{wb}", "blk.{bid}.ffn_down.{wb}"),
+    Tensor("lm_head.weight", GGUF.OUTPUT.weight, required=False),  # absent when tied to the embeddings
+    *_norm("model.layers.{bid}.input_layernorm", GGUF.ATTN_NORM),
+    Tensor("model.layers.{bid}.self_attn.q_proj.{wb}", GGUF.ATTN_Q.wb),
+    Tensor("model.layers.{bid}.self_attn.k_proj.{wb}", GGUF.ATTN_K.wb),
+    Tensor("model.layers.{bid}.self_attn.v_proj.{wb}", GGUF.ATTN_V.wb),
+    Tensor("model.layers.{bid}.self_attn.o_proj.{wb}", GGUF.ATTN_OUT.wb),
+    *_norm("model.layers.{bid}.post_attention_layernorm", GGUF.FFN_NORM),
+    Tensor("model.layers.{bid}.mlp.up_proj.{wb}", GGUF.FFN_UP.wb),
+    Tensor("model.layers.{bid}.mlp.down_proj.{wb}", GGUF.FFN_DOWN.wb),
     Skip("model.layers.{bid}.self_attn.rotary_emb.inv_freq"),
 )
 
@@ -76,28 +77,29 @@ def check(h: dict, path: Path) -> None:
 def parameters(h: dict, block_count: int, file_type: int) -> list:
     rope = h["rope_parameters"]
     kv = [*text_model_parameters(h, "nemotron", block_count, file_type),
-          u32("nemotron.vocab_size", h["vocab_size"]),
-          f32("nemotron.attention.layer_norm_epsilon",
+          u32(Keys.LLM.VOCAB_SIZE.format(arch="nemotron"), h["vocab_size"]),
+          f32(Keys.Attention.LAYERNORM_EPS.format(arch="nemotron"),
               first(h, ["layer_norm_eps", "layer_norm_epsilon", "norm_epsilon", "norm_eps"])),
-          u32("nemotron.rope.dimension_count",
+          u32(Keys.Rope.DIMENSION_COUNT.format(arch="nemotron"),
               int(rope["partial_rotary_factor"] * h["hidden_size"]) // h["num_attention_heads"])]
     factor = h.get("factor") or rope.get("factor")
     if factor is None:
-        kv.append(string("nemotron.rope.scaling.type", "none"))
+        kv.append(string(Keys.Rope.SCALING_TYPE.format(arch="nemotron"), "none"))
     else:
-        kv += [string("nemotron.rope.scaling.type", "linear"), f32("nemotron.rope.scaling.factor", factor)]
+        kv += [string(Keys.Rope.SCALING_TYPE.format(arch="nemotron"), "linear"),
+               f32(Keys.Rope.SCALING_FACTOR.format(arch="nemotron"), factor)]
     return kv
 
 
 def vocab(model_dir: Path, h: dict) -> list:
-    from tokenizer.errors import TokenizerError
-    from tokenizer.vocab import sentencepiece_vocab
+    from hfview.tokenizer.errors import TokenizerError
+    from hfview.tokenizer.vocab import sentencepiece_vocab
     if not (model_dir / "tokenizer.model").is_file():
         raise TokenizerError(f"{model_dir / 'tokenizer.model'} is missing: the converter reads Nemotron's vocabulary "
                              f"from the SentencePiece model only; copy it from the released checkpoint")
     # the converter sets pad 0 and unk 1 after SentencePiece's own special ids
-    return [*sentencepiece_vocab(model_dir, h), u32("tokenizer.ggml.padding_token_id", 0),
-            u32("tokenizer.ggml.unknown_token_id", 1)]
+    return [*sentencepiece_vocab(model_dir, h), u32(Keys.Tokenizer.PAD_ID, 0),
+            u32(Keys.Tokenizer.UNK_ID, 1)]
 
 
 FAMILY = Family(

@@ -25,10 +25,10 @@ from ..config import ANY, Harmless
 from ..errors import ConfigError
 from ..family import Experts, Family, Tensor, rope_pairs
 from ..gguf_layout import KV, ValueType
+from ..names import GGUF, Keys
 from ..params import boolean, f32, text_model_parameters, u32
 from ..views import NEG_EXP, Reshaped
-from .mamba import padded_vocab, squeezed
-from .mamba2 import per_head
+from ._parts.state_space import padded_vocab, per_head, squeezed
 
 # transformers 5.24's NemotronHConfig defaults: what the converter sees (through to_dict) beside a mixture's keys
 CONFIG_DEFAULTS = dict(
@@ -98,37 +98,37 @@ _L = "backbone.layers.{bid}."
 _M = _L + "mixer."
 _OPT = dict(required=False)  # on the layers of one kind only (check() places the kinds)
 TENSORS = (
-    Tensor("backbone.embeddings.weight", "token_embd.weight"),
-    Tensor("backbone.norm_f.weight", "output_norm.weight"),
-    Tensor("lm_head.weight", "output.weight", required=False),
-    Tensor(_L + "norm.weight", "blk.{bid}.attn_norm.weight"),
+    Tensor("backbone.embeddings.weight", GGUF.TOKEN_EMBD.weight),
+    Tensor("backbone.norm_f.weight", GGUF.OUTPUT_NORM.weight),
+    Tensor("lm_head.weight", GGUF.OUTPUT.weight, required=False),
+    Tensor(_L + "norm.weight", GGUF.ATTN_NORM.weight),
     # Mamba-2 layers
-    Tensor(_M + "in_proj.weight", "blk.{bid}.ssm_in.weight", **_OPT),
-    Tensor(_M + "conv1d.weight", "blk.{bid}.ssm_conv1d.weight", squeezed, **_OPT),
-    Tensor(_M + "conv1d.bias", "blk.{bid}.ssm_conv1d.bias", **_OPT),
-    Tensor(_M + "dt_bias", "blk.{bid}.ssm_dt.bias", **_OPT),
-    Tensor(_M + "A_log", "blk.{bid}.ssm_a", per_head, steps=(NEG_EXP,), **_OPT),
-    Tensor(_M + "D", "blk.{bid}.ssm_d", per_head, **_OPT),
-    Tensor(_M + "norm.weight", "blk.{bid}.ssm_norm.weight", by_group, **_OPT),
-    Tensor(_M + "out_proj.weight", "blk.{bid}.ssm_out.weight", **_OPT),
+    Tensor(_M + "in_proj.weight", GGUF.SSM_IN.weight, **_OPT),
+    Tensor(_M + GGUF.CONV1D.weight, GGUF.SSM_CONV1D.weight, squeezed, **_OPT),
+    Tensor(_M + GGUF.CONV1D.bias, GGUF.SSM_CONV1D.bias, **_OPT),
+    Tensor(_M + "dt_bias", GGUF.SSM_DT.bias, **_OPT),
+    Tensor(_M + "A_log", GGUF.SSM_A, per_head, steps=(NEG_EXP,), **_OPT),
+    Tensor(_M + "D", GGUF.SSM_D, per_head, **_OPT),
+    Tensor(_M + "norm.weight", GGUF.SSM_NORM.weight, by_group, **_OPT),
+    Tensor(_M + "out_proj.weight", GGUF.SSM_OUT.weight, **_OPT),
     # attention layers: Q/K in rotation pairs, as the converter's Granite base presents them (no rope: the
     # same permutation of q and k leaves every score unchanged)
-    Tensor(_M + "q_proj.weight", "blk.{bid}.attn_q.weight", rope_pairs("num_attention_heads"), **_OPT),
-    Tensor(_M + "k_proj.weight", "blk.{bid}.attn_k.weight", rope_pairs("num_key_value_heads"), **_OPT),
-    Tensor(_M + "v_proj.weight", "blk.{bid}.attn_v.weight", **_OPT),
-    Tensor(_M + "o_proj.weight", "blk.{bid}.attn_output.weight", **_OPT),
+    Tensor(_M + "q_proj.weight", GGUF.ATTN_Q.weight, rope_pairs("num_attention_heads"), **_OPT),
+    Tensor(_M + "k_proj.weight", GGUF.ATTN_K.weight, rope_pairs("num_key_value_heads"), **_OPT),
+    Tensor(_M + "v_proj.weight", GGUF.ATTN_V.weight, **_OPT),
+    Tensor(_M + "o_proj.weight", GGUF.ATTN_OUT.weight, **_OPT),
     # MLP layers
-    Tensor(_M + "up_proj.weight", "blk.{bid}.ffn_up.weight", **_OPT),
-    Tensor(_M + "down_proj.weight", "blk.{bid}.ffn_down.weight", **_OPT),
+    Tensor(_M + "up_proj.weight", GGUF.FFN_UP.weight, **_OPT),
+    Tensor(_M + "down_proj.weight", GGUF.FFN_DOWN.weight, **_OPT),
     # mixture layers
-    Tensor(_M + "gate.weight", "blk.{bid}.ffn_gate_inp.weight", **_OPT),
-    Tensor(_M + "gate.e_score_correction_bias", "blk.{bid}.exp_probs_b.bias", **_OPT),
-    Experts(_M + "experts.{x}.down_proj.weight", "blk.{bid}.ffn_down_exps.weight", "n_routed_experts", **_OPT),
-    Experts(_M + "experts.{x}.up_proj.weight", "blk.{bid}.ffn_up_exps.weight", "n_routed_experts", **_OPT),
-    Tensor(_M + "shared_experts.up_proj.weight", "blk.{bid}.ffn_up_shexp.weight", **_OPT),
-    Tensor(_M + "shared_experts.down_proj.weight", "blk.{bid}.ffn_down_shexp.weight", **_OPT),
-    Tensor(_M + "fc1_latent_proj.weight", "blk.{bid}.ffn_latent_down.weight", **_OPT),
-    Tensor(_M + "fc2_latent_proj.weight", "blk.{bid}.ffn_latent_up.weight", **_OPT),
+    Tensor(_M + "gate.weight", GGUF.FFN_GATE_INP.weight, **_OPT),
+    Tensor(_M + "gate.e_score_correction_bias", GGUF.FFN_EXP_PROBS_B.bias, **_OPT),
+    Experts(_M + "experts.{x}.down_proj.weight", GGUF.FFN_DOWN_EXP.weight, "n_routed_experts", **_OPT),
+    Experts(_M + "experts.{x}.up_proj.weight", GGUF.FFN_UP_EXP.weight, "n_routed_experts", **_OPT),
+    Tensor(_M + "shared_experts.up_proj.weight", GGUF.FFN_UP_SHEXP.weight, **_OPT),
+    Tensor(_M + "shared_experts.down_proj.weight", GGUF.FFN_DOWN_SHEXP.weight, **_OPT),
+    Tensor(_M + "fc1_latent_proj.weight", GGUF.MOE_LATENT_DOWN.weight, **_OPT),
+    Tensor(_M + "fc2_latent_proj.weight", GGUF.MOE_LATENT_UP.weight, **_OPT),
 )
 
 
@@ -243,17 +243,20 @@ def trunk_parameters(r: dict, arch: str, layers: list[str], block_count: int, fi
     Nemotron-H class writes before its FFN widths. `r`: the hyperparameters as the converter reads them; `layers`:
     each layer's kind."""
     kv = text_model_parameters({k: v for k, v in r.items() if k != "head_dim"}, arch, block_count, file_type)
-    kv += [u32(f"{arch}.vocab_size", r["vocab_size"]),
-           u32(f"{arch}.rope.dimension_count", r["hidden_size"] // r["num_attention_heads"]),
-           u32(f"{arch}.ssm.conv_kernel", r["conv_kernel"]), u32(f"{arch}.ssm.state_size", r["ssm_state_size"]),
-           u32(f"{arch}.ssm.group_count", r["n_groups"]),
-           u32(f"{arch}.ssm.inner_size", r["mamba_num_heads"] * r["mamba_head_dim"]),
-           u32(f"{arch}.ssm.time_step_rank", r["mamba_num_heads"]),
-           KV(f"{arch}.attention.head_count_kv", ValueType.ARRAY,
+    kv += [u32(Keys.LLM.VOCAB_SIZE.format(arch=arch), r["vocab_size"]),
+           u32(Keys.Rope.DIMENSION_COUNT.format(arch=arch), r["hidden_size"] // r["num_attention_heads"]),
+           u32(Keys.SSM.CONV_KERNEL.format(arch=arch), r["conv_kernel"]),
+           u32(Keys.SSM.STATE_SIZE.format(arch=arch), r["ssm_state_size"]),
+           u32(Keys.SSM.GROUP_COUNT.format(arch=arch), r["n_groups"]),
+           u32(Keys.SSM.INNER_SIZE.format(arch=arch), r["mamba_num_heads"] * r["mamba_head_dim"]),
+           u32(Keys.SSM.TIME_STEP_RANK.format(arch=arch), r["mamba_num_heads"]),
+           KV(Keys.Attention.HEAD_COUNT_KV.format(arch=arch), ValueType.ARRAY,
               [r["num_key_value_heads"] if t == "full_attention" else 0 for t in layers], ValueType.INT32),
-           boolean(f"{arch}.rope.scaling.finetuned", False), u32(f"{arch}.context_length", 2 ** 20)]
+           boolean(Keys.Rope.SCALING_FINETUNED.format(arch=arch), False),
+           u32(Keys.LLM.CONTEXT_LENGTH.format(arch=arch), 2 ** 20)]
     head_dim = r.get("head_dim", r.get("attention_head_dim"))
-    kv += [u32(f"{arch}.attention.key_length", head_dim), u32(f"{arch}.attention.value_length", head_dim)]
+    kv += [u32(Keys.Attention.KEY_LENGTH.format(arch=arch), head_dim),
+           u32(Keys.Attention.VALUE_LENGTH.format(arch=arch), head_dim)]
     return kv
 
 
@@ -268,25 +271,27 @@ def parameters(h: dict, block_count: int, file_type: int) -> list:
     kv = trunk_parameters(r, arch, layers, block_count, file_type)
     ffn = "moe" if moe else "mlp"
     width = r["moe_intermediate_size"] if moe else r["intermediate_size"]
-    kv.append(KV(f"{arch}.feed_forward_length", ValueType.ARRAY, [width if t == ffn else 0 for t in layers],
+    kv.append(KV(Keys.LLM.FEED_FORWARD_LENGTH.format(arch=arch), ValueType.ARRAY,
+                 [width if t == ffn else 0 for t in layers],
                  ValueType.INT32))
     if moe:
-        kv += [u32(f"{arch}.expert_used_count", r["num_experts_per_tok"]),
-               u32(f"{arch}.expert_feed_forward_length", r["moe_intermediate_size"]),
-               u32(f"{arch}.expert_shared_feed_forward_length", r["moe_shared_expert_intermediate_size"]),
-               u32(f"{arch}.expert_count", r["n_routed_experts"]),
-               u32(f"{arch}.expert_shared_count", r["n_shared_experts"]),
-               boolean(f"{arch}.expert_weights_norm", r["norm_topk_prob"]),
-               f32(f"{arch}.expert_weights_scale", r["routed_scaling_factor"]),
-               u32(f"{arch}.expert_group_count", r["n_group"])]
+        kv += [u32(Keys.LLM.EXPERT_USED_COUNT.format(arch=arch), r["num_experts_per_tok"]),
+               u32(Keys.LLM.EXPERT_FEED_FORWARD_LENGTH.format(arch=arch), r["moe_intermediate_size"]),
+               u32(Keys.LLM.EXPERT_SHARED_FEED_FORWARD_LENGTH.format(arch=arch),
+                   r["moe_shared_expert_intermediate_size"]),
+               u32(Keys.LLM.EXPERT_COUNT.format(arch=arch), r["n_routed_experts"]),
+               u32(Keys.LLM.EXPERT_SHARED_COUNT.format(arch=arch), r["n_shared_experts"]),
+               boolean(Keys.LLM.EXPERT_WEIGHTS_NORM.format(arch=arch), r["norm_topk_prob"]),
+               f32(Keys.LLM.EXPERT_WEIGHTS_SCALE.format(arch=arch), r["routed_scaling_factor"]),
+               u32(Keys.LLM.EXPERT_GROUP_COUNT.format(arch=arch), r["n_group"])]
         if r.get("moe_latent_size") is not None:
-            kv.append(u32(f"{arch}.moe_latent_size", r["moe_latent_size"]))
+            kv.append(u32(Keys.LLM.MOE_LATENT_SIZE.format(arch=arch), r["moe_latent_size"]))
     return kv
 
 
 def vocab(model_dir: Path, h: dict) -> list:
     """NemotronHModel.set_vocab: TextModel's byte-level BPE over the vocabulary padded to a multiple of 8."""
-    from tokenizer.vocab import gpt2_vocab
+    from hfview.tokenizer.vocab import gpt2_vocab
     r = as_read(h)
     return gpt2_vocab(model_dir, {**h, "vocab_size": padded_vocab({"vocab_size": r["vocab_size"],
                                                                     "pad_vocab_size_multiple": 8})})

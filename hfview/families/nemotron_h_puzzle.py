@@ -23,9 +23,10 @@ from ..config import ANY, Harmless
 from ..errors import ConfigError
 from ..family import Family, Skip
 from ..gguf_layout import KV, ValueType
+from ..names import Keys
 from ..params import boolean, f32, u32
 from . import nemotron_h as nh
-from .mamba import padded_vocab
+from ._parts.state_space import padded_vocab
 
 ARCH = "nemotron_h_moe"
 _BLOCK_KIND = {"mamba": "linear_attention", "attention": "full_attention", "moe": "moe"}
@@ -136,19 +137,19 @@ def parameters(h: dict, block_count: int, file_type: int) -> list:
     kv += [KV(f"{ARCH}.{key}", ValueType.ARRAY, values, ValueType.INT32)
            for key, values in (("feed_forward_length", widths), ("expert_feed_forward_length", widths),
                                ("expert_used_count", used))]
-    kv += [u32(f"{ARCH}.expert_shared_feed_forward_length", h["moe_shared_expert_intermediate_size"]),
-           u32(f"{ARCH}.expert_count", h["n_routed_experts"]),
-           u32(f"{ARCH}.expert_shared_count", h["n_shared_experts"]),
-           boolean(f"{ARCH}.expert_weights_norm", h["norm_topk_prob"]),
-           f32(f"{ARCH}.expert_weights_scale", h["routed_scaling_factor"]),
-           u32(f"{ARCH}.expert_group_count", h["n_group"]),
-           u32(f"{ARCH}.moe_latent_size", h["moe_latent_size"])]
+    kv += [u32(Keys.LLM.EXPERT_SHARED_FEED_FORWARD_LENGTH.format(arch=ARCH), h["moe_shared_expert_intermediate_size"]),
+           u32(Keys.LLM.EXPERT_COUNT.format(arch=ARCH), h["n_routed_experts"]),
+           u32(Keys.LLM.EXPERT_SHARED_COUNT.format(arch=ARCH), h["n_shared_experts"]),
+           boolean(Keys.LLM.EXPERT_WEIGHTS_NORM.format(arch=ARCH), h["norm_topk_prob"]),
+           f32(Keys.LLM.EXPERT_WEIGHTS_SCALE.format(arch=ARCH), h["routed_scaling_factor"]),
+           u32(Keys.LLM.EXPERT_GROUP_COUNT.format(arch=ARCH), h["n_group"]),
+           u32(Keys.LLM.MOE_LATENT_SIZE.format(arch=ARCH), h["moe_latent_size"])]
     return kv
 
 
 def vocab(model_dir: Path, h: dict) -> list:
     """NemotronHModel.set_vocab: byte-level BPE over the vocabulary padded to a multiple of 8."""
-    from tokenizer.vocab import gpt2_vocab
+    from hfview.tokenizer.vocab import gpt2_vocab
     return gpt2_vocab(model_dir, {**h, "vocab_size": padded_vocab({"vocab_size": h["vocab_size"],
                                                                     "pad_vocab_size_multiple": 8})})
 

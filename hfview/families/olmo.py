@@ -11,6 +11,7 @@ from pathlib import Path
 from ..config import Harmless
 from ..errors import ConfigError
 from ..family import Family, Skip, Tensor, rope_pairs
+from ..names import GGUF, Keys
 from ..params import f32, text_model_parameters
 
 # transformers 5.24's OlmoConfig defaults
@@ -30,15 +31,15 @@ READS = frozenset({
 HARMLESS: Harmless = {}
 
 TENSORS = (
-    Tensor("model.embed_tokens.weight", "token_embd.weight"),
-    Tensor("lm_head.weight", "output.weight", required=False),  # absent when tied to the embeddings
-    Tensor("model.layers.{bid}.self_attn.q_proj.weight", "blk.{bid}.attn_q.weight", rope_pairs("num_attention_heads")),
-    Tensor("model.layers.{bid}.self_attn.k_proj.weight", "blk.{bid}.attn_k.weight", rope_pairs("num_key_value_heads")),
-    Tensor("model.layers.{bid}.self_attn.v_proj.weight", "blk.{bid}.attn_v.weight"),
-    Tensor("model.layers.{bid}.self_attn.o_proj.weight", "blk.{bid}.attn_output.weight"),
-    Tensor("model.layers.{bid}.mlp.gate_proj.weight", "blk.{bid}.ffn_gate.weight"),
-    Tensor("model.layers.{bid}.mlp.up_proj.weight", "blk.{bid}.ffn_up.weight"),
-    Tensor("model.layers.{bid}.mlp.down_proj.weight", "blk.{bid}.ffn_down.weight"),
+    Tensor("model.embed_tokens.weight", GGUF.TOKEN_EMBD.weight),
+    Tensor("lm_head.weight", GGUF.OUTPUT.weight, required=False),  # absent when tied to the embeddings
+    Tensor("model.layers.{bid}.self_attn.q_proj.weight", GGUF.ATTN_Q.weight, rope_pairs("num_attention_heads")),
+    Tensor("model.layers.{bid}.self_attn.k_proj.weight", GGUF.ATTN_K.weight, rope_pairs("num_key_value_heads")),
+    Tensor("model.layers.{bid}.self_attn.v_proj.weight", GGUF.ATTN_V.weight),
+    Tensor("model.layers.{bid}.self_attn.o_proj.weight", GGUF.ATTN_OUT.weight),
+    Tensor("model.layers.{bid}.mlp.gate_proj.weight", GGUF.FFN_GATE.weight),
+    Tensor("model.layers.{bid}.mlp.up_proj.weight", GGUF.FFN_UP.weight),
+    Tensor("model.layers.{bid}.mlp.down_proj.weight", GGUF.FFN_DOWN.weight),
     Skip("model.layers.{bid}.self_attn.rotary_emb.inv_freq"),
 )
 
@@ -64,14 +65,15 @@ def check(h: dict, path: Path) -> None:
 
 def parameters(h: dict, block_count: int, file_type: int) -> list:
     kv = [*text_model_parameters(h, "olmo", block_count, file_type),
-          f32("olmo.attention.layer_norm_epsilon", 1e-5)]  # OLMo's LayerNorm epsilon is fixed, not configured
+          f32(Keys.Attention.LAYERNORM_EPS.format(arch="olmo"),
+              1e-5)]  # OLMo's LayerNorm epsilon is fixed, not configured
     if h.get("clip_qkv") is not None:
-        kv.append(f32("olmo.attention.clamp_kqv", h["clip_qkv"]))
+        kv.append(f32(Keys.Attention.CLAMP_KQV.format(arch="olmo"), h["clip_qkv"]))
     return kv
 
 
 def vocab(model_dir: Path, h: dict) -> list:
-    from tokenizer.vocab import gpt2_vocab
+    from hfview.tokenizer.vocab import gpt2_vocab
     return gpt2_vocab(model_dir, h)
 
 

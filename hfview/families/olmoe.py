@@ -12,9 +12,11 @@ from pathlib import Path
 from ..config import Harmless
 from ..errors import ConfigError
 from ..family import Family, Tensor
+from ..names import GGUF, Keys
 from ..params import f32, text_model_parameters
-from .qwen2 import check_architecture, check_rope, check_silu
-from .qwen2_moe import attention_tensors, check_topk_norm, gpt2_vocab, mixture_tensors
+from ._parts.checks import check_rope, check_silu
+from ._parts.mixture import attention_tensors, check_topk_norm, mixture_tensors
+from ._parts.vocab import gpt2_vocab
 
 # transformers 5.24's OlmoeConfig defaults
 DEFAULTS = {
@@ -35,16 +37,15 @@ READS = frozenset({
 })
 HARMLESS: Harmless = {}
 
-_QK_NORMS = (Tensor("model.layers.{bid}.self_attn.q_norm.weight", "blk.{bid}.attn_q_norm.weight"),
-             Tensor("model.layers.{bid}.self_attn.k_norm.weight", "blk.{bid}.attn_k_norm.weight"))
-TENSORS = (*attention_tensors(extra=_QK_NORMS), Tensor("lm_head.weight", "output.weight"),
+_QK_NORMS = (Tensor("model.layers.{bid}.self_attn.q_norm.weight", GGUF.ATTN_Q_NORM.weight),
+             Tensor("model.layers.{bid}.self_attn.k_norm.weight", GGUF.ATTN_K_NORM.weight))
+TENSORS = (*attention_tensors(extra=_QK_NORMS), Tensor("lm_head.weight", GGUF.OUTPUT.weight),
            *mixture_tensors("num_experts"))
 
 _EPS = 1e-5  # OlmoeModel.set_gguf_parameters writes this whatever the config says
 
 
 def check(h: dict, path: Path) -> None:
-    check_architecture(h, path, "olmoe", ("OlmoeForCausalLM",))
     check_silu(h, path, "olmoe")
     check_rope(h, path, "olmoe")
     check_topk_norm(h, path, "olmoe", False)
@@ -79,7 +80,7 @@ def normalise(h: dict) -> dict:
 
 def parameters(h: dict, block_count: int, file_type: int) -> list:
     return [*text_model_parameters(h, "olmoe", block_count, file_type),
-            f32("olmoe.attention.layer_norm_rms_epsilon", _EPS)]  # set again: first place, this value
+            f32(Keys.Attention.LAYERNORM_RMS_EPS.format(arch="olmoe"), _EPS)]  # set again: first place, this value
 
 
 FAMILY = Family(

@@ -12,6 +12,7 @@ from pathlib import Path
 from ..config import Harmless
 from ..errors import ConfigError
 from ..family import Family, Skip, Tensor
+from ..names import GGUF, Keys
 from ..params import f32, string, u32
 
 DEFAULTS = {"orion": {}}  # no transformers class: nothing is filled in
@@ -24,18 +25,18 @@ READS = frozenset({
 HARMLESS: Harmless = {}
 
 TENSORS = (
-    Tensor("model.embed_tokens.weight", "token_embd.weight"),
-    Tensor("model.norm.{wb}", "output_norm.{wb}"),
-    Tensor("lm_head.weight", "output.weight"),
-    Tensor("model.layers.{bid}.input_layernorm.{wb}", "blk.{bid}.attn_norm.{wb}"),
-    Tensor("model.layers.{bid}.self_attn.q_proj.weight", "blk.{bid}.attn_q.weight"),
-    Tensor("model.layers.{bid}.self_attn.k_proj.weight", "blk.{bid}.attn_k.weight"),
-    Tensor("model.layers.{bid}.self_attn.v_proj.weight", "blk.{bid}.attn_v.weight"),
-    Tensor("model.layers.{bid}.self_attn.o_proj.weight", "blk.{bid}.attn_output.weight"),
-    Tensor("model.layers.{bid}.post_attention_layernorm.{wb}", "blk.{bid}.ffn_norm.{wb}"),
-    Tensor("model.layers.{bid}.mlp.gate_proj.weight", "blk.{bid}.ffn_gate.weight"),
-    Tensor("model.layers.{bid}.mlp.up_proj.weight", "blk.{bid}.ffn_up.weight"),
-    Tensor("model.layers.{bid}.mlp.down_proj.weight", "blk.{bid}.ffn_down.weight"),
+    Tensor("model.embed_tokens.weight", GGUF.TOKEN_EMBD.weight),
+    Tensor("model.norm.{wb}", GGUF.OUTPUT_NORM.wb),
+    Tensor("lm_head.weight", GGUF.OUTPUT.weight),
+    Tensor("model.layers.{bid}.input_layernorm.{wb}", GGUF.ATTN_NORM.wb),
+    Tensor("model.layers.{bid}.self_attn.q_proj.weight", GGUF.ATTN_Q.weight),
+    Tensor("model.layers.{bid}.self_attn.k_proj.weight", GGUF.ATTN_K.weight),
+    Tensor("model.layers.{bid}.self_attn.v_proj.weight", GGUF.ATTN_V.weight),
+    Tensor("model.layers.{bid}.self_attn.o_proj.weight", GGUF.ATTN_OUT.weight),
+    Tensor("model.layers.{bid}.post_attention_layernorm.{wb}", GGUF.FFN_NORM.wb),
+    Tensor("model.layers.{bid}.mlp.gate_proj.weight", GGUF.FFN_GATE.weight),
+    Tensor("model.layers.{bid}.mlp.up_proj.weight", GGUF.FFN_UP.weight),
+    Tensor("model.layers.{bid}.mlp.down_proj.weight", GGUF.FFN_DOWN.weight),
     Skip("model.layers.{bid}.self_attn.rotary_emb.inv_freq"),
 )
 
@@ -66,21 +67,21 @@ def check(h: dict, path: Path) -> None:
 
 def parameters(h: dict, block_count: int, file_type: int) -> list:
     return [
-        u32("general.file_type", file_type),
-        string("orion.tensor_data_layout", "Meta AI original pth"),
-        u32("orion.context_length", _context_length(h)),
-        u32("orion.embedding_length", h["hidden_size"]),
-        u32("orion.block_count", block_count),
-        u32("orion.feed_forward_length", h["intermediate_size"]),
-        u32("orion.attention.head_count", h["num_attention_heads"]),
-        u32("orion.attention.head_count_kv", h.get("num_key_value_heads", h["num_attention_heads"])),
-        f32("orion.attention.layer_norm_epsilon", h["rms_norm_eps"]),
+        u32(Keys.General.FILE_TYPE, file_type),
+        string(Keys.LLM.TENSOR_DATA_LAYOUT.format(arch="orion"), "Meta AI original pth"),
+        u32(Keys.LLM.CONTEXT_LENGTH.format(arch="orion"), _context_length(h)),
+        u32(Keys.LLM.EMBEDDING_LENGTH.format(arch="orion"), h["hidden_size"]),
+        u32(Keys.LLM.BLOCK_COUNT.format(arch="orion"), block_count),
+        u32(Keys.LLM.FEED_FORWARD_LENGTH.format(arch="orion"), h["intermediate_size"]),
+        u32(Keys.Attention.HEAD_COUNT.format(arch="orion"), h["num_attention_heads"]),
+        u32(Keys.Attention.HEAD_COUNT_KV.format(arch="orion"), h.get("num_key_value_heads", h["num_attention_heads"])),
+        f32(Keys.Attention.LAYERNORM_EPS.format(arch="orion"), h["rms_norm_eps"]),
     ]
 
 
 def vocab(model_dir: Path, h: dict) -> list:
-    from tokenizer.errors import TokenizerError
-    from tokenizer.vocab import sentencepiece_vocab
+    from hfview.tokenizer.errors import TokenizerError
+    from hfview.tokenizer.vocab import sentencepiece_vocab
     if not (model_dir / "tokenizer.model").is_file():
         raise TokenizerError(f"{model_dir / 'tokenizer.model'} is missing: the converter reads Orion's vocabulary "
                              f"from the SentencePiece model only; copy it from the released checkpoint")

@@ -19,8 +19,10 @@ from pathlib import Path
 from ..config import Harmless
 from ..errors import ConfigError
 from ..family import Family, Skip, Tensor
+from ..names import GGUF, Keys
 from ..params import text_model_parameters, u32
-from .qwen2 import check_architecture, check_silu, decoder_tensors
+from ._parts.checks import check_silu
+from ._parts.decoder import decoder_tensors
 
 READS = frozenset({
     "vocab_size", "hidden_size", "intermediate_size", "num_hidden_layers", "num_attention_heads",
@@ -33,7 +35,7 @@ _tied = lambda h: bool(h.get("tie_word_embeddings"))  # noqa: E731
 TENSORS = (
     *decoder_tensors("model."),
     Skip("lm_head.weight", when=_tied),  # the converter skips a tied head even where it is stored
-    Tensor("lm_head.weight", "output.weight", required=False),
+    Tensor("lm_head.weight", GGUF.OUTPUT.weight, required=False),
     Skip("model.layers.{bid}.self_attn.rotary_emb.inv_freq"),
 )
 _ROPE_TYPES = ("default", "linear")
@@ -44,7 +46,6 @@ _REQUIRED = ("vocab_size", "hidden_size", "intermediate_size", "num_hidden_layer
 
 
 def check(h: dict, path: Path) -> None:
-    check_architecture(h, path, "pangu_embedded", ARCHITECTURES)
     check_silu(h, path, "pangu-embedded")
     for key in _REQUIRED:
         if key not in h:
@@ -72,18 +73,19 @@ def head_dim(h: dict) -> int:
 def parameters(h: dict, block_count: int, file_type: int) -> list:
     arch = "pangu-embedded"
     kv = [*text_model_parameters(h, arch, block_count, file_type),
-          u32(f"{arch}.vocab_size", h["vocab_size"]),
-          u32(f"{arch}.rope.dimension_count", head_dim(h))]
+          u32(Keys.LLM.VOCAB_SIZE.format(arch=arch), h["vocab_size"]),
+          u32(Keys.Rope.DIMENSION_COUNT.format(arch=arch), head_dim(h))]
     if h.get("head_dim") is None:
-        kv += [u32(f"{arch}.attention.key_length", head_dim(h)), u32(f"{arch}.attention.value_length", head_dim(h))]
+        kv += [u32(Keys.Attention.KEY_LENGTH.format(arch=arch), head_dim(h)),
+               u32(Keys.Attention.VALUE_LENGTH.format(arch=arch), head_dim(h))]
     return kv
 
 
 def vocab(model_dir: Path, h: dict) -> list:
-    from tokenizer.errors import TokenizerError
-    from tokenizer.special import read_json
-    from tokenizer.vocab import ADD_SPACE_PREFIX, sentencepiece_vocab
-    from tokenizer.writer import KVWriter
+    from hfview.tokenizer.errors import TokenizerError
+    from hfview.tokenizer.special import read_json
+    from hfview.tokenizer.vocab import ADD_SPACE_PREFIX, sentencepiece_vocab
+    from hfview.tokenizer.writer import KVWriter
 
     w = KVWriter()
     w.extend(sentencepiece_vocab(model_dir, h))

@@ -34,7 +34,6 @@ from ..config import ANY, Harmless
 from ..errors import CheckpointError, ConfigError
 from ..family import Family
 from . import bailing_moe_v2, sarvam_moe
-from .qwen2 import check_architecture
 
 ARCHITECTURES = ("Param2MoEForCausalLM",)
 
@@ -107,7 +106,6 @@ def normalise(h: dict) -> dict:
 
 
 def check(h: dict, path: Path) -> None:
-    check_architecture(h, path, "param2moe", ARCHITECTURES)
     missing = [k for k in _NEEDED if h.get(k) is None]
     if missing:
         raise ConfigError(f"{path}: Param2 needs {missing[0]!r} stated (transformers has no class to fill it in, and "

@@ -12,6 +12,7 @@ from pathlib import Path
 from ..config import ANY, Harmless
 from ..errors import ConfigError
 from ..family import Family, Tensor
+from ..names import GGUF, Keys
 from ..params import GELU, boolean, f32, u32
 
 # transformers 5.24's PhiConfig defaults
@@ -32,16 +33,16 @@ READS = frozenset({
 HARMLESS: Harmless = {"resid_pdrop": ANY, "embd_pdrop": ANY}
 
 TENSORS = (
-    Tensor("model.embed_tokens.weight", "token_embd.weight"),
-    Tensor("model.final_layernorm.{wb}", "output_norm.{wb}"),
-    Tensor("lm_head.{wb}", "output.{wb}"),
-    Tensor("model.layers.{bid}.input_layernorm.{wb}", "blk.{bid}.attn_norm.{wb}"),
-    Tensor("model.layers.{bid}.self_attn.q_proj.{wb}", "blk.{bid}.attn_q.{wb}"),
-    Tensor("model.layers.{bid}.self_attn.k_proj.{wb}", "blk.{bid}.attn_k.{wb}"),
-    Tensor("model.layers.{bid}.self_attn.v_proj.{wb}", "blk.{bid}.attn_v.{wb}"),
-    Tensor("model.layers.{bid}.self_attn.dense.{wb}", "blk.{bid}.attn_output.{wb}"),
-    Tensor("model.layers.{bid}.mlp.fc1.{wb}", "blk.{bid}.ffn_up.{wb}"),
-    Tensor("model.layers.{bid}.mlp.fc2.{wb}", "blk.{bid}.ffn_down.{wb}"),
+    Tensor("model.embed_tokens.weight", GGUF.TOKEN_EMBD.weight),
+    Tensor("model.final_layernorm.{wb}", GGUF.OUTPUT_NORM.wb),
+    Tensor("lm_head.{wb}", GGUF.OUTPUT.wb),
+    Tensor("model.layers.{bid}.input_layernorm.{wb}", GGUF.ATTN_NORM.wb),
+    Tensor("model.layers.{bid}.self_attn.q_proj.{wb}", GGUF.ATTN_Q.wb),
+    Tensor("model.layers.{bid}.self_attn.k_proj.{wb}", GGUF.ATTN_K.wb),
+    Tensor("model.layers.{bid}.self_attn.v_proj.{wb}", GGUF.ATTN_V.wb),
+    Tensor("model.layers.{bid}.self_attn.dense.{wb}", GGUF.ATTN_OUT.wb),
+    Tensor("model.layers.{bid}.mlp.fc1.{wb}", GGUF.FFN_UP.wb),
+    Tensor("model.layers.{bid}.mlp.fc2.{wb}", GGUF.FFN_DOWN.wb),
 )
 
 
@@ -75,15 +76,19 @@ def check(h: dict, path: Path) -> None:
 def parameters(h: dict, block_count: int, file_type: int) -> list:
     n_embd, n_head = h["hidden_size"], h["num_attention_heads"]
     rotary = int(h["rope_parameters"]["partial_rotary_factor"] * n_embd) // n_head
-    return [u32("phi2.context_length", h["max_position_embeddings"]), u32("phi2.embedding_length", n_embd),
-            u32("phi2.feed_forward_length", 4 * n_embd), u32("phi2.block_count", block_count),
-            u32("phi2.attention.head_count", n_head), u32("phi2.attention.head_count_kv", n_head),
-            f32("phi2.attention.layer_norm_epsilon", h["layer_norm_eps"]), u32("phi2.rope.dimension_count", rotary),
-            u32("general.file_type", file_type), boolean("tokenizer.ggml.add_bos_token", False)]
+    return [u32(Keys.LLM.CONTEXT_LENGTH.format(arch="phi2"), h["max_position_embeddings"]),
+            u32(Keys.LLM.EMBEDDING_LENGTH.format(arch="phi2"), n_embd),
+            u32(Keys.LLM.FEED_FORWARD_LENGTH.format(arch="phi2"), 4 * n_embd),
+            u32(Keys.LLM.BLOCK_COUNT.format(arch="phi2"), block_count),
+            u32(Keys.Attention.HEAD_COUNT.format(arch="phi2"), n_head),
+            u32(Keys.Attention.HEAD_COUNT_KV.format(arch="phi2"), n_head),
+            f32(Keys.Attention.LAYERNORM_EPS.format(arch="phi2"), h["layer_norm_eps"]),
+            u32(Keys.Rope.DIMENSION_COUNT.format(arch="phi2"), rotary),
+            u32(Keys.General.FILE_TYPE, file_type), boolean(Keys.Tokenizer.ADD_BOS, False)]
 
 
 def vocab(model_dir: Path, h: dict) -> list:
-    from tokenizer.vocab import gpt2_vocab
+    from hfview.tokenizer.vocab import gpt2_vocab
     return gpt2_vocab(model_dir, h)
 
 

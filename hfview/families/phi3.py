@@ -15,6 +15,7 @@ import numpy as np
 from ..config import ANY, Harmless
 from ..errors import ConfigError
 from ..family import Family, Skip, Tensor
+from ..names import GGUF, Keys
 from ..params import f32, first, u32
 
 # transformers 5.24's Phi3Config defaults
@@ -43,15 +44,15 @@ HARMLESS: Harmless = {"resid_pdrop": ANY, "embd_pdrop": ANY, "attention_bias": A
                       "full_attn_mod": (1,), "interpolate_factor": (1,)}
 
 TENSORS = (
-    Tensor("model.embed_tokens.weight", "token_embd.weight"),
-    Tensor("model.norm.weight", "output_norm.weight"),
-    Tensor("lm_head.weight", "output.weight", required=False),  # absent when tied to the embeddings
-    Tensor("model.layers.{bid}.input_layernorm.weight", "blk.{bid}.attn_norm.weight"),
-    Tensor("model.layers.{bid}.self_attn.qkv_proj.weight", "blk.{bid}.attn_qkv.weight"),
-    Tensor("model.layers.{bid}.self_attn.o_proj.weight", "blk.{bid}.attn_output.weight"),
-    Tensor("model.layers.{bid}.post_attention_layernorm.weight", "blk.{bid}.ffn_norm.weight"),
-    Tensor("model.layers.{bid}.mlp.gate_up_proj.weight", "blk.{bid}.ffn_up.weight"),
-    Tensor("model.layers.{bid}.mlp.down_proj.weight", "blk.{bid}.ffn_down.weight"),
+    Tensor("model.embed_tokens.weight", GGUF.TOKEN_EMBD.weight),
+    Tensor("model.norm.weight", GGUF.OUTPUT_NORM.weight),
+    Tensor("lm_head.weight", GGUF.OUTPUT.weight, required=False),  # absent when tied to the embeddings
+    Tensor("model.layers.{bid}.input_layernorm.weight", GGUF.ATTN_NORM.weight),
+    Tensor("model.layers.{bid}.self_attn.qkv_proj.weight", GGUF.ATTN_QKV.weight),
+    Tensor("model.layers.{bid}.self_attn.o_proj.weight", GGUF.ATTN_OUT.weight),
+    Tensor("model.layers.{bid}.post_attention_layernorm.weight", GGUF.FFN_NORM.weight),
+    Tensor("model.layers.{bid}.mlp.gate_up_proj.weight", GGUF.FFN_UP.weight),
+    Tensor("model.layers.{bid}.mlp.down_proj.weight", GGUF.FFN_DOWN.weight),
     Skip("model.layers.{bid}.self_attn.rotary_emb.inv_freq"),
 )
 
@@ -112,38 +113,38 @@ def tensor_time_kv(h: dict) -> list:
     scale = _scale(h)
     orig = original_context(h)
     attn_factor = math.sqrt(1 + math.log(scale) / math.log(orig)) if scale > 1.0 else 1.0
-    return [f32("phi3.rope.scaling.attn_factor", attn_factor)]
+    return [f32(Keys.Rope.SCALING_ATTN_FACTOR.format(arch="phi3"), attn_factor)]
 
 
 def generated(h: dict) -> list:
     rope = h["rope_parameters"]
     if not rope.get("long_factor"):
         return []
-    return [("rope_factors_long.weight", np.asarray(rope["long_factor"], dtype=np.float32)),
-            ("rope_factors_short.weight", np.asarray(rope["short_factor"], dtype=np.float32))]
+    return [(GGUF.ROPE_FACTORS_LONG.weight, np.asarray(rope["long_factor"], dtype=np.float32)),
+            (GGUF.ROPE_FACTORS_SHORT.weight, np.asarray(rope["short_factor"], dtype=np.float32))]
 
 
 def parameters(h: dict, block_count: int, file_type: int) -> list:
     rope = h["rope_parameters"]
     return [
-        u32("phi3.context_length", first(h, ["n_positions", "max_position_embeddings"])),
-        u32("phi3.rope.scaling.original_context_length", original_context(h)),
-        u32("phi3.embedding_length", h["hidden_size"]),
-        u32("phi3.feed_forward_length", h["intermediate_size"]),
-        u32("phi3.block_count", block_count),
-        u32("phi3.attention.head_count", h["num_attention_heads"]),
-        u32("phi3.attention.head_count_kv", h["num_key_value_heads"]),
-        f32("phi3.attention.layer_norm_rms_epsilon", h["rms_norm_eps"]),
-        u32("phi3.rope.dimension_count", rope_dims(h)),
-        f32("phi3.rope.freq_base", rope.get("full_attention", rope)["rope_theta"]),
-        u32("general.file_type", file_type),
+        u32(Keys.LLM.CONTEXT_LENGTH.format(arch="phi3"), first(h, ["n_positions", "max_position_embeddings"])),
+        u32(Keys.Rope.SCALING_ORIG_CTX_LEN.format(arch="phi3"), original_context(h)),
+        u32(Keys.LLM.EMBEDDING_LENGTH.format(arch="phi3"), h["hidden_size"]),
+        u32(Keys.LLM.FEED_FORWARD_LENGTH.format(arch="phi3"), h["intermediate_size"]),
+        u32(Keys.LLM.BLOCK_COUNT.format(arch="phi3"), block_count),
+        u32(Keys.Attention.HEAD_COUNT.format(arch="phi3"), h["num_attention_heads"]),
+        u32(Keys.Attention.HEAD_COUNT_KV.format(arch="phi3"), h["num_key_value_heads"]),
+        f32(Keys.Attention.LAYERNORM_RMS_EPS.format(arch="phi3"), h["rms_norm_eps"]),
+        u32(Keys.Rope.DIMENSION_COUNT.format(arch="phi3"), rope_dims(h)),
+        f32(Keys.Rope.FREQ_BASE.format(arch="phi3"), rope.get("full_attention", rope)["rope_theta"]),
+        u32(Keys.General.FILE_TYPE, file_type),
         # 0 (no window) tells llama.cpp's phi3 loader this is not a Phi-4-style full-attention model
-        u32("phi3.attention.sliding_window", h.get("sliding_window") or 0),
+        u32(Keys.Attention.SLIDING_WINDOW.format(arch="phi3"), h.get("sliding_window") or 0),
     ]
 
 
 def vocab(model_dir: Path, h: dict) -> list:
-    from tokenizer.phi3 import phi3_vocab
+    from hfview.tokenizer.phi3 import phi3_vocab
     return phi3_vocab(model_dir, h)
 
 

@@ -20,9 +20,9 @@ from pathlib import Path
 from ..config import ANY, Harmless
 from ..errors import ConfigError
 from ..family import Experts, Family, Tensor
+from ..names import GGUF, Keys
 from ..params import u32
 from . import phi3
-from .qwen2 import check_architecture
 
 # transformers 5.24's PhimoeConfig defaults
 DEFAULTS = {
@@ -51,22 +51,22 @@ HARMLESS: Harmless = {"input_jitter_noise": ANY}
 _LAYER = "model.layers.{bid}."
 _MOE = _LAYER + "block_sparse_moe."
 TENSORS = (
-    Tensor("model.embed_tokens.weight", "token_embd.weight"),
-    Tensor("model.norm.weight", "output_norm.weight"),
-    Tensor("model.norm.bias", "output_norm.bias"),
-    Tensor("lm_head.weight", "output.weight"),
-    Tensor("lm_head.bias", "output.bias"),
-    Tensor(_LAYER + "input_layernorm.weight", "blk.{bid}.attn_norm.weight"),
-    Tensor(_LAYER + "input_layernorm.bias", "blk.{bid}.attn_norm.bias"),
+    Tensor("model.embed_tokens.weight", GGUF.TOKEN_EMBD.weight),
+    Tensor("model.norm.weight", GGUF.OUTPUT_NORM.weight),
+    Tensor("model.norm.bias", GGUF.OUTPUT_NORM.bias),
+    Tensor("lm_head.weight", GGUF.OUTPUT.weight),
+    Tensor("lm_head.bias", GGUF.OUTPUT.bias),
+    Tensor(_LAYER + "input_layernorm.weight", GGUF.ATTN_NORM.weight),
+    Tensor(_LAYER + "input_layernorm.bias", GGUF.ATTN_NORM.bias),
     *(Tensor(f"{_LAYER}self_attn.{p}_proj.{wb}", f"blk.{{bid}}.attn_{g}.{wb}")
       for p, g in (("q", "q"), ("k", "k"), ("v", "v"), ("o", "output")) for wb in ("weight", "bias")),
-    Tensor(_LAYER + "post_attention_layernorm.weight", "blk.{bid}.ffn_norm.weight"),
-    Tensor(_LAYER + "post_attention_layernorm.bias", "blk.{bid}.ffn_norm.bias"),
-    Tensor(_MOE + "gate.weight", "blk.{bid}.ffn_gate_inp.weight"),
+    Tensor(_LAYER + "post_attention_layernorm.weight", GGUF.FFN_NORM.weight),
+    Tensor(_LAYER + "post_attention_layernorm.bias", GGUF.FFN_NORM.bias),
+    Tensor(_MOE + "gate.weight", GGUF.FFN_GATE_INP.weight),
     # the converter merges w1, w2, w3 in that order
-    Experts(_MOE + "experts.{x}.w1.weight", "blk.{bid}.ffn_gate_exps.weight", "num_local_experts"),
-    Experts(_MOE + "experts.{x}.w2.weight", "blk.{bid}.ffn_down_exps.weight", "num_local_experts"),
-    Experts(_MOE + "experts.{x}.w3.weight", "blk.{bid}.ffn_up_exps.weight", "num_local_experts"),
+    Experts(_MOE + "experts.{x}.w1.weight", GGUF.FFN_GATE_EXP.weight, "num_local_experts"),
+    Experts(_MOE + "experts.{x}.w2.weight", GGUF.FFN_DOWN_EXP.weight, "num_local_experts"),
+    Experts(_MOE + "experts.{x}.w3.weight", GGUF.FFN_UP_EXP.weight, "num_local_experts"),
 )
 
 
@@ -83,7 +83,6 @@ def normalise(h: dict) -> dict:
 
 def check(h: dict, path: Path) -> None:
     # the pinned converter registers the released (remote-code) name only, not transformers' PhimoeForCausalLM
-    check_architecture(h, path, "phimoe", ("PhiMoEForCausalLM",))
     phi3.check(h, path)
     if h.get("original_max_position_embeddings") is None:
         raise ConfigError(f"{path}: no original_max_position_embeddings (top level or in the rope parameters): the "
@@ -110,8 +109,8 @@ def _as_phimoe(kv: list) -> list:
 def parameters(h: dict, block_count: int, file_type: int) -> list:
     """Phi3MiniModel's list under the phimoe prefix, then the expert counts (PhiMoeModel.set_gguf_parameters)."""
     return [*_as_phimoe(phi3.parameters(h, block_count, file_type)),
-            u32("phimoe.expert_used_count", h["num_experts_per_tok"]),
-            u32("phimoe.expert_count", h["num_local_experts"])]
+            u32(Keys.LLM.EXPERT_USED_COUNT.format(arch="phimoe"), h["num_experts_per_tok"]),
+            u32(Keys.LLM.EXPERT_COUNT.format(arch="phimoe"), h["num_local_experts"])]
 
 
 FAMILY = Family(

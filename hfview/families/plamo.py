@@ -28,9 +28,10 @@ from pathlib import Path
 from ..config import ANY, Harmless
 from ..errors import CheckpointError, ConfigError
 from ..family import Family, Skip, Tensor
+from ..names import GGUF, Keys
 from ..params import f32, u32
 from ..views import ColumnSelection, RowPermutation, Stored, tiled_kv_grouped
-from .sentencepiece_only import sentencepiece_only
+from ._parts.sentencepiece_only import sentencepiece_only
 
 ARCH = "plamo"
 ARCHITECTURES = ("PlamoForCausalLM",)
@@ -95,17 +96,17 @@ def _kv_heads(sources: list, h: dict):
 
 _L = "model.layers.layers.{bid}."
 TENSORS = (
-    Tensor("model.embed_tokens.weight", "token_embd.weight"),
-    Tensor("model.norm.weight", "output_norm.weight"),
-    Tensor("lm_head.weight", "output.weight"),
-    Tensor(_L + "norm.weight", "blk.{bid}.attn_norm.weight"),
-    Tensor(_L + "self_attn.q_proj.weight", "blk.{bid}.attn_q.weight", view=_q_grouped),
-    Tensor(_L + "self_attn.k_proj.weight", "blk.{bid}.attn_k.weight", view=_kv_heads),
-    Tensor(_L + "self_attn.v_proj.weight", "blk.{bid}.attn_v.weight", view=_kv_heads),
-    Tensor(_L + "self_attn.o_proj.weight", "blk.{bid}.attn_output.weight", view=_o_grouped),
-    Tensor(_L + "mlp.gate_proj.weight", "blk.{bid}.ffn_gate.weight"),
-    Tensor(_L + "mlp.up_proj.weight", "blk.{bid}.ffn_up.weight"),
-    Tensor(_L + "mlp.down_proj.weight", "blk.{bid}.ffn_down.weight"),
+    Tensor("model.embed_tokens.weight", GGUF.TOKEN_EMBD.weight),
+    Tensor("model.norm.weight", GGUF.OUTPUT_NORM.weight),
+    Tensor("lm_head.weight", GGUF.OUTPUT.weight),
+    Tensor(_L + "norm.weight", GGUF.ATTN_NORM.weight),
+    Tensor(_L + "self_attn.q_proj.weight", GGUF.ATTN_Q.weight, view=_q_grouped),
+    Tensor(_L + "self_attn.k_proj.weight", GGUF.ATTN_K.weight, view=_kv_heads),
+    Tensor(_L + "self_attn.v_proj.weight", GGUF.ATTN_V.weight, view=_kv_heads),
+    Tensor(_L + "self_attn.o_proj.weight", GGUF.ATTN_OUT.weight, view=_o_grouped),
+    Tensor(_L + "mlp.gate_proj.weight", GGUF.FFN_GATE.weight),
+    Tensor(_L + "mlp.up_proj.weight", GGUF.FFN_UP.weight),
+    Tensor(_L + "mlp.down_proj.weight", GGUF.FFN_DOWN.weight),
     Skip(_L + "self_attn.rotary_emb.inv_freq"),
 )
 
@@ -134,14 +135,14 @@ def check(h: dict, path: Path) -> None:
 def parameters(h: dict, block_count: int, file_type: int) -> list:
     """PlamoModel.set_gguf_parameters' list, in its order (it does not call TextModel's)."""
     return [
-        u32(f"{ARCH}.context_length", CONTEXT_LENGTH),
-        u32(f"{ARCH}.embedding_length", h["hidden_size"]),
-        u32(f"{ARCH}.feed_forward_length", h["intermediate_size"]),
-        u32(f"{ARCH}.block_count", block_count),
-        u32(f"{ARCH}.attention.head_count", h["num_attention_heads"]),
-        u32(f"{ARCH}.attention.head_count_kv", n_head_kv(h)),
-        f32(f"{ARCH}.attention.layer_norm_rms_epsilon", h["rms_norm_eps"]),
-        u32("general.file_type", file_type),
+        u32(Keys.LLM.CONTEXT_LENGTH.format(arch=ARCH), CONTEXT_LENGTH),
+        u32(Keys.LLM.EMBEDDING_LENGTH.format(arch=ARCH), h["hidden_size"]),
+        u32(Keys.LLM.FEED_FORWARD_LENGTH.format(arch=ARCH), h["intermediate_size"]),
+        u32(Keys.LLM.BLOCK_COUNT.format(arch=ARCH), block_count),
+        u32(Keys.Attention.HEAD_COUNT.format(arch=ARCH), h["num_attention_heads"]),
+        u32(Keys.Attention.HEAD_COUNT_KV.format(arch=ARCH), n_head_kv(h)),
+        f32(Keys.Attention.LAYERNORM_RMS_EPS.format(arch=ARCH), h["rms_norm_eps"]),
+        u32(Keys.General.FILE_TYPE, file_type),
     ]
 
 

@@ -32,11 +32,12 @@ from pathlib import Path
 
 from ..config import ANY, Harmless
 from ..errors import ConfigError
-from ..family import Family, Skip, Tensor
+from ..family import Family, RunnerFacts, Skip, Tensor
 from ..gguf_layout import KV, ValueType
+from ..names import GGUF, Keys
 from ..params import f32, u32
 from ..views import NEG_EXP, OFFSET_ONE, offset
-from .mamba import squeezed
+from ._parts.state_space import squeezed
 
 ARCH = "plamo2"
 ARCHITECTURES = ("Plamo2ForCausalLM", "PLaMo2ForCausalLM")
@@ -91,33 +92,33 @@ def dt_dim(h: dict) -> int:
 _L = "model.layers.layers.{bid}."
 _OPTIONAL = dict(required=False)  # present on the layers of one kind only (is_mamba places the kinds)
 TENSORS = (
-    Tensor("model.embed_tokens.weight", "token_embd.weight"),
-    Tensor("model.norm.weight", "output_norm.weight", steps=(OFFSET_ONE,)),
+    Tensor("model.embed_tokens.weight", GGUF.TOKEN_EMBD.weight),
+    Tensor("model.norm.weight", GGUF.OUTPUT_NORM.weight, steps=(OFFSET_ONE,)),
     # a tied release stores no head; a stored one is written, as the converter writes it
-    Tensor("lm_head.weight", "output.weight", required=lambda h: h.get("tie_word_embeddings") is False),
-    Tensor(_L + "pre_mixer_norm.weight", "blk.{bid}.attn_norm.weight", steps=(OFFSET_ONE,)),
-    Tensor(_L + "post_mixer_norm.weight", "blk.{bid}.post_attention_norm", steps=(offset(1 / 5, "1/5"),)),
-    Tensor(_L + "pre_mlp_norm.weight", "blk.{bid}.ffn_norm.weight", steps=(OFFSET_ONE,)),
-    Tensor(_L + "post_mlp_norm.weight", "blk.{bid}.post_ffw_norm", steps=(offset(1 / 5 ** 1.5, "5^-1.5"),)),
-    Tensor(_L + "mlp.gate_up_proj.weight", "blk.{bid}.ffn_up.weight"),
-    Tensor(_L + "mlp.down_proj.weight", "blk.{bid}.ffn_down.weight"),
+    Tensor("lm_head.weight", GGUF.OUTPUT.weight, required=lambda h: h.get("tie_word_embeddings") is False),
+    Tensor(_L + "pre_mixer_norm.weight", GGUF.ATTN_NORM.weight, steps=(OFFSET_ONE,)),
+    Tensor(_L + "post_mixer_norm.weight", GGUF.ATTN_POST_NORM, steps=(offset(1 / 5, "1/5"),)),
+    Tensor(_L + "pre_mlp_norm.weight", GGUF.FFN_NORM.weight, steps=(OFFSET_ONE,)),
+    Tensor(_L + "post_mlp_norm.weight", GGUF.FFN_POST_NORM, steps=(offset(1 / 5 ** 1.5, "5^-1.5"),)),
+    Tensor(_L + "mlp.gate_up_proj.weight", GGUF.FFN_UP.weight),
+    Tensor(_L + "mlp.down_proj.weight", GGUF.FFN_DOWN.weight),
     # attention layers
-    Tensor(_L + "mixer.qkv_proj.weight", "blk.{bid}.attn_qkv.weight", **_OPTIONAL),
-    Tensor(_L + "mixer.q_weight", "blk.{bid}.attn_q_norm.weight", **_OPTIONAL),
-    Tensor(_L + "mixer.k_weight", "blk.{bid}.attn_k_norm.weight", **_OPTIONAL),
-    Tensor(_L + "mixer.o_proj.weight", "blk.{bid}.attn_output.weight", **_OPTIONAL),
+    Tensor(_L + "mixer.qkv_proj.weight", GGUF.ATTN_QKV.weight, **_OPTIONAL),
+    Tensor(_L + "mixer.q_weight", GGUF.ATTN_Q_NORM.weight, **_OPTIONAL),
+    Tensor(_L + "mixer.k_weight", GGUF.ATTN_K_NORM.weight, **_OPTIONAL),
+    Tensor(_L + "mixer.o_proj.weight", GGUF.ATTN_OUT.weight, **_OPTIONAL),
     # Mamba layers
-    Tensor(_L + "mixer.in_proj.weight", "blk.{bid}.ssm_in.weight", **_OPTIONAL),
-    Tensor(_L + "mixer.conv1d.weight", "blk.{bid}.ssm_conv1d.weight", squeezed, **_OPTIONAL),
-    Tensor(_L + "mixer.bcdt_proj.weight", "blk.{bid}.ssm_x.weight", **_OPTIONAL),
-    Tensor(_L + "mixer.dt_proj.weight", "blk.{bid}.ssm_dt.weight", **_OPTIONAL),
-    Tensor(_L + "mixer.dt_bias", "blk.{bid}.ssm_dt.bias", **_OPTIONAL),
-    Tensor(_L + "mixer.dt_norm_weight", "blk.{bid}.ssm_dt_norm", **_OPTIONAL),
-    Tensor(_L + "mixer.B_norm_weight", "blk.{bid}.ssm_b_norm", **_OPTIONAL),
-    Tensor(_L + "mixer.C_norm_weight", "blk.{bid}.ssm_c_norm", **_OPTIONAL),
-    Tensor(_L + "mixer.A_log", "blk.{bid}.ssm_a", steps=(NEG_EXP,), **_OPTIONAL),
-    Tensor(_L + "mixer.D", "blk.{bid}.ssm_d", **_OPTIONAL),
-    Tensor(_L + "mixer.out_proj.weight", "blk.{bid}.ssm_out.weight", **_OPTIONAL),
+    Tensor(_L + "mixer.in_proj.weight", GGUF.SSM_IN.weight, **_OPTIONAL),
+    Tensor(_L + "mixer.conv1d.weight", GGUF.SSM_CONV1D.weight, squeezed, **_OPTIONAL),
+    Tensor(_L + "mixer.bcdt_proj.weight", GGUF.SSM_X.weight, **_OPTIONAL),
+    Tensor(_L + "mixer.dt_proj.weight", GGUF.SSM_DT.weight, **_OPTIONAL),
+    Tensor(_L + "mixer.dt_bias", GGUF.SSM_DT.bias, **_OPTIONAL),
+    Tensor(_L + "mixer.dt_norm_weight", GGUF.SSM_DT_NORM, **_OPTIONAL),
+    Tensor(_L + "mixer.B_norm_weight", GGUF.SSM_B_NORM, **_OPTIONAL),
+    Tensor(_L + "mixer.C_norm_weight", GGUF.SSM_C_NORM, **_OPTIONAL),
+    Tensor(_L + "mixer.A_log", GGUF.SSM_A, steps=(NEG_EXP,), **_OPTIONAL),
+    Tensor(_L + "mixer.D", GGUF.SSM_D, **_OPTIONAL),
+    Tensor(_L + "mixer.out_proj.weight", GGUF.SSM_OUT.weight, **_OPTIONAL),
     Skip(_L + "mixer.rotary_emb.inv_freq"),
 )
 # The post norms' and the Mamba norms' GGUF names carry no ".weight": gguf-py's PLaMo 2 mapping names them with the
@@ -161,23 +162,23 @@ def parameters(h: dict, block_count: int, file_type: int) -> list:
     d = _get(h, "hidden_size_per_head")
     theta = h.get("rope_parameters", {}).get("rope_theta", 10000)
     return [
-        u32(f"{ARCH}.vocab_size", h["vocab_size"]),
-        KV(f"{ARCH}.attention.head_count_kv", ValueType.ARRAY, kv_heads, ValueType.INT32),
-        KV(f"{ARCH}.attention.head_count", ValueType.ARRAY, heads, ValueType.INT32),
-        u32(f"{ARCH}.context_length", _get(h, "max_position_embeddings")),
-        u32(f"{ARCH}.embedding_length", _get(h, "hidden_size")),
-        u32(f"{ARCH}.attention.key_length", d),
-        u32(f"{ARCH}.attention.value_length", d),
-        u32(f"{ARCH}.block_count", block_count),
-        f32(f"{ARCH}.attention.layer_norm_rms_epsilon", _get(h, "rms_norm_eps")),
-        f32(f"{ARCH}.rope.freq_base", theta),
-        u32(f"{ARCH}.ssm.state_size", _get(h, "mamba_d_state")),
-        u32(f"{ARCH}.ssm.conv_kernel", _get(h, "mamba_d_conv")),
-        u32(f"{ARCH}.ssm.time_step_rank", _get(h, "mamba_num_heads")),
-        u32(f"{ARCH}.ssm.inner_size", _get(h, "mamba_num_heads") * d),
-        u32(f"{ARCH}.ssm.group_count", 0),
-        u32(f"{ARCH}.feed_forward_length", _get(h, "intermediate_size")),
-        u32("general.file_type", file_type),
+        u32(Keys.LLM.VOCAB_SIZE.format(arch=ARCH), h["vocab_size"]),
+        KV(Keys.Attention.HEAD_COUNT_KV.format(arch=ARCH), ValueType.ARRAY, kv_heads, ValueType.INT32),
+        KV(Keys.Attention.HEAD_COUNT.format(arch=ARCH), ValueType.ARRAY, heads, ValueType.INT32),
+        u32(Keys.LLM.CONTEXT_LENGTH.format(arch=ARCH), _get(h, "max_position_embeddings")),
+        u32(Keys.LLM.EMBEDDING_LENGTH.format(arch=ARCH), _get(h, "hidden_size")),
+        u32(Keys.Attention.KEY_LENGTH.format(arch=ARCH), d),
+        u32(Keys.Attention.VALUE_LENGTH.format(arch=ARCH), d),
+        u32(Keys.LLM.BLOCK_COUNT.format(arch=ARCH), block_count),
+        f32(Keys.Attention.LAYERNORM_RMS_EPS.format(arch=ARCH), _get(h, "rms_norm_eps")),
+        f32(Keys.Rope.FREQ_BASE.format(arch=ARCH), theta),
+        u32(Keys.SSM.STATE_SIZE.format(arch=ARCH), _get(h, "mamba_d_state")),
+        u32(Keys.SSM.CONV_KERNEL.format(arch=ARCH), _get(h, "mamba_d_conv")),
+        u32(Keys.SSM.TIME_STEP_RANK.format(arch=ARCH), _get(h, "mamba_num_heads")),
+        u32(Keys.SSM.INNER_SIZE.format(arch=ARCH), _get(h, "mamba_num_heads") * d),
+        u32(Keys.SSM.GROUP_COUNT.format(arch=ARCH), 0),
+        u32(Keys.LLM.FEED_FORWARD_LENGTH.format(arch=ARCH), _get(h, "intermediate_size")),
+        u32(Keys.General.FILE_TYPE, file_type),
     ]
 
 
@@ -189,7 +190,7 @@ def load_arrays(h: dict) -> dict[str, list[int]]:
 
 
 def vocab(model_dir: Path, h: dict) -> list:
-    from tokenizer.vocab import plamo_vocab
+    from hfview.tokenizer.vocab import plamo_vocab
     return plamo_vocab(model_dir, h)
 
 
@@ -204,8 +205,7 @@ FAMILY = Family(
     parameters=parameters,
     vocab=vocab,
     check=check,
-    load_arrays=load_arrays,
-    window_key="attention_window_size",
+    runner=RunnerFacts(load_arrays=load_arrays, window_key="attention_window_size"),
     notes={"hybrid": "Mamba layers where layer % mamba_step != mamba_step // 2, written as head counts 0",
            "norm offsets": "1 + w, 1/5 + w (post_mixer_norm), 5^-1.5 + w (post_mlp_norm), as the converter adds",
            "llama.cpp": "exports the converter's bytes, on which llama.cpp 0.3.36 hangs (n_rot 0); the runner "

@@ -27,7 +27,8 @@ from pathlib import Path
 
 from ..config import Harmless
 from ..errors import ConfigError
-from ..family import Family, Skip, Tensor
+from ..family import Family, RunnerFacts, Skip, Tensor
+from ..names import GGUF, Keys
 from ..params import text_model_parameters, u32
 from ..views import OFFSET_ONE, offset
 
@@ -58,20 +59,20 @@ _REQUIRED = ("vocab_size", "hidden_size", "intermediate_size", "num_hidden_layer
 _L = "model.layers.layers.{bid}."
 _tied = lambda h: h.get("tie_word_embeddings", True) is not False  # noqa: E731
 TENSORS = (
-    Tensor("model.embed_tokens.weight", "token_embd.weight"),
-    Tensor("model.norm.weight", "output_norm.weight", steps=(OFFSET_ONE,)),
+    Tensor("model.embed_tokens.weight", GGUF.TOKEN_EMBD.weight),
+    Tensor("model.norm.weight", GGUF.OUTPUT_NORM.weight, steps=(OFFSET_ONE,)),
     # tied (the remote default) releases store no head; a stored one is written, as the converter does
-    Tensor("lm_head.weight", "output.weight", required=lambda h: not _tied(h)),
-    Tensor(_L + "pre_mixer_norm.weight", "blk.{bid}.attn_norm.weight", steps=(OFFSET_ONE,)),
-    Tensor(_L + "mixer.qkv_proj.weight", "blk.{bid}.attn_qkv.weight"),
-    Tensor(_L + "mixer.q_norm.weight", "blk.{bid}.attn_q_norm.weight", steps=(OFFSET_ONE,)),
-    Tensor(_L + "mixer.k_norm.weight", "blk.{bid}.attn_k_norm.weight", steps=(OFFSET_ONE,)),
-    Tensor(_L + "mixer.o_proj.weight", "blk.{bid}.attn_output.weight"),
-    Tensor(_L + "post_mixer_norm.weight", "blk.{bid}.post_attention_norm", steps=(offset(1 / 5, "1/5"),)),
-    Tensor(_L + "pre_mlp_norm.weight", "blk.{bid}.ffn_norm.weight", steps=(OFFSET_ONE,)),
-    Tensor(_L + "mlp.gate_up_proj.weight", "blk.{bid}.ffn_up.weight"),
-    Tensor(_L + "mlp.down_proj.weight", "blk.{bid}.ffn_down.weight"),
-    Tensor(_L + "post_mlp_norm.weight", "blk.{bid}.post_ffw_norm",
+    Tensor("lm_head.weight", GGUF.OUTPUT.weight, required=lambda h: not _tied(h)),
+    Tensor(_L + "pre_mixer_norm.weight", GGUF.ATTN_NORM.weight, steps=(OFFSET_ONE,)),
+    Tensor(_L + "mixer.qkv_proj.weight", GGUF.ATTN_QKV.weight),
+    Tensor(_L + "mixer.q_norm.weight", GGUF.ATTN_Q_NORM.weight, steps=(OFFSET_ONE,)),
+    Tensor(_L + "mixer.k_norm.weight", GGUF.ATTN_K_NORM.weight, steps=(OFFSET_ONE,)),
+    Tensor(_L + "mixer.o_proj.weight", GGUF.ATTN_OUT.weight),
+    Tensor(_L + "post_mixer_norm.weight", GGUF.ATTN_POST_NORM, steps=(offset(1 / 5, "1/5"),)),
+    Tensor(_L + "pre_mlp_norm.weight", GGUF.FFN_NORM.weight, steps=(OFFSET_ONE,)),
+    Tensor(_L + "mlp.gate_up_proj.weight", GGUF.FFN_UP.weight),
+    Tensor(_L + "mlp.down_proj.weight", GGUF.FFN_DOWN.weight),
+    Tensor(_L + "post_mlp_norm.weight", GGUF.FFN_POST_NORM,
            steps=(offset(1 / 5 ** 1.5, "5^-1.5"),)),
     Skip(_L + "mixer.rotary_emb.inv_freq"),
 )
@@ -151,13 +152,13 @@ def parameters(h: dict, block_count: int, file_type: int) -> list:
     """TextModel's list, then Plamo3Model's vocabulary size and sliding window with its pattern."""
     arch = "plamo3"
     return [*text_model_parameters(h, arch, block_count, file_type),
-            u32(f"{arch}.vocab_size", h["vocab_size"]),
-            u32(f"{arch}.attention.sliding_window", window(h)),
-            u32(f"{arch}.attention.sliding_window_pattern", h["sliding_window_pattern"])]
+            u32(Keys.LLM.VOCAB_SIZE.format(arch=arch), h["vocab_size"]),
+            u32(Keys.Attention.SLIDING_WINDOW.format(arch=arch), window(h)),
+            u32(Keys.Attention.SLIDING_WINDOW_PATTERN.format(arch=arch), h["sliding_window_pattern"])]
 
 
 def vocab(model_dir: Path, h: dict) -> list:
-    from tokenizer.vocab import plamo3_vocab
+    from hfview.tokenizer.vocab import plamo3_vocab
     return plamo3_vocab(model_dir, h)
 
 
@@ -175,5 +176,6 @@ FAMILY = Family(
     normalise=normalise,
     notes={"fused projections": "attn_qkv and ffn_up (gate rows, then up rows) as stored; llama.cpp splits them",
            "norm offsets": "1 + w, 1/5 + w (post_mixer_norm), 5^-1.5 + w (post_mlp_norm), as the converter adds"},
-    llama_cpp_applies_window=True,  # llama.cpp's plamo3 slides on all but every sliding_window_pattern-th layer
+    # llama.cpp's plamo3 slides on all but every sliding_window_pattern-th layer
+    runner=RunnerFacts(llama_cpp_applies_window=True),
 )

@@ -37,7 +37,8 @@ from pathlib import Path
 
 from ..config import ANY, Harmless
 from ..errors import ConfigError
-from ..family import Family, Tensor
+from ..family import Family, RunnerFacts, Tensor
+from ..names import GGUF, Keys
 from ..params import text_model_parameters
 
 # transformers has no Qwen-1 config class (the release's configuration_qwen.py is remote code the converter does not
@@ -72,16 +73,16 @@ HARMLESS: Harmless = {
 _ARCH = "qwen"
 _H = "transformer.h.{bid}."
 TENSORS = (
-    Tensor("transformer.wte.weight", "token_embd.weight"),
-    Tensor(_H + "ln_1.weight", "blk.{bid}.attn_norm.weight"),
-    Tensor(_H + "attn.c_attn.{wb}", "blk.{bid}.attn_qkv.{wb}"),
-    Tensor(_H + "attn.c_proj.weight", "blk.{bid}.attn_output.weight"),
-    Tensor(_H + "ln_2.weight", "blk.{bid}.ffn_norm.weight"),
-    Tensor(_H + "mlp.w1.weight", "blk.{bid}.ffn_up.weight"),
-    Tensor(_H + "mlp.w2.weight", "blk.{bid}.ffn_gate.weight"),
-    Tensor(_H + "mlp.c_proj.weight", "blk.{bid}.ffn_down.weight"),
-    Tensor("transformer.ln_f.weight", "output_norm.weight"),
-    Tensor("lm_head.weight", "output.weight"),
+    Tensor("transformer.wte.weight", GGUF.TOKEN_EMBD.weight),
+    Tensor(_H + "ln_1.weight", GGUF.ATTN_NORM.weight),
+    Tensor(_H + "attn.c_attn.{wb}", GGUF.ATTN_QKV.wb),
+    Tensor(_H + "attn.c_proj.weight", GGUF.ATTN_OUT.weight),
+    Tensor(_H + "ln_2.weight", GGUF.FFN_NORM.weight),
+    Tensor(_H + "mlp.w1.weight", GGUF.FFN_UP.weight),
+    Tensor(_H + "mlp.w2.weight", GGUF.FFN_GATE.weight),
+    Tensor(_H + "mlp.c_proj.weight", GGUF.FFN_DOWN.weight),
+    Tensor("transformer.ln_f.weight", GGUF.OUTPUT_NORM.weight),
+    Tensor("lm_head.weight", GGUF.OUTPUT.weight),
 )
 
 _REQUIRED = ("vocab_size", "hidden_size", "intermediate_size", "num_hidden_layers", "num_attention_heads",
@@ -164,8 +165,8 @@ QWEN_SPECIALS = ("<|endoftext|>", "<|im_start|>", "<|im_end|>", *(f"<|extra_{i}|
 def _probe_ids(ranks: dict[bytes, int], specials: dict[str, int]) -> list[int]:
     """The ids tokenization_qwen.py's encode gives the converter's probe text: NFC, the split, BPE in each piece
     (its special tokens are allowed in text; the probe has none)."""
-    from tokenizer.digests import PRE_TOKENIZER_PROBE
-    from tokenizer.tiktoken_bpe import bpe_parts, tiktoken_split
+    from hfview.tokenizer.digests import PRE_TOKENIZER_PROBE
+    from hfview.tokenizer.tiktoken_bpe import bpe_parts, tiktoken_split
     text = unicodedata.normalize("NFC", PRE_TOKENIZER_PROBE)
     if any(s in text for s in specials):
         raise AssertionError("the pre-tokenizer probe names a Qwen special token")
@@ -182,10 +183,10 @@ def vocab(model_dir: Path, h: dict) -> list:
     <|endoftext|> as BOS and EOS where config.json states none, and always as UNK."""
     import hashlib
 
-    from tokenizer.digests import pre_tokenizer_named
-    from tokenizer.special import SpecialVocab
-    from tokenizer.tiktoken_bpe import load_ranks, recover_merges, tiktoken_tokens
-    from tokenizer.writer import KVWriter
+    from hfview.tokenizer.digests import pre_tokenizer_named
+    from hfview.tokenizer.special import SpecialVocab
+    from hfview.tokenizer.tiktoken_bpe import load_ranks, recover_merges, tiktoken_tokens
+    from hfview.tokenizer.writer import KVWriter
 
     ranks_file = Path(model_dir) / "qwen.tiktoken"
     if not ranks_file.is_file():
@@ -211,10 +212,10 @@ def vocab(model_dir: Path, h: dict) -> list:
         special.set_special_token("eos", specials["<|endoftext|>"])
     special.set_special_token("unk", specials["<|endoftext|>"])
     w = KVWriter()
-    w.add_string("tokenizer.ggml.model", "gpt2")
-    w.add_string("tokenizer.ggml.pre", pre)
-    w.add_array("tokenizer.ggml.tokens", tokens)
-    w.add_array("tokenizer.ggml.token_type", types)
+    w.add_string(Keys.Tokenizer.MODEL, "gpt2")
+    w.add_string(Keys.Tokenizer.PRE, pre)
+    w.add_array(Keys.Tokenizer.LIST, tokens)
+    w.add_array(Keys.Tokenizer.TOKEN_TYPE, types)
     special.write(w)
     return w.kvs()
 
@@ -231,5 +232,5 @@ FAMILY = Family(
     vocab=vocab,
     check=check,
     normalise=normalise,
-    load_kv=load_kv,
+    runner=RunnerFacts(load_kv=load_kv),
 )

@@ -12,9 +12,12 @@ from pathlib import Path
 
 from ..config import Harmless
 from ..errors import ConfigError
-from ..family import Experts, Family, Stacked, Tensor
-from ..params import text_model_parameters, u32
-from .qwen2 import check_architecture, check_no_pooling, check_no_sliding, check_rope, check_silu, decoder_tensors
+from ..family import Family, Tensor
+from ..names import GGUF
+from ._parts.checks import check_no_pooling, check_no_sliding, check_rope, check_silu
+from ._parts.mixture import (SHARED_EXPERT, attention_tensors, check_every_layer_a_mixture, check_topk_norm,
+                             mixture_parameters, mixture_tensors)
+from ._parts.vocab import gpt2_vocab
 
 # transformers 5.24's Qwen2MoeConfig defaults
 DEFAULTS = {
@@ -40,62 +43,11 @@ READS = frozenset({
 HARMLESS: Harmless = {}
 
 
-def attention_tensors(prefix: str = "model.", **kw) -> tuple[Tensor, ...]:
-    """Qwen2's decoder without its dense FFN: embeddings, norms, attention (Q/K as stored)."""
-    return tuple(r for r in decoder_tensors(prefix, **kw) if ".mlp." not in r.hf)
-
-
-def mixture_tensors(count_key: str, prefix: str = "model.") -> tuple[Tensor | Stacked, ...]:
-    """The router and the stacked experts of every block, in the converter's merge order (down, gate, up)."""
-    layer = f"{prefix}layers.{{bid}}.mlp."
-    return (
-        Tensor(f"{layer}gate.weight", "blk.{bid}.ffn_gate_inp.weight"),
-        *(Experts(f"{layer}experts.{{x}}.{proj}_proj.weight", f"blk.{{bid}}.ffn_{proj}_exps.weight", count_key)
-          for proj in ("down", "gate", "up")),
-    )
-
-
-SHARED_EXPERT = (
-    Tensor("model.layers.{bid}.mlp.shared_expert_gate.weight", "blk.{bid}.ffn_gate_inp_shexp.weight"),
-    Tensor("model.layers.{bid}.mlp.shared_expert.gate_proj.weight", "blk.{bid}.ffn_gate_shexp.weight"),
-    Tensor("model.layers.{bid}.mlp.shared_expert.up_proj.weight", "blk.{bid}.ffn_up_shexp.weight"),
-    Tensor("model.layers.{bid}.mlp.shared_expert.down_proj.weight", "blk.{bid}.ffn_down_shexp.weight"),
-)
-
-LM_HEAD = Tensor("lm_head.weight", "output.weight")
+LM_HEAD = Tensor("lm_head.weight", GGUF.OUTPUT.weight)
 TENSORS = (*attention_tensors(), LM_HEAD, *mixture_tensors("num_experts"), *SHARED_EXPERT)
 
 
-def check_every_layer_a_mixture(h: dict, path: Path, arch: str, count_key: str) -> None:
-    """transformers makes layer i dense (one SwiGLU of intermediate_size) when i is in mlp_only_layers, when
-    (i + 1) % decoder_sparse_step != 0, or when there are no experts. The converter reads neither list (on
-    such a checkpoint it fails: "Can not map tensor 'model.layers.1.mlp.down_proj.weight'", tried for
-    qwen2_moe and qwen3_moe) and llama.cpp's qwen2moe / qwen3moe / olmoe need a router in every layer."""
-    dense = list(h.get("mlp_only_layers") or [])
-    step = h.get("decoder_sparse_step", 1)
-    if dense:
-        raise ConfigError(f"{path}: mlp_only_layers {dense}: those layers are dense in transformers; the converter "
-                          f"cannot map their tensors and llama.cpp's {arch} architecture has a mixture of experts in "
-                          f"every layer, so they cannot run there")
-    if step != 1:
-        raise ConfigError(f"{path}: decoder_sparse_step {step!r}: transformers then makes every layer i with "
-                          f"(i + 1) % {step!r} != 0 dense; llama.cpp's {arch} architecture has a mixture of "
-                          f"experts in every layer, so they cannot run there")
-    if not h.get(count_key):
-        raise ConfigError(f"{path}: {count_key} {h.get(count_key)!r}: without experts every layer is dense, "
-                          f"which llama.cpp's {arch} architecture cannot run")
-
-
-def check_topk_norm(h: dict, path: Path, arch: str, llama_cpp_normalises: bool) -> None:
-    """llama.cpp's architecture fixes whether the chosen experts' weights are renormalised to sum to one."""
-    if bool(h.get("norm_topk_prob")) != llama_cpp_normalises:
-        raise ConfigError(f"{path}: norm_topk_prob {h.get('norm_topk_prob')!r}: llama.cpp's {arch} architecture "
-                          f"{'always' if llama_cpp_normalises else 'never'} renormalises the chosen experts' "
-                          f"weights, so this checkpoint would run wrong")
-
-
 def check(h: dict, path: Path) -> None:
-    check_architecture(h, path, "qwen2_moe", ("Qwen2MoeForCausalLM",))
     check_silu(h, path, "qwen2moe")
     check_rope(h, path, "qwen2moe")
     check_no_sliding(h, path, "qwen2moe")
@@ -114,25 +66,6 @@ def normalise(h: dict) -> dict:
     if h.get("num_key_value_heads") is None:
         h["num_key_value_heads"] = h["num_attention_heads"]
     return h
-
-
-def mixture_parameters(arch: str):
-    """Qwen2MoeModel.set_gguf_parameters: TextModel's entries, then the expert and shared-expert widths
-    where the config states them."""
-    def parameters(h: dict, block_count: int, file_type: int) -> list:
-        kv = text_model_parameters(h, arch, block_count, file_type)
-        if h.get("moe_intermediate_size") is not None:
-            kv.append(u32(f"{arch}.expert_feed_forward_length", h["moe_intermediate_size"]))
-        if h.get("shared_expert_intermediate_size") is not None:
-            kv.append(u32(f"{arch}.expert_shared_feed_forward_length", h["shared_expert_intermediate_size"]))
-        return kv
-    return parameters
-
-
-def gpt2_vocab(model_dir: Path, h: dict) -> list:
-    """TextModel.set_vocab: byte-level BPE (Qwen2MoeModel does not take Qwen2Model's sentencepiece try)."""
-    from tokenizer.vocab import gpt2_vocab as vocab
-    return vocab(model_dir, h)
 
 
 FAMILY = Family(

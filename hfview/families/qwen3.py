@@ -9,9 +9,11 @@ from pathlib import Path
 
 from ..errors import ConfigError
 from ..family import Family, Tensor
+from ..names import GGUF
 from ..params import text_model_parameters
-from .qwen2 import (LM_HEAD, architecture, check_architecture, check_no_pooling, check_no_sliding, check_rope,
-                    check_silu, decoder_tensors, gpt2_or_sentencepiece_vocab)
+from ._parts.checks import architecture, check_no_pooling, check_no_sliding, check_rope, check_silu
+from ._parts.decoder import LM_HEAD, decoder_tensors
+from ._parts.vocab import gpt2_or_sentencepiece_vocab
 
 DEFAULTS = {
     "qwen3": dict(vocab_size=151936, hidden_size=4096, intermediate_size=22016, num_hidden_layers=32,
@@ -36,8 +38,8 @@ _causal = lambda h: not _bare(h)  # noqa: E731
 
 def _qk_norms(prefix: str, required) -> tuple[Tensor, ...]:
     layer = f"{prefix}layers.{{bid}}.self_attn."
-    return (Tensor(f"{layer}q_norm.weight", "blk.{bid}.attn_q_norm.weight", required=required),
-            Tensor(f"{layer}k_norm.weight", "blk.{bid}.attn_k_norm.weight", required=required))
+    return (Tensor(f"{layer}q_norm.weight", GGUF.ATTN_Q_NORM.weight, required=required),
+            Tensor(f"{layer}k_norm.weight", GGUF.ATTN_K_NORM.weight, required=required))
 
 
 TENSORS = (*decoder_tensors("model.", required=_causal, extra=_qk_norms("model.", _causal)), LM_HEAD,
@@ -62,7 +64,6 @@ def _reranker_hint(h: dict, path: Path) -> str | None:
 
 
 def check(h: dict, path: Path) -> None:
-    check_architecture(h, path, "qwen3", ARCHITECTURES)
     check_silu(h, path, "qwen3")
     check_rope(h, path, "qwen3")
     check_no_sliding(h, path, "qwen3")

@@ -13,10 +13,14 @@ from pathlib import Path
 
 from ..config import Harmless
 from ..family import Family
-from .qwen2 import check_architecture, check_no_pooling, check_rope, check_silu
-from .qwen2_moe import SHARED_EXPERT, gpt2_vocab, mixture_tensors
-from .qwen3_5_text import HARMLESS as TEXT_HARMLESS, TENSORS as TEXT_TENSORS, mrope_parameters
-from .qwen3_next import check_hybrid, extra_mtp_blocks, mtp_layers, mtp_rename, normalise
+from ._parts.checks import check_no_pooling, check_rope, check_silu
+from ._parts.gated_delta import check_hybrid, hybrid_normalise
+from ._parts.mixture import SHARED_EXPERT, mixture_tensors
+from ._parts.nextn import extra_mtp_blocks, mtp_rename, stored_mtp_layers
+from ._parts.vocab import gpt2_vocab
+from .qwen3_5_text import HARMLESS as TEXT_HARMLESS
+from .qwen3_5_text import TENSORS as TEXT_TENSORS
+from .qwen3_5_text import mrope_parameters
 
 # transformers 5.24's Qwen3_5MoeTextConfig defaults (layer_types is computed from full_attention_interval)
 DEFAULTS = {
@@ -57,7 +61,6 @@ TENSORS = (
 
 def check(h: dict, path: Path) -> None:
     from ..errors import ConfigError
-    check_architecture(h, path, "qwen3_5_moe_text", ARCHITECTURES)
     check_silu(h, path, "qwen35moe")
     check_rope(h, path, "qwen35moe", allowed=("default",))
     check_no_pooling(path)
@@ -79,8 +82,8 @@ FAMILY = Family(
     parameters=mrope_parameters("qwen35moe"),
     vocab=gpt2_vocab,
     check=check,
-    normalise=normalise,
+    normalise=hybrid_normalise,
     extra_blocks=extra_mtp_blocks,
-    stored_hparams=mtp_layers,
+    stored_hparams=stored_mtp_layers,
     rename=mtp_rename,
 )

@@ -29,11 +29,12 @@ from ..config import ANY, Harmless
 from ..errors import ConfigError
 from ..family import Family, Skip, Tensor
 from ..gguf_layout import KV, ValueType
+from ..names import GGUF, Keys
 from ..views import NEG_EXP, OFFSET_ONE, ColumnSelection, RowPermutation, RowSelection
-from .qwen2 import check_architecture, check_no_pooling, check_rope, check_silu
-from .qwen2_moe import gpt2_vocab
-from .qwen3_next import (NEXTN_TENSORS, check_hybrid, extra_mtp_blocks, hybrid_parameters, mtp_layers, mtp_rename,
-                         normalise, on)
+from ._parts.checks import check_no_pooling, check_rope, check_silu
+from ._parts.gated_delta import check_hybrid, hybrid_normalise, hybrid_parameters, on
+from ._parts.nextn import MTP_TENSORS, extra_mtp_blocks, mtp_rename, stored_mtp_layers
+from ._parts.vocab import gpt2_vocab
 
 # transformers 5.24's Qwen3_5TextConfig defaults (layer_types is computed from full_attention_interval)
 DEFAULTS = {
@@ -54,7 +55,7 @@ READS = frozenset({
     "rope_theta", "partial_rotary_factor", "hidden_act", "tie_word_embeddings", "attention_bias",
     "linear_conv_kernel_dim", "linear_key_head_dim", "linear_value_head_dim", "linear_num_key_heads",
     "linear_num_value_heads", "layer_types", "full_attention_interval",
-    "mtp_num_hidden_layers",  # the MTP block count where the checkpoint stores mtp.* tensors (qwen3_next.mtp_layers)
+    "mtp_num_hidden_layers",  # the MTP block count where the checkpoint stores mtp.* tensors (_parts.nextn.stored_mtp_layers)
 })
 # Released Qwen3.5 configs carry these; Qwen3_5TextConfig does not define them and its model never reads them:
 # the output gate is always applied (q_proj's doubled rows), the DeltaNet state dtype is a kernel choice, and
@@ -108,36 +109,36 @@ def _out_columns(sources, h):
 
 _TILED = "value heads tiled"
 TENSORS = (
-    *NEXTN_TENSORS,
+    *MTP_TENSORS,
     # the image-text wrapper (text weights under model.language_model., renamed as the converter does): its vision
     # tower, which the converter's text conversion leaves out
     Skip("model.visual.{rest}"),
-    Tensor("model.embed_tokens.weight", "token_embd.weight"),
-    Tensor("model.norm.weight", "output_norm.weight", steps=(OFFSET_ONE,)),
-    Tensor("lm_head.weight", "output.weight", required=False),  # absent when tied
-    Tensor(_L + "input_layernorm.weight", "blk.{bid}.attn_norm.weight", steps=(OFFSET_ONE,)),
-    Tensor(_L + "post_attention_layernorm.weight", "blk.{bid}.post_attention_norm.weight", steps=(OFFSET_ONE,)),
+    Tensor("model.embed_tokens.weight", GGUF.TOKEN_EMBD.weight),
+    Tensor("model.norm.weight", GGUF.OUTPUT_NORM.weight, steps=(OFFSET_ONE,)),
+    Tensor("lm_head.weight", GGUF.OUTPUT.weight, required=False),  # absent when tied
+    Tensor(_L + "input_layernorm.weight", GGUF.ATTN_NORM.weight, steps=(OFFSET_ONE,)),
+    Tensor(_L + "post_attention_layernorm.weight", GGUF.ATTN_POST_NORM.weight, steps=(OFFSET_ONE,)),
     # full-attention layers (q_proj: the query and its output gate, per head)
     *(Tensor(_L + f"self_attn.{p}_proj.weight", f"blk.{{bid}}.attn_{g}.weight", on("full_attention"), **_OPTIONAL)
       for p, g in (("q", "q"), ("k", "k"), ("v", "v"), ("o", "output"))),
     *(Tensor(_L + f"self_attn.{p}_norm.weight", f"blk.{{bid}}.attn_{p}_norm.weight", on("full_attention"),
              steps=(OFFSET_ONE,), **_OPTIONAL) for p in ("q", "k")),
     # Gated DeltaNet layers
-    Tensor(_L + "linear_attn.A_log", "blk.{bid}.ssm_a", _rows(lambda h: 0, lambda h: 1, _TILED), steps=(NEG_EXP,),
+    Tensor(_L + "linear_attn.A_log", GGUF.SSM_A, _rows(lambda h: 0, lambda h: 1, _TILED), steps=(NEG_EXP,),
            **_OPTIONAL),
-    Tensor(_L + "linear_attn.conv1d.weight", "blk.{bid}.ssm_conv1d.weight",
+    Tensor(_L + "linear_attn.conv1d.weight", GGUF.SSM_CONV1D.weight,
            _rows(_qk_width, _v_dim, "v channels " + _TILED, squeeze=True), **_OPTIONAL),
-    Tensor(_L + "linear_attn.dt_bias", "blk.{bid}.ssm_dt.bias", _rows(lambda h: 0, lambda h: 1, _TILED), **_OPTIONAL),
-    Tensor(_L + "linear_attn.in_proj_a.weight", "blk.{bid}.ssm_alpha.weight",
+    Tensor(_L + "linear_attn.dt_bias", GGUF.SSM_DT.bias, _rows(lambda h: 0, lambda h: 1, _TILED), **_OPTIONAL),
+    Tensor(_L + "linear_attn.in_proj_a.weight", GGUF.SSM_ALPHA.weight,
            _rows(lambda h: 0, lambda h: 1, _TILED), **_OPTIONAL),
-    Tensor(_L + "linear_attn.in_proj_b.weight", "blk.{bid}.ssm_beta.weight",
+    Tensor(_L + "linear_attn.in_proj_b.weight", GGUF.SSM_BETA.weight,
            _rows(lambda h: 0, lambda h: 1, _TILED), **_OPTIONAL),
-    Tensor(_L + "linear_attn.in_proj_qkv.weight", "blk.{bid}.attn_qkv.weight",
+    Tensor(_L + "linear_attn.in_proj_qkv.weight", GGUF.ATTN_QKV.weight,
            _rows(_qk_width, _v_dim, "v rows " + _TILED), **_OPTIONAL),
-    Tensor(_L + "linear_attn.in_proj_z.weight", "blk.{bid}.attn_gate.weight", _rows(lambda h: 0, _v_dim, _TILED),
+    Tensor(_L + "linear_attn.in_proj_z.weight", GGUF.ATTN_GATE.weight, _rows(lambda h: 0, _v_dim, _TILED),
            **_OPTIONAL),
-    Tensor(_L + "linear_attn.norm.weight", "blk.{bid}.ssm_norm.weight", on("linear_attention"), **_OPTIONAL),
-    Tensor(_L + "linear_attn.out_proj.weight", "blk.{bid}.ssm_out.weight", on("linear_attention", _out_columns),
+    Tensor(_L + "linear_attn.norm.weight", GGUF.SSM_NORM.weight, on("linear_attention"), **_OPTIONAL),
+    Tensor(_L + "linear_attn.out_proj.weight", GGUF.SSM_OUT.weight, on("linear_attention", _out_columns),
            **_OPTIONAL),
     # every layer's SwiGLU
     *(Tensor(_L + f"mlp.{p}_proj.weight", f"blk.{{bid}}.ffn_{p}.weight") for p in ("gate", "up", "down")),
@@ -148,7 +149,6 @@ DEFAULT_MROPE_SECTION = [11, 11, 10, 0]
 
 
 def check(h: dict, path: Path) -> None:
-    check_architecture(h, path, "qwen3_5_text", ARCHITECTURES)
     check_silu(h, path, "qwen35")
     check_rope(h, path, "qwen35", allowed=("default",))
     check_no_pooling(path)
@@ -166,10 +166,13 @@ def mrope_parameters(arch: str):
         sections = h["rope_parameters"].get("mrope_section")
         if sections is not None:
             at = next(i for i, e in enumerate(kv) if e.key == f"{arch}.rope.freq_base")
-            kv.insert(at, KV(f"{arch}.rope.dimension_sections", ValueType.ARRAY, (list(sections) + [0] * 4)[:4],
+            kv.insert(at,
+                      KV(Keys.Rope.DIMENSION_SECTIONS.format(arch=arch), ValueType.ARRAY,
+                         (list(sections) + [0] * 4)[:4],
                              ValueType.INT32))
         else:
-            kv.append(KV(f"{arch}.rope.dimension_sections", ValueType.ARRAY, DEFAULT_MROPE_SECTION, ValueType.INT32))
+            kv.append(KV(Keys.Rope.DIMENSION_SECTIONS.format(arch=arch), ValueType.ARRAY, DEFAULT_MROPE_SECTION,
+                         ValueType.INT32))
         return kv
     return parameters
 
@@ -188,8 +191,8 @@ FAMILY = Family(
     parameters=parameters,
     vocab=gpt2_vocab,
     check=check,
-    normalise=normalise,
+    normalise=hybrid_normalise,
     extra_blocks=extra_mtp_blocks,
-    stored_hparams=mtp_layers,
+    stored_hparams=stored_mtp_layers,
     rename=mtp_rename,
 )

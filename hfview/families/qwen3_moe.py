@@ -11,9 +11,12 @@ from pathlib import Path
 
 from ..config import ANY, Harmless
 from ..family import Family, Tensor
-from .qwen2 import LM_HEAD, check_architecture, check_no_pooling, check_no_sliding, check_rope, check_silu
-from .qwen2_moe import (attention_tensors, check_every_layer_a_mixture, check_topk_norm, gpt2_vocab,
-                        mixture_parameters, mixture_tensors)
+from ..names import GGUF
+from ._parts.checks import check_no_pooling, check_no_sliding, check_rope, check_silu
+from ._parts.decoder import LM_HEAD
+from ._parts.mixture import (attention_tensors, check_every_layer_a_mixture, check_topk_norm, mixture_parameters,
+                             mixture_tensors)
+from ._parts.vocab import gpt2_vocab
 
 # transformers 5.24's Qwen3MoeConfig defaults (it names num_experts num_local_experts)
 DEFAULTS = {
@@ -42,15 +45,14 @@ HARMLESS: Harmless = {"qkv_bias": ANY, "use_qk_norm": ANY}
 
 
 def _qk_norms() -> tuple[Tensor, ...]:
-    return (Tensor("model.layers.{bid}.self_attn.q_norm.weight", "blk.{bid}.attn_q_norm.weight"),
-            Tensor("model.layers.{bid}.self_attn.k_norm.weight", "blk.{bid}.attn_k_norm.weight"))
+    return (Tensor("model.layers.{bid}.self_attn.q_norm.weight", GGUF.ATTN_Q_NORM.weight),
+            Tensor("model.layers.{bid}.self_attn.k_norm.weight", GGUF.ATTN_K_NORM.weight))
 
 
 TENSORS = (*attention_tensors(extra=_qk_norms()), LM_HEAD, *mixture_tensors("num_local_experts"))
 
 
 def check(h: dict, path: Path) -> None:
-    check_architecture(h, path, "qwen3_moe", ("Qwen3MoeForCausalLM",))
     check_silu(h, path, "qwen3moe")
     check_rope(h, path, "qwen3moe")
     check_no_sliding(h, path, "qwen3moe")

@@ -22,6 +22,7 @@ import numpy as np
 from ..config import ANY, Harmless
 from ..errors import CheckpointError, ConfigError
 from ..family import Family, Split, Tensor
+from ..names import GGUF, Keys
 from ..params import f32, u32
 from ..views import RowSelection
 from .gpt_bigcode import DEFAULTS as _BIGCODE
@@ -73,20 +74,20 @@ def _rows(part: int, what: str, first: Callable[[dict], int]):
 
 _L = "transformer.h.{bid}."
 TENSORS = (
-    Tensor("transformer.wte.weight", "token_embd.weight"),
-    Tensor(_L + "ln_1.weight", "blk.{bid}.attn_norm.weight"),
-    Tensor(_L + "attn.q.weight", "blk.{bid}.attn_q.weight"),
-    Split(_L + "attn.kv.weight", (("blk.{bid}.attn_k.weight", _rows(0, "attn.kv (key, then value)", head_width)),
-                                  ("blk.{bid}.attn_v.weight", _rows(1, "attn.kv (key, then value)", head_width)))),
-    Tensor(_L + "attn.c_proj.weight", "blk.{bid}.attn_output.weight"),
-    Tensor(_L + "ln_2.weight", "blk.{bid}.ffn_norm.weight"),
+    Tensor("transformer.wte.weight", GGUF.TOKEN_EMBD.weight),
+    Tensor(_L + "ln_1.weight", GGUF.ATTN_NORM.weight),
+    Tensor(_L + "attn.q.weight", GGUF.ATTN_Q.weight),
+    Split(_L + "attn.kv.weight", ((GGUF.ATTN_K.weight, _rows(0, "attn.kv (key, then value)", head_width)),
+                                  (GGUF.ATTN_V.weight, _rows(1, "attn.kv (key, then value)", head_width)))),
+    Tensor(_L + "attn.c_proj.weight", GGUF.ATTN_OUT.weight),
+    Tensor(_L + "ln_2.weight", GGUF.FFN_NORM.weight),
     Split(_L + "mlp.gate_up_proj.weight",
-          (("blk.{bid}.ffn_gate.weight", _rows(0, "mlp.gate_up_proj (gate, then up)", lambda h: ff_width(h["n_embd"]))),
-           ("blk.{bid}.ffn_up.weight", _rows(1, "mlp.gate_up_proj (gate, then up)", lambda h: ff_width(h["n_embd"]))))),
-    Tensor(_L + "mlp.c_proj.weight", "blk.{bid}.ffn_down.weight"),
-    Tensor("ln_f.weight", "output_norm.weight"),
+          ((GGUF.FFN_GATE.weight, _rows(0, "mlp.gate_up_proj (gate, then up)", lambda h: ff_width(h["n_embd"]))),
+           (GGUF.FFN_UP.weight, _rows(1, "mlp.gate_up_proj (gate, then up)", lambda h: ff_width(h["n_embd"]))))),
+    Tensor(_L + "mlp.c_proj.weight", GGUF.FFN_DOWN.weight),
+    Tensor("ln_f.weight", GGUF.OUTPUT_NORM.weight),
     # stored as released; llama.cpp would use the embedding if it were absent, the modeling code would not
-    Tensor("lm_head.weight", "output.weight"),
+    Tensor("lm_head.weight", GGUF.OUTPUT.weight),
 )
 
 
@@ -108,14 +109,14 @@ def check(h: dict, path: Path) -> None:
 
 def parameters(h: dict, block_count: int, file_type: int) -> list:
     return [
-        u32("refact.context_length", h["n_positions"]),
-        u32("refact.embedding_length", h["n_embd"]),
-        u32("refact.feed_forward_length", ff_width(h["n_embd"])),
-        u32("refact.block_count", block_count),
-        u32("refact.attention.head_count", h["n_head"]),
-        u32("refact.attention.head_count_kv", 1),
-        f32("refact.attention.layer_norm_rms_epsilon", h["layer_norm_epsilon"]),
-        u32("general.file_type", file_type),
+        u32(Keys.LLM.CONTEXT_LENGTH.format(arch="refact"), h["n_positions"]),
+        u32(Keys.LLM.EMBEDDING_LENGTH.format(arch="refact"), h["n_embd"]),
+        u32(Keys.LLM.FEED_FORWARD_LENGTH.format(arch="refact"), ff_width(h["n_embd"])),
+        u32(Keys.LLM.BLOCK_COUNT.format(arch="refact"), block_count),
+        u32(Keys.Attention.HEAD_COUNT.format(arch="refact"), h["n_head"]),
+        u32(Keys.Attention.HEAD_COUNT_KV.format(arch="refact"), 1),
+        f32(Keys.Attention.LAYERNORM_RMS_EPS.format(arch="refact"), h["layer_norm_epsilon"]),
+        u32(Keys.General.FILE_TYPE, file_type),
     ]
 
 
@@ -126,9 +127,9 @@ _FIM_IDS = {"prefix": 1, "suffix": 3, "middle": 2}
 
 
 def vocab(model_dir: Path, h: dict) -> list:
-    from tokenizer.special import SpecialVocab
-    from tokenizer.vocab import gpt2_vocab
-    from tokenizer.writer import KVWriter
+    from hfview.tokenizer.special import SpecialVocab
+    from hfview.tokenizer.vocab import gpt2_vocab
+    from hfview.tokenizer.writer import KVWriter
 
     w = KVWriter()
     w.extend(gpt2_vocab(model_dir, h))

@@ -25,9 +25,10 @@ from pathlib import Path
 from ..config import ANY, Harmless
 from ..errors import ConfigError
 from ..family import Family
-from . import deepseek_v2, deepseek_v3
-from .qwen2 import check_architecture
-from .qwen2_moe import gpt2_vocab
+from . import deepseek_v3
+from ._parts.deepseek_moe import check_groups, check_mixture, check_sigmoid_router
+from ._parts.latent import check_latent_attention, latent_normalise, latent_parameters
+from ._parts.vocab import gpt2_vocab
 
 ARCHITECTURES = ("SarvamMLAForCausalLM",)
 
@@ -55,7 +56,7 @@ def normalise(h: dict) -> dict:
     DeepseekV3 runs it."""
     if h["rope_parameters"].get("rope_type") == "deepseek_yarn":
         h["rope_parameters"] = {k: v for k, v in h["rope_parameters"].items() if k != "type"} | {"rope_type": "yarn"}
-    h = deepseek_v2.normalise(h)
+    h = latent_normalise(h)
     h.setdefault("scoring_func", "sigmoid")
     h.setdefault("topk_method", "noaux_tc")
     return h
@@ -67,18 +68,17 @@ def rank_stated(h: dict) -> dict:
 
 
 def parameters(h: dict, block_count: int, file_type: int) -> list:
-    return deepseek_v2.latent_parameters(rank_stated(h), block_count, file_type)
+    return latent_parameters(rank_stated(h), block_count, file_type)
 
 
 def check(h: dict, path: Path) -> None:
-    check_architecture(h, path, "sarvam_mla", ARCHITECTURES)
-    deepseek_v2.check_latent_attention(rank_stated(h), path, "Sarvam MLA")
-    deepseek_v2.check_mixture(h, path)
-    deepseek_v3.check_sigmoid_router(h, path, "DeepseekV3")
+    check_latent_attention(rank_stated(h), path, "Sarvam MLA")
+    check_mixture(h, path)
+    check_sigmoid_router(h, path, "DeepseekV3")
     if not h.get("rope_interleave", True):
         raise ConfigError(f"{path}: rope_interleave false: llama.cpp's deepseek2 rotates interleaved pairs, and the "
                           f"view presents q_pe / k_pe as stored without regrouping them")
-    deepseek_v3.check_groups(h, path)
+    check_groups(h, path)
 
 
 FAMILY = Family(
@@ -89,7 +89,7 @@ FAMILY = Family(
     reads=READS,
     harmless=HARMLESS,
     aliases=ALIASES,
-    tensors=deepseek_v2.TENSORS,
+    tensors=deepseek_v3.TENSORS,  # DeepseekV2Model's table, as DeepSeek-V3 reads it
     parameters=parameters,
     vocab=gpt2_vocab,
     check=check,

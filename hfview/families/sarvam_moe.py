@@ -21,10 +21,11 @@ from pathlib import Path
 from ..config import Harmless
 from ..errors import CheckpointError, ConfigError
 from ..family import Experts, Family, Tensor
+from ..names import GGUF, Keys
 from ..params import boolean, f32, text_model_parameters, u32
 from ..views import MINUS_MEAN
-from .qwen2 import check_architecture, check_no_pooling, check_rope, check_silu
-from .qwen2_moe import gpt2_vocab
+from ._parts.checks import check_no_pooling, check_rope, check_silu
+from ._parts.vocab import gpt2_vocab
 
 ARCH = "bailingmoe2"
 
@@ -63,20 +64,20 @@ ALIASES = {"num_local_experts": "n_routed_experts", "num_experts": "n_routed_exp
 _L = "model.layers.{bid}."
 _MLP = _L + "mlp."
 TENSORS = (
-    Tensor("model.word_embeddings.weight", "token_embd.weight"),
-    Tensor("model.norm.weight", "output_norm.weight"),
-    Tensor("lm_head.weight", "output.weight"),
-    Tensor(_L + "input_layernorm.weight", "blk.{bid}.attn_norm.weight"),
-    Tensor(_L + "attention.query_key_value.weight", "blk.{bid}.attn_qkv.weight"),
-    Tensor(_L + "attention.dense.weight", "blk.{bid}.attn_output.weight"),
-    Tensor(_L + "attention.query_layernorm.weight", "blk.{bid}.attn_q_norm.weight"),
-    Tensor(_L + "attention.key_layernorm.weight", "blk.{bid}.attn_k_norm.weight"),
-    Tensor(_L + "post_attention_layernorm.weight", "blk.{bid}.ffn_norm.weight"),
+    Tensor("model.word_embeddings.weight", GGUF.TOKEN_EMBD.weight),
+    Tensor("model.norm.weight", GGUF.OUTPUT_NORM.weight),
+    Tensor("lm_head.weight", GGUF.OUTPUT.weight),
+    Tensor(_L + "input_layernorm.weight", GGUF.ATTN_NORM.weight),
+    Tensor(_L + "attention.query_key_value.weight", GGUF.ATTN_QKV.weight),
+    Tensor(_L + "attention.dense.weight", GGUF.ATTN_OUT.weight),
+    Tensor(_L + "attention.query_layernorm.weight", GGUF.ATTN_Q_NORM.weight),
+    Tensor(_L + "attention.key_layernorm.weight", GGUF.ATTN_K_NORM.weight),
+    Tensor(_L + "post_attention_layernorm.weight", GGUF.FFN_NORM.weight),
     # the leading dense layers' FFN, or a mixture: which layer holds which is checked in stored_kv
     *(Tensor(f"{_MLP}{proj}_proj.weight", f"blk.{{bid}}.ffn_{proj}.weight", required=False)
       for proj in ("gate", "up", "down")),
-    Tensor(_MLP + "gate.weight", "blk.{bid}.ffn_gate_inp.weight", required=False),
-    Tensor(_MLP + "gate.expert_bias", "blk.{bid}.exp_probs_b.bias", steps=(MINUS_MEAN,), required=False),
+    Tensor(_MLP + "gate.weight", GGUF.FFN_GATE_INP.weight, required=False),
+    Tensor(_MLP + "gate.expert_bias", GGUF.FFN_EXP_PROBS_B.bias, steps=(MINUS_MEAN,), required=False),
     *(Experts(f"{_MLP}experts.{{x}}.{proj}_proj.weight", f"blk.{{bid}}.ffn_{proj}_exps.weight", "n_routed_experts",
               required=False) for proj in ("down", "gate", "up")),
     *(Tensor(f"{_MLP}shared_experts.{proj}_proj.weight", f"blk.{{bid}}.ffn_{proj}_shexp.weight", required=False)
@@ -136,7 +137,6 @@ def check_block(h: dict, path: Path, arch: str = ARCH, *, one_shared: bool = Tru
 
 
 def check(h: dict, path: Path) -> None:
-    check_architecture(h, path, "sarvam_moe", ("SarvamMoEForCausalLM",))
     check_block(h, path)
     factor = (h.get("rope_parameters") or {}).get("partial_rotary_factor", 1.0)
     if factor != 1.0:
@@ -169,17 +169,17 @@ def bailing_v2_parameters(rope_dim) -> callable:
     leading dense layers, the vocabulary, the expert widths and counts, the router's scale and renormalisation."""
     def parameters(h: dict, block_count: int, file_type: int) -> list:
         kv = [*text_model_parameters(h, ARCH, block_count, file_type),
-              u32(f"{ARCH}.rope.dimension_count", rope_dim(h)),
-              u32(f"{ARCH}.leading_dense_block_count", h["first_k_dense_replace"]),
-              u32(f"{ARCH}.vocab_size", h["vocab_size"]),
-              u32(f"{ARCH}.expert_feed_forward_length", h["moe_intermediate_size"]),
-              u32(f"{ARCH}.expert_shared_feed_forward_length",
+              u32(Keys.Rope.DIMENSION_COUNT.format(arch=ARCH), rope_dim(h)),
+              u32(Keys.LLM.LEADING_DENSE_BLOCK_COUNT.format(arch=ARCH), h["first_k_dense_replace"]),
+              u32(Keys.LLM.VOCAB_SIZE.format(arch=ARCH), h["vocab_size"]),
+              u32(Keys.LLM.EXPERT_FEED_FORWARD_LENGTH.format(arch=ARCH), h["moe_intermediate_size"]),
+              u32(Keys.LLM.EXPERT_SHARED_FEED_FORWARD_LENGTH.format(arch=ARCH),
                   h.get("moe_shared_expert_intermediate_size", h["moe_intermediate_size"] * h["n_shared_experts"])),
-              f32(f"{ARCH}.expert_weights_scale", h["routed_scaling_factor"]),
-              u32(f"{ARCH}.expert_shared_count", h["n_shared_experts"]),
-              boolean(f"{ARCH}.expert_weights_norm", h["norm_topk_prob"])]
+              f32(Keys.LLM.EXPERT_WEIGHTS_SCALE.format(arch=ARCH), h["routed_scaling_factor"]),
+              u32(Keys.LLM.EXPERT_SHARED_COUNT.format(arch=ARCH), h["n_shared_experts"]),
+              boolean(Keys.LLM.EXPERT_WEIGHTS_NORM.format(arch=ARCH), h["norm_topk_prob"])]
         if h.get("num_nextn_predict_layers") is not None:
-            kv.append(u32(f"{ARCH}.nextn_predict_layers", h["num_nextn_predict_layers"]))
+            kv.append(u32(Keys.LLM.NEXTN_PREDICT_LAYERS.format(arch=ARCH), h["num_nextn_predict_layers"]))
         return kv
     return parameters
 

@@ -11,7 +11,8 @@ from ..config import ANY, Harmless
 from ..errors import ConfigError
 from ..family import Family
 from ..params import text_model_parameters
-from .qwen2 import LM_HEAD, check_architecture, check_no_pooling, check_rope, check_silu, decoder_tensors
+from ._parts.checks import check_no_pooling, check_rope, check_silu
+from ._parts.decoder import LM_HEAD, decoder_tensors
 
 DEFAULTS = {
     "seed_oss": dict(vocab_size=155136, hidden_size=4096, intermediate_size=27648, num_hidden_layers=64,
@@ -43,7 +44,6 @@ def normalise(h: dict) -> dict:
 
 
 def check(h: dict, path: Path) -> None:
-    check_architecture(h, path, "seed_oss", ARCHITECTURES)
     check_silu(h, path, "seed_oss")
     check_rope(h, path, "seed_oss")
     check_no_pooling(path)
@@ -56,7 +56,7 @@ def parameters(h: dict, block_count: int, file_type: int) -> list:
 
 
 def vocab(model_dir: Path, h: dict) -> list:
-    from tokenizer.vocab import gpt2_vocab
+    from hfview.tokenizer.vocab import gpt2_vocab
     return gpt2_vocab(model_dir, h)
 
 

@@ -10,8 +10,9 @@ from pathlib import Path
 from ..config import Harmless
 from ..errors import ConfigError
 from ..family import Family
-from .qwen2 import LM_HEAD, check_architecture, check_no_pooling, check_rope, check_silu, decoder_tensors
-from .llama import llama_parameters, vocab
+from ._parts.checks import check_no_pooling, check_rope, check_silu
+from ._parts.decoder import LM_HEAD, decoder_tensors, llama_parameters
+from ._parts.vocab import llama_vocab
 
 DEFAULTS = {
     "smollm3": dict(vocab_size=128256, hidden_size=2048, intermediate_size=11008, num_hidden_layers=36,
@@ -52,7 +53,6 @@ def normalise(h: dict) -> dict:
 
 
 def check(h: dict, path: Path) -> None:
-    check_architecture(h, path, "smollm3", ARCHITECTURES)
     check_silu(h, path, "smollm3")
     check_rope(h, path, "smollm3")
     check_no_pooling(path)
@@ -80,7 +80,7 @@ FAMILY = Family(
     harmless=HARMLESS,
     tensors=TENSORS,
     parameters=parameters,
-    vocab=vocab,
+    vocab=llama_vocab,
     check=check,
     normalise=normalise,
 )

@@ -26,8 +26,8 @@ from ..config import Harmless
 from ..errors import ConfigError
 from ..family import Family
 from . import glm4_moe
-from .glm_common import glm_special_vocab
-from .qwen2 import check_architecture, check_rope, check_silu
+from ._parts.checks import check_rope, check_silu
+from ._parts.glm_common import glm_special_vocab
 
 ARCH = glm4_moe.ARCH
 
@@ -49,7 +49,6 @@ HARMLESS: Harmless = {"use_qk_norm": (False,)}  # SolarOpen builds no q/k norms;
 
 
 def check(h: dict, path: Path) -> None:
-    check_architecture(h, path, "solar_open", ("SolarOpenForCausalLM",))
     check_silu(h, path, ARCH)
     check_rope(h, path, ARCH, allowed=("default", "yarn"))  # Solar-Open-100B states yarn
     rope = h["rope_parameters"]

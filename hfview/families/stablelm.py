@@ -15,6 +15,7 @@ from pathlib import Path
 from ..config import Harmless
 from ..errors import ConfigError
 from ..family import Family, Skip, Stacked, Tensor
+from ..names import GGUF, Keys
 from ..params import boolean, f32, first, u32
 
 # transformers 5.24's StableLmConfig defaults
@@ -39,23 +40,23 @@ _qk_norm = lambda h: bool(h.get("qk_layernorm"))  # noqa: E731
 _sequential = lambda h: not h.get("use_parallel_residual")  # noqa: E731
 
 TENSORS = (
-    Tensor("model.embed_tokens.weight", "token_embd.weight"),
-    Tensor("model.norm.{wb}", "output_norm.{wb}"),
-    Tensor("lm_head.weight", "output.weight", required=False),  # absent when tied to the embeddings
-    Tensor("model.layers.{bid}.input_layernorm.{wb}", "blk.{bid}.attn_norm.{wb}"),
-    Tensor("model.layers.{bid}.self_attn.q_proj.{wb}", "blk.{bid}.attn_q.{wb}"),
-    Tensor("model.layers.{bid}.self_attn.k_proj.{wb}", "blk.{bid}.attn_k.{wb}"),
-    Tensor("model.layers.{bid}.self_attn.v_proj.{wb}", "blk.{bid}.attn_v.{wb}"),
-    Tensor("model.layers.{bid}.self_attn.o_proj.weight", "blk.{bid}.attn_output.weight"),
-    Stacked("model.layers.{bid}.self_attn.q_layernorm.norms.{x}.weight", "blk.{bid}.attn_q_norm.weight",
+    Tensor("model.embed_tokens.weight", GGUF.TOKEN_EMBD.weight),
+    Tensor("model.norm.{wb}", GGUF.OUTPUT_NORM.wb),
+    Tensor("lm_head.weight", GGUF.OUTPUT.weight, required=False),  # absent when tied to the embeddings
+    Tensor("model.layers.{bid}.input_layernorm.{wb}", GGUF.ATTN_NORM.wb),
+    Tensor("model.layers.{bid}.self_attn.q_proj.{wb}", GGUF.ATTN_Q.wb),
+    Tensor("model.layers.{bid}.self_attn.k_proj.{wb}", GGUF.ATTN_K.wb),
+    Tensor("model.layers.{bid}.self_attn.v_proj.{wb}", GGUF.ATTN_V.wb),
+    Tensor("model.layers.{bid}.self_attn.o_proj.weight", GGUF.ATTN_OUT.weight),
+    Stacked("model.layers.{bid}.self_attn.q_layernorm.norms.{x}.weight", GGUF.ATTN_Q_NORM.weight,
             "num_attention_heads", required=_qk_norm),
-    Stacked("model.layers.{bid}.self_attn.k_layernorm.norms.{x}.weight", "blk.{bid}.attn_k_norm.weight",
+    Stacked("model.layers.{bid}.self_attn.k_layernorm.norms.{x}.weight", GGUF.ATTN_K_NORM.weight,
             "num_key_value_heads", required=_qk_norm),
     # parallel-residual blocks feed the MLP from the attention's input norm: no second norm
-    Tensor("model.layers.{bid}.post_attention_layernorm.{wb}", "blk.{bid}.ffn_norm.{wb}", required=_sequential),
-    Tensor("model.layers.{bid}.mlp.gate_proj.weight", "blk.{bid}.ffn_gate.weight"),
-    Tensor("model.layers.{bid}.mlp.up_proj.weight", "blk.{bid}.ffn_up.weight"),
-    Tensor("model.layers.{bid}.mlp.down_proj.weight", "blk.{bid}.ffn_down.weight"),
+    Tensor("model.layers.{bid}.post_attention_layernorm.{wb}", GGUF.FFN_NORM.wb, required=_sequential),
+    Tensor("model.layers.{bid}.mlp.gate_proj.weight", GGUF.FFN_GATE.weight),
+    Tensor("model.layers.{bid}.mlp.up_proj.weight", GGUF.FFN_UP.weight),
+    Tensor("model.layers.{bid}.mlp.down_proj.weight", GGUF.FFN_DOWN.weight),
     Skip("model.layers.{bid}.self_attn.rotary_emb.inv_freq"),
 )
 
@@ -80,22 +81,23 @@ def check(h: dict, path: Path) -> None:
 def parameters(h: dict, block_count: int, file_type: int) -> list:
     head_dim = h["hidden_size"] // h["num_attention_heads"]
     return [
-        u32("stablelm.context_length", h["max_position_embeddings"]),
-        u32("stablelm.embedding_length", h["hidden_size"]),
-        u32("stablelm.block_count", block_count),
-        u32("stablelm.feed_forward_length", h["intermediate_size"]),
-        u32("stablelm.rope.dimension_count", int(h["rope_parameters"]["partial_rotary_factor"] * head_dim)),
-        u32("stablelm.attention.head_count", h["num_attention_heads"]),
-        u32("stablelm.attention.head_count_kv", h["num_key_value_heads"]),
-        boolean("stablelm.use_parallel_residual", h.get("use_parallel_residual", True)),
-        f32("stablelm.attention.layer_norm_epsilon", first(h, ["layer_norm_eps", "norm_eps"])),
-        u32("general.file_type", file_type),
+        u32(Keys.LLM.CONTEXT_LENGTH.format(arch="stablelm"), h["max_position_embeddings"]),
+        u32(Keys.LLM.EMBEDDING_LENGTH.format(arch="stablelm"), h["hidden_size"]),
+        u32(Keys.LLM.BLOCK_COUNT.format(arch="stablelm"), block_count),
+        u32(Keys.LLM.FEED_FORWARD_LENGTH.format(arch="stablelm"), h["intermediate_size"]),
+        u32(Keys.Rope.DIMENSION_COUNT.format(arch="stablelm"),
+            int(h["rope_parameters"]["partial_rotary_factor"] * head_dim)),
+        u32(Keys.Attention.HEAD_COUNT.format(arch="stablelm"), h["num_attention_heads"]),
+        u32(Keys.Attention.HEAD_COUNT_KV.format(arch="stablelm"), h["num_key_value_heads"]),
+        boolean(Keys.LLM.USE_PARALLEL_RESIDUAL.format(arch="stablelm"), h.get("use_parallel_residual", True)),
+        f32(Keys.Attention.LAYERNORM_EPS.format(arch="stablelm"), first(h, ["layer_norm_eps", "norm_eps"])),
+        u32(Keys.General.FILE_TYPE, file_type),
     ]
 
 
 def vocab(model_dir: Path, h: dict) -> list:
-    from tokenizer.errors import TokenizerError
-    from tokenizer.vocab import gpt2_vocab
+    from hfview.tokenizer.errors import TokenizerError
+    from hfview.tokenizer.vocab import gpt2_vocab
     if not (model_dir / "tokenizer.json").is_file():
         raise TokenizerError(f"{model_dir}: no tokenizer.json; the converter then reads StableLM 2's Qwen-style "
                              f"tiktoken vocabulary, which hfview does not present for StableLM: add the "

@@ -24,8 +24,9 @@ from pathlib import Path
 
 from ..config import ANY, Harmless
 from ..errors import ConfigError
-from ..family import Family, Skip, Tensor
+from ..family import Family, RunnerFacts, Skip, Tensor
 from ..gguf_layout import KV, ValueType
+from ..names import GGUF, Keys
 from ..params import boolean, f32, text_model_parameters, u32
 from ..views import OFFSET_ONE
 
@@ -52,31 +53,31 @@ _REQUIRED = ("vocab_size", "hidden_size", "intermediate_size", "num_hidden_layer
 
 _L = "model.layers.{bid}."
 TENSORS = (
-    Tensor("model.embed_tokens.weight", "token_embd.weight"),
-    Tensor("model.norm.weight", "output_norm.weight", steps=(OFFSET_ONE,)),
-    Tensor("lm_head.weight", "output.weight"),
-    Tensor(_L + "input_layernorm.weight", "blk.{bid}.attn_norm.weight", steps=(OFFSET_ONE,)),
-    Tensor(_L + "self_attn.q_proj.weight", "blk.{bid}.attn_q.weight"),
-    Tensor(_L + "self_attn.k_proj.weight", "blk.{bid}.attn_k.weight"),
-    Tensor(_L + "self_attn.v_proj.weight", "blk.{bid}.attn_v.weight"),
-    Tensor(_L + "self_attn.o_proj.weight", "blk.{bid}.attn_output.weight"),
-    Tensor(_L + "self_attn.q_norm.weight", "blk.{bid}.attn_q_norm.weight", steps=(OFFSET_ONE,)),
-    Tensor(_L + "self_attn.k_norm.weight", "blk.{bid}.attn_k_norm.weight", steps=(OFFSET_ONE,)),
-    Tensor(_L + "self_attn.g_proj.weight", "blk.{bid}.attn_gate.weight",
+    Tensor("model.embed_tokens.weight", GGUF.TOKEN_EMBD.weight),
+    Tensor("model.norm.weight", GGUF.OUTPUT_NORM.weight, steps=(OFFSET_ONE,)),
+    Tensor("lm_head.weight", GGUF.OUTPUT.weight),
+    Tensor(_L + "input_layernorm.weight", GGUF.ATTN_NORM.weight, steps=(OFFSET_ONE,)),
+    Tensor(_L + "self_attn.q_proj.weight", GGUF.ATTN_Q.weight),
+    Tensor(_L + "self_attn.k_proj.weight", GGUF.ATTN_K.weight),
+    Tensor(_L + "self_attn.v_proj.weight", GGUF.ATTN_V.weight),
+    Tensor(_L + "self_attn.o_proj.weight", GGUF.ATTN_OUT.weight),
+    Tensor(_L + "self_attn.q_norm.weight", GGUF.ATTN_Q_NORM.weight, steps=(OFFSET_ONE,)),
+    Tensor(_L + "self_attn.k_norm.weight", GGUF.ATTN_K_NORM.weight, steps=(OFFSET_ONE,)),
+    Tensor(_L + "self_attn.g_proj.weight", GGUF.ATTN_GATE.weight,
            required=lambda h: bool(h.get("use_head_wise_attn_gate"))),
-    Tensor(_L + "post_attention_layernorm.weight", "blk.{bid}.ffn_norm.weight", steps=(OFFSET_ONE,)),
+    Tensor(_L + "post_attention_layernorm.weight", GGUF.FFN_NORM.weight, steps=(OFFSET_ONE,)),
     # dense layers (those not in moe_layers_enum) and mixture layers store different modules
-    Tensor(_L + "mlp.gate_proj.weight", "blk.{bid}.ffn_gate.weight", required=False),
-    Tensor(_L + "mlp.up_proj.weight", "blk.{bid}.ffn_up.weight", required=False),
-    Tensor(_L + "mlp.down_proj.weight", "blk.{bid}.ffn_down.weight", required=False),
-    Tensor(_L + "moe.gate.weight", "blk.{bid}.ffn_gate_inp.weight", required=False),
-    Tensor(_L + "moe.router_bias", "blk.{bid}.exp_probs_b.bias", required=False),
-    Tensor(_L + "moe.gate_proj.weight", "blk.{bid}.ffn_gate_exps.weight", required=False),
-    Tensor(_L + "moe.up_proj.weight", "blk.{bid}.ffn_up_exps.weight", required=False),
-    Tensor(_L + "moe.down_proj.weight", "blk.{bid}.ffn_down_exps.weight", required=False),
-    Tensor(_L + "share_expert.gate_proj.weight", "blk.{bid}.ffn_gate_shexp.weight", required=False),
-    Tensor(_L + "share_expert.up_proj.weight", "blk.{bid}.ffn_up_shexp.weight", required=False),
-    Tensor(_L + "share_expert.down_proj.weight", "blk.{bid}.ffn_down_shexp.weight", required=False),
+    Tensor(_L + "mlp.gate_proj.weight", GGUF.FFN_GATE.weight, required=False),
+    Tensor(_L + "mlp.up_proj.weight", GGUF.FFN_UP.weight, required=False),
+    Tensor(_L + "mlp.down_proj.weight", GGUF.FFN_DOWN.weight, required=False),
+    Tensor(_L + "moe.gate.weight", GGUF.FFN_GATE_INP.weight, required=False),
+    Tensor(_L + "moe.router_bias", GGUF.FFN_EXP_PROBS_B.bias, required=False),
+    Tensor(_L + "moe.gate_proj.weight", GGUF.FFN_GATE_EXP.weight, required=False),
+    Tensor(_L + "moe.up_proj.weight", GGUF.FFN_UP_EXP.weight, required=False),
+    Tensor(_L + "moe.down_proj.weight", GGUF.FFN_DOWN_EXP.weight, required=False),
+    Tensor(_L + "share_expert.gate_proj.weight", GGUF.FFN_GATE_SHEXP.weight, required=False),
+    Tensor(_L + "share_expert.up_proj.weight", GGUF.FFN_UP_SHEXP.weight, required=False),
+    Tensor(_L + "share_expert.down_proj.weight", GGUF.FFN_DOWN_SHEXP.weight, required=False),
     Skip(_L + "self_attn.rotary_emb.inv_freq"),
 )
 
@@ -192,21 +193,21 @@ def parameters(h: dict, block_count: int, file_type: int) -> list:
     kv = text_model_parameters(h, ARCH, block_count, file_type)
     kv = _in_place(kv, _array("attention.head_count", heads, ValueType.INT32))
     kv = _in_place(kv, _array("attention.head_count_kv", groups, ValueType.INT32))
-    kv = _in_place(kv, u32(f"{ARCH}.attention.sliding_window", h["sliding_window"]))
+    kv = _in_place(kv, u32(Keys.Attention.SLIDING_WINDOW.format(arch=ARCH), h["sliding_window"]))
     kv = _in_place(kv, _array("attention.sliding_window_pattern", sliding, ValueType.BOOL))
-    kv = _in_place(kv, u32(f"{ARCH}.attention.value_length", h["head_dim"]))
-    kv = _in_place(kv, u32(f"{ARCH}.expert_count", h["moe_num_experts"]))
-    kv = _in_place(kv, u32(f"{ARCH}.expert_used_count", h["moe_top_k"]))
-    kv = _in_place(kv, u32(f"{ARCH}.expert_feed_forward_length", h["moe_intermediate_size"]))
-    kv = _in_place(kv, u32(f"{ARCH}.expert_shared_feed_forward_length", h["share_expert_dim"]))
+    kv = _in_place(kv, u32(Keys.Attention.VALUE_LENGTH.format(arch=ARCH), h["head_dim"]))
+    kv = _in_place(kv, u32(Keys.LLM.EXPERT_COUNT.format(arch=ARCH), h["moe_num_experts"]))
+    kv = _in_place(kv, u32(Keys.LLM.EXPERT_USED_COUNT.format(arch=ARCH), h["moe_top_k"]))
+    kv = _in_place(kv, u32(Keys.LLM.EXPERT_FEED_FORWARD_LENGTH.format(arch=ARCH), h["moe_intermediate_size"]))
+    kv = _in_place(kv, u32(Keys.LLM.EXPERT_SHARED_FEED_FORWARD_LENGTH.format(arch=ARCH), h["share_expert_dim"]))
     if (scale := h.get("moe_router_scaling_factor")) is not None:
-        kv = _in_place(kv, f32(f"{ARCH}.expert_weights_scale", scale))
+        kv = _in_place(kv, f32(Keys.LLM.EXPERT_WEIGHTS_SCALE.format(arch=ARCH), scale))
     if (norm := h.get("norm_expert_weight")) is not None:
-        kv = _in_place(kv, boolean(f"{ARCH}.expert_weights_norm", norm))
+        kv = _in_place(kv, boolean(Keys.LLM.EXPERT_WEIGHTS_NORM.format(arch=ARCH), norm))
     layers = moe_layers(h)
-    kv = _in_place(kv, u32(f"{ARCH}.leading_dense_block_count", max(0, layers[0]) if layers else 0))
-    kv = _in_place(kv, u32(f"{ARCH}.moe_every_n_layers", int(h.get("moe_every_n_layer", 1))))
-    kv = _in_place(kv, f32(f"{ARCH}.attention.layer_norm_rms_epsilon", h.get("rms_norm_eps", 1e-5)))
+    kv = _in_place(kv, u32(Keys.LLM.LEADING_DENSE_BLOCK_COUNT.format(arch=ARCH), max(0, layers[0]) if layers else 0))
+    kv = _in_place(kv, u32(Keys.LLM.MOE_EVERY_N_LAYERS.format(arch=ARCH), int(h.get("moe_every_n_layer", 1))))
+    kv = _in_place(kv, f32(Keys.Attention.LAYERNORM_RMS_EPS.format(arch=ARCH), h.get("rms_norm_eps", 1e-5)))
     for key, gguf_key in (("swiglu_limits", "swiglu_clamp_exp"), ("swiglu_limits_shared", "swiglu_clamp_shexp")):
         if (limits := h.get(key)) is not None:
             values = [0.0 if v is None else float(v) for v in limits][:n]
@@ -216,7 +217,7 @@ def parameters(h: dict, block_count: int, file_type: int) -> list:
 
 def vocab(model_dir: Path, h: dict) -> list:
     """TextModel.set_vocab: byte-level BPE (the release ships a tokenizer.json)."""
-    from tokenizer.vocab import gpt2_vocab
+    from hfview.tokenizer.vocab import gpt2_vocab
     return gpt2_vocab(model_dir, h)
 
 
@@ -235,5 +236,6 @@ FAMILY = Family(
     notes={"norm offsets": "1 + w on every RMSNorm, as the converter adds",
            "experts": "stored stacked ([experts, out, in]); written as stored",
            "router bias": "moe.router_bias as exp_probs_b.bias"},
-    llama_cpp_applies_window=True,  # llama.cpp's step35 slides on the layers layer_types names sliding
+    # llama.cpp's step35 slides on the layers layer_types names sliding
+    runner=RunnerFacts(llama_cpp_applies_window=True),
 )

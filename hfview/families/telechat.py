@@ -30,6 +30,7 @@ import numpy as np
 from ..config import ANY, Harmless
 from ..errors import ConfigError
 from ..family import Family, Skip, Split, Tensor, rope_pairs
+from ..names import GGUF, Keys
 from ..params import f32, u32
 from ..shards import StoredTensor
 from ..views import RowSelection, rotation_pairs
@@ -97,21 +98,21 @@ def _key_value_part(part: str):
 _tied = lambda h: h["tie_word_embeddings"]  # noqa: E731
 
 TENSORS = (
-    Tensor("transformer.word_embeddings.weight", "token_embd.weight"),
-    Tensor("transformer.ln_f.weight", "output_norm.weight"),
+    Tensor("transformer.word_embeddings.weight", GGUF.TOKEN_EMBD.weight),
+    Tensor("transformer.ln_f.weight", GGUF.OUTPUT_NORM.weight),
     Skip("lm_head.weight", when=_tied),  # tied: the code's lm_head is the embedding
-    Tensor("lm_head.weight", "output.weight", required=lambda h: not h["tie_word_embeddings"]),
-    Tensor("transformer.h.{bid}.input_layernorm.weight", "blk.{bid}.attn_norm.weight"),
-    Tensor("transformer.h.{bid}.self_attention.query.weight", "blk.{bid}.attn_q.weight", rope_pairs("n_head")),
+    Tensor("lm_head.weight", GGUF.OUTPUT.weight, required=lambda h: not h["tie_word_embeddings"]),
+    Tensor("transformer.h.{bid}.input_layernorm.weight", GGUF.ATTN_NORM.weight),
+    Tensor("transformer.h.{bid}.self_attention.query.weight", GGUF.ATTN_Q.weight, rope_pairs("n_head")),
     Split("transformer.h.{bid}.self_attention.key_value.weight",
-          (("blk.{bid}.attn_k.weight", _key_value_part("k")), ("blk.{bid}.attn_v.weight", _key_value_part("v")))),
-    Tensor("transformer.h.{bid}.self_attention.dense.weight", "blk.{bid}.attn_output.weight"),
-    Tensor("transformer.h.{bid}.self_attention.dense.bias", "blk.{bid}.attn_output.bias"),
-    Tensor("transformer.h.{bid}.post_attention_layernorm.weight", "blk.{bid}.ffn_norm.weight"),
-    Tensor("transformer.h.{bid}.mlp.gate_proj.weight", "blk.{bid}.ffn_gate.weight"),
-    Tensor("transformer.h.{bid}.mlp.up_proj.weight", "blk.{bid}.ffn_up.weight"),
-    Tensor("transformer.h.{bid}.mlp.down_proj.weight", "blk.{bid}.ffn_down.weight"),
-    Tensor("transformer.h.{bid}.mlp.down_proj.bias", "blk.{bid}.ffn_down.bias"),
+          ((GGUF.ATTN_K.weight, _key_value_part("k")), (GGUF.ATTN_V.weight, _key_value_part("v")))),
+    Tensor("transformer.h.{bid}.self_attention.dense.weight", GGUF.ATTN_OUT.weight),
+    Tensor("transformer.h.{bid}.self_attention.dense.bias", GGUF.ATTN_OUT.bias),
+    Tensor("transformer.h.{bid}.post_attention_layernorm.weight", GGUF.FFN_NORM.weight),
+    Tensor("transformer.h.{bid}.mlp.gate_proj.weight", GGUF.FFN_GATE.weight),
+    Tensor("transformer.h.{bid}.mlp.up_proj.weight", GGUF.FFN_UP.weight),
+    Tensor("transformer.h.{bid}.mlp.down_proj.weight", GGUF.FFN_DOWN.weight),
+    Tensor("transformer.h.{bid}.mlp.down_proj.bias", GGUF.FFN_DOWN.bias),
 )
 
 
@@ -142,23 +143,23 @@ def check(h: dict, path: Path) -> None:
 
 def parameters(h: dict, block_count: int, file_type: int) -> list:
     return [
-        u32("llama.block_count", block_count),
-        u32("llama.context_length", h["training_seqlen"]),
-        u32("llama.embedding_length", h["hidden_size"]),
-        u32("llama.feed_forward_length", h["ffn_hidden_size"]),
-        u32("llama.attention.head_count", h["n_head"]),
-        u32("llama.attention.head_count_kv", h["num_key_value_heads"]),
-        f32("llama.rope.freq_base", rope_base(h)),
-        f32("llama.attention.layer_norm_rms_epsilon", h["layer_norm_epsilon"]),
-        u32("general.file_type", file_type),
-        u32("llama.vocab_size", h["vocab_size"]),
-        u32("llama.rope.dimension_count", head_dim(h)),
+        u32(Keys.LLM.BLOCK_COUNT.format(arch="llama"), block_count),
+        u32(Keys.LLM.CONTEXT_LENGTH.format(arch="llama"), h["training_seqlen"]),
+        u32(Keys.LLM.EMBEDDING_LENGTH.format(arch="llama"), h["hidden_size"]),
+        u32(Keys.LLM.FEED_FORWARD_LENGTH.format(arch="llama"), h["ffn_hidden_size"]),
+        u32(Keys.Attention.HEAD_COUNT.format(arch="llama"), h["n_head"]),
+        u32(Keys.Attention.HEAD_COUNT_KV.format(arch="llama"), h["num_key_value_heads"]),
+        f32(Keys.Rope.FREQ_BASE.format(arch="llama"), rope_base(h)),
+        f32(Keys.Attention.LAYERNORM_RMS_EPS.format(arch="llama"), h["layer_norm_epsilon"]),
+        u32(Keys.General.FILE_TYPE, file_type),
+        u32(Keys.LLM.VOCAB_SIZE.format(arch="llama"), h["vocab_size"]),
+        u32(Keys.Rope.DIMENSION_COUNT.format(arch="llama"), head_dim(h)),
     ]
 
 
 def vocab(model_dir: Path, h: dict) -> list:
-    from tokenizer.errors import TokenizerError
-    from tokenizer.vocab import sentencepiece_vocab
+    from hfview.tokenizer.errors import TokenizerError
+    from hfview.tokenizer.vocab import sentencepiece_vocab
     if not (model_dir / "tokenizer.model").is_file():
         raise TokenizerError(f"{model_dir / 'tokenizer.model'} is missing: TeleChat's vocabulary is its SentencePiece "
                              f"model; copy it from the released checkpoint")

@@ -40,8 +40,9 @@ from pathlib import Path
 from ..config import Harmless
 from ..errors import ConfigError
 from ..family import Family, Skip, Tensor, rope_pairs
+from ..names import GGUF, Keys
 from ..params import f32, string, u32
-from .sentencepiece_only import sentencepiece_only
+from ._parts.sentencepiece_only import sentencepiece_only
 
 # The release's Telechat3Config (configuration_telechat3.py) defaults, as data, for the keys the 36B's decoder reads;
 # tie_word_embeddings False is its own default, bos/eos its own.
@@ -66,19 +67,19 @@ HARMLESS: Harmless = {
 _tied = lambda h: h["tie_word_embeddings"]  # noqa: E731
 
 TENSORS = (
-    Tensor("model.embed_tokens.weight", "token_embd.weight"),
-    Tensor("model.norm.weight", "output_norm.weight"),
+    Tensor("model.embed_tokens.weight", GGUF.TOKEN_EMBD.weight),
+    Tensor("model.norm.weight", GGUF.OUTPUT_NORM.weight),
     Skip("lm_head.weight", when=_tied),  # tied: the code's lm_head is the embedding
-    Tensor("lm_head.weight", "output.weight", required=lambda h: not h["tie_word_embeddings"]),
-    Tensor("model.layers.{bid}.input_layernorm.weight", "blk.{bid}.attn_norm.weight"),
-    Tensor("model.layers.{bid}.self_attn.q_proj.weight", "blk.{bid}.attn_q.weight", rope_pairs("num_attention_heads")),
-    Tensor("model.layers.{bid}.self_attn.k_proj.weight", "blk.{bid}.attn_k.weight", rope_pairs("num_key_value_heads")),
-    Tensor("model.layers.{bid}.self_attn.v_proj.weight", "blk.{bid}.attn_v.weight"),
-    Tensor("model.layers.{bid}.self_attn.o_proj.weight", "blk.{bid}.attn_output.weight"),
-    Tensor("model.layers.{bid}.post_attention_layernorm.weight", "blk.{bid}.ffn_norm.weight"),
-    Tensor("model.layers.{bid}.mlp.gate_proj.weight", "blk.{bid}.ffn_gate.weight"),
-    Tensor("model.layers.{bid}.mlp.up_proj.weight", "blk.{bid}.ffn_up.weight"),
-    Tensor("model.layers.{bid}.mlp.down_proj.weight", "blk.{bid}.ffn_down.weight"),
+    Tensor("lm_head.weight", GGUF.OUTPUT.weight, required=lambda h: not h["tie_word_embeddings"]),
+    Tensor("model.layers.{bid}.input_layernorm.weight", GGUF.ATTN_NORM.weight),
+    Tensor("model.layers.{bid}.self_attn.q_proj.weight", GGUF.ATTN_Q.weight, rope_pairs("num_attention_heads")),
+    Tensor("model.layers.{bid}.self_attn.k_proj.weight", GGUF.ATTN_K.weight, rope_pairs("num_key_value_heads")),
+    Tensor("model.layers.{bid}.self_attn.v_proj.weight", GGUF.ATTN_V.weight),
+    Tensor("model.layers.{bid}.self_attn.o_proj.weight", GGUF.ATTN_OUT.weight),
+    Tensor("model.layers.{bid}.post_attention_layernorm.weight", GGUF.FFN_NORM.weight),
+    Tensor("model.layers.{bid}.mlp.gate_proj.weight", GGUF.FFN_GATE.weight),
+    Tensor("model.layers.{bid}.mlp.up_proj.weight", GGUF.FFN_UP.weight),
+    Tensor("model.layers.{bid}.mlp.down_proj.weight", GGUF.FFN_DOWN.weight),
     Skip("model.layers.{bid}.self_attn.rotary_emb.inv_freq"),
 )
 
@@ -174,30 +175,31 @@ def check(h: dict, path: Path) -> None:
 
 def parameters(h: dict, block_count: int, file_type: int) -> list:
     kv = [
-        u32("llama.block_count", block_count),
-        u32("llama.context_length", h["max_position_embeddings"]),
-        u32("llama.embedding_length", h["hidden_size"]),
-        u32("llama.feed_forward_length", h["intermediate_size"]),
-        u32("llama.attention.head_count", h["num_attention_heads"]),
-        u32("llama.attention.head_count_kv", h["num_key_value_heads"]),
+        u32(Keys.LLM.BLOCK_COUNT.format(arch="llama"), block_count),
+        u32(Keys.LLM.CONTEXT_LENGTH.format(arch="llama"), h["max_position_embeddings"]),
+        u32(Keys.LLM.EMBEDDING_LENGTH.format(arch="llama"), h["hidden_size"]),
+        u32(Keys.LLM.FEED_FORWARD_LENGTH.format(arch="llama"), h["intermediate_size"]),
+        u32(Keys.Attention.HEAD_COUNT.format(arch="llama"), h["num_attention_heads"]),
+        u32(Keys.Attention.HEAD_COUNT_KV.format(arch="llama"), h["num_key_value_heads"]),
     ]
     if h["rope_parameters"].get("rope_type", "default") == YARN:
         y = yarn(h)
         kv += [
-            string("llama.rope.scaling.type", "yarn"),
-            f32("llama.rope.scaling.factor", y["factor"]),
-            u32("llama.rope.scaling.original_context_length", y["original"]),
+            string(Keys.Rope.SCALING_TYPE.format(arch="llama"), "yarn"),
+            f32(Keys.Rope.SCALING_FACTOR.format(arch="llama"), y["factor"]),
+            u32(Keys.Rope.SCALING_ORIG_CTX_LEN.format(arch="llama"), y["original"]),
             # llama.cpp multiplies its own 0.1 * ln(factor) + 1 by this: the product is the release's scale
-            f32("llama.rope.scaling.attn_factor", y["attention_factor"] / (0.1 * math.log(y["factor"]) + 1.0)),
+            f32(Keys.Rope.SCALING_ATTN_FACTOR.format(arch="llama"),
+                y["attention_factor"] / (0.1 * math.log(y["factor"]) + 1.0)),
         ]
     return kv + [
-        f32("llama.rope.freq_base", h["rope_parameters"]["rope_theta"]),
-        f32("llama.attention.layer_norm_rms_epsilon", h["rms_norm_eps"]),
-        u32("llama.attention.key_length", h["head_dim"]),
-        u32("llama.attention.value_length", h["head_dim"]),
-        u32("general.file_type", file_type),
-        u32("llama.vocab_size", h["vocab_size"]),
-        u32("llama.rope.dimension_count", h["head_dim"]),
+        f32(Keys.Rope.FREQ_BASE.format(arch="llama"), h["rope_parameters"]["rope_theta"]),
+        f32(Keys.Attention.LAYERNORM_RMS_EPS.format(arch="llama"), h["rms_norm_eps"]),
+        u32(Keys.Attention.KEY_LENGTH.format(arch="llama"), h["head_dim"]),
+        u32(Keys.Attention.VALUE_LENGTH.format(arch="llama"), h["head_dim"]),
+        u32(Keys.General.FILE_TYPE, file_type),
+        u32(Keys.LLM.VOCAB_SIZE.format(arch="llama"), h["vocab_size"]),
+        u32(Keys.Rope.DIMENSION_COUNT.format(arch="llama"), h["head_dim"]),
     ]
 
 

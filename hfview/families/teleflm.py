@@ -23,6 +23,7 @@ from pathlib import Path
 from ..config import Harmless
 from ..errors import ConfigError
 from ..family import Family
+from ..names import Keys
 from ..params import f32, text_model_parameters, u32
 from .granite import TENSORS
 
@@ -76,14 +77,14 @@ def _scales(h: dict) -> tuple[float, float]:
 def parameters(h: dict, block_count: int, file_type: int) -> list:
     embedding_scale, logit_scale = _scales(h)
     return [*text_model_parameters(h, "granite", block_count, file_type),
-            u32("granite.vocab_size", h["vocab_size"]),
-            u32("granite.rope.dimension_count", h["hidden_size"] // h["num_attention_heads"]),
-            f32("granite.embedding_scale", embedding_scale),
-            f32("granite.logit_scale", logit_scale)]
+            u32(Keys.LLM.VOCAB_SIZE.format(arch="granite"), h["vocab_size"]),
+            u32(Keys.Rope.DIMENSION_COUNT.format(arch="granite"), h["hidden_size"] // h["num_attention_heads"]),
+            f32(Keys.LLM.EMBEDDING_SCALE.format(arch="granite"), embedding_scale),
+            f32(Keys.LLM.LOGIT_SCALE.format(arch="granite"), logit_scale)]
 
 
 def vocab(model_dir: Path, h: dict) -> list:
-    from tokenizer.vocab import llama_vocab
+    from hfview.tokenizer.vocab import llama_vocab
     return llama_vocab(model_dir, h)
 
 

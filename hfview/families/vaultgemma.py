@@ -23,7 +23,9 @@ from pathlib import Path
 from ..config import ANY, Harmless
 from ..errors import ConfigError
 from ..family import Family, Skip, Tensor
-from .gemma import NORM, check_gemma_common, gemma_parameters, vocab
+from ..names import GGUF
+from ._parts.gemma_common import NORM, check_gemma_common, gemma_parameters
+from .gemma import vocab
 
 # transformers 5.24's VaultGemmaConfig defaults, as data (tests/test_family_vaultgemma.py compares them).
 DEFAULTS = {
@@ -46,18 +48,18 @@ READS = frozenset({
 HARMLESS: Harmless = {"hidden_act": ANY}
 
 TENSORS = (
-    Tensor("model.embed_tokens.weight", "token_embd.weight"),
-    Tensor("model.norm.weight", "output_norm.weight", steps=NORM),
+    Tensor("model.embed_tokens.weight", GGUF.TOKEN_EMBD.weight),
+    Tensor("model.norm.weight", GGUF.OUTPUT_NORM.weight, steps=NORM),
     Skip("lm_head.weight"),  # tied: llama.cpp's gemma reads the output through the embeddings
-    Tensor("model.layers.{bid}.input_layernorm.weight", "blk.{bid}.attn_norm.weight", steps=NORM),
-    Tensor("model.layers.{bid}.self_attn.q_proj.weight", "blk.{bid}.attn_q.weight"),
-    Tensor("model.layers.{bid}.self_attn.k_proj.weight", "blk.{bid}.attn_k.weight"),
-    Tensor("model.layers.{bid}.self_attn.v_proj.weight", "blk.{bid}.attn_v.weight"),
-    Tensor("model.layers.{bid}.self_attn.o_proj.weight", "blk.{bid}.attn_output.weight"),
-    Tensor("model.layers.{bid}.pre_feedforward_layernorm.weight", "blk.{bid}.ffn_norm.weight", steps=NORM),
-    Tensor("model.layers.{bid}.mlp.gate_proj.weight", "blk.{bid}.ffn_gate.weight"),
-    Tensor("model.layers.{bid}.mlp.up_proj.weight", "blk.{bid}.ffn_up.weight"),
-    Tensor("model.layers.{bid}.mlp.down_proj.weight", "blk.{bid}.ffn_down.weight"),
+    Tensor("model.layers.{bid}.input_layernorm.weight", GGUF.ATTN_NORM.weight, steps=NORM),
+    Tensor("model.layers.{bid}.self_attn.q_proj.weight", GGUF.ATTN_Q.weight),
+    Tensor("model.layers.{bid}.self_attn.k_proj.weight", GGUF.ATTN_K.weight),
+    Tensor("model.layers.{bid}.self_attn.v_proj.weight", GGUF.ATTN_V.weight),
+    Tensor("model.layers.{bid}.self_attn.o_proj.weight", GGUF.ATTN_OUT.weight),
+    Tensor("model.layers.{bid}.pre_feedforward_layernorm.weight", GGUF.FFN_NORM.weight, steps=NORM),
+    Tensor("model.layers.{bid}.mlp.gate_proj.weight", GGUF.FFN_GATE.weight),
+    Tensor("model.layers.{bid}.mlp.up_proj.weight", GGUF.FFN_UP.weight),
+    Tensor("model.layers.{bid}.mlp.down_proj.weight", GGUF.FFN_DOWN.weight),
 )
 
 _POST_NORMS = ("an RMSNorm after attention and after the MLP, which VaultGemma does not have (an RMSNorm is not "

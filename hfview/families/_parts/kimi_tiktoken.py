@@ -14,7 +14,8 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from ..errors import ConfigError
+from ...errors import ConfigError
+from ...names import Keys
 
 RANKS_FILE = "tiktoken.model"
 KIMI_SPECIALS = 256  # the fewest special ids a tokenization_kimi.py names (num_reserved_special_tokens)
@@ -80,8 +81,8 @@ def special_tokens(ranks: dict[bytes, int], cfg: dict, path: Path) -> dict[str, 
 def probe_ids(ranks: dict[bytes, int]) -> list[int]:
     """The ids TikTokenTokenizer.encode gives the converter's probe text: the split, then BPE in each piece (no
     normalisation; the probe has no special token)."""
-    from tokenizer.digests import PRE_TOKENIZER_PROBE
-    from tokenizer.tiktoken_bpe import bpe_parts, tiktoken_split
+    from hfview.tokenizer.digests import PRE_TOKENIZER_PROBE
+    from hfview.tokenizer.tiktoken_bpe import bpe_parts, tiktoken_split
     ids: list[int] = []
     for piece in tiktoken_split(KIMI_PATTERN, PRE_TOKENIZER_PROBE):
         data = piece.encode("utf-8")
@@ -105,10 +106,10 @@ def kimi_vocab(model_dir: Path, h: dict, *, eos_from_tokenizer: bool = False) ->
     (KimiLinearModel) the EOS id then overwritten with the tokenizer's own."""
     import hashlib
 
-    from tokenizer.digests import pre_tokenizer_named
-    from tokenizer.special import SpecialVocab
-    from tokenizer.tiktoken_bpe import load_ranks, recover_merges, tiktoken_tokens
-    from tokenizer.writer import KVWriter
+    from hfview.tokenizer.digests import pre_tokenizer_named
+    from hfview.tokenizer.special import SpecialVocab
+    from hfview.tokenizer.tiktoken_bpe import load_ranks, recover_merges, tiktoken_tokens
+    from hfview.tokenizer.writer import KVWriter
 
     model_dir = Path(model_dir)
     ranks_file = model_dir / RANKS_FILE
@@ -131,12 +132,12 @@ def kimi_vocab(model_dir: Path, h: dict, *, eos_from_tokenizer: bool = False) ->
                           f"writes \"kimi-k2\" only and refuses any other")
     tokens, types = tiktoken_tokens(ranks, specials, vocab_size, merge_by_name=True)
     w = KVWriter()
-    w.add_string("tokenizer.ggml.model", "gpt2")
-    w.add_string("tokenizer.ggml.pre", pre)
-    w.add_array("tokenizer.ggml.tokens", tokens)
-    w.add_array("tokenizer.ggml.token_type", types)
-    w.add_array("tokenizer.ggml.merges", recover_merges(ranks, require_pairs=False, where=str(ranks_file)))
+    w.add_string(Keys.Tokenizer.MODEL, "gpt2")
+    w.add_string(Keys.Tokenizer.PRE, pre)
+    w.add_array(Keys.Tokenizer.LIST, tokens)
+    w.add_array(Keys.Tokenizer.TOKEN_TYPE, types)
+    w.add_array(Keys.Tokenizer.MERGES, recover_merges(ranks, require_pairs=False, where=str(ranks_file)))
     SpecialVocab(model_dir, load_merges=False).write(w)
     if eos_from_tokenizer:
-        w.add_uint32("tokenizer.ggml.eos_token_id", _eos_id(cfg, specials, cfg_path))
+        w.add_uint32(Keys.Tokenizer.EOS_ID, _eos_id(cfg, specials, cfg_path))
     return w.kvs()

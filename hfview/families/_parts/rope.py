@@ -5,6 +5,9 @@ import math
 
 import numpy as np
 
+from ...names import GGUF
+from .decoder import head_dim
+
 f32 = np.float32
 
 
@@ -35,3 +38,11 @@ def llama3_rope_factors(rope: dict, head_dim: int) -> np.ndarray:
             smooth = ((f32(1) / wavelen) * f32(old_ctx) - f32(low)) / f32(high - low)
             factors.append(f32(1) / ((f32(1) - smooth) / f32(factor) + smooth))
     return np.array(factors, dtype=f32)
+
+
+def llama3_rope_freqs(h: dict) -> list:
+    """LlamaModel.generate_extra_tensors: rope_freqs.weight where the rope is Llama 3's, else nothing."""
+    rope = h["rope_parameters"].get("full_attention", h["rope_parameters"])
+    if rope.get("rope_type", "").lower() == "llama3":
+        return [(GGUF.ROPE_FREQS.weight, llama3_rope_factors(rope, head_dim(h)))]
+    return []

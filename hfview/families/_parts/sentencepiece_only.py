@@ -13,8 +13,8 @@ class sentencepiece_only:  # noqa: N801 - used as a function: vocab = sentencepi
     model_name: str
 
     def __call__(self, model_dir: Path, h: dict) -> list:
-        from tokenizer.errors import TokenizerError
-        from tokenizer.vocab import sentencepiece_vocab
+        from hfview.tokenizer.errors import TokenizerError
+        from hfview.tokenizer.vocab import sentencepiece_vocab
 
         path = Path(model_dir) / "tokenizer.model"
         if not path.is_file():

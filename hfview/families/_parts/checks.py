@@ -1,0 +1,56 @@
+"""Refusals shared by many families that span more than one key (a single key's refusal is a family's
+`refuse` table): the activation, the rope type, sliding layers, a sentence-transformers pooling head."""
+from __future__ import annotations
+
+from pathlib import Path
+
+from ...errors import ConfigError
+from ...family import Refuse
+
+
+def architecture(h: dict) -> str | None:
+    archs = h.get("architectures") or [None]
+    return archs[0]
+
+
+def silu_only(arch: str) -> Refuse:
+    """The activation of llama.cpp architectures that compute SiLU (transformers' default where unstated)."""
+    return Refuse("hidden_act", ("silu",), f"llama.cpp's {arch} architecture computes SiLU only; this checkpoint "
+                  f"would run wrong", default="silu")
+
+
+def rope_types(arch: str, allowed: tuple[str, ...] = ("default", "linear", "yarn")) -> Refuse:
+    """The rope types the view presents for an architecture (plain rope where unstated)."""
+    return Refuse("rope_parameters.rope_type", allowed, f"not one the view presents for llama.cpp's {arch} "
+                  f"architecture ({', '.join(allowed)})", default="default")
+
+
+def check_silu(h: dict, path: Path, arch: str) -> None:
+    if h.get("hidden_act", "silu") != "silu":
+        raise ConfigError(f"{path}: hidden_act {h['hidden_act']!r}: llama.cpp's {arch} architecture computes "
+                          f"SiLU only; this checkpoint would run wrong")
+
+
+def check_rope(h: dict, path: Path, arch: str, allowed=("default", "linear", "yarn")) -> None:
+    rope_type = h["rope_parameters"].get("rope_type", "default")
+    if rope_type not in allowed:
+        raise ConfigError(f"{path}: rope_parameters.rope_type {rope_type!r} is not one the view presents for "
+                          f"llama.cpp's {arch} architecture ({', '.join(allowed)})")
+
+
+def check_no_sliding(h: dict, path: Path, arch: str) -> None:
+    """Qwen2-style configs state a sliding window that transformers applies only with
+    use_sliding_window; llama.cpp's architecture has none, so a sliding layer would run wrong."""
+    types = h.get("layer_types") or []
+    if h.get("use_sliding_window") or "sliding_attention" in types:
+        raise ConfigError(f"{path}: sliding-window attention layers (use_sliding_window / layer_types); "
+                          f"llama.cpp's {arch} architecture attends to the whole context, so they would run wrong")
+
+
+def check_no_pooling(path: Path) -> None:
+    """A sentence-transformers checkpoint (modules.json naming a Pooling module) makes the converter write
+    a pooling type, which the view does not present."""
+    modules = path.parent / "modules.json"
+    if modules.is_file() and "Pooling" in modules.read_text(encoding="utf-8"):
+        raise ConfigError(f"{modules}: a sentence-transformers pooling module; the view presents decoders for "
+                          f"generation only and does not write the converter's pooling type")
