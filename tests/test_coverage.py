@@ -3,12 +3,15 @@
 The view's model types are proven family by family in tests/test_family_*.py. Here: every design model type that
 the view does not present but transformers has a class for runs through `hfview generate`'s torch fallback on a
 tiny random model of that class (a smoke test: it runs, its backend is torch, its text comes back — not a parity
-claim, since transformers is the only backend on that route); and README's coverage table lists every design
-model type with the route this build takes.
+claim, since transformers is the only backend on that route); and docs/families.md, which tools/family_table.py
+writes, lists every design model type with the route this build takes and is what the tool writes from the
+registry and the tests as they are now.
 """
 from __future__ import annotations
 
 import json
+import re
+import sys
 from pathlib import Path
 
 import pytest
@@ -81,7 +84,7 @@ def _tiny(model_type: str, out: Path) -> Path:
 @pytest.mark.parametrize("model_type", TORCH_ROUTE)
 def test_torch_route_generates(model_type, tmp_path, record_property):
     pytest.importorskip("transformers")
-    record_property("family", model_type)  # README's coverage table reads the outcome
+    record_property("family", model_type)  # docs/families.md's coverage table reads the outcome
     record_property("oracle", "torch")
     ckpt = _tiny(model_type, tmp_path / model_type)
     res = CliRunner().invoke(main, ["generate", "--model", str(ckpt), "--prompt", "Hello", "--max-tokens", "3",
@@ -98,13 +101,55 @@ def test_every_design_model_type_has_a_route():
         assert route.kind in ("view", "torch", "none") and route.detail, model_type
 
 
-def test_readme_lists_every_design_model_type_with_its_route():
-    text = (ROOT / "README.md").read_text(encoding="utf-8")
+FAMILIES_DOC = ROOT / "docs" / "families.md"
+REGENERATE = "regenerate docs/families.md: python tools/family_table.py"
+
+
+def _family_table():
+    sys.path.insert(0, str(ROOT / "tools"))
+    import family_table
+    return family_table
+
+
+def test_families_doc_lists_every_design_model_type_with_its_route():
+    text = FAMILIES_DOC.read_text(encoding="utf-8")
     table = text[text.index("<!-- coverage:start -->"):text.index("<!-- coverage:end -->")]
     rows = {line.split("|")[1].strip(): line.split("|")[2].strip() for line in table.splitlines()
             if line.startswith("| ") and not line.startswith("| model_type")}
-    assert set(rows) == set(DESIGN_MODEL_TYPES), "regenerate README's coverage table: python tools/family_table.py"
+    assert set(rows) == set(DESIGN_MODEL_TYPES), REGENERATE
     for model_type, shown in rows.items():
         assert shown.startswith(route_for(model_type).kind), \
-            f"{model_type}: README says {shown!r}, this build routes it {route_for(model_type)}; " \
-            "regenerate README's coverage table: python tools/family_table.py"
+            f"{model_type}: docs/families.md says {shown!r}, this build routes it {route_for(model_type)}; " \
+            f"{REGENERATE}"
+
+
+def test_families_doc_is_what_the_tool_writes():
+    """The generated file is reproducible: from the registry, the family modules and tests as they are now, and the
+    marks the file itself shows (no test outcome of this machine is read), the tool writes the file unchanged."""
+    pytest.importorskip("transformers")  # the torch route's classes are transformers'
+    family_table = _family_table()
+    text = FAMILIES_DOC.read_text(encoding="utf-8")
+    assert family_table.render(status={}, before=text) == text, REGENERATE
+
+
+def test_readme_links_the_docs_and_stays_short():
+    readme = (ROOT / "README.md").read_text(encoding="utf-8")
+    assert len(readme.splitlines()) <= 300
+    for doc in re.findall(r"\]\((docs/[^)#]+)", readme):
+        assert (ROOT / doc).is_file(), f"README links {doc}, which does not exist"
+    assert "docs/families.md" in readme
+    # the two commands of a fresh machine, exactly
+    assert 'python3 -m pip install -e . && hfview generate --prompt "Once upon a time"' in readme
+    assert 'python3 -m pip install -e ".[test]" && python3 -m pytest -q' in readme
+
+
+# Words of how the work was organised, not of what hfview does
+PROCESS_WORDS = re.compile(r"\bissues?\s*#?\d+|\bseed\s+#?\d{3}\b|\bthis session\b", re.IGNORECASE)
+
+
+@pytest.mark.parametrize("doc", ["README.md", *sorted(p.relative_to(ROOT).as_posix()
+                                                       for p in (ROOT / "docs").glob("*.md"))])
+def test_docs_name_no_process_words(doc):
+    text = (ROOT / doc).read_text(encoding="utf-8")
+    found = sorted({m.group(0) for m in PROCESS_WORDS.finditer(text)})
+    assert not found, f"{doc}: {found} (generated parts come from the docstrings tools/family_table.py names)"

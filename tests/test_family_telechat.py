@@ -1,6 +1,6 @@
 """TeleChat2 (TelechatForCausalLM / TeleChat2ForCausalLM, remote code -> llama.cpp llama under hfview's own mapping).
 
-No byte oracle: the pinned converter has no class for TeleChat (checked below), so the README's bytes column says
+No byte oracle: the pinned converter has no class for TeleChat (checked below), so docs/families.md's bytes column says
 n/a. Logits oracle: transformers has no TeleChat class either; the release's modeling code (github.com/Tele-AI/
 TeleChat2 at cd9287f3, model/115B/modeling_telechat.py and llama_factory_training/modeling_telechat2.py) computes
 transformers' LlamaForCausalLM: MixedFusedRMSNorm (x * rsqrt(mean(x^2) + eps) * weight, Llama's RMSNorm) before
@@ -90,7 +90,7 @@ def test_export_is_a_file_llama_cpp_loads_with_the_views_logits(outtype, checkpo
     """`hfview export` writes the view as a file; llama.cpp loads that file and computes the view's logits."""
     from hfview import HfCheckpoint
     from hfview.export import export
-    from runner.stream import StreamModel
+    from hfview.runner.stream import StreamModel
 
     path = export(HfCheckpoint(checkpoint("telechat"), outtype), tmp_path / "telechat.gguf")
 
@@ -188,7 +188,8 @@ def test_telechat2_115b_kv():
 
 
 def test_family_table_shows_no_byte_mark():
-    """README's family and coverage rows for telechat say n/a for bytes, never a mark without a byte oracle."""
+    """docs/families.md's family and coverage rows for telechat say n/a for bytes, never a mark without a byte
+    oracle."""
     import sys
     sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "tools"))
     import family_table
@@ -210,7 +211,7 @@ def test_logits_within_the_bar_of_the_releases_float16_rotary_tables(checkpoint,
 
     from family_oracle import NMSE_BAR
     from hfview import HfCheckpoint
-    from runner.stream import StreamModel
+    from hfview.runner.stream import StreamModel
 
     path = checkpoint("telechat")
     twin = llama_twin(path, tmp_path_factory.mktemp("telechat-half-rotary"))

@@ -1,6 +1,6 @@
 """TeleChat3 (Telechat3ForCausalLM, remote code -> llama.cpp llama under hfview's own mapping).
 
-No byte oracle: the pinned converter has no class for TeleChat3 (checked below), so the README's bytes column says
+No byte oracle: the pinned converter has no class for TeleChat3 (checked below), so docs/families.md's bytes column says
 n/a. Logits oracle: transformers 5.24 has no TeleChat3 class. The release's modeling code, as its public copy states
 it (github.com/wenet-e2e/west at 1a55a713, west/models/goat_slm/modeling_telechat3.py: Tele-AI's TeleChat3 modeling
 file carried by GOAT-SLM, whose speech model wraps a TeleChat3), computes transformers' LlamaForCausalLM for a
@@ -101,7 +101,7 @@ test_logits = twin_logits_test("telechat3", FIXTURES, llama_twin, "Llama")
 
 def _view_logits(path: Path, text: str, n: int, outtype: str = "f32") -> tuple[list[int], np.ndarray]:
     from hfview import HfCheckpoint
-    from runner.stream import StreamModel
+    from hfview.runner.stream import StreamModel
 
     with StreamModel(HfCheckpoint(path, outtype), n_ctx=64) as m:
         ids = m.tokenize(text)[:n]
@@ -315,7 +315,8 @@ def test_telechat3_36b_kv(tmp_path):
 
 
 def test_family_table_shows_no_byte_mark():
-    """README's family and coverage rows for telechat3 say n/a for bytes, never a mark without a byte oracle."""
+    """docs/families.md's family and coverage rows for telechat3 say n/a for bytes, never a mark without a
+    byte oracle."""
     import sys
     sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "tools"))
     import family_table
@@ -331,7 +332,7 @@ def test_export_is_a_file_llama_cpp_loads_with_the_views_logits(checkpoint, tmp_
     and computes the view's logits."""
     from hfview import HfCheckpoint
     from hfview.export import export
-    from runner.stream import StreamModel
+    from hfview.runner.stream import StreamModel
 
     path = export(HfCheckpoint(checkpoint("telechat3"), "f16"), tmp_path / "telechat3.gguf")
 

@@ -1,6 +1,6 @@
 """Tele-FLM / FLM-2 (TeleFLMForCausalLM, remote code -> llama.cpp granite under hfview's own mapping).
 
-No byte oracle: the pinned converter has no class for TeleFLM (checked below), so the README's bytes column says
+No byte oracle: the pinned converter has no class for TeleFLM (checked below), so docs/families.md's bytes column says
 n/a. Logits oracle: transformers has no TeleFLM class. The reading of its computation is vLLM's port
 (vllm/model_executor/models/teleflm.py; the release's modeling_teleflm.py publishes on the Hub only and was not
 reached; the lineage's 52B release under GPT-2's names, github.com/Tele-AI/TeleChat-52B models/modeling_telechat.py
