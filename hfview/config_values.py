@@ -233,7 +233,7 @@ def check_vocab(h: dict, embedding_rows: int, embedding: str, path: Path) -> Non
             raise ConfigError(f"{path}: {key} = {h[key]} is more than the {embedding_rows} rows of the token "
                               f"embedding {embedding!r}: tokens past them would have no embedding. Fix {key} or "
                               f"re-download the weights")
-# older families with their own tensor paths (issue 13): CodeShell's KV group count
+# older families with their own tensor paths: CodeShell's KV group count
 RULES.update({"num_query_groups": COUNT})
 # Ling-style mixtures (Sarvam-MoE, Ling 2.0, Ling 1.x)
 RULES.update({"score_function": STRING, "moe_shared_expert_intermediate_size": COUNT,
@@ -390,7 +390,7 @@ OVERRIDES[("jais", "alibi_scaling")] = OBJECT.or_null()
 OVERRIDES[("refact", "multi_query")] = BOOL
 # (Gemma 3): attention_chunk_size, read only to refuse chunked attention (Rnj-1.5) by name
 OVERRIDES[("gemma3", "attention_chunk_size")] = COUNT.or_null()
-# Qwen-1 (issue 13): its long-context and bias switches, and the Qwen-VL / Qwen-Audio encoder configs it refuses
+# Qwen-1: its long-context and bias switches, and the Qwen-VL / Qwen-Audio encoder configs it refuses
 OVERRIDES.update({("qwen", k): BOOL for k in ("use_dynamic_ntk", "use_logn_attn", "no_bias")})
 OVERRIDES.update({("qwen", k): OBJECT for k in ("visual", "audio")})
 # Ling 3.0 (bailing_hybrid): the hybrid's group size, its delta attention's switches, conv kernel and gate bound (the
@@ -405,7 +405,7 @@ for _key, _rule in (("layer_group_size", COUNT), ("short_conv_kernel_size", COUN
 # Mistral Large 3 / Small 4 in Mistral's format (mistral_moe_format): params.json's activation (the converter's
 # hidden_act; the family refuses any but silu)
 OVERRIDES[("mistral_moe_format", "activation")] = STRING
-# LFM2 (issue 14, lfm2_vl): the first LFM2 / LFM2-VL releases' duplicated widths and eps under Liquid's own names (the
+# LFM2 (lfm2_vl): the first LFM2 / LFM2-VL releases' duplicated widths and eps under Liquid's own names (the
 # family refuses any that disagrees with hidden_size / num_attention_heads / norm_eps)
 OVERRIDES.update({("lfm2", k): COUNT.or_null() for k in ("block_dim", "conv_dim", "conv_dim_out")})
 OVERRIDES[("lfm2", "block_norm_eps")] = NON_NEGATIVE.or_null()

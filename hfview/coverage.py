@@ -1,9 +1,9 @@
 """The design's model types and the path each one takes today.
 
-DESIGN_MODEL_TYPES is the architecture gate of the design (seed 000: "use a Hugging Face checkpoint whose
-model_type is one of ..."), in its order. It is the target hfview is measured against, not the list of what
+DESIGN_MODEL_TYPES is the design's architecture gate ("use a Hugging Face checkpoint whose model_type is one
+of ..."), in its order. It is the target hfview is measured against, not the list of what
 it reads: `path_for` says, for each, whether the view presents it to llama.cpp, transformers runs it (the torch
-fallback), or nothing runs it yet and why. README's coverage table is written from here.
+fallback), or nothing runs it yet and why. docs/families.md's coverage table is written from here.
 """
 from __future__ import annotations
 

@@ -15,7 +15,7 @@ from typing import Callable, Mapping
 import numpy as np
 
 from .config import ANY
-from .errors import CheckpointError, ConfigError
+from .errors import CheckpointError, ConfigError, shown
 from .gguf_layout import KV, GGMLType
 from .shards import StoredTensor
 from .views import (Generated, Presented, RowPermutation, Stack, Stored, ValueStep, View, grouped_qkv,
@@ -164,7 +164,12 @@ class Refuse:
     def apply(self, h: dict, path: Path) -> None:
         value = self.value(h)
         if self.refuses(value):
-            raise ConfigError(f"{path}: {self.key} {value!r}: {self.reason}")
+            raise ConfigError(f"{path}: {self.key} {shown(value)}: {self.reason}")
+
+
+def stated(value: object) -> bool:
+    """For Refuse.allowed: the key has a value (absent or null is refused)."""
+    return value is not None
 
 
 def unset(value: object) -> bool:

@@ -52,12 +52,9 @@ class Keys(_GgufKeys):
 
         class Indexer(_GgufKeys.Attention.Indexer):
             BLOCK_SIZE = "{arch}.attention.indexer.block_size"
-            HEAD_COUNT = "{arch}.attention.indexer.head_count"
-            KEY_LENGTH = "{arch}.attention.indexer.key_length"
             KPOOL = "{arch}.attention.indexer.kpool"
             KPOOL_SELECT_TAIL = "{arch}.attention.indexer.kpool_select_tail"
             LOCAL_BLOCKS = "{arch}.attention.indexer.local_blocks"
-            TOP_K = "{arch}.attention.indexer.top_k"
             TYPES = "{arch}.attention.indexer.types"
 
     class KDA(_GgufKeys.KDA):

@@ -79,7 +79,7 @@ def quantized(converted):
 
 # ---------------------------------------------------------------- the family table's record
 # Each oracle test records (family, oracle); the outcomes of a run are merged into family-status.json,
-# from which tools/family_table.py writes the README's table.
+# from which tools/family_table.py writes the family table (docs/families.md).
 _status: dict[str, dict[str, list[str]]] = {}
 
 

@@ -7,7 +7,7 @@
 `test_export`: `hfview export` == the pinned converter's file (sha256), every outtype; on a mismatch the
 first differing key or tensor is printed. `test_logits`: llama.cpp fed from the view (no file) == the
 transformers forward pass in float32, NMSE < 1e-4 at every position of a 16-token prompt.
-Each result is recorded (family, oracle) for the README's family table (tools/family_table.py).
+Each result is recorded (family, oracle) for the the family table (docs/families.md) (tools/family_table.py).
 """
 from __future__ import annotations
 

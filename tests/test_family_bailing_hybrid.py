@@ -195,7 +195,7 @@ def test_decay_rate_is_exp_a_log_and_layers_are_written_by_kind(checkpoint):
     (dict(norm_topk_prob=DROP), "norm_topk_prob"),
     (dict(moe_shared_expert_intermediate_size=32), "moe_shared_expert_intermediate_size"),
     (dict(expert_swiglu_limit_list=[7.0, 7.0, 7.0, 7.0]), "expert_swiglu_limit_list"),
-    (dict(tie_word_embeddings=True), "tie_word_embeddings true"),
+    (dict(tie_word_embeddings=True), "tie_word_embeddings True"),
     (dict(architectures=["BailingHybridForCausalLM"]), "BailingHybridForCausalLM"),
     (dict(use_mla_nope=True), "use_mla_nope"),
     (dict(rotary_dim=4), "rotary_dim"),

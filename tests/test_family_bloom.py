@@ -14,7 +14,7 @@ def test_post_layernorm_residual_is_refused(checkpoint, tmp_path):
     from hfview import HfCheckpoint
     from hfview.errors import ConfigError
 
-    with pytest.raises(ConfigError, match="apply_residual_connection_post_layernorm true"):
+    with pytest.raises(ConfigError, match="apply_residual_connection_post_layernorm True"):
         HfCheckpoint(variant(checkpoint("bloom"), tmp_path / "v", apply_residual_connection_post_layernorm=True))
 
 

@@ -146,17 +146,17 @@ _FFN = {"ffn_hidden_size": 56, "model_type": "", "moe_jitter_eps": 0.01, "moe_lo
 
 
 @pytest.mark.parametrize("changes, reason", [
-    (dict(attn_config=dict(_ATTN, clip_qkv=None)), "clip_qkv is None"),
-    (dict(attn_config={k: v for k, v in _ATTN.items() if k != "rope_theta"}), "rope_theta is not stated"),
+    (dict(attn_config=dict(_ATTN, clip_qkv=None)), "clip_qkv None"),
+    (dict(attn_config={k: v for k, v in _ATTN.items() if k != "rope_theta"}), "rope_theta None"),
     (dict(attn_config=dict(_ATTN, qk_ln=True)), "attn_config.qk_ln"),
     (dict(ffn_config=dict(_FFN, moe_normalize_expert_weights=2.0)), "moe_normalize_expert_weights 2.0"),
     (dict(ffn_config=dict(_FFN, ffn_act_fn={"name": "gelu"})), "ffn_act_fn"),
     (dict(ffn_config=dict(_FFN, moe_top_k=5)), "more than the 4 experts"),
-    (dict(ffn_config=dict(_FFN, moe_num_experts="4")), "moe_num_experts is '4'"),
+    (dict(ffn_config=dict(_FFN, moe_num_experts="4")), "moe_num_experts '4'"),
     (dict(tie_word_embeddings=True), "tie_word_embeddings"),
-    (dict(rope_scaling={"type": "linear", "factor": 2.0}), "rope type 'linear'"),
-    (dict(ffn_config=dict(_FFN, uniform_expert_assignment=True)), "uniform_expert_assignment is True"),
-    (dict(ffn_config=dict(_FFN, moe_normalize_expert_weights=1)), "the integer 1: transformers 5.24"),
+    (dict(rope_scaling={"type": "linear", "factor": 2.0}), "rope_type 'linear'"),
+    (dict(ffn_config=dict(_FFN, uniform_expert_assignment=True)), "uniform_expert_assignment True"),
+    (dict(ffn_config=dict(_FFN, moe_normalize_expert_weights=1)), "weights 1: an integer: transformers 5.24"),
 ], ids=["no_clip", "no_rope_theta", "unknown_attn_key", "p_norm_2", "gelu", "top_k", "count_type", "tied", "scaled",
         "uniform_assignment", "int_normalisation"])
 def test_refuses_what_dbrx_cannot_run(changes, reason, checkpoint, tmp_path):

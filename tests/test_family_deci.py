@@ -194,12 +194,12 @@ def test_refused_block(layer, part, values, message, checkpoint, tmp_path):
 
 @pytest.mark.parametrize("changes, message", [
     (dict(num_hidden_layers=3), "block_configs lists 5 layers"),
-    (dict(attention_bias=True), "attention_bias is true"),
-    (dict(mlp_bias=True), "mlp_bias is true"),
+    (dict(attention_bias=True), "attention_bias True"),
+    (dict(mlp_bias=True), "mlp_bias True"),
     (dict(hidden_act="gelu"), "hidden_act"),
     (dict(head_dim=16), "head_dim 16"),
     (dict(rope_scaling={"rope_type": "yarn", "factor": 4.0, "original_max_position_embeddings": 8192}),
-     "rope scaling 'yarn'"),
+     "rope_type 'yarn'"),
     (dict(vocab_size=32000), "vocab_size 32000"),
     (dict(block_configs=None), "block_configs"),
     (dict(architectures=["DeciLMForSequenceClassification"]), "architectures"),

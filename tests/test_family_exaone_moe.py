@@ -39,7 +39,7 @@ def test_the_first_release_spelling_of_the_class_reads_the_same(checkpoint, tmp_
 @pytest.mark.parametrize("changes, reason", [
     (dict(scoring_func=DROP), "no scoring_func"),
     (dict(scoring_func="softmax"), "scoring_func 'softmax'"),
-    (dict(sliding_window=None), "sliding_window is null"),
+    (dict(sliding_window=None), "sliding_window None"),
     (dict(mlp_layer_types=["dense", "dense", "sparse", "sparse"]), "first_k_dense_replace"),
     (dict(mlp_layer_types=["dense", "sparse", "sparse"]), "mlp_layer_types lists 3"),
     (dict(layer_types=["full_attention"] * 3), "layer_types lists 3"),

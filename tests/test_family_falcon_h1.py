@@ -43,7 +43,7 @@ def test_in_proj_takes_each_segments_multiplier(checkpoint):
     ({"mamba_d_ssm": None}, "mamba_d_ssm not stated"),
     ({"mamba_d_head": 8}, "mamba_d_head 8"),
     ({"mlp_multipliers": [1.0]}, "mlp_multipliers"),
-    ({"tie_word_embeddings": True}, "tie_word_embeddings true"),
+    ({"tie_word_embeddings": True}, "tie_word_embeddings True"),
     ({"attention_bias": True}, "attention_bias True"),
     ({"mamba_rms_norm": True, "mamba_norm_before_gate": True}, "mamba_norm_before_gate True"),
     ({"time_step_limit": [0.0, 1.0]}, "time_step_limit"),

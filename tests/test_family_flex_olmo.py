@@ -32,7 +32,7 @@ def test_the_pinned_converter_and_llama_cpp_have_no_flex_olmo():
 
 
 def test_generate_runs_it_with_transformers(flex_olmo_dir, record_property):
-    record_property("family", "flex_olmo")  # README's coverage table reads the outcome
+    record_property("family", "flex_olmo")  # the coverage table (docs/families.md) reads the outcome
     record_property("oracle", "torch")
     gen = CliRunner().invoke(main, ["generate", "--model", str(flex_olmo_dir), "--prompt", "Hello", "--max-tokens",
                                     "3", "--temperature", "0", "--json", "--no-progress"])

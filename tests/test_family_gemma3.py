@@ -30,7 +30,7 @@ def test_image_text_model_presents_no_vision_tensor(checkpoint):
     (dict(attn_logit_softcapping=50.0), "attn_logit_softcapping"),
     (dict(use_bidirectional_attention=True), "use_bidirectional_attention"),
     (dict(rope_scaling={"rope_type": "yarn", "factor": 8.0, "original_max_position_embeddings": 8192}), "rope"),
-    # Rnj-1.5's block-local layers, in either statement (issue 15)
+    # Rnj-1.5's block-local layers, in either statement
     (dict(layer_types=["chunked_attention"] * 5 + ["full_attention"], attention_chunk_size=4096), "chunked_attention"),
     (dict(attention_chunk_size=4096), "chunked_attention layers"),
 ])

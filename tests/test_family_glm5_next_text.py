@@ -86,7 +86,7 @@ def test_layers_mtp_and_kept_f32_reach_the_file(checkpoint):
     (dict(topk_method="greedy"), "topk_method"),
     (dict(n_group=2, topk_group=1), "n_group"),
     (dict(hc_mult=2), "hc_mult"),
-    (dict(mhc=False), "mhc false"),
+    (dict(mhc=False), "mhc False"),
     (dict(qk_rope_head_dim=8), "qk_rope_head_dim"),
     (dict(mla_use_nope=None), "mla_use_nope"),
     (dict(index_kpool=3), "index_kpool"),

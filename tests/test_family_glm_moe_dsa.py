@@ -40,7 +40,7 @@ def test_indexer_kinds_and_mtp_layer_reach_the_file(checkpoint):
     (dict(topk_method="greedy"), "topk_method"),
     (dict(rope_interleave=False), "rope_interleave"),
     (dict(indexer_rope_interleave=False), "indexer_rope_interleave"),
-    (dict(indexer_types=["shared", "full", "full"]), "starts with 'shared'"),
+    (dict(indexer_types=["shared", "full", "full"]), r"indexer_types \['shared'.*the first must be full"),
     (dict(indexer_types=["full", "full"]), "indexer_types"),
     (dict(index_head_dim=32), "index_head_dim 32"),
     (dict(num_key_value_heads=2), "num_key_value_heads 2"),

@@ -150,7 +150,7 @@ def test_released_config_is_refused_as_mxfp4_and_accepted_as_its_bf16_export(pat
     (dict(swiglu_alpha=1.0), "swiglu_alpha 1.0"),
     (dict(attention_bias=False), "attention_bias False"),
     (dict(tie_word_embeddings=True), "tie_word_embeddings"),
-    (dict(rope_parameters={"rope_type": "linear", "factor": 2.0, "rope_theta": 150000.0}), "rope type 'linear'"),
+    (dict(rope_parameters={"rope_type": "linear", "factor": 2.0, "rope_theta": 150000.0}), "rope_type 'linear'"),
     (dict(num_local_experts=0), "needs experts"),
 ], ids=["layer_kinds", "no_window", "limit", "alpha", "no_bias", "tied", "linear_rope", "no_experts"])
 def test_refuses_what_gpt_oss_cannot_run(changes, reason, checkpoint, tmp_path):

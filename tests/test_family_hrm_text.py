@@ -71,11 +71,11 @@ def test_embedding_scale_defaults_to_the_inverse_initializer_range(tmp_path):
 
 @pytest.mark.parametrize("changes, reason", [
     (dict(num_hidden_layers=12, num_layers_per_stack=2, H_cycles=2, L_cycles=3), "not num_layers_per_stack x"),
-    (dict(attention_bias=True), "attention_bias is true"),
-    (dict(mlp_bias=True), "mlp_bias is true"),
+    (dict(attention_bias=True), "attention_bias True"),
+    (dict(mlp_bias=True), "mlp_bias True"),
     (dict(num_key_value_heads=2), "num_key_value_heads 2"),
     (dict(hidden_act="gelu"), "hidden_act"),
-    (dict(rope_parameters={"rope_type": "linear", "factor": 2.0, "rope_theta": 10000.0}), "rope scaling 'linear'"),
+    (dict(rope_parameters={"rope_type": "linear", "factor": 2.0, "rope_theta": 10000.0}), "rope_type 'linear'"),
     (dict(H_cycles=0), "H_cycles is 0"),
     (dict(L_cycles=0), "L_cycles is 0"),
     (dict(embedding_scale=None, initializer_range=0.0), "no embedding_scale"),

@@ -21,7 +21,7 @@ def test_defaults_match_transformers():
     (dict(moe_topk=[2, 1]), "asserts the 2 entries are equal"),
     (dict(moe_intermediate_size=[48]), "moe_intermediate_size \\[48\\]"),
     (dict(moe_intermediate_size=[32, 32]), "moe_intermediate_size 32 differs from intermediate_size 48"),
-    (dict(num_shared_expert=[2, 2]), "num_shared_expert 2"),
+    (dict(num_shared_expert=[2, 2]), "num_shared_expert \\[2, 2\\]"),
     (dict(use_cla=True), "use_cla"),
     (dict(use_mixed_mlp_moe=False), "use_mixed_mlp_moe"),
     (dict(head_dim=64), "head_dim 64"),

@@ -1,7 +1,7 @@
 """HyperCLOVA X (HyperCLOVAXForCausalLM -> llama.cpp glm4 under hfview's own mapping).
 
 No byte oracle: the pinned converter has no HyperCLOVAX class (checked below), and no converter class writes
-glm4 from this block (its Glm4Model reads GLM-4's fused gate_up and partial interleaved rotary), so the README's
+glm4 from this block (its Glm4Model reads GLM-4's fused gate_up and partial interleaved rotary), so docs/families.md's
 bytes column says n/a. Logits oracle: transformers 5.24's own HyperCLOVAXForCausalLM over the fixture, NMSE < 1e-4
 at every outtype, on fixtures whose four muP multipliers all differ from 1 (tied and untied heads).
 """
@@ -47,10 +47,10 @@ def test_folds_are_shown(checkpoint):
 
 
 @pytest.mark.parametrize("changes, message", [
-    (dict(use_post_norm=False), "use_post_norm false"),
+    (dict(use_post_norm=False), "use_post_norm False"),
     (dict(hidden_act="gelu"), "hidden_act 'gelu'"),
-    (dict(attention_bias=True), "attention_bias true"),
-    (dict(mlp_bias=True), "mlp_bias true"),
+    (dict(attention_bias=True), "attention_bias True"),
+    (dict(mlp_bias=True), "mlp_bias True"),
     (dict(rope_theta=None, rope_scaling=None, rope_parameters={"rope_type": "llama3", "factor": 8.0,
                                                                "rope_theta": 10000.0, "low_freq_factor": 1.0,
                                                                "high_freq_factor": 4.0,

@@ -73,9 +73,9 @@ def test_tiktoken_only_release_is_read_as_the_converters_kimi_branch(checkpoint,
 
 
 @pytest.mark.parametrize("changes, reason", [
-    (dict(moe_router_activation_func=DROP), "no moe_router_activation_func"),
+    (dict(moe_router_activation_func=DROP), "moe_router_activation_func None"),
     (dict(moe_router_activation_func="softmax"), "sigmoid only"),
-    (dict(moe_renormalize=False), "moe_renormalize false"),
+    (dict(moe_renormalize=False), "moe_renormalize False"),
     (dict(num_expert_group=2, topk_group=1), "num_expert_group 2"),
     (dict(layer_types=["full_attention", "linear_attention", "linear_attention"]), "disagree"),
     (dict(layer_types=["linear_attention", "full_attention"]), "lists 2 layers"),
@@ -85,10 +85,10 @@ def test_tiktoken_only_release_is_read_as_the_converters_kimi_branch(checkpoint,
     (dict(linear_attn_config={"full_attn_layers": [1, 2, 3], "kda_layers": [], "head_dim": 8, "num_heads": 4,
                               "short_conv_kernel_size": 4}), "no delta-attention layer"),
     (dict(mlp_layer_types=["dense", "dense", "sparse"]), "mlp_layer_types"),
-    (dict(first_k_dense_replace=DROP), "no first_k_dense_replace"),
+    (dict(first_k_dense_replace=DROP), "first_k_dense_replace None"),
     (dict(mla_use_nope=False), "mla_use_nope"),
     (dict(num_nextn_predict_layers=1), "num_nextn_predict_layers"),
-    (dict(tie_word_embeddings=True), "tie_word_embeddings true"),
+    (dict(tie_word_embeddings=True), "tie_word_embeddings True"),
 ], ids=["no_router_func", "softmax", "no_renorm", "groups", "kinds_disagree", "kinds_short", "no_linear_config",
         "layers_missing", "all_latent", "mlp_kinds", "no_dense_count", "rope", "mtp", "tied"])
 def test_refuses_what_kimi_linear_cannot_run_as_transformers_does(changes, reason, checkpoint, tmp_path):

@@ -13,9 +13,9 @@ test_export, test_logits = oracle_tests("lfm2_moe", ["lfm2_moe"])
     ({"layer_types": ["full_attention"] * 3}, "no conv layer"),
     ({"layer_types": ["conv", "full_attention"]}, "layer_types lists 2 layers, the config has 3"),
     ({"layer_types": DROP}, "no layer_types"),
-    ({"conv_bias": True}, "conv_bias true"),
-    ({"use_expert_bias": False}, "use_expert_bias false"),
-    ({"norm_topk_prob": False}, "norm_topk_prob false"),
+    ({"conv_bias": True}, "conv_bias True"),
+    ({"use_expert_bias": False}, "use_expert_bias False"),
+    ({"norm_topk_prob": False}, "norm_topk_prob False"),
     ({"routed_scaling_factor": 2.5}, "routed_scaling_factor 2.5"),
     ({"num_dense_layers": 4}, "num_dense_layers 4"),
 ])

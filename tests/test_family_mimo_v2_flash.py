@@ -140,7 +140,7 @@ def test_the_window_is_crossed_and_applied(checkpoint):
     (dict(moe_layer_freq=[0, 0, 1]), "moe_layer_freq"),
     (dict(swa_num_key_value_heads=1), "twice"),
     (dict(swa_head_dim=32), "swa_head_dim 32"),
-    (dict(swa_v_head_dim=None), "swa_v_head_dim is not stated"),
+    (dict(swa_v_head_dim=None), "swa_v_head_dim None: not stated"),
     (dict(topk_method="greedy"), "noaux_tc"),
     (dict(scoring_func="softmax"), "sigmoid"),
     (dict(n_group=2, topk_group=1), "n_group 2"),

@@ -58,5 +58,5 @@ def test_refuses_queries_without_a_bottleneck(checkpoint, tmp_path):
     from hfview import HfCheckpoint
     from hfview.errors import ConfigError
 
-    with pytest.raises(ConfigError, match="q_lora_rank null"):
+    with pytest.raises(ConfigError, match="q_lora_rank None"):
         HfCheckpoint(variant(checkpoint("minicpm3"), tmp_path / "v", q_lora_rank=None))

@@ -17,7 +17,7 @@ def test_defaults_match_transformers():
 @pytest.mark.parametrize("changes, reason", [
     (dict(scoring_func="softmax"), "scoring_func 'softmax'"),
     (dict(scoring_func=DROP), "scoring_func None"),
-    (dict(rotary_dim=DROP), "rotary_dim is missing"),
+    (dict(rotary_dim=DROP), "rotary_dim None"),
     (dict(qk_norm_type="per_head"), "qk_norm_type 'per_head'"),
     (dict(attn_type_list=[0, 1]), "linear-attention layers"),
     (dict(attn_type_list=[1]), "attn_type_list lists 1 layers"),

@@ -72,7 +72,7 @@ def _sparse(**changes):
     (dict(sparse_attention_config=_sparse(sparse_attention_freq=[0, 0, 1])), "exactly on the mixture layers"),
     (dict(sparse_attention_config=_sparse(sparse_attention_freq=None)), "sparse_attention_freq None"),
     (dict(sparse_attention_config=_sparse(sparse_score_type="mean")), "sparse_score_type 'mean'"),
-    (dict(sparse_attention_config=_sparse(sparse_index_dim=None)), "sparse_index_dim is missing"),
+    (dict(sparse_attention_config=_sparse(sparse_index_dim=None)), "sparse_index_dim None: missing"),
     (dict(sparse_attention_config=_sparse(sparse_window=8)), "sparse_window is not a key"),
     (dict(sparse_attention_config=_sparse(sparse_disable_index_value=[0, 0, 1])), "index-value path"),
     (dict(moe_layer_freq=[0, 1, 0], sparse_attention_config=_sparse(sparse_attention_freq=[0, 1, 0])),

@@ -133,7 +133,7 @@ def _edited(checkpoint, tmp_path, edit):
 
 
 @pytest.mark.parametrize("edit, message", [
-    (lambda p: p["yarn"].update(apply_scale=True), "yarn.apply_scale true"),
+    (lambda p: p["yarn"].update(apply_scale=True), "yarn.apply_scale True"),
     (lambda p: p.pop("yarn"), "yarn missing"),
     (lambda p: p.pop("q_lora_rank"), "no q_lora_rank"),
     (lambda p: p["moe"].update(route_every_n=2), "moe_layer_freq 2"),

@@ -114,7 +114,7 @@ def test_the_file_carries_the_per_layer_values(checkpoint):
 
 
 @pytest.mark.parametrize("change, message", [
-    ({"block_configs": DROP}, "no block_configs"),
+    ({"block_configs": DROP}, "block_configs None"),
     ({"num_hidden_layers": 4}, "block_configs lists 5 layers, num_hidden_layers says 4"),
     ({"hybrid_override_pattern": "MEM*E"}, "hybrid_override_pattern and block_configs disagree"),
     ({"moe_latent_size": DROP}, "moe_latent_size not stated"),

@@ -46,13 +46,13 @@ def test_transformers_has_no_pangu_embedded_class():
 
 
 @pytest.mark.parametrize("changes, message", [
-    (dict(bias=False), "bias is False"),
+    (dict(bias=False), "bias False"),
     (dict(qkv_bias=False), "qkv_bias"),
     (dict(sandwich_norm=True), "sandwich_norm"),
     (dict(mlp_bias=True), "mlp_bias"),
-    (dict(rope_theta=None), "rope_theta is missing"),
-    (dict(num_key_value_heads=None), "num_key_value_heads is missing"),
-    (dict(rope_scaling={"type": "dynamic", "factor": 2.0}), "rope scaling 'dynamic'"),
+    (dict(rope_theta=None), "rope_theta None: missing"),
+    (dict(num_key_value_heads=None), "num_key_value_heads None: missing"),
+    (dict(rope_scaling={"type": "dynamic", "factor": 2.0}), "rope_type 'dynamic'"),
     (dict(hidden_act="gelu"), "hidden_act"),
     (dict(architectures=["PanguEmbeddedForSequenceClassification"]), "architectures"),
 ])

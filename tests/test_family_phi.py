@@ -10,7 +10,7 @@ test_export, test_logits = oracle_tests("phi", ["phi-2", "phi-1_5"])
 
 
 @pytest.mark.parametrize("change, message", [
-    ({"qk_layernorm": True}, "qk_layernorm true"),
+    ({"qk_layernorm": True}, "qk_layernorm True"),
     ({"rope_theta": 500000.0}, "rope"),
     ({"num_key_value_heads": 1}, "num_key_value_heads 1"),
     ({"hidden_act": "relu"}, "hidden_act 'relu'"),

@@ -124,9 +124,9 @@ def test_query_heads_are_regrouped_and_kv_kept(checkpoint):
 @pytest.mark.parametrize("change, match", [
     ({"tie_word_embeddings": True}, "tie_word_embeddings"),
     ({"n_shared_head": 5}, "n_shared_head 5 does not divide"),
-    ({"hidden_size": None}, "hidden_size is missing"),
-    ({"rms_norm_eps": None}, "rms_norm_eps is missing"),
-    ({"intermediate_size": None}, "intermediate_size is missing"),
+    ({"hidden_size": None}, "hidden_size None: missing"),
+    ({"rms_norm_eps": None}, "rms_norm_eps None: missing"),
+    ({"intermediate_size": None}, "intermediate_size None: missing"),
     ({"rope_theta": 500000.0}, "rope_theta"),
     ({"hidden_act": "gelu"}, "hidden_act"),
     ({"architectures": ["PlamoModel"]}, "PlamoModel"),

@@ -159,9 +159,9 @@ def test_fused_tensors_are_split_as_the_converter_splits_them(checkpoint):
     ({"n_inner": 100}, "n_inner 100"),
     ({"multi_query": False}, "multi_query False"),
     ({"n_head": 5}, "n_embd 64 does not split into n_head 5"),
-    ({"n_embd": None}, "n_embd is missing"),
-    ({"n_positions": None}, "n_positions is missing"),
-    ({"layer_norm_epsilon": None}, "layer_norm_epsilon is missing"),
+    ({"n_embd": None}, "n_embd None: missing"),
+    ({"n_positions": None}, "n_positions None: missing"),
+    ({"layer_norm_epsilon": None}, "layer_norm_epsilon None: missing"),
     ({"rope_scaling": {"type": "linear", "factor": 2.0}}, "rope_scaling"),
 ])
 def test_refusals_by_name(checkpoint, tmp_path, change, match):

@@ -17,7 +17,7 @@ def test_starcoder2_without_biases_is_refused_by_name(checkpoint, tmp_path):
     config = json.loads((checkpoint("starcoder2-untied") / "config.json").read_text())
     config["use_bias"] = False
     (tmp_path / "config.json").write_text(json.dumps(config))
-    with pytest.raises(ConfigError, match="use_bias false"):
+    with pytest.raises(ConfigError, match="use_bias False"):
         HfCheckpoint(tmp_path)
 
 

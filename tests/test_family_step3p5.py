@@ -237,7 +237,7 @@ def test_logits_bf16_within_the_converter_files_measured_ceiling(outtype, checkp
     ("rope scaling", {"rope_scaling": {"rope_type": "llama3", "factor": 2.0}}),
     ("softmax routing", {"use_moe_router_bias": False, "moe_router_activation": "softmax"}),
     ("use_rope_layers", {"use_rope_layers": [True, False, True, True]}),
-    ("num_attention_groups is missing", {"num_attention_groups": None}),
+    ("num_attention_groups None: missing", {"num_attention_groups": None}),
     ("swiglu_limits_shared clamps a dense layer", {"swiglu_limits_shared": [7.0, 0.0, 0.0, 0.0]}),
 ])
 def test_refused(match, change, checkpoint, tmp_path):

@@ -133,7 +133,7 @@ def test_tied_embeddings_leave_out_the_stored_lm_head(checkpoint, tmp_path):
 
 @pytest.mark.parametrize("changes, message", [
     (dict(base_seqlen=None), "base_seqlen is missing"),
-    (dict(embed_layernorm=True), "embed_layernorm true"),
+    (dict(embed_layernorm=True), "embed_layernorm True"),
     (dict(apply_residual_connection_post_layernorm=True), "apply_residual_connection_post_layernorm"),
     (dict(semi_causal=True), "semi_causal"),
     (dict(rope_scaling={"type": "dynamic", "factor": 4.0}), "rope_scaling"),  # vLLM's edit; the code reads none

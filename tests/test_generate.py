@@ -257,7 +257,7 @@ def test_chat_template_is_sandboxed():
 
 # ---------------------------------------------------------------- torch fallback
 def test_torch_fallback_runs_a_family_the_view_lacks(opt_dir, record_property):
-    record_property("family", "opt")  # README's coverage table reads the outcome
+    record_property("family", "opt")  # the coverage table (docs/families.md) reads the outcome
     record_property("oracle", "torch")
     res = _cli("generate", "--model", str(opt_dir), "--prompt", "Hello there", "--max-tokens", "6", "--json",
                "--temperature", "0")

@@ -280,10 +280,10 @@ def _free_port() -> int:
 
 def rpc_build() -> Path:
     """HFVIEW_RPC_BUILD: a build folder of the pinned sdist made with -DGGML_RPC=ON (its libllama, libggml*
-    and ggml-rpc-server; README: Serve); the test is skipped without one."""
+    and ggml-rpc-server; docs/serving.md); the test is skipped without one."""
     build = os.environ.get("HFVIEW_RPC_BUILD")
     if not build or not (Path(build) / "ggml-rpc-server").is_file():
-        pytest.skip("no RPC build: set HFVIEW_RPC_BUILD to a -DGGML_RPC=ON build of the pinned sdist (README: Serve)")
+        pytest.skip("no RPC build: set HFVIEW_RPC_BUILD to a -DGGML_RPC=ON build of the pinned sdist (docs/serving.md)")
     return Path(build)
 
 

@@ -202,7 +202,7 @@ def test_inspect_and_export_refuse_opt_naming_why(opt_dir, tmp_path, command):
 
 
 def test_gptj_runs_through_transformers_and_is_refused_by_inspect_and_parity(gptj_dir, record_property):
-    record_property("family", "gptj")  # README's coverage table reads the outcome
+    record_property("family", "gptj")  # the coverage table (docs/families.md) reads the outcome
     record_property("oracle", "torch")
     gen = CliRunner().invoke(main, ["generate", "--model", str(gptj_dir), "--prompt", "Hello", "--max-tokens", "3",
                                     "--temperature", "0", "--json", "--no-progress"])

@@ -62,9 +62,9 @@ FEWER: dict[str, str] = {
                       "search finds only test configs)",
     "hunyuan_v1_moe": "one released model (Hunyuan-A13B, Instruct and Pretrain share its config); one copy reached",
 }
-# mixtures, part A (issue 11)
+# mixtures, part A
 FEWER.update(dict.fromkeys(("phimoe", "dbrx", "gpt_oss", "ernie4_5_moe"), _UNREACHED))
-# latent attention and GLM mixtures (issue 12): zai-org publishes on the Hub only; beside GLM-4.5's copy in rtp-llm's
+# latent attention and GLM mixtures: zai-org publishes on the Hub only; beside GLM-4.5's copy in rtp-llm's
 # test data, the search reached printed configs (a training tool's log of Glm4MoeConfig) and copies quoted inside
 # documents
 FEWER["glm4_moe"] = ("one copy reached (GLM-4.5's, in rtp-llm's test data); GLM-4.5-Air's, 4.6's and 4.7's only printed "
@@ -102,7 +102,7 @@ def test_refusal_table_names_collected_files():
     assert not set(REFUSED) - set(CONFIGS), "REFUSED names files that are not collected"
 
 
-# latent attention and DeepSeek-style routing (issue 12): DeepSeek-MoE copies found only embedded in code or edited;
+# latent attention and DeepSeek-style routing: DeepSeek-MoE copies found only embedded in code or edited;
 # DeepSeek-V2-Lite's one copy reached
 FEWER.update(dict.fromkeys(("deepseek", "deepseek_v2"), _UNREACHED))
 FEWER["minicpm3"] = "one released text model (MiniCPM3-4B); its copy reached (sgl-project/ome's test data)"
@@ -118,20 +118,20 @@ REFUSED.update({rel: ("quantized checkpoints are unsupported", why) for rel, why
     "glm_moe_dsa/zai-org__GLM-5.1-FP8.json": "zai-org's FP8 upload (quant_method fp8, block 128)",
     "glm_moe_dsa/zai-org__GLM-5.2-FP8.json": "zai-org's FP8 upload (quant_method fp8, block 128)",
 }.items()})
-# Ling-style mixtures (issues 11 and 15): Sarvam-30B, Ling 2.0 and Hy3 publish on the Hub only; no copy reached
+# Ling-style mixtures: Sarvam-30B, Ling 2.0 and Hy3 publish on the Hub only; no copy reached
 FEWER.update(dict.fromkeys(("sarvam_moe", "bailing_moe_v2", "hy_v3"), _UNREACHED))
-# Hy4 (issue 12): Hy4-preview publishes on the Hub only; copies found only as other projects' toy test configs
+# Hy4: Hy4-preview publishes on the Hub only; copies found only as other projects' toy test configs
 FEWER["hy_v4"] = _UNREACHED
-# mixtures, part C (issue 11): Trinity, North Mini Code, K-EXAONE, Mellum 2 and Laguna publish on the Hub only;
+# mixtures, part C: Trinity, North Mini Code, K-EXAONE, Mellum 2 and Laguna publish on the Hub only;
 # copies found only as fields quoted in code
 FEWER.update(dict.fromkeys(("afmoe", "cohere2_moe", "exaone_moe", "mellum", "laguna"), _UNREACHED))
 FEWER.update(dict.fromkeys(("bailing_moe",), _UNREACHED))
-# Kimi Linear (issue 14): Kimi-Linear-48B-A3B (Base, Instruct) publish on the Hub only; copies found only embedded
+# Kimi Linear: Kimi-Linear-48B-A3B (Base, Instruct) publish on the Hub only; copies found only embedded
 # in other projects' test code, none as released
 FEWER["kimi_linear"] = _UNREACHED
-# dots3-note (issue 12): dots3-note-prev publishes on the Hub only; its GitHub namesake holds a README and images
+# dots3-note: dots3-note-prev publishes on the Hub only; its GitHub namesake holds a README and images
 FEWER["dots3_note"] = _UNREACHED
-# Muse Glimmer (issue 15): Muse-Glimmer-30B publishes on the Hub only; copies found only as other projects' hand-written
+# Muse Glimmer: Muse-Glimmer-30B publishes on the Hub only; copies found only as other projects' hand-written
 # test configs, and its GitHub namesakes hold benchmarks
 FEWER["muse_glimmer_text"] = _UNREACHED
 
@@ -248,7 +248,7 @@ def test_hfcheckpoint_refuses_a_flag_on(tmp_path):
         HfCheckpoint(tmp_path)
 
 
-# older families with their own tensor paths (issue 13, old-dense)
+# older families with their own tensor paths (old-dense)
 REFUSED.update({
     "chatglm/THUDM__chatglm2-6b.json": (
         "vocab_size is missing", "ChatGLM2 states only padded_vocab_size: the converter writes the tokenizer's own "
@@ -258,69 +258,69 @@ REFUSED.update({
 FEWER["codeshell"] = "one released model (CodeShell-7B); its organisation's own copy reached"
 FEWER["chatglm"] = ("one clean copy reached (chatglm2-6b); chatglm3-6b's copy was edited, glm-4-9b-chat's found only "
                     "quoted in code and logs")
-# hybrids, issue 14 part B: LFM2-MoE and Nemotron-H copies found only embedded in code (NVIDIA-Nemotron-3-Nano-30B's
+# hybrids, part B: LFM2-MoE and Nemotron-H copies found only embedded in code (NVIDIA-Nemotron-3-Nano-30B's
 # config inside a JAX port's test, trimmed LFM2-8B-A1B ones in others), none as a config.json file; the keys the Nano
 # copy adds are tested in tests/test_family_nemotron_h.py
 FEWER.update(dict.fromkeys(("lfm2_moe", "nemotron_h"), _UNREACHED))
-# newest dense and wrapped decoders (issue 15): Ministral 3 publishes on the Hub only (its Instruct uploads in
+# newest dense and wrapped decoders: Ministral 3 publishes on the Hub only (its Instruct uploads in
 # FP8); no copy of a config.json file reached, only fragments quoted in code and documents. The wrapper's
 # layout is tested through the config path in tests/test_family_ministral3.py
 FEWER["ministral3"] = _UNREACHED
-# Qwen's linear-attention hybrids (issue 14): one byte copy of Qwen3-Next-80B-A3B-Instruct's config.json reached
+# Qwen's linear-attention hybrids: one byte copy of Qwen3-Next-80B-A3B-Instruct's config.json reached
 # (a model report quoting the file whole); the other copies found are transcriptions or transformers' dumps
 FEWER.update({"qwen3_next": "Qwen3-Next-80B-A3B Instruct and Thinking share one config; one byte copy reached"})
 FEWER.update({"qwen3_5_text": "no byte copy of a Qwen3_5ForCausalLM config.json reached (released Qwen3.5 checkpoints "
                               "are the image-text wrappers; the copies found are truncated tool outputs)"})
 FEWER.update({"qwen3_5_moe_text": "one byte copy reached (Qwen3.5-35B-A3B's image-text wrapper); the other copies found "
                                   "are transcriptions or truncated tool outputs"})
-# issue 15, converter classes without a transformers class: Nanbeige4.2-3B's config.json is reached only as quoted
+# converter classes without a transformers class: Nanbeige4.2-3B's config.json is reached only as quoted
 # in other projects' notes and tests (none byte for byte); openPangu-Embedded-7B-V1.1's in one GitHub mirror
 FEWER["nanbeige"] = "no byte copy of a released config.json reached (Nanbeige4.2-3B publishes on the Hub only)"
 FEWER["pangu_embedded"] = "one copy reached (openPangu-Embedded-7B-V1.1, a mirror); the others publish on GitCode/the Hub"
-# MiMo-V2-Flash (issue 12): Xiaomi publishes on the Hub only; copies found only as fields quoted in other projects' code
+# MiMo-V2-Flash: Xiaomi publishes on the Hub only; copies found only as fields quoted in other projects' code
 FEWER["mimo_v2_flash"] = _UNREACHED
-# families the converter has no class for (issue 13): TeleChat 1 states no base_seqlen (its modeling code fixes it)
+# families the converter has no class for: TeleChat 1 states no base_seqlen (its modeling code fixes it)
 REFUSED.update({f"telechat/Tele-AI__TeleChat-{m}.json": (
     "base_seqlen is missing", "TeleChat 1: the rotary base depends on base_seqlen, which its modeling code fixes "
     "(4096 for 7B, 8192 for 12B) instead of config.json") for m in ("7B", "12B", "12B-V2")})
-# Tele-FLM / FLM-2 (issue 13): CofeAI publishes on the Hub only; no copy of a config.json file reached
+# Tele-FLM / FLM-2: CofeAI publishes on the Hub only; no copy of a config.json file reached
 FEWER["teleflm"] = _UNREACHED
 REFUSED["telechat/Tele-AI__TeleChat-52B.json"] = (
     "config key 'activation_function'", "TeleChat-52B: the FLM-2 lineage's GPT-2-named layout (n_embd, Conv1D c_attn, "
     "muP multipliers) under model_type telechat, another architecture than TeleChat2's, which the family does not present "
     "(and its weights are released as pickled pytorch_model.bin shards, which hfview does not read)")
-# Solar Open (issue 15): upstage publishes Solar-Open-100B on the Hub only; the search reached copies of its config
+# Solar Open: upstage publishes Solar-Open-100B on the Hub only; the search reached copies of its config
 # quoted in code and documents (tests/test_family_solar_open.py tests a config with every key they state)
 FEWER["solar_open"] = _UNREACHED
-# Gemma 4 (issue 15): Google publishes on the Hub only; the search reached configs printed by transformers in
+# Gemma 4: Google publishes on the Hub only; the search reached configs printed by transformers in
 # reports and fragments quoted in other projects' code and tests, no copy of a released config.json file
 FEWER["gemma4"] = _UNREACHED
-# sparse attention's indexer (issue 12): DeepSeek-V3.2 / V3.2-Exp (FP8 releases) publish on the Hub only; one copy of
+# sparse attention's indexer: DeepSeek-V3.2 / V3.2-Exp (FP8 releases) publish on the Hub only; one copy of
 # V3.2's config.json reached (glm_moe_dsa, GLM-5 / 5.1 / 5.2, has its three: see its SOURCES.md)
 FEWER["deepseek_v32"] = ("one copy reached (DeepSeek-V3.2's FP8 config.json, aiconfigurator and InferSim hold the same "
                          "bytes); V3.2-Exp's and V3.2-Speciale's did not")
-# Nemotron-NAS (deci, issue 15): the releases (Llama-3.1-Nemotron-51B-Instruct, Llama-3.3-Nemotron-Super-49B-v1 /
+# Nemotron-NAS (deci): the releases (Llama-3.1-Nemotron-51B-Instruct, Llama-3.3-Nemotron-Super-49B-v1 /
 # v1.5, Llama-3.1-Nemotron-Ultra-253B-v1) publish on the Hub only; the copies reached are embedded in other projects'
 # code (Super-49B's and Ultra-253B's inside a Python string literal of a file whose repository the index does not
 # name), none as released
 FEWER["deci"] = _UNREACHED
-# Gemma 3n (issue 15): Google publishes on the Hub only; the search reached test code and hand-written dicts only
+# Gemma 3n: Google publishes on the Hub only; the search reached test code and hand-written dicts only
 FEWER["gemma3n"] = _UNREACHED
-# MiniMax-01 (minimax_01, issue 14): MiniMax-Text-01 and MiniMax-M1-40k/80k publish on the Hub only; one copy of M1's
+# MiniMax-01 (minimax_01): MiniMax-Text-01 and MiniMax-M1-40k/80k publish on the Hub only; one copy of M1's
 # config.json reached, embedded in a markdown dump of the M1 repository whose repository the index does not name
 FEWER["minimax_01"] = "one copy reached (MiniMax-M1's, inside a repository dump); Text-01's and M1-40k/80k's did not"
-# Nemotron-H Puzzle (issue 14): NVIDIA-Nemotron-Labs-3-Puzzle-75B-A9B (BF16, FP8, NVFP4) publishes on the Hub only;
+# Nemotron-H Puzzle: NVIDIA-Nemotron-Labs-3-Puzzle-75B-A9B (BF16, FP8, NVFP4) publishes on the Hub only;
 # its config.json found only as fields quoted in other projects' test code, no byte copy
 FEWER["nemotron_h_puzzle"] = _UNREACHED
-# HRM-Text (issue 15): sapientinc/HRM-Text-1B publishes on the Hub only; its config.json reached only printed whole in
+# HRM-Text: sapientinc/HRM-Text-1B publishes on the Hub only; its config.json reached only printed whole in
 # an agent transcript (kept as data in tests/test_family_hrm_text.py), KoHRM-Text-1.4B's only as quoted highlights
 FEWER["hrm_text"] = "no copy of a released config.json file reached; HRM-Text-1B's printed copy is tested in " \
                     "tests/test_family_hrm_text.py"
-# VaultGemma and HyperCLOVA X (issue 15): google/vaultgemma-1b and naver-hyperclovax/HyperCLOVAX-SEED-* publish on the
+# VaultGemma and HyperCLOVA X: google/vaultgemma-1b and naver-hyperclovax/HyperCLOVAX-SEED-* publish on the
 # Hub only; the search reached a keras-hub test's dict and tiny random models' test code, no config.json
 FEWER["vaultgemma"] = _UNREACHED
 FEWER["hyperclovax"] = _UNREACHED
-# GLM-5.3-Flash (glm5_next_text, issue 12): zai-org publishes on the Hub only; one copy reached (tt-metal's), the others
+# GLM-5.3-Flash (glm5_next_text): zai-org publishes on the Hub only; one copy reached (tt-metal's), the others
 # are other projects' hand-written test configs (tests/data/released_configs/glm5_next_text/SOURCES.md)
 FEWER["glm5_next_text"] = "one copy reached (GLM-5.3-Flash's FP8 config.json, kept by tt-metal's reference code)"
 REFUSED["glm5_next_text/zai-org__GLM-5.3-Flash.json"] = (
@@ -328,10 +328,10 @@ REFUSED["glm5_next_text/zai-org__GLM-5.3-Flash.json"] = (
     "layers deepseek_sparse_attention, which the family refuses by name too (transformers 5.24 masks by indexed_attention)")
 
 
-# MiMo-7B (issue 15): its checkpoints publish config.json on the Hub only; one copy reached (XiaomiMiMo/MiMo's
+# MiMo-7B: its checkpoints publish config.json on the Hub only; one copy reached (XiaomiMiMo/MiMo's
 # GitHub repository), the others found only as dicts quoted in other projects' tests
 FEWER["mimo"] = _UNREACHED
-# Sarvam MLA (sarvam_mla, issue 12): sarvamai/sarvam-105b publishes its config.json on the Hub only; the search reached
+# Sarvam MLA (sarvam_mla): sarvamai/sarvam-105b publishes its config.json on the Hub only; the search reached
 # other projects' hand-written dicts of it (Megatron-Bridge's and SGLang's tests), no copy of the file
 FEWER["sarvam_mla"] = _UNREACHED
 
@@ -345,27 +345,27 @@ FEWER["minimax_m3_vl_text"] = _UNREACHED
 # Step-3.5-Flash (step3p5): stepfun-ai/Step-3.5-Flash publishes its config.json on the Hub only; the search reached
 # other projects' hand-written dicts of it (SGLang's, aiconfigurator's, mlx ports' tests), no copy of the file
 FEWER["step3p5"] = _UNREACHED
-# PLaMo 1 (issue 13): pfnet/plamo-13b and its instruct models publish on the Hub only; copies found only as fields
+# PLaMo 1: pfnet/plamo-13b and its instruct models publish on the Hub only; copies found only as fields
 # quoted in other projects' test code (a Swift port's "legacy" config string), none as a config.json file
 FEWER["plamo"] = _UNREACHED
 # JAIS 1 (jais): core42 / inceptionai publish jais-13b, jais-30b-* and jais-family-* config.json on the Hub only; the
 # search reached other projects' loaders (vLLM's JAISConfig, Rust ports reading its keys) and model cards, no copy of
 # the file
 FEWER["jais"] = _UNREACHED
-# Baichuan 1 and 2 (baichuan, issue 13): baichuan-inc publishes its config.json files on the Hub only (its GitHub
+# Baichuan 1 and 2 (baichuan): baichuan-inc publishes its config.json files on the Hub only (its GitHub
 # repositories hold code and READMEs); the search reached a Baichuan2-7B derivative's config printed in a log and a
 # 13B one quoted in a document, no copy of a file (tests/test_family_baichuan.py runs those two through the config path)
 FEWER["baichuan"] = _UNREACHED
-# TeleChat3 (telechat3, issue 15): Tele-AI publishes TeleChat3-36B-Thinking on the Hub and ModelScope only; the one
+# TeleChat3 (telechat3): Tele-AI publishes TeleChat3-36B-Thinking on the Hub and ModelScope only; the one
 # copy reached is mlx-community's 4-bit conversion's config.json, quoted field for field in a port's test
 FEWER["telechat3"] = _UNREACHED
 REFUSED["telechat3/mlx-community__Telechat3-36B-Thinking-4bit.json"] = (
     "quantized checkpoints are unsupported", "MLX affine 4-bit (mlx-lm's `quantization`, group_size 64)")
-# Param2 MoE (param2moe, issue 15): bharatgenai/Param2-17B-A2.4B-Thinking publishes its config.json on the Hub only;
+# Param2 MoE (param2moe): bharatgenai/Param2-17B-A2.4B-Thinking publishes its config.json on the Hub only;
 # the search reached Megatron-Bridge's bridge (the keys it writes), vLLM's / SGLang's code and transformers' port
 # (tests/data/released_configs/param2moe/SOURCES.md), no copy of the file
 FEWER["param2moe"] = _UNREACHED
-# Qwen-1 (issue 13): the first Qwen-7B-Chat revision's Megatron names, Qwen-VL (GPTQ) and Qwen-Audio's encoders
+# Qwen-1: the first Qwen-7B-Chat revision's Megatron names, Qwen-VL (GPTQ) and Qwen-Audio's encoders
 REFUSED.update({
     "qwen/Qwen__Qwen-7B-Chat-2023-08.json": (
         "ffn_hidden_size 22016", "Qwen-7B-Chat's first revision (n_embd, n_layer, ffn_hidden_size): the converter "
@@ -373,13 +373,13 @@ REFUSED.update({
     "qwen/Qwen__Qwen-VL-Chat-Int4.json": ("quantized checkpoints are unsupported", "GPTQ 4-bit (quantization_config)"),
     "qwen/Qwen__Qwen-Audio.json": ("a Qwen-Audio checkpoint", "an audio encoder beside the text model"),
 })
-# Ling 3.0 (issue 14): Ling-3.0-tiny and Ling-3.0-flash publish on the Hub only; copies found only as other projects'
+# Ling 3.0: Ling-3.0-tiny and Ling-3.0-flash publish on the Hub only; copies found only as other projects'
 # subsets and transcriptions of their values (and one quantized derivative's, without model_type)
 FEWER["bailing_hybrid"] = _UNREACHED
 # Mistral Large 3 / Small 4 (params.json): no copy of a released params.json file reached; only copies quoted
 # inside other projects' tests (unsloth, TensorRT-LLM, vLLM), every one FP8 (quantization_config / quantization),
 # which the view refuses as quantized before any download
 FEWER["mistral_moe_format"] = _UNREACHED
-# PLaMo 2 (issue 14): pfnet/plamo-2-1b, plamo-2-8b and plamo-2-translate publish on the Hub only; one trimmed copy of
+# PLaMo 2: pfnet/plamo-2-1b, plamo-2-8b and plamo-2-translate publish on the Hub only; one trimmed copy of
 # plamo-2-1b's config reached, quoted in a Swift port's test (tests/data/released_configs/plamo2/SOURCES.md)
 FEWER["plamo2"] = _UNREACHED

@@ -1,6 +1,6 @@
 """Model resolution from a local directory, the architecture gate and the quantized-checkpoint refusal.
 
-Every local refusal of issue 5 item 5 is provoked here on a tmp directory; the Hub's are in
+Every local refusal of resolution is provoked here on a tmp directory; the Hub's are in
 test_resolve_hub.py.
 """
 from __future__ import annotations
@@ -156,7 +156,7 @@ def test_tokenizer_model_kinds(tmp_path):
 
 
 # ---------------------------------------------------------------------------------------------
-# Local refusals (issue 5 item 5): each starts with its fixed text and names the path
+# Local refusals: each starts with its fixed text and names the path
 
 
 def test_refusal_failed_to_list(tmp_path, monkeypatch):

@@ -251,7 +251,7 @@ def test_offline_shard_missing_from_cache_is_named(hub, monkeypatch):
 
 
 # ---------------------------------------------------------------------------------------------
-# Hub refusals (issue 5 item 5)
+# Hub refusals
 
 
 def test_refusal_hub_client_endpoint(hub, monkeypatch):

@@ -167,6 +167,14 @@ def test_family_imports_at_most_two_deep():
         f"{' -> '.join(chain)}; move the shared pieces into {PARTS}")
 
 
+def test_parts_import_no_family():
+    """A part is shared by families; a part that imported a family would hang every family that uses it on that one."""
+    graph = import_graph()
+    leaks = sorted((part, imported) for part, targets in graph.items() if part.startswith(PARTS)
+                   for imported in targets if _is_family(imported))
+    assert not leaks, f"parts import families: {leaks}"
+
+
 def test_only_hfview_is_installed():
     """No top-level runner/ or tokenizer/ beside hfview: they are hfview.runner and hfview.tokenizer."""
     tomllib = pytest.importorskip("tomllib")

@@ -78,7 +78,7 @@ NOT_PRESENTED: dict[str, str] = {
 
 
 # Model types of the design that transformers has no class for and that no llama.cpp architecture computes (so
-# neither route runs them), with what llama.cpp lacks: the gate, `inspect`, `export` and README's coverage table
+# neither route runs them), with what llama.cpp lacks: the gate, `inspect`, `export` and docs/families.md
 # name the reason.
 NOT_COMPUTABLE: dict[str, str] = {
     "step1": "Step1ForCausalLM's attention bias is ALiBi over the square root of the distance (-slope * sqrt(i - j); "
@@ -94,7 +94,7 @@ NOT_COMPUTABLE: dict[str, str] = {
                               "runs it only beside that target in speculative decoding. Use the target checkpoint "
                               "(model_type muse_glimmer, presented as muse_glimmer_text)",
 }
-# MiMo-V2.5 / V2.5-Pro (issue 15): the pinned converter registers MiMoV2ForCausalLM twice (conversion/mimo.py): as a
+# MiMo-V2.5 / V2.5-Pro: the pinned converter registers MiMoV2ForCausalLM twice (conversion/mimo.py): as a
 # text class, MimoV2Model (mimo2, the class of MiMoV2Flash), and as an mmproj class for its towers (--mmproj only)
 NOT_COMPUTABLE["mimo_v2"] = (
     "MiMoV2ForCausalLM (MiMo-V2.5, with vision and audio towers) has no transformers 5.24 class, so its function "
@@ -105,7 +105,7 @@ NOT_COMPUTABLE["mimo_v2"] = (
     "quant_method fp8, refused as quantized) with a fused qkv_proj sharded by tensor-parallel rank "
     "(attention_projection_layout fused_qkv), which the converter regroups into q, k, v only while dequantizing FP8")
 
-# Issue 15's remote-code families with no transformers class, each read from its public ports (vLLM, SGLang, mlx-lm):
+# Remote-code families with no transformers class, each read from its public ports (vLLM, SGLang, mlx-lm):
 # what their forward computes that no llama.cpp architecture of the pinned build does
 NOT_COMPUTABLE["iquestloopcoder"] = (
     "IQuestLoopCoderForCausalLM (IQuest-Coder-V1-Loop) runs its stored layers loop_num times, and from the second "

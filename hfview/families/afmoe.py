@@ -15,7 +15,7 @@ from pathlib import Path
 
 from ..config import ANY, Harmless
 from ..errors import ConfigError
-from ..family import Experts, Family, RunnerFacts, Skip, Tensor
+from ..family import Experts, Family, Refuse, RunnerFacts, Skip, Tensor, unset
 from ..names import GGUF, Keys
 from ..params import boolean, f32, u32
 from ._parts.checks import check_no_pooling
@@ -96,44 +96,35 @@ def normalise(h: dict) -> dict:
     return h
 
 
+REFUSE = (
+    Refuse("hidden_act", ("silu",), "llama.cpp's afmoe computes SiLU only; this checkpoint would run wrong"),
+    Refuse("attention_bias", unset, "llama.cpp's afmoe has no attention biases"),
+    Refuse("rope_parameters.rope_type", ("default",), "not a rope type llama.cpp's afmoe computes (plain rope only)",
+           default="default"),
+    Refuse("mup_enabled", bool, "llama.cpp's afmoe always scales the embeddings by sqrt(hidden_size), which "
+           "transformers does only with mup_enabled true (every Trinity release states it)"),
+    Refuse("num_experts", bool, "llama.cpp's afmoe needs a mixture after its leading dense layers"),
+    Refuse("num_shared_experts", bool, "transformers' AFMoE then holds a shared expert of width 0, which no GGUF "
+           "tensor can carry"),
+    # `is True`, not (True,): 1 == True would pass a tuple
+    Refuse("route_norm", lambda v: v is True, "transformers' AFMoE always renormalises the chosen experts' "
+           "weights, llama.cpp's afmoe only where the converter writes route_norm true (Trinity's config.json "
+           "states it; transformers 5 leaves it out when it saves a config)"),
+    Refuse("score_func", ("sigmoid",), "transformers' AFMoE scores experts by sigmoid only, so the converter's "
+           "gating by it would run otherwise", default="sigmoid"),
+    *(Refuse(key, (None, 1), "transformers' AFMoE routes without expert groups, llama.cpp would limit the choice "
+             "to groups") for key in ("n_group", "topk_group")),
+)
+
+
 def check(h: dict, path: Path) -> None:
     check_no_pooling(path)
-    if h.get("hidden_act") != "silu":
-        raise ConfigError(f"{path}: hidden_act {h.get('hidden_act')!r}: llama.cpp's afmoe computes SiLU only; "
-                          f"this checkpoint would run wrong")
-    if h.get("attention_bias"):
-        raise ConfigError(f"{path}: attention_bias true: llama.cpp's afmoe has no attention biases")
-    rope_type = h["rope_parameters"].get("rope_type", "default")
-    if rope_type != "default":
-        raise ConfigError(f"{path}: rope type {rope_type!r}: llama.cpp's afmoe computes plain rope only")
-    if not h.get("mup_enabled"):
-        raise ConfigError(f"{path}: mup_enabled {h.get('mup_enabled')!r}: llama.cpp's afmoe always scales the "
-                          f"embeddings by sqrt(hidden_size), which transformers does only with mup_enabled true "
-                          f"(every Trinity release states it)")
     if list(h["layer_types"]) != _layer_pattern(h["num_hidden_layers"], _GLOBAL_EVERY):
         raise ConfigError(f"{path}: layer_types {h['layer_types']} (global_attn_every_n_layers "
                           f"{h.get('global_attn_every_n_layers')!r}): llama.cpp's afmoe makes every 4th layer "
                           f"global without rope and the others sliding with rope; this pattern would run wrong")
-    if not h.get("num_experts"):
-        raise ConfigError(f"{path}: num_experts {h.get('num_experts')!r}: llama.cpp's afmoe needs a mixture "
-                          f"after its leading dense layers")
-    if not h.get("num_shared_experts"):
-        raise ConfigError(f"{path}: num_shared_experts {h.get('num_shared_experts')!r}: transformers' AFMoE then "
-                          f"holds a shared expert of width 0, which no GGUF tensor can carry")
     if not 0 <= h["num_dense_layers"] <= h["num_hidden_layers"]:
         raise ConfigError(f"{path}: num_dense_layers {h['num_dense_layers']} of {h['num_hidden_layers']} layers")
-    if h.get("route_norm") is not True:
-        raise ConfigError(f"{path}: route_norm {h.get('route_norm')!r}: transformers' AFMoE always renormalises "
-                          f"the chosen experts' weights, llama.cpp's afmoe only where the converter writes "
-                          f"route_norm true (Trinity's config.json states it; transformers 5 leaves it out when "
-                          f"it saves a config)")
-    if h.get("score_func", "sigmoid") != "sigmoid":
-        raise ConfigError(f"{path}: score_func {h['score_func']!r}: transformers' AFMoE scores experts by sigmoid "
-                          f"only, so the converter's {h['score_func']!r} gating would run otherwise")
-    for key in ("n_group", "topk_group"):
-        if h.get(key) not in (None, 1):
-            raise ConfigError(f"{path}: {key} {h[key]!r}: transformers' AFMoE routes without expert groups, "
-                              f"llama.cpp would limit the choice to groups")
 
 
 _llama = llama_parameters("afmoe")
@@ -163,6 +154,7 @@ FAMILY = Family(
     tensors=TENSORS,
     parameters=parameters,
     vocab=llama_vocab,
+    refuse=REFUSE,
     check=check,
     normalise=normalise,
     # llama.cpp's afmoe slides on three layers of four, as the model does

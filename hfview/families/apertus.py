@@ -13,11 +13,11 @@ from pathlib import Path
 
 import numpy as np
 
-from ..errors import CheckpointError, ConfigError
-from ..family import Family, Skip, Tensor
+from ..errors import CheckpointError
+from ..family import Family, Refuse, Skip, Tensor
 from ..gguf_layout import KV, ValueType
 from ..names import GGUF
-from ._parts.checks import check_no_pooling, check_rope
+from ._parts.checks import check_no_pooling, rope_types
 from ._parts.decoder import LM_HEAD, llama_parameters
 from ._parts.rope import llama3_rope_freqs
 from ._parts.vocab import llama_vocab
@@ -66,10 +66,13 @@ def normalise(h: dict) -> dict:
     return h
 
 
+REFUSE = (
+    Refuse("hidden_act", ("xielu",), "llama.cpp's apertus computes xIELU only"),
+    rope_types("apertus", ("default", "linear", "yarn", "llama3")),
+)
+
+
 def check(h: dict, path: Path) -> None:
-    if h.get("hidden_act") != "xielu":
-        raise ConfigError(f"{path}: hidden_act {h.get('hidden_act')!r}: llama.cpp's apertus computes xIELU only")
-    check_rope(h, path, "apertus", ("default", "linear", "yarn", "llama3"))
     check_no_pooling(path)
 
 
@@ -120,6 +123,7 @@ FAMILY = Family(
     parameters=parameters,
     vocab=llama_vocab,
     generated=llama3_rope_freqs,
+    refuse=REFUSE,
     check=check,
     normalise=normalise,
     stored_kv=stored_kv,

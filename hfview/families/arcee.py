@@ -8,8 +8,8 @@ from pathlib import Path
 
 from ..config import Harmless
 from ..errors import ConfigError
-from ..family import Family
-from ._parts.checks import check_no_pooling, check_rope
+from ..family import Family, Refuse
+from ._parts.checks import check_no_pooling, rope_types
 from ._parts.decoder import LM_HEAD, decoder_tensors, llama_parameters
 from ._parts.rope import llama3_rope_freqs
 from ._parts.vocab import llama_vocab
@@ -43,11 +43,13 @@ def normalise(h: dict) -> dict:
     return h
 
 
+REFUSE = (
+    Refuse("hidden_act", ("relu2",), "llama.cpp's arcee computes relu(x)^2 only; this checkpoint would run wrong"),
+    rope_types("arcee", ("default", "linear", "yarn", "llama3")),
+)
+
+
 def check(h: dict, path: Path) -> None:
-    if h.get("hidden_act") != "relu2":
-        raise ConfigError(f"{path}: hidden_act {h.get('hidden_act')!r}: llama.cpp's arcee computes relu(x)^2 "
-                          f"only; this checkpoint would run wrong")
-    check_rope(h, path, "arcee", ("default", "linear", "yarn", "llama3"))
     check_no_pooling(path)
     if h.get("mlp_bias") or h.get("attention_bias"):
         raise ConfigError(f"{path}: attention_bias / mlp_bias: llama.cpp's arcee has no biases")
@@ -67,6 +69,7 @@ FAMILY = Family(
     parameters=parameters,
     vocab=llama_vocab,
     generated=llama3_rope_freqs,
+    refuse=REFUSE,
     check=check,
     normalise=normalise,
 )

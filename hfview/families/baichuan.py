@@ -25,7 +25,7 @@ from pathlib import Path
 
 from ..config import ANY, Harmless
 from ..errors import CheckpointError, ConfigError
-from ..family import Family, Skip, Split, Tensor
+from ..family import Family, Refuse, Skip, Split, Tensor, stated
 from ..names import GGUF, Keys
 from ..params import string, text_model_parameters, u32
 from ..views import RowSelection, fused_part
@@ -96,17 +96,21 @@ _NEEDED = ("vocab_size", "hidden_size", "intermediate_size", "num_hidden_layers"
            "rms_norm_eps")
 
 
+REFUSE = (
+    *(Refuse(key, stated, f"Baichuan needs {key!r} (read as stated: transformers has no Baichuan "
+             f"class to fill it in); add it as the released config.json has it") for key in _NEEDED),
+    Refuse("hidden_act", ("silu",), "llama.cpp's baichuan computes SiLU only; this checkpoint would run wrong",
+           default="silu"),
+    Refuse("num_hidden_layers", (ROPE_LAYERS, ALIBI_LAYERS), "llama.cpp's baichuan picks its positions by the layer "
+           "count alone (32: RoPE as the 7B models, 40: ALiBi as the 13B models) and gives any other count neither, "
+           "so this checkpoint would run without positions"),
+)
+
+
 def check(h: dict, path: Path) -> None:
-    for key in _NEEDED:
-        if h.get(key) is None:
-            raise ConfigError(f"{path}: Baichuan needs {key!r} (read as stated: transformers has no Baichuan class "
-                              f"to fill it in); add it as the released config.json has it")
     if h.get("max_position_embeddings") is None and h.get("model_max_length") is None:
         raise ConfigError(f"{path}: no context length (max_position_embeddings, as Baichuan-7B states it, or "
                           f"model_max_length, as the 13B releases do)")
-    if h.get("hidden_act", "silu") != "silu":
-        raise ConfigError(f"{path}: hidden_act {h['hidden_act']!r}: llama.cpp's baichuan computes SiLU only; this "
-                          f"checkpoint would run wrong")
     n_head = h["num_attention_heads"]
     if h.get("num_key_value_heads") not in (None, n_head):
         raise ConfigError(f"{path}: num_key_value_heads {h['num_key_value_heads']} with {n_head} attention heads: "
@@ -114,13 +118,8 @@ def check(h: dict, path: Path) -> None:
     if h["hidden_size"] % n_head or (h["hidden_size"] // n_head) % 2:
         raise ConfigError(f"{path}: hidden_size {h['hidden_size']} does not split into {n_head} heads of an even "
                           f"width (num_attention_heads); the rotation pairs need one")
-    n_layer = h["num_hidden_layers"]
-    if n_layer not in (ROPE_LAYERS, ALIBI_LAYERS):
-        raise ConfigError(f"{path}: num_hidden_layers {n_layer}: llama.cpp's baichuan picks its positions by the "
-                          f"layer count alone (32: RoPE as the 7B models, 40: ALiBi as the 13B models) and gives any "
-                          f"other count neither, so this checkpoint would run without positions")
     archs = h.get("architectures") or ()
-    if "BaiChuanForCausalLM" in archs and n_layer == ALIBI_LAYERS:
+    if "BaiChuanForCausalLM" in archs and h["num_hidden_layers"] == ALIBI_LAYERS:
         raise ConfigError(f"{path}: architectures BaiChuanForCausalLM (Baichuan-7B's class, which rotates) with "
                           f"num_hidden_layers 40: llama.cpp's baichuan would add ALiBi instead of RoPE")
 
@@ -144,6 +143,7 @@ FAMILY = Family(
     tensors=TENSORS,
     parameters=parameters,
     vocab=vocab,
+    refuse=REFUSE,
     check=check,
     notes={"vocab_size": "125696 marks Baichuan 2, whose NormHead normalises lm_head's rows at forward time; the "
                          "converter writes them as stored, and so does the view"},

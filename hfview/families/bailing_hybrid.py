@@ -31,7 +31,7 @@ from pathlib import Path
 
 from ..config import ANY, Harmless
 from ..errors import ConfigError
-from ..family import Experts, Family, Skip, Split, Tensor
+from ..family import Experts, Family, Refuse, Skip, Split, Tensor, stated, unset
 from ..gguf_layout import KV, ValueType
 from ..names import GGUF, Keys
 from ..params import boolean, f32, text_model_parameters, u32
@@ -164,35 +164,45 @@ def _kinds(h: dict) -> list[str]:
     return ["full_attention" if is_full_attention(h, i) else "linear_attention" for i in range(h["num_hidden_layers"])]
 
 
+def _negative_bound(v) -> bool:
+    # None passes here: check names it among the keys not stated
+    return v is None or (not isinstance(v, bool) and isinstance(v, (int, float)) and v < 0)
+
+
+REFUSE = (
+    Refuse("no_kda_lora", bool, "the converter writes only the full-rank KDA gates (it refuses KDA LoRA "
+           "projections), and transformers' class has no other; every Ling 3.0 release states true"),
+    Refuse("use_kda_lora", unset, "KDA LoRA projections, which neither the converter nor transformers' "
+           "BailingHybridForCausalLM computes"),
+    # `is True`: a tuple (True,) would also let 1 and 1.0 pass
+    Refuse("kda_safe_gate", lambda v: v is True, f"the converter writes only the bounded forget gate "
+           f"(lower_bound x sigmoid), which llama.cpp's {ARCH} asserts"),
+    Refuse("kda_lower_bound", _negative_bound, f"llama.cpp's {ARCH} needs a negative bound (it asserts "
+           f"kda.gate_lower_bound < 0); every Ling 3.0 release states -5"),
+    Refuse("gated_attention_proj_granularity_type", ("head_wise",), "the converter writes only the head-wise "
+           "attention gate (\"head_wise\", as every Ling 3.0 release states)"),
+    Refuse("hidden_act", ("silu",), f"llama.cpp's {ARCH} computes SiLU", default="silu"),
+    Refuse("tie_word_embeddings", unset, "transformers' BailingHybridForCausalLM ties nothing (its lm_head stays "
+           "its own), while llama.cpp would read the embeddings as the output; every Ling 3.0 release is untied"),
+    Refuse("attention_bias", unset, f"llama.cpp's {ARCH} has no attention biases"),
+    # None passes here: check names it among the keys not stated
+    Refuse("norm_topk_prob", lambda v: v is None or bool(v), "every Ling 3.0 release renormalises the chosen "
+           "weights; the view presents only what releases state"),
+    *(Refuse(key, (None,), "the converter writes these SwiGLU clamps, which transformers' "
+             "BailingHybridForCausalLM does not compute (every release: null)")
+      for key in ("expert_swiglu_limit_list", "share_expert_swiglu_limit_list")),
+    Refuse("rope_parameters.rope_theta", stated, "not stated: transformers' class defaults it to "
+           "6000000, the converter writes none and llama.cpp would rotate by 10000; state it as every Ling 3.0 "
+           "release does"),
+)
+
+
 def check(h: dict, path: Path) -> None:
-    if (h.get("architectures") or [None])[0] == "BailingHybridForCausalLM":
-        raise ConfigError(f"{path}: architectures[0] is 'BailingHybridForCausalLM' (transformers' own class name): "
-                          f"the pinned converter registers Ling 3.0 under the released name BailingMoeV3ForCausalLM "
-                          f"only, and converts no config naming the other; state BailingMoeV3ForCausalLM, as every "
-                          f"Ling 3.0 release does")
     missing = [k for k in _NEEDED if h.get(k) is None]
     if missing:
         raise ConfigError(f"{path}: no {', '.join(missing)}: the converter reads config.json as it is and needs "
                           f"{'it' if len(missing) == 1 else 'them'} (KeyError, or a file llama.cpp's bailingmoe3 "
                           f"cannot load); state {'it' if len(missing) == 1 else 'them'} as every Ling 3.0 release does")
-    if not h.get("no_kda_lora"):
-        raise ConfigError(f"{path}: no_kda_lora {h.get('no_kda_lora')!r}: the converter writes only the full-rank "
-                          f"KDA gates (it refuses KDA LoRA projections), and transformers' class has no other; "
-                          f"every Ling 3.0 release states true")
-    if h.get("use_kda_lora"):
-        raise ConfigError(f"{path}: use_kda_lora true: KDA LoRA projections, which neither the converter nor "
-                          f"transformers' BailingHybridForCausalLM computes")
-    if h.get("kda_safe_gate") is not True:
-        raise ConfigError(f"{path}: kda_safe_gate {h.get('kda_safe_gate')!r}: the converter writes only the bounded "
-                          f"forget gate (lower_bound x sigmoid), which llama.cpp's bailingmoe3 asserts")
-    bound = h["kda_lower_bound"]
-    if isinstance(bound, bool) or not isinstance(bound, (int, float)) or not bound < 0:
-        raise ConfigError(f"{path}: kda_lower_bound {bound!r}: llama.cpp's bailingmoe3 needs a negative bound "
-                          f"(it asserts kda.gate_lower_bound < 0); every Ling 3.0 release states -5")
-    if h.get("gated_attention_proj_granularity_type") != "head_wise":
-        raise ConfigError(f"{path}: gated_attention_proj_granularity_type "
-                          f"{h.get('gated_attention_proj_granularity_type')!r}: the converter writes only the "
-                          f"head-wise attention gate (\"head_wise\", as every Ling 3.0 release states)")
     n, size = h["num_hidden_layers"], h["layer_group_size"]
     if size < 1 or n % size:
         raise ConfigError(f"{path}: num_hidden_layers {n} is not a whole number of layer_group_size {size} groups: "
@@ -206,15 +216,7 @@ def check(h: dict, path: Path) -> None:
         raise ConfigError(f"{path}: layer_types {list(h['layer_types'])} disagree with layer_group_size {size}: "
                           f"transformers runs layer_types, the converter writes every {size}th layer as latent "
                           f"attention, so the file would run another model")
-    dense = check_leading_dense(h, path, n, ARCH)
-    if h.get("hidden_act", "silu") != "silu":
-        raise ConfigError(f"{path}: hidden_act {h['hidden_act']!r}: llama.cpp's bailingmoe3 computes SiLU")
-    if h.get("tie_word_embeddings"):
-        raise ConfigError(f"{path}: tie_word_embeddings true: transformers' BailingHybridForCausalLM ties nothing "
-                          f"(its lm_head stays its own), while llama.cpp would read the embeddings as the output; "
-                          f"every Ling 3.0 release is untied")
-    if h.get("attention_bias"):
-        raise ConfigError(f"{path}: attention_bias true: llama.cpp's bailingmoe3 has no attention biases")
+    check_leading_dense(h, path, n, ARCH)
     func = h.get("score_function") or h.get("scoring_func")
     if func is None:
         raise ConfigError(f"{path}: no score_function or scoring_func: transformers' router scores by sigmoid, but "
@@ -223,9 +225,6 @@ def check(h: dict, path: Path) -> None:
     if func != "sigmoid" or h.get("topk_method", "noaux_tc") != "noaux_tc":
         raise ConfigError(f"{path}: router {func!r} / topk_method {h.get('topk_method')!r}: transformers' "
                           f"BailingHybridForCausalLM scores by sigmoid with a selection bias (noaux_tc) only")
-    if not h["norm_topk_prob"]:
-        raise ConfigError(f"{path}: norm_topk_prob false: every Ling 3.0 release renormalises the chosen weights; "
-                          f"the view presents only what releases state")
     shared = h.get("num_shared_experts", 1)
     if shared < 1 or h["moe_shared_expert_intermediate_size"] != h["moe_intermediate_size"] * shared:
         raise ConfigError(f"{path}: moe_shared_expert_intermediate_size {h['moe_shared_expert_intermediate_size']} "
@@ -234,14 +233,7 @@ def check(h: dict, path: Path) -> None:
     if (h.get("n_group") is None) != (h.get("topk_group") is None):
         raise ConfigError(f"{path}: n_group {h.get('n_group')!r} and topk_group {h.get('topk_group')!r}: state both "
                           f"(transformers limits the groups by both, the converter writes each only where stated)")
-    for key in ("expert_swiglu_limit_list", "share_expert_swiglu_limit_list"):
-        if h.get(key) is not None:
-            raise ConfigError(f"{path}: {key} {h[key]!r}: the converter writes these SwiGLU clamps, which "
-                              f"transformers' BailingHybridForCausalLM does not compute (every release: null)")
     rope, qk_rope = h.get("rope_parameters") or {}, h["qk_rope_head_dim"]
-    if rope.get("rope_theta") is None:
-        raise ConfigError(f"{path}: no rope_theta: transformers' class defaults it to 6000000, the converter writes "
-                          f"none and llama.cpp would rotate by 10000; state it as every Ling 3.0 release does")
     if rope.get("rope_type", "default") != "default" or rope.get("factor") is not None:
         raise ConfigError(f"{path}: rope_parameters {rope!r}: Ling 3.0 releases use the default rope; the converter "
                           f"writes no scaling for bailingmoe3")
@@ -307,6 +299,7 @@ FAMILY = Family(
     tensors=TENSORS,
     parameters=parameters,
     vocab=vocab,
+    refuse=REFUSE,
     check=check,
     rename=rename,
     extra_blocks=mtp_layers,

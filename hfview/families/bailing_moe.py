@@ -21,12 +21,12 @@ import numpy as np
 
 from ..config import ANY, Harmless
 from ..errors import CheckpointError, ConfigError
-from ..family import Experts, Family, Split, Tensor, stored
+from ..family import Experts, Family, Refuse, Split, Tensor, stored, unset
 from ..names import GGUF, Keys
 from ..params import boolean, f32, text_model_parameters, u32
 from ..views import ColumnsNormalised, RowSelection, rotation_pairs
 from . import sarvam_moe
-from ._parts.checks import architecture, check_no_pooling, check_rope, check_silu
+from ._parts.checks import check_no_pooling, rope_types, silu_only
 from ._parts.vocab import gpt2_vocab
 
 ARCH = "bailingmoe"
@@ -105,25 +105,37 @@ def normalise(h: dict) -> dict:
     return h
 
 
+_AS_LING1 = "(no biases, no q/k norms, RMSNorm, one fused qkv)"
+REFUSE = (
+    # absent architectures: the engine lets model_type decide, which Ling 2.0 shares
+    Refuse("architectures", lambda v: bool(v) and v[0] == "BailingMoeForCausalLM",
+           "the bailing_moe family reads BailingMoeForCausalLM (Ling 1.x)"),
+    silu_only(ARCH),
+    rope_types(ARCH),
+    *(Refuse(key, unset, f"llama.cpp's {ARCH} computes Ling 1.x with it false {_AS_LING1}")
+      for key in ("attention_bias", "use_bias", "use_qk_norm", "norm_softmax")),
+    Refuse("use_rmsnorm", lambda v: v is None or bool(v), f"llama.cpp's {ARCH} computes Ling 1.x with it true "
+           f"{_AS_LING1}"),
+    Refuse("using_split_qkv_in_self_attention", unset, f"llama.cpp's {ARCH} computes Ling 1.x with it false "
+           f"{_AS_LING1}"),
+    Refuse("tie_word_embeddings", unset, f"llama.cpp's {ARCH} needs an output matrix of its own, which a tied "
+           f"checkpoint does not store"),
+    Refuse("first_k_dense_replace", unset, f"llama.cpp's {ARCH} loads every layer as a mixture (router, experts, "
+           f"shared experts), so leading dense layers cannot be presented"),
+    Refuse("n_shared_experts", bool, f"llama.cpp's {ARCH} always loads the shared experts"),
+    Refuse("n_group", lambda v: (v or 1) <= 1, f"llama.cpp's {ARCH} routes without expert groups"),
+    Refuse("routed_scaling_factor", (None, 1.0), "the converter writes Ling 1.x's expert weights scale as 1.0"),
+    Refuse("score_function", (None, "softmax"), f"llama.cpp's {ARCH} scores experts by softmax only"),
+    Refuse("num_nextn_predict_layers", unset, "Ling 1.x's architecture has no next-token-prediction layers"),
+)
+
+
 def check(h: dict, path: Path) -> None:
-    if architecture(h) != "BailingMoeForCausalLM":
-        raise ConfigError(f"{path}: architectures {h.get('architectures')!r}: the bailing_moe family reads "
-                          f"BailingMoeForCausalLM (Ling 1.x)")
     missing = [k for k in _NEEDED if h.get(k) is None]
     if missing:
         raise ConfigError(f"{path}: Ling 1.x needs {missing[0]!r} (read as stated: transformers has no class to fill "
                           f"it in); add it as the released config.json has it")
-    check_silu(h, path, ARCH)
-    check_rope(h, path, ARCH, allowed=("default", "linear", "yarn"))
     check_no_pooling(path)
-    for key, off in (("attention_bias", False), ("use_bias", False), ("use_qk_norm", False),
-                     ("norm_softmax", False), ("use_rmsnorm", True), ("using_split_qkv_in_self_attention", False)):
-        if key in h and h[key] is not None and bool(h[key]) is not off:
-            raise ConfigError(f"{path}: {key} {h[key]!r}: llama.cpp's {ARCH} computes Ling 1.x with it "
-                              f"{str(off).lower()} (no biases, no q/k norms, RMSNorm, one fused qkv)")
-    if h.get("tie_word_embeddings"):
-        raise ConfigError(f"{path}: tie_word_embeddings true: llama.cpp's {ARCH} needs an output matrix of its own, "
-                          f"which a tied checkpoint does not store")
     if h["num_attention_heads"] % h["num_key_value_heads"]:
         raise ConfigError(f"{path}: {h['num_attention_heads']} attention heads do not group over "
                           f"{h['num_key_value_heads']} KV heads")
@@ -133,24 +145,6 @@ def check(h: dict, path: Path) -> None:
     if factor != 1.0 or h.get("rotary_dim") not in (None, head_dim(h)):
         raise ConfigError(f"{path}: partial_rotary_factor {factor!r} / rotary_dim {h.get('rotary_dim')!r}: the "
                           f"converter writes Ling 1.x's rope over the whole head")
-    if h["first_k_dense_replace"]:
-        raise ConfigError(f"{path}: first_k_dense_replace {h['first_k_dense_replace']}: llama.cpp's {ARCH} loads "
-                          f"every layer as a mixture (router, experts, shared experts), so leading dense layers "
-                          f"cannot be presented")
-    if not h["n_shared_experts"]:
-        raise ConfigError(f"{path}: n_shared_experts {h['n_shared_experts']!r}: llama.cpp's {ARCH} always loads "
-                          f"the shared experts")
-    if (h.get("n_group") or 1) > 1:
-        raise ConfigError(f"{path}: n_group {h['n_group']}: llama.cpp's {ARCH} routes without expert groups")
-    if h.get("routed_scaling_factor") not in (None, 1.0):
-        raise ConfigError(f"{path}: routed_scaling_factor {h['routed_scaling_factor']!r}: the converter writes "
-                          f"Ling 1.x's expert weights scale as 1.0")
-    func = h.get("score_function")
-    if func not in (None, "softmax"):
-        raise ConfigError(f"{path}: score_function {func!r}: llama.cpp's {ARCH} scores experts by softmax only")
-    if h.get("num_nextn_predict_layers"):
-        raise ConfigError(f"{path}: num_nextn_predict_layers {h['num_nextn_predict_layers']}: Ling 1.x's "
-                          f"architecture has no next-token-prediction layers")
     if h["num_experts_per_tok"] > h["n_routed_experts"]:
         raise ConfigError(f"{path}: num_experts_per_tok {h['num_experts_per_tok']} is more than the "
                           f"{h['n_routed_experts']} experts")
@@ -178,6 +172,7 @@ FAMILY = Family(
     tensors=TENSORS,
     parameters=parameters,
     vocab=gpt2_vocab,
+    refuse=REFUSE,
     check=check,
     normalise=normalise,
     aliases=ALIASES,

@@ -18,7 +18,7 @@ from pathlib import Path
 
 from ..config import ANY, Harmless
 from ..errors import ConfigError
-from ..family import Family, Tensor
+from ..family import Family, Refuse, Tensor
 from . import sarvam_moe
 from ._parts.checks import architecture
 
@@ -64,14 +64,19 @@ def normalise(h: dict) -> dict:
     return h
 
 
+REFUSE = (
+    # unstated too: Ling 1.x shares the model_type (a stated other class is the engine's refusal)
+    Refuse("architectures", lambda v: architecture({"architectures": v}) == "BailingMoeV2ForCausalLM",
+           "the bailing_moe_v2 family reads BailingMoeV2ForCausalLM"),
+    # `is`: the layout flag must be the boolean itself (1 or 0 are refused); absent is the layout's value
+    *(Refuse(key, lambda v, off=off: v is off, f"Ling 2.0's layout has it {str(off).lower()}, which is what "
+             f"llama.cpp's bailingmoe2 computes", default=off)
+      for key, off in (("use_bias", False), ("norm_head", False), ("norm_softmax", False), ("use_rmsnorm", True),
+                       ("using_split_qkv_in_self_attention", False))),
+)
+
+
 def check(h: dict, path: Path) -> None:
-    if architecture(h) == "BailingMoeForCausalLM":
-        raise ConfigError(f"{path}: BailingMoeForCausalLM (Ling 1.x) is llama.cpp's bailingmoe architecture, which "
-                          f"the view does not present under model_type {h.get('model_type')!r} (presented: Ling 2.0's "
-                          f"BailingMoeV2ForCausalLM)")
-    if architecture(h) != "BailingMoeV2ForCausalLM":
-        raise ConfigError(f"{path}: architectures {h.get('architectures')!r}: the bailing_moe_v2 family reads "
-                          f"BailingMoeV2ForCausalLM")
     missing = [k for k in _NEEDED if h.get(k) is None]
     if missing:
         raise ConfigError(f"{path}: Ling 2.0 needs {missing[0]!r} (read as stated: transformers has no class to fill "
@@ -81,11 +86,6 @@ def check(h: dict, path: Path) -> None:
     if not h["norm_topk_prob"] and h["num_experts_per_tok"] > 1:
         raise ConfigError(f"{path}: norm_topk_prob false: Ling 2.0's code renormalises the chosen experts' weights "
                           f"whenever more than one is chosen, while the converter would tell llama.cpp not to")
-    for key, off in (("use_bias", False), ("norm_head", False), ("norm_softmax", False), ("use_rmsnorm", True),
-                     ("using_split_qkv_in_self_attention", False)):
-        if key in h and h[key] is not off:
-            raise ConfigError(f"{path}: {key} {h[key]!r}: Ling 2.0's layout has it {str(off).lower()}, which is "
-                              f"what llama.cpp's bailingmoe2 computes")
     factor = rotary_factor(h)
     if not 0 < factor <= 1 or rope_dim(h) % 2:
         raise ConfigError(f"{path}: partial_rotary_factor {factor!r}: an even number of rotated dims per head is "
@@ -105,6 +105,7 @@ FAMILY = Family(
     tensors=TENSORS,
     parameters=sarvam_moe.bailing_v2_parameters(rope_dim),
     vocab=sarvam_moe.gpt2_vocab,
+    refuse=REFUSE,
     check=check,
     normalise=normalise,
     stored_kv=sarvam_moe.check_layers,

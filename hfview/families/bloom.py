@@ -10,8 +10,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from ..config import ANY, Harmless
-from ..errors import ConfigError
-from ..family import Family, Tensor, qkv_by_part
+from ..family import Family, Refuse, Tensor, qkv_by_part, unset
 from ..names import GGUF, Keys
 from ..params import f32, u32
 
@@ -50,10 +49,10 @@ TENSORS = (
 )
 
 
-def check(h: dict, path: Path) -> None:
-    if h["apply_residual_connection_post_layernorm"]:
-        raise ConfigError(f"{path}: apply_residual_connection_post_layernorm true: llama.cpp's bloom adds the residual "
-                          f"before the norm only; this checkpoint would run wrong")
+REFUSE = (
+    Refuse("apply_residual_connection_post_layernorm", unset,
+           "llama.cpp's bloom adds the residual before the norm only; this checkpoint would run wrong"),
+)
 
 
 def parameters(h: dict, block_count: int, file_type: int) -> list:
@@ -83,7 +82,7 @@ FAMILY = Family(
     tensors=TENSORS,
     parameters=parameters,
     vocab=vocab,
-    check=check,
+    refuse=REFUSE,
     optional_prefix="transformer.",
     # BloomConfig's constructor alias and attribute map (bloom-560m's release states n_head and
     # num_attention_heads both; bloom's, n_embed for hidden_size)

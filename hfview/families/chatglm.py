@@ -21,7 +21,7 @@ from pathlib import Path
 
 from ..config import ANY, Harmless
 from ..errors import ConfigError
-from ..family import Family, Skip, Tensor
+from ..family import Family, Refuse, Skip, Tensor, stated, unset
 from ..names import GGUF, Keys
 from ..params import boolean, f32, u32
 from ._parts.glm_common import glm_special_vocab
@@ -73,10 +73,15 @@ def _kv_heads(h: dict) -> int:
     return h.get("multi_query_group_num", h.get("num_key_value_heads", h["num_attention_heads"]))
 
 
+# a stated null refused too: the checks and KV below compute with these values
+REFUSE = (
+    *(Refuse(key, stated, "missing; ChatGLM's config.json states it (no defaults apply)")
+      for key in ("hidden_size", "num_attention_heads", "multi_query_group_num")),
+    Refuse("tie_word_embeddings", unset, "every ChatGLM release stores its own output_layer"),
+)
+
+
 def check(h: dict, path: Path) -> None:
-    for key in ("hidden_size", "num_attention_heads", "multi_query_group_num"):
-        if key not in h:
-            raise ConfigError(f"{path}: {key} is missing; ChatGLM's config.json states it (no defaults apply)")
     if "vocab_size" not in h and not _is_chatglm3(h):
         raise ConfigError(f"{path}: vocab_size is missing (ChatGLM releases state only padded_vocab_size): the "
                           f"converter then writes only as many tokens as the tokenizer has, fewer than the "
@@ -98,8 +103,6 @@ def check(h: dict, path: Path) -> None:
     if len(set(layers)) > 1:
         raise ConfigError(f"{path}: num_hidden_layers {h['num_hidden_layers']} != num_layers {h['num_layers']}: "
                           f"the converter counts the first, ChatGLM's modeling code the second")
-    if h.get("tie_word_embeddings"):
-        raise ConfigError(f"{path}: tie_word_embeddings true: every ChatGLM release stores its own output_layer")
 
 
 def parameters(h: dict, block_count: int, file_type: int) -> list:
@@ -144,6 +147,7 @@ FAMILY = Family(
     tensors=TENSORS,
     parameters=parameters,
     vocab=vocab,
+    refuse=REFUSE,
     check=check,
     optional_prefix="transformer.",
 )

@@ -14,7 +14,7 @@ from pathlib import Path
 
 from ..config import ANY, Harmless
 from ..errors import ConfigError
-from ..family import Family, Tensor
+from ..family import Family, Refuse, Tensor, stated
 from ..names import GGUF, Keys
 from ..params import f32, string, u32
 
@@ -51,12 +51,14 @@ TENSORS = (
 )
 
 
+# a stated null refused too: every check and KV below computes with these values
+REFUSE = tuple(Refuse(key, stated, f"{key} is missing; CodeShell's config.json states it (the "
+                      f"converter reads it, no defaults apply)")
+               for key in ("n_embd", "n_layer", "n_head", "n_positions", "num_query_groups", "layer_norm_epsilon",
+                           "vocab_size"))
+
+
 def check(h: dict, path: Path) -> None:
-    for key in ("n_embd", "n_layer", "n_head", "n_positions", "num_query_groups", "layer_norm_epsilon",
-                "vocab_size"):
-        if key not in h:
-            raise ConfigError(f"{path}: {key} is missing; CodeShell's config.json states it (the converter reads "
-                              f"it, no defaults apply)")
     n_embd, n_head, groups = h["n_embd"], h["n_head"], h["num_query_groups"]
     if n_embd % n_head or n_head % groups:
         raise ConfigError(f"{path}: n_embd {n_embd}, n_head {n_head} and num_query_groups {groups} do not split "
@@ -99,5 +101,6 @@ FAMILY = Family(
     tensors=TENSORS,
     parameters=parameters,
     vocab=vocab,
+    refuse=REFUSE,
     check=check,
 )

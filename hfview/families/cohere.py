@@ -14,7 +14,7 @@ from pathlib import Path
 
 from ..config import Harmless
 from ..errors import ConfigError
-from ..family import Family, Tensor
+from ..family import Family, Refuse, Tensor, unset
 from ..names import GGUF, Keys
 from ..params import f32, string, text_model_parameters
 
@@ -61,22 +61,22 @@ def normalise(h: dict) -> dict:
     return h
 
 
-def check_cohere_common(h: dict, path: Path, arch: str) -> None:
+def cohere_refusals(arch: str) -> tuple[Refuse, ...]:
     """What a Cohere config can state that llama.cpp's graph does not compute."""
-    if h.get("hidden_act", "silu") != "silu":
-        raise ConfigError(f"{path}: hidden_act {h['hidden_act']!r}: llama.cpp's {arch} computes SiLU only")
-    if h.get("attention_bias"):
-        raise ConfigError(f"{path}: attention_bias true: llama.cpp's {arch} has no attention biases")
-    if not h.get("tie_word_embeddings", True):
-        raise ConfigError(f"{path}: tie_word_embeddings false: llama.cpp's {arch} reads the output through the "
-                          f"embeddings, and the converter has no output tensor for it")
-    if h["rope_parameters"].get("rope_type", "default") != "default":
-        raise ConfigError(f"{path}: rope scaling {h['rope_parameters']}: the converter writes rope scaling "
-                          f"'none' for {arch}; this checkpoint would run wrong")
+    return (
+        Refuse("hidden_act", ("silu",), f"llama.cpp's {arch} computes SiLU only", default="silu"),
+        Refuse("attention_bias", unset, f"llama.cpp's {arch} has no attention biases"),
+        Refuse("tie_word_embeddings", bool, f"llama.cpp's {arch} reads the output through the embeddings, and the "
+               f"converter has no output tensor for it", default=True),
+        Refuse("rope_parameters.rope_type", ("default",), f"the converter writes rope scaling 'none' for {arch}; "
+               f"this checkpoint would run wrong", default="default"),
+    )
+
+
+REFUSE = cohere_refusals("command-r")
 
 
 def check(h: dict, path: Path) -> None:
-    check_cohere_common(h, path, "command-r")
     # llama.cpp's command-r loads q/k norms by depth (Command-R+ has 64 layers), not by use_qk_norm
     if bool(h.get("use_qk_norm")) != (h["num_hidden_layers"] >= 64):
         raise ConfigError(f"{path}: use_qk_norm {bool(h.get('use_qk_norm'))} with {h['num_hidden_layers']} layers: "
@@ -105,6 +105,7 @@ FAMILY = Family(
     tensors=TENSORS,
     parameters=parameters,
     vocab=vocab,
+    refuse=REFUSE,
     check=check,
     normalise=normalise,
 )

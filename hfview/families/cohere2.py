@@ -13,11 +13,11 @@ from pathlib import Path
 
 from ..config import ANY, Harmless
 from ..errors import ConfigError
-from ..family import Family, RunnerFacts, Tensor
+from ..family import Family, Refuse, RunnerFacts, Tensor, stated
 from ..names import GGUF, Keys
 from ..params import f32, string, text_model_parameters, u32
 from ._parts.gemma_common import alternating_layers
-from .cohere import check_cohere_common
+from .cohere import cohere_refusals
 
 # transformers 5.24's Cohere2Config defaults, as data (tests/test_family_cohere2.py compares them);
 # head_dim is not among them: the config class always computes it (normalise).
@@ -68,16 +68,18 @@ def normalise(h: dict) -> dict:
     return h
 
 
+REFUSE = (
+    *cohere_refusals("cohere2"),
+    Refuse("sliding_window", stated, "the converter needs the window size"),
+    Refuse("rotary_pct", (1.0,), "transformers' Cohere 2 rotates the whole head whatever it says, the converter "
+           "would write a narrower rope; they would disagree", default=1.0),
+)
+
+
 def check(h: dict, path: Path) -> None:
-    check_cohere_common(h, path, "cohere2")
     if list(h["layer_types"]) != alternating_layers(h["num_hidden_layers"], 4):
         raise ConfigError(f"{path}: layer_types {h['layer_types']}: llama.cpp's cohere2 makes every 4th layer "
                           f"global and the others sliding, and the converter writes no pattern")
-    if h.get("sliding_window") is None:
-        raise ConfigError(f"{path}: sliding_window is null: the converter needs the window size")
-    if h.get("rotary_pct", 1.0) != 1.0:
-        raise ConfigError(f"{path}: rotary_pct {h['rotary_pct']}: transformers' Cohere 2 rotates the whole head "
-                          f"whatever it says, the converter would write a narrower rope; they would disagree")
 
 
 def parameters(h: dict, block_count: int, file_type: int) -> list:
@@ -106,6 +108,7 @@ FAMILY = Family(
     tensors=TENSORS,
     parameters=parameters,
     vocab=vocab,
+    refuse=REFUSE,
     check=check,
     normalise=normalise,
     notes={"rotary_pct": "read as 1.0 where config.json lacks it (the converter fails there: KeyError)"},

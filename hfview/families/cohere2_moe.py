@@ -22,7 +22,7 @@ from pathlib import Path
 
 from ..config import Harmless
 from ..errors import ConfigError
-from ..family import Experts, Family, RunnerFacts, Tensor
+from ..family import Experts, Family, Refuse, RunnerFacts, Tensor, stated, unset
 from ..gguf_layout import KV, ValueType
 from ..names import GGUF, Keys
 from ..params import boolean, f32, string, text_model_parameters, u32
@@ -102,34 +102,37 @@ def normalise(h: dict) -> dict:
     return h
 
 
+def _leading_dense(kinds: list) -> int:
+    return next((i for i, t in enumerate(kinds) if t != "dense"), len(kinds))
+
+
 def _dense_lead(h: dict) -> int:
     """Cohere2MoeModel.set_gguf_parameters: the leading dense layers, up to the first that is not dense."""
-    kinds = h["mlp_layer_types"]
-    return next((i for i, t in enumerate(kinds) if t != "dense"), len(kinds))
+    return _leading_dense(h["mlp_layer_types"])
+
+
+REFUSE = (
+    Refuse("hidden_act", ("silu",), "llama.cpp's cohere2moe computes SiLU only"),
+    Refuse("attention_bias", unset, "llama.cpp's cohere2moe has no attention biases"),
+    Refuse("rope_parameters.rope_type", ("default",), "the converter writes rope scaling 'none' for cohere2moe; this "
+           "checkpoint would run wrong", default="default"),
+    Refuse("sliding_window", stated, "the converter needs the window size"),
+    Refuse("num_experts", bool, "llama.cpp's cohere2moe needs experts"),
+    Refuse("expert_selection_fn", ("softmax", "sigmoid"), "transformers knows softmax and sigmoid only"),
+    Refuse("mlp_layer_types", lambda v: not set(v) - {"dense", "sparse"}, "transformers' Cohere 2 MoE knows 'dense' "
+           "and 'sparse'"),
+    Refuse("mlp_layer_types", lambda v: "dense" not in list(v)[_leading_dense(v):], "a dense layer after a mixture; "
+           "llama.cpp's cohere2moe has dense layers only before the first mixture (leading_dense_block_count)"),
+)
 
 
 def check(h: dict, path: Path) -> None:
     check_no_pooling(path)
-    if h.get("hidden_act") != "silu":
-        raise ConfigError(f"{path}: hidden_act {h.get('hidden_act')!r}: llama.cpp's cohere2moe computes SiLU only")
-    if h.get("attention_bias"):
-        raise ConfigError(f"{path}: attention_bias true: llama.cpp's cohere2moe has no attention biases")
-    if h["rope_parameters"].get("rope_type", "default") != "default":
-        raise ConfigError(f"{path}: rope scaling {h['rope_parameters']}: the converter writes rope scaling 'none' "
-                          f"for cohere2moe; this checkpoint would run wrong")
-    if h.get("sliding_window") is None:
-        raise ConfigError(f"{path}: sliding_window is null: the converter needs the window size")
     n = h["num_hidden_layers"]
     for key in ("layer_types", "mlp_layer_types"):
         if len(h[key]) != n:
             raise ConfigError(f"{path}: {key} lists {len(h[key])} layers, num_hidden_layers is {n}")
-    kinds = list(h["mlp_layer_types"])
-    if set(kinds) - {"dense", "sparse"}:
-        raise ConfigError(f"{path}: mlp_layer_types {kinds}: transformers' Cohere 2 MoE knows 'dense' and 'sparse'")
     lead = _dense_lead(h)
-    if "dense" in kinds[lead:]:
-        raise ConfigError(f"{path}: mlp_layer_types {kinds}: a dense layer after a mixture; llama.cpp's cohere2moe "
-                          f"has dense layers only before the first mixture (leading_dense_block_count)")
     if lead == n:
         raise ConfigError(f"{path}: mlp_layer_types: every layer dense; llama.cpp's cohere2moe needs mixtures")
     if lead and h.get("prefix_dense_intermediate_size") is None:
@@ -139,12 +142,7 @@ def check(h: dict, path: Path) -> None:
         raise ConfigError(f"{path}: prefix_dense_sliding_window_pattern {h['prefix_dense_sliding_window_pattern']} "
                           f"with a global dense layer: transformers leaves rope out of it, llama.cpp's cohere2moe "
                           f"ropes every leading dense layer")
-    if not h.get("num_experts"):
-        raise ConfigError(f"{path}: num_experts {h.get('num_experts')!r}: llama.cpp's cohere2moe needs experts")
-    fn = h.get("expert_selection_fn")
-    if fn not in ("softmax", "sigmoid"):
-        raise ConfigError(f"{path}: expert_selection_fn {fn!r}: transformers knows softmax and sigmoid only")
-    if fn == "softmax" and not h.get("norm_topk_prob"):
+    if h.get("expert_selection_fn") == "softmax" and not h.get("norm_topk_prob"):
         raise ConfigError(f"{path}: expert_selection_fn softmax with norm_topk_prob false: transformers takes the "
                           f"softmax over the chosen experts only, llama.cpp's cohere2moe over all of them, which "
                           f"agree only when the converter writes the renormalisation (norm_topk_prob true)")
@@ -190,6 +188,7 @@ FAMILY = Family(
     tensors=TENSORS,
     parameters=parameters,
     vocab=vocab,
+    refuse=REFUSE,
     check=check,
     normalise=normalise,
     runner=RunnerFacts(llama_cpp_applies_window=True),  # llama.cpp's cohere2moe slides on the layers layer_types names

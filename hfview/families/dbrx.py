@@ -18,7 +18,7 @@ from pathlib import Path
 
 from ..config import ANY, COMMON_HARMLESS, Harmless
 from ..errors import ConfigError, shown
-from ..family import Family, Tensor
+from ..family import Family, Refuse, Tensor, unset
 from ..names import GGUF, Keys
 from ..params import f32, u32
 from ..views import Reshaped, Transposed
@@ -113,6 +113,39 @@ def _positive_int(v) -> bool:
     return isinstance(v, int) and not isinstance(v, bool) and 0 < v < 1 << 32
 
 
+def _positive_number(v) -> bool:
+    return not isinstance(v, bool) and isinstance(v, (int, float)) and v > 0
+
+
+def _silu(act) -> bool:
+    return isinstance(act, dict) and act.get("name", "silu") == "silu" and not set(act) - {"name"}
+
+
+REFUSE = (
+    # `is`: off is a bool, and a tuple (False,) would also let 0 pass
+    *(Refuse(f"ffn_config.{key}", lambda v, off=off: v is off, f"transformers' DBRX does not read it and computes "
+             f"as if it were {off}, so this checkpoint would run as a model it is not", default=off)
+      for key, off in _FFN_OFF.items()),
+    *(Refuse(f"ffn_config.{key}", lambda v: not isinstance(v, int) or isinstance(v, bool), "an integer: "
+             "transformers 5.24's DbrxFFNConfig takes a float only and refuses this config, so the converter would "
+             "read the raw config.json instead; write it as a float") for key in _FLOAT_ONLY),
+    *(Refuse(key, _positive_int, "expected an integer >= 1") for key in (
+        "attn_config.kv_n_heads", "ffn_config.ffn_hidden_size", "ffn_config.moe_num_experts", "ffn_config.moe_top_k")),
+    Refuse("attn_config.rope_theta", _positive_number, "expected a number > 0; the converter writes it as DBRX's rope "
+           "base and fails without it (KeyError), as every released DBRX states it"),
+    Refuse("attn_config.clip_qkv", _positive_number, "the converter writes it as the clamp of q, k, v (a number > 0, "
+           "as every released DBRX has 8) and fails on anything else"),
+    Refuse("ffn_config.ffn_act_fn", _silu, "llama.cpp's dbrx computes SwiGLU (SiLU) only; this checkpoint would run "
+           "wrong"),
+    Refuse("ffn_config.moe_normalize_expert_weights", (1,), "llama.cpp's dbrx renormalises the chosen experts' "
+           "weights to sum to one (a p-norm of 1) and nothing else"),
+    Refuse("rope_parameters.rope_type", ("default",), "the converter writes no rope scaling for dbrx, so llama.cpp "
+           "would rotate unscaled", default="default"),
+    Refuse("tie_word_embeddings", unset, "DbrxConfig refuses it and llama.cpp's dbrx needs an output matrix of its "
+           "own"),
+)
+
+
 def check(h: dict, path: Path) -> None:
     attn, ffn = h["attn_config"], h["ffn_config"]
     for where, sub, known in (("attn_config", attn, _ATTN_KEYS), ("ffn_config", ffn, _FFN_KEYS | set(_FFN_OFF))):
@@ -120,50 +153,12 @@ def check(h: dict, path: Path) -> None:
         if unknown:
             raise ConfigError(f"{path}: config key {where}.{unknown[0]} (= {shown(sub[unknown[0]])}) is not one the "
                               f"dbrx family knows; hfview will not guess whether it changes the model")
-    for key, off in _FFN_OFF.items():
-        if key in ffn and ffn[key] is not off:
-            raise ConfigError(f"{path}: ffn_config.{key} is {shown(ffn[key])}; transformers' DBRX does not read it and "
-                              f"computes as if it were {off}, so this checkpoint would run as a model it is not")
-    for key in _FLOAT_ONLY:
-        if key in ffn and isinstance(ffn[key], int) and not isinstance(ffn[key], bool):
-            raise ConfigError(f"{path}: ffn_config.{key} is the integer {ffn[key]}: transformers 5.24's DbrxFFNConfig "
-                              f"takes a float only and refuses this config, so the converter would read the raw "
-                              f"config.json instead; write {float(ffn[key])}")
-    for where, sub, key in (("attn_config", attn, "kv_n_heads"), ("ffn_config", ffn, "ffn_hidden_size"),
-                            ("ffn_config", ffn, "moe_num_experts"), ("ffn_config", ffn, "moe_top_k")):
-        if not _positive_int(sub[key]):
-            raise ConfigError(f"{path}: {where}.{key} is {shown(sub[key])}; expected an integer >= 1")
     if ffn["moe_top_k"] > ffn["moe_num_experts"]:
         raise ConfigError(f"{path}: ffn_config.moe_top_k {ffn['moe_top_k']} is more than the "
                           f"{ffn['moe_num_experts']} experts")
     if h["n_heads"] % attn["kv_n_heads"] or h["d_model"] % h["n_heads"]:
         raise ConfigError(f"{path}: d_model {h['d_model']}, n_heads {h['n_heads']}, attn_config.kv_n_heads "
                           f"{attn['kv_n_heads']}: the heads do not split d_model and the KV heads evenly")
-    if "rope_theta" not in attn:
-        raise ConfigError(f"{path}: attn_config.rope_theta is not stated: the converter writes it as DBRX's rope "
-                          f"base and fails without it (KeyError), as every released DBRX states it")
-    theta = attn["rope_theta"]
-    if isinstance(theta, bool) or not isinstance(theta, (int, float)) or not theta > 0:
-        raise ConfigError(f"{path}: attn_config.rope_theta is {shown(theta)}; expected a number > 0")
-    clip = attn["clip_qkv"]
-    if isinstance(clip, bool) or not isinstance(clip, (int, float)) or not clip > 0:
-        raise ConfigError(f"{path}: attn_config.clip_qkv is {shown(clip)}: the converter writes it as the clamp of "
-                          f"q, k, v (a number > 0, as every released DBRX has 8) and fails on anything else")
-    act = ffn["ffn_act_fn"]
-    if not isinstance(act, dict) or act.get("name", "silu") != "silu" or set(act) - {"name"}:
-        raise ConfigError(f"{path}: ffn_config.ffn_act_fn {shown(act)}: llama.cpp's dbrx computes SwiGLU (SiLU) "
-                          f"only; this checkpoint would run wrong")
-    if ffn["moe_normalize_expert_weights"] != 1:
-        raise ConfigError(f"{path}: ffn_config.moe_normalize_expert_weights "
-                          f"{shown(ffn['moe_normalize_expert_weights'])}: llama.cpp's dbrx renormalises the chosen "
-                          f"experts' weights to sum to one (a p-norm of 1) and nothing else")
-    rope = h["rope_parameters"]
-    if rope.get("rope_type", "default") != "default":
-        raise ConfigError(f"{path}: rope type {rope.get('rope_type')!r}: the converter writes no rope scaling for "
-                          f"dbrx, so llama.cpp would rotate unscaled")
-    if h.get("tie_word_embeddings"):
-        raise ConfigError(f"{path}: tie_word_embeddings true: DbrxConfig refuses it and llama.cpp's dbrx needs an "
-                          f"output matrix of its own")
 
 
 def parameters(h: dict, block_count: int, file_type: int) -> list:
@@ -201,6 +196,7 @@ FAMILY = Family(
     tensors=TENSORS,
     parameters=parameters,
     vocab=vocab,
+    refuse=REFUSE,
     check=check,
     normalise=normalise,
     matrices_at_outtype=True,

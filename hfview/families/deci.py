@@ -27,12 +27,12 @@ from pathlib import Path
 
 from ..config import Harmless
 from ..errors import CheckpointError, ConfigError
-from ..family import Family, Tensor
+from ..family import Family, Refuse, Tensor, stated, unset
 from ..gguf_layout import KV, ValueType
 from ..names import GGUF, Keys
 from ..params import f32, u32
 from ..views import RowPermutation, rotation_pairs
-from ._parts.checks import check_silu
+from ._parts.checks import silu_only
 from ._parts.rope import llama3_rope_freqs
 
 ARCH = "deci"
@@ -128,13 +128,23 @@ def _check_block(i: int, block, path: Path) -> None:
                           f"an FFN-free layer before taking its output, so this layer's attention would be dropped")
 
 
+REFUSE = (
+    silu_only(ARCH),
+    *(Refuse(key, stated, f"missing; the converter reads Nemotron-NAS's config.json as written (no "
+             f"config class defaults apply) and llama.cpp's {ARCH} needs it")
+      for key in ("vocab_size", "hidden_size", "num_hidden_layers", "num_attention_heads", "max_position_embeddings",
+                  "rms_norm_eps", "block_configs")),
+    Refuse("vocab_size", (128256,), "the converter reads Llama 3's byte-level BPE only at 128256 (every "
+           "Nemotron-NAS release), and DeciLM-7B's SentencePiece path otherwise, which the view does not present "
+           "for nemotron-nas"),
+    *(Refuse(key, unset, f"the view presents Nemotron-NAS without {part} biases (no release has them)")
+      for key, part in (("attention_bias", "attention"), ("mlp_bias", "feed-forward"))),
+    Refuse("rope_parameters.rope_type", ("default", "llama3"), f"the converter's {ARCH} writes Llama 3's rope factors "
+           f"only (no scaling keys), so llama.cpp would compute another rope", default="default"),
+)
+
+
 def check(h: dict, path: Path) -> None:
-    check_silu(h, path, ARCH)
-    for key in ("vocab_size", "hidden_size", "num_hidden_layers", "num_attention_heads", "max_position_embeddings",
-                "rms_norm_eps", "block_configs"):
-        if h.get(key) is None:
-            raise ConfigError(f"{path}: {key} is missing; the converter reads Nemotron-NAS's config.json as written "
-                              f"(no config class defaults apply) and llama.cpp's deci needs it")
     blocks = h["block_configs"]
     if not isinstance(blocks, list) or len(blocks) != h["num_hidden_layers"]:
         n = len(blocks) if isinstance(blocks, list) else blocks
@@ -149,22 +159,10 @@ def check(h: dict, path: Path) -> None:
         raise ConfigError(f"{path}: block_configs[0] has no attention: llama.cpp takes the head width (key_length) "
                           f"only where layer 0 has heads, and loads no attention tensors otherwise (every release's "
                           f"layer 0 has attention)")
-    if h["vocab_size"] != 128256:
-        raise ConfigError(f"{path}: vocab_size {h['vocab_size']}: the converter reads Llama 3's byte-level BPE only "
-                          f"at 128256 (every Nemotron-NAS release), and DeciLM-7B's SentencePiece path otherwise, "
-                          f"which the view does not present for nemotron-nas")
     if h["hidden_size"] % h["num_attention_heads"] or h.get("head_dim") not in (
             None, h["hidden_size"] // h["num_attention_heads"]):
         raise ConfigError(f"{path}: head_dim {h.get('head_dim')!r} with hidden_size {h['hidden_size']} over "
                           f"{h['num_attention_heads']} heads: the converter writes the head width as hidden / heads")
-    for key, part in (("attention_bias", "attention"), ("mlp_bias", "feed-forward")):
-        if h.get(key):
-            raise ConfigError(f"{path}: {key} is true: the view presents Nemotron-NAS without {part} biases "
-                              f"(no release has them)")
-    rope_type = (h.get("rope_parameters") or {}).get("rope_type", "default")
-    if rope_type not in ("default", "llama3"):
-        raise ConfigError(f"{path}: rope scaling {rope_type!r}: the converter's deci writes Llama 3's rope factors "
-                          f"only (no scaling keys), so llama.cpp would compute another rope")
 
 
 def _layer(name: str) -> int:
@@ -261,6 +259,7 @@ FAMILY = Family(
     parameters=parameters,
     vocab=vocab,
     generated=llama3_rope_freqs,
+    refuse=REFUSE,
     check=check,
     stored_hparams=stored_hparams,
     notes={"block_configs": "per layer: attention with num_attention_heads // n_heads_in_group KV heads or none, "

@@ -13,9 +13,10 @@ from pathlib import Path
 
 from ..config import ANY, Harmless
 from ..errors import ConfigError
-from ..family import Experts, Family, Skip, Tensor, rope_pairs
+from ..family import Experts, Family, Refuse, Skip, Tensor, rope_pairs, stated, unset
 from ..names import GGUF, Keys
 from ..params import f32, string, text_model_parameters, u32
+from ._parts.checks import silu_only
 from ._parts.vocab import gpt2_or_sentencepiece_vocab
 
 DEFAULTS = {"deepseek": {}}  # no transformers class: nothing is filled in
@@ -58,34 +59,28 @@ _NEEDED = ("vocab_size", "hidden_size", "intermediate_size", "num_hidden_layers"
            "first_k_dense_replace", "rms_norm_eps")
 
 
+REFUSE = (
+    *(Refuse(key, stated, f"DeepSeek-MoE needs {key!r} (read as stated: transformers has no class "
+             f"for DeepseekForCausalLM to fill it in); add it as the released config.json has it") for key in _NEEDED),
+    silu_only("deepseek"),
+    Refuse("moe_layer_freq", (1,), "the remote code then makes every layer i not a multiple of it dense; llama.cpp's "
+           "deepseek architecture has a mixture in every layer after the first first_k_dense_replace", default=1),
+    Refuse("norm_topk_prob", unset, "llama.cpp's deepseek architecture never renormalises the chosen experts' "
+           "weights, so this checkpoint would run wrong"),
+    Refuse("scoring_func", ("softmax",), "llama.cpp's deepseek architecture scores experts by softmax only",
+           default="softmax"),
+    Refuse("attention_bias", unset, "no DeepSeek-MoE release has q/k/v biases and the view does not present them "
+           "for llama.cpp's deepseek architecture"),
+    Refuse("n_shared_experts", bool, "llama.cpp's deepseek architecture needs shared-expert tensors in every "
+           "mixture layer"),
+)
+
+
 def check(h: dict, path: Path) -> None:
-    for key in _NEEDED:
-        if h.get(key) is None:
-            raise ConfigError(f"{path}: DeepSeek-MoE needs {key!r} (read as stated: transformers has no class for "
-                              f"DeepseekForCausalLM to fill it in); add it as the released config.json has it")
-    if h.get("hidden_act", "silu") != "silu":
-        raise ConfigError(f"{path}: hidden_act {h['hidden_act']!r}: llama.cpp's deepseek architecture computes "
-                          f"SiLU only; this checkpoint would run wrong")
     rope = h["rope_parameters"]
     if set(rope) - {"rope_type", "rope_theta"} or rope.get("rope_type", "default") != "default":
         raise ConfigError(f"{path}: rope_scaling {rope!r}: the converter writes rope scaling type none for "
                           f"DeepSeek-MoE whatever the config states, so a scaled rope would run unscaled")
-    if h.get("moe_layer_freq", 1) != 1:
-        raise ConfigError(f"{path}: moe_layer_freq {h['moe_layer_freq']!r}: the remote code then makes every "
-                          f"layer i with i % {h['moe_layer_freq']!r} != 0 dense; llama.cpp's deepseek architecture "
-                          f"has a mixture in every layer after the first first_k_dense_replace")
-    if h.get("norm_topk_prob"):
-        raise ConfigError(f"{path}: norm_topk_prob true: llama.cpp's deepseek architecture never renormalises "
-                          f"the chosen experts' weights, so this checkpoint would run wrong")
-    if h.get("scoring_func", "softmax") != "softmax":
-        raise ConfigError(f"{path}: scoring_func {h['scoring_func']!r}: llama.cpp's deepseek architecture "
-                          f"scores experts by softmax only")
-    if h.get("attention_bias"):
-        raise ConfigError(f"{path}: attention_bias true: no DeepSeek-MoE release has q/k/v biases and the view "
-                          f"does not present them for llama.cpp's deepseek architecture")
-    if not h["n_shared_experts"]:
-        raise ConfigError(f"{path}: n_shared_experts {h['n_shared_experts']!r}: llama.cpp's deepseek "
-                          f"architecture needs shared-expert tensors in every mixture layer")
     head_dim = h.get("head_dim")
     if head_dim is not None and head_dim * h["num_attention_heads"] != h["hidden_size"]:
         raise ConfigError(f"{path}: head_dim {head_dim} x {h['num_attention_heads']} heads is not hidden_size "
@@ -126,6 +121,7 @@ FAMILY = Family(
     tensors=TENSORS,
     parameters=parameters,
     vocab=gpt2_or_sentencepiece_vocab,  # DeepseekModel.set_vocab: tokenizer.model when there is one
+    refuse=REFUSE,
     check=check,
     normalise=normalise,
 )

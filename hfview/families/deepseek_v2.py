@@ -15,8 +15,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from ..config import Harmless
-from ..errors import ConfigError
-from ..family import Family
+from ..family import Family, Refuse, unset
 from ._parts.deepseek_moe import check_mixture, mixture_tensors
 from ._parts.latent import (ARCH, LATENT_HARMLESS, LATENT_READS, check_latent_attention, latent_normalise,
                             latent_parameters, latent_tensors)
@@ -46,26 +45,24 @@ _L = "model.layers.{bid}."
 TENSORS = (*latent_tensors(), *mixture_tensors())
 
 
+# transformers' DeepseekV2 router: softmax over all experts, top-k, never renormalised
+REFUSE = (
+    Refuse("mlp_bias", unset, "llama.cpp's deepseek2 architecture has no FFN biases"),
+    Refuse("scoring_func", ("softmax",), "transformers' DeepseekV2 scores experts by softmax only "
+           "(DeepseekV3ForCausalLM is the sigmoid router)", default="softmax"),
+    Refuse("norm_topk_prob", unset, "transformers' DeepseekV2 never renormalises the chosen experts' weights, while "
+           "the converter then has llama.cpp renormalise them"),
+    Refuse("n_group", lambda v: not (v or 1) > 1, "the converter writes the group counts, and llama.cpp's deepseek2 "
+           "then ranks groups by the sum of their two best scores (DeepSeek-V3's rule), while DeepSeek-V2's "
+           "group_limited_greedy ranks them by their best score alone: expert choices would differ"),
+    Refuse("topk_method", ("greedy", "group_limited_greedy"), "transformers' DeepseekV2 knows greedy and "
+           "group_limited_greedy only", default="greedy"),
+)
+
+
 def check(h: dict, path: Path) -> None:
     check_latent_attention(h, path, "DeepSeek-V2")
     check_mixture(h, path)
-    if h.get("mlp_bias"):
-        raise ConfigError(f"{path}: mlp_bias true: llama.cpp's deepseek2 architecture has no FFN biases")
-    # transformers' DeepseekV2 router: softmax over all experts, top-k, never renormalised
-    if h.get("scoring_func", "softmax") != "softmax":
-        raise ConfigError(f"{path}: scoring_func {h['scoring_func']!r}: transformers' DeepseekV2 scores experts by "
-                          f"softmax only (DeepseekV3ForCausalLM is the sigmoid router)")
-    if h.get("norm_topk_prob"):
-        raise ConfigError(f"{path}: norm_topk_prob true: transformers' DeepseekV2 never renormalises the chosen "
-                          f"experts' weights, while the converter then has llama.cpp renormalise them")
-    if (h.get("n_group") or 1) > 1:
-        raise ConfigError(f"{path}: n_group {h['n_group']} (topk_method {h.get('topk_method')!r}): the converter "
-                          f"writes the group counts, and llama.cpp's deepseek2 then ranks groups by the sum of "
-                          f"their two best scores (DeepSeek-V3's rule), while DeepSeek-V2's group_limited_greedy "
-                          f"ranks them by their best score alone: expert choices would differ")
-    if h.get("topk_method", "greedy") not in ("greedy", "group_limited_greedy"):
-        raise ConfigError(f"{path}: topk_method {h['topk_method']!r}: transformers' DeepseekV2 knows greedy and "
-                          f"group_limited_greedy only")
 
 
 FAMILY = Family(
@@ -78,6 +75,7 @@ FAMILY = Family(
     tensors=TENSORS,
     parameters=latent_parameters,
     vocab=gpt2_vocab,  # DeepseekV2Model.set_vocab: byte-level BPE
+    refuse=REFUSE,
     check=check,
     normalise=latent_normalise,
 )

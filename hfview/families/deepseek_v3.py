@@ -24,7 +24,7 @@ from pathlib import Path
 
 from ..config import Harmless
 from ..errors import ConfigError
-from ..family import Family
+from ..family import Family, Refuse
 from ._parts.deepseek_moe import check_groups, check_mixture, check_sigmoid_router
 from ._parts.latent import LATENT_HARMLESS, LATENT_READS, check_latent_attention, latent_normalise, latent_parameters
 from ._parts.vocab import gpt2_vocab
@@ -70,15 +70,18 @@ def check_stated(h: dict, path: Path) -> None:
                           f"Kimi-K2 release does")
 
 
+REFUSE = (
+    Refuse("rope_interleave", bool, "llama.cpp's deepseek2 rotates interleaved pairs, and the converter writes "
+           "q_pe / k_pe as stored without regrouping them", default=True),
+)
+
+
 def check(h: dict, path: Path) -> None:
     if h.get("model_type") == "kimi_k2":
         check_stated(h, path)
     check_latent_attention(h, path, "DeepSeek-V3")
     check_mixture(h, path)
     check_sigmoid_router(h, path, "DeepseekV3")
-    if not h.get("rope_interleave", True):
-        raise ConfigError(f"{path}: rope_interleave false: llama.cpp's deepseek2 rotates interleaved pairs, and the "
-                          f"converter writes q_pe / k_pe as stored without regrouping them")
     check_groups(h, path)
 
 
@@ -111,6 +114,7 @@ FAMILY = Family(
     tensors=TENSORS,
     parameters=latent_parameters,
     vocab=vocab,
+    refuse=REFUSE,
     check=check,
     normalise=normalise_v3,
 )

@@ -18,7 +18,7 @@ from pathlib import Path
 
 from ..config import Harmless
 from ..errors import ConfigError
-from ..family import Family
+from ..family import Family, Refuse, unset
 from ..names import Keys
 from ..params import u32
 from ._parts.deepseek_moe import check_groups, check_mixture, check_sigmoid_router, mixture_tensors
@@ -56,6 +56,13 @@ HARMLESS: Harmless = {**LATENT_HARMLESS, "rope_interleave": (True,)}
 TENSORS = (*latent_tensors(skip_mtp=False), *indexer_tensors(), *mixture_tensors(), *NEXTN_TENSORS)
 
 
+REFUSE = (
+    Refuse("mlp_bias", unset, f"llama.cpp's {ARCH} architecture has no FFN biases"),
+    Refuse("layer_types", lambda v: all(kind == "indexed_attention" for kind in v), f"transformers' DeepseekV32 builds "
+           f"every layer with the indexer (indexed_attention), as llama.cpp's {ARCH} does"),
+)
+
+
 def check(h: dict, path: Path) -> None:
     check_latent_attention(h, path, "DeepseekV32", ARCH)
     check_mixture(h, path)
@@ -63,11 +70,6 @@ def check(h: dict, path: Path) -> None:
     check_groups(h, path)
     check_mlp_layer_types(h, path, "DeepseekV32", ARCH)
     check_indexer(h, path, ARCH)
-    if h.get("mlp_bias"):
-        raise ConfigError(f"{path}: mlp_bias true: llama.cpp's {ARCH} architecture has no FFN biases")
-    if any(kind != "indexed_attention" for kind in h["layer_types"]):
-        raise ConfigError(f"{path}: layer_types {h['layer_types']!r}: transformers' DeepseekV32 builds every layer "
-                          f"with the indexer (indexed_attention), as llama.cpp's {ARCH} does")
 
 
 def normalise(h: dict) -> dict:
@@ -115,6 +117,7 @@ FAMILY = Family(
     tensors=TENSORS,
     parameters=parameters,
     vocab=vocab,
+    refuse=REFUSE,
     check=check,
     normalise=normalise,
     extra_blocks=mtp_layers,

@@ -34,12 +34,12 @@ from pathlib import Path
 
 from ..config import ANY, Harmless
 from ..errors import CheckpointError, ConfigError
-from ..family import Family, RunnerFacts, Skip, Split, Tensor
+from ..family import Family, Refuse, RunnerFacts, Skip, Split, Tensor, unset
 from ..gguf_layout import KV, ValueType
 from ..names import GGUF, Keys
 from ..params import u32
 from ..views import BlocksTransposed, RowSelection, ValueStep, _times, latent_kv_halves
-from ._parts.checks import check_silu
+from ._parts.checks import silu_only
 from ._parts.deepseek_moe import mixture_tensors
 from ._parts.indexer import INDEXER_READS, check_indexer, indexer_parameters, indexer_tensors
 from ._parts.latent import LATENT_HARMLESS, LATENT_READS, latent_parameters
@@ -141,28 +141,42 @@ ATTENTION = (
 TENSORS = (*ATTENTION, *indexer_tensors(required=False), *mixture_tensors())
 
 
+def _both_kinds(types) -> bool:
+    return SLIDING in types and INDEXED in types and not set(types) - {SLIDING, INDEXED}
+
+
+REFUSE = (
+    silu_only(ARCH),
+    # `is True` (here and below): a tuple (True,) would also let 1 pass
+    *(Refuse(key, lambda v: v is True, f"transformers' Dots3Note and llama.cpp's {ARCH} always run the indexer and "
+             f"the rope-key norm (the converter refuses {key} false)", default=True)
+      for key in ("use_dsa", "k_rope_only_layernorm")),
+    Refuse("apply_mla_qkv_lora_rescale", lambda v: v is True, "transformers' Dots3Note always rescales the normalised "
+           "latents by sqrt(hidden_size / rank), and the converter folds that into the latent norms only under "
+           "apply_mla_qkv_lora_rescale true: without it llama.cpp would run this checkpoint wrong"),
+    *(Refuse(key, ("headwise",), f"llama.cpp's {ARCH} gates each head by one sigmoid only", default="headwise")
+      for key in ("attention_gate_type", "swa_attention_gate_type")),
+    *(Refuse(key, ("RMSNorm",), f"llama.cpp's {ARCH} normalises by RMSNorm only", default="RMSNorm")
+      for key in ("normalization", "final_norm")),
+    Refuse("moe_layer_freq", (1,), f"llama.cpp's {ARCH} makes every layer after first_k_dense_replace a mixture",
+           default=1),
+    Refuse("tie_word_embeddings", unset, "the converter writes output.weight from lm_head, which a tied checkpoint "
+           "does not store"),
+    Refuse("layer_types", _both_kinds, f"llama.cpp's {ARCH} needs indexed and sliding layers (it reads the window "
+           f"and the sliding rope base as required keys)"),
+    Refuse(f"rope_parameters.{INDEXED}.rope_theta", (10000.0,), "under transformers 5.24 the converter writes no "
+           "rope.freq_base for dots3-note (its config keeps the indexed layers' rope under \"indexed_attention\", "
+           "and the converter looks for \"full_attention\"), so llama.cpp would rotate those layers at its default "
+           "10000 and this checkpoint would run wrong"),
+)
+
+
 def check(h: dict, path: Path) -> None:
-    check_silu(h, path, ARCH)
     missing = [k for k in (*SWA_KEYS, "sliding_window_size", "first_k_dense_replace") if k not in h]
     if missing:
         raise ConfigError(f"{path}: {', '.join(missing)} not stated: the converter reads them from config.json's top "
                           f"level (transformers 5.24's Dots3NoteTextConfig folds them away and fills no value the "
                           f"converter sees), so it cannot convert this checkpoint; state them as releases do")
-    for key in ("use_dsa", "k_rope_only_layernorm"):
-        if h.get(key, True) is not True:
-            raise ConfigError(f"{path}: {key} {h[key]!r}: transformers' Dots3Note and llama.cpp's {ARCH} always run "
-                              f"the indexer and the rope-key norm (the converter refuses {key} false)")
-    if h.get("apply_mla_qkv_lora_rescale") is not True:
-        raise ConfigError(f"{path}: apply_mla_qkv_lora_rescale {h.get('apply_mla_qkv_lora_rescale')!r}: "
-                          f"transformers' Dots3Note always rescales the normalised latents by sqrt(hidden_size / "
-                          f"rank), and the converter folds that into the latent norms only under "
-                          f"apply_mla_qkv_lora_rescale true: without it llama.cpp would run this checkpoint wrong")
-    for key in ("attention_gate_type", "swa_attention_gate_type"):
-        if h.get(key, "headwise") != "headwise":
-            raise ConfigError(f"{path}: {key} {h[key]!r}: llama.cpp's {ARCH} gates each head by one sigmoid only")
-    for key in ("normalization", "final_norm"):
-        if h.get(key, "RMSNorm") != "RMSNorm":
-            raise ConfigError(f"{path}: {key} {h[key]!r}: llama.cpp's {ARCH} normalises by RMSNorm only")
     if h.get("use_dynamic_rsf") or h.get("moe_gating_fp32"):
         raise ConfigError(f"{path}: use_dynamic_rsf / moe_gating_fp32: the converter does not convert them")
     if h.get("scoring_func") != "sigmoid" or h.get("topk_method", "noaux_tc") != "noaux_tc":
@@ -172,14 +186,8 @@ def check(h: dict, path: Path) -> None:
     if h.get("n_group", 1) != 1 or h.get("topk_group", 1) != 1:
         raise ConfigError(f"{path}: n_group {h.get('n_group')!r}, topk_group {h.get('topk_group')!r}: the converter "
                           f"converts no grouped routing for dots3-note")
-    if h.get("moe_layer_freq", 1) != 1:
-        raise ConfigError(f"{path}: moe_layer_freq {h['moe_layer_freq']!r}: llama.cpp's {ARCH} makes every layer "
-                          f"after first_k_dense_replace a mixture")
     if h.get("attention_bias") or h.get("mlp_bias"):
         raise ConfigError(f"{path}: attention_bias / mlp_bias true: llama.cpp's {ARCH} has no such biases")
-    if h.get("tie_word_embeddings"):
-        raise ConfigError(f"{path}: tie_word_embeddings true: the converter writes output.weight from lm_head, "
-                          f"which a tied checkpoint does not store")
     if h.get("q_lora_rank") is None or h["swa_q_lora_rank"] != h["q_lora_rank"]:
         raise ConfigError(f"{path}: q_lora_rank {h.get('q_lora_rank')!r}, swa_q_lora_rank {h['swa_q_lora_rank']!r}: "
                           f"llama.cpp's {ARCH} reads one query rank for both layer kinds")
@@ -203,15 +211,6 @@ def check(h: dict, path: Path) -> None:
         if set(rope) - {"rope_type", "rope_theta", "partial_rotary_factor"} or rope.get("rope_type") != "default":
             raise ConfigError(f"{path}: rope {rope!r} for the {kind} layers: the view reads dots3-note's plain rope "
                               f"only (rope_theta, swa_rope_theta), as releases state it")
-    if SLIDING not in h["layer_types"] or INDEXED not in h["layer_types"] or \
-            set(h["layer_types"]) - {SLIDING, INDEXED}:
-        raise ConfigError(f"{path}: layer_types {h['layer_types']!r}: llama.cpp's {ARCH} needs indexed and sliding "
-                          f"layers (it reads the window and the sliding rope base as required keys)")
-    if (theta := h["rope_parameters"].get(INDEXED, {}).get("rope_theta")) != 10000.0:
-        raise ConfigError(f"{path}: rope_theta {theta!r}: under transformers 5.24 the converter writes no "
-                          f"rope.freq_base for dots3-note (its config keeps the indexed layers' rope under "
-                          f"\"indexed_attention\", and the converter looks for \"full_attention\"), so llama.cpp would "
-                          f"rotate those layers at its default 10000 and this checkpoint would run wrong")
     check_indexer(h, path, ARCH)
 
 
@@ -298,6 +297,7 @@ FAMILY = Family(
     tensors=TENSORS,
     parameters=parameters,
     vocab=vocab,
+    refuse=REFUSE,
     check=check,
     normalise=normalise,
     # llama.cpp's dots3note slides on the layers sliding_window_pattern marks

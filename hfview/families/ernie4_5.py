@@ -8,11 +8,10 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from ..errors import ConfigError
-from ..family import Family
+from ..family import Family, Refuse, unset
 from ..names import Keys
 from ..params import boolean, text_model_parameters
-from ._parts.checks import check_no_pooling, check_rope, check_silu
+from ._parts.checks import check_no_pooling, rope_types, silu_only
 from ._parts.decoder import LM_HEAD, decoder_tensors
 
 DEFAULTS = {
@@ -39,13 +38,15 @@ def normalise(h: dict) -> dict:
     return h
 
 
+REFUSE = (
+    silu_only("ernie4_5"),
+    rope_types("ernie4_5"),
+    Refuse("use_bias", unset, "llama.cpp's ernie4_5 has no biases on its FFN; this checkpoint would run wrong"),
+)
+
+
 def check(h: dict, path: Path) -> None:
-    check_silu(h, path, "ernie4_5")
-    check_rope(h, path, "ernie4_5")
     check_no_pooling(path)
-    if h.get("use_bias"):
-        raise ConfigError(f"{path}: use_bias: llama.cpp's ernie4_5 has no biases on its FFN; this checkpoint "
-                          f"would run wrong")
 
 
 def parameters(h: dict, block_count: int, file_type: int) -> list:
@@ -75,6 +76,7 @@ FAMILY = Family(
     tensors=TENSORS,
     parameters=parameters,
     vocab=vocab,
+    refuse=REFUSE,
     check=check,
     normalise=normalise,
 )

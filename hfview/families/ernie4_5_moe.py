@@ -14,11 +14,11 @@ from pathlib import Path
 
 from ..config import Harmless
 from ..errors import CheckpointError, ConfigError
-from ..family import Experts, Family, Tensor
+from ..family import Experts, Family, Refuse, Tensor, unset
 from ..names import GGUF, Keys
 from ..params import text_model_parameters, u32
 from . import ernie4_5
-from ._parts.checks import check_no_pooling, check_rope, check_silu
+from ._parts.checks import check_no_pooling, rope_types, silu_only
 from ._parts.decoder import LM_HEAD, decoder_tensors
 
 # transformers 5.24's Ernie4_5_MoeConfig defaults
@@ -71,26 +71,25 @@ def normalise(h: dict) -> dict:
     return ernie4_5.normalise(h)
 
 
+REFUSE = (
+    silu_only("ernie4_5-moe"),
+    rope_types("ernie4_5-moe"),
+    Refuse("use_bias", unset, "llama.cpp's ernie4_5-moe has no biases on its FFNs or experts; this checkpoint would "
+           "run wrong"),
+    Refuse("moe_num_experts", bool, "a config without experts is a dense ERNIE 4.5, which the converter does not "
+           "write as ernie4_5-moe"),
+    *(Refuse(key, lambda v, least=least: isinstance(v, int) and not isinstance(v, bool) and v >= least,
+             f"expected an integer >= {least}")
+      for key, least in (("moe_layer_start_index", 0), ("moe_layer_end_index", 0), ("moe_layer_interval", 1))),
+    Refuse("moe_layer_interval", (1,), "transformers then keeps every layer i with (i + 1) % moe_layer_interval != 0 "
+           "dense, while llama.cpp's ernie4_5-moe loads experts for every layer past the leading dense ones, so such "
+           "a checkpoint cannot load there"),
+)
+
+
 def check(h: dict, path: Path) -> None:
-    check_silu(h, path, "ernie4_5-moe")
-    check_rope(h, path, "ernie4_5-moe")
     check_no_pooling(path)
-    if h.get("use_bias"):
-        raise ConfigError(f"{path}: use_bias true: llama.cpp's ernie4_5-moe has no biases on its FFNs or experts; "
-                          f"this checkpoint would run wrong")
-    if not h.get("moe_num_experts"):
-        raise ConfigError(f"{path}: moe_num_experts {h.get('moe_num_experts')!r}: a config without experts is a dense "
-                          f"ERNIE 4.5, which the converter does not write as ernie4_5-moe")
-    n, start, end, step = (h["num_hidden_layers"], h["moe_layer_start_index"], h["moe_layer_end_index"],
-                           h["moe_layer_interval"])
-    for key in ("moe_layer_start_index", "moe_layer_end_index", "moe_layer_interval"):
-        if isinstance(h[key], bool) or not isinstance(h[key], int) or h[key] < (1 if key.endswith("interval") else 0):
-            raise ConfigError(f"{path}: {key} is {h[key]!r}; expected an integer >= "
-                              f"{1 if key.endswith('interval') else 0}")
-    if step != 1:
-        raise ConfigError(f"{path}: moe_layer_interval {step}: transformers then keeps every layer i with (i + 1) % "
-                          f"{step} != 0 dense, while llama.cpp's ernie4_5-moe loads experts for every layer past the "
-                          f"leading dense ones, so such a checkpoint cannot load there")
+    n, start, end = h["num_hidden_layers"], h["moe_layer_start_index"], h["moe_layer_end_index"]
     if start >= n:
         raise ConfigError(f"{path}: moe_layer_start_index {start} with {n} layers: no layer holds a mixture")
     if end < n - 1:
@@ -163,6 +162,7 @@ FAMILY = Family(
     tensors=TENSORS,
     parameters=parameters,
     vocab=ernie4_5.vocab,
+    refuse=REFUSE,
     check=check,
     normalise=normalise,
     stored_kv=check_layers,

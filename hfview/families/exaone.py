@@ -14,7 +14,7 @@ from pathlib import Path
 
 from ..config import ANY, Harmless
 from ..errors import ConfigError
-from ..family import Family, Skip, Tensor
+from ..family import Family, Refuse, Skip, Tensor
 from ..names import GGUF, Keys
 from ..params import text_model_parameters, u32
 from ._parts.rope import llama3_rope_factors
@@ -73,7 +73,14 @@ def _rope_width(h: dict) -> int:
     return int((1.0 if factor is None else factor) * (h["hidden_size"] // h["num_attention_heads"]))
 
 
+REFUSE = (
+    Refuse("rope_parameters.rope_type", ("default", "linear", "yarn", "llama3"), "not one llama.cpp's exaone "
+           "architecture computes (default, linear, yarn, llama3)", default="default"),
+)
+
+
 def check(h: dict, path: Path) -> None:
+    # code, not a Refuse: the message names the key as EXAONE's config.json states it (activation_function)
     if h["hidden_act"] != "silu":
         raise ConfigError(f"{path}: activation_function {h['hidden_act']!r}: EXAONE's converter accepts SiLU only")
     if h["head_dim"] != h["hidden_size"] // h["num_attention_heads"]:
@@ -81,10 +88,6 @@ def check(h: dict, path: Path) -> None:
                           f"sizes EXAONE's rope from the latter, so this checkpoint would run wrong")
     if h.get("attention_bias") or h.get("mlp_bias"):
         raise ConfigError(f"{path}: attention_bias / mlp_bias: EXAONE's converter maps no bias tensors")
-    rope_type = h["rope_parameters"].get("rope_type", "default")
-    if rope_type not in ("default", "linear", "yarn", "llama3"):
-        raise ConfigError(f"{path}: rope type {rope_type!r} is not one llama.cpp's exaone architecture computes "
-                          f"(default, linear, yarn, llama3)")
 
 
 def parameters(h: dict, block_count: int, file_type: int) -> list:
@@ -115,6 +118,7 @@ FAMILY = Family(
     parameters=parameters,
     vocab=vocab,
     generated=generated,
+    refuse=REFUSE,
     check=check,
     normalise=normalise,
     notes={"converter": "the pinned converter fails on EXAONE 3 under transformers 5 (KeyError "

@@ -11,10 +11,11 @@ from pathlib import Path
 
 from ..config import Harmless
 from ..errors import ConfigError
-from ..family import Family, RunnerFacts, Skip, Tensor
+from ..family import Family, Refuse, RunnerFacts, Skip, Tensor, stated
 from ..gguf_layout import KV, ValueType
 from ..names import GGUF, Keys
 from ..params import text_model_parameters, u32
+from ._parts.checks import silu_only
 from ._parts.rope import llama3_rope_factors
 
 # transformers 5.24's Exaone4Config defaults, as data (layer_types is derived: see normalise).
@@ -72,14 +73,17 @@ def head_dim(h: dict) -> int:
     return h.get("head_dim") or h["hidden_size"] // h["num_attention_heads"]
 
 
+REFUSE = (
+    silu_only("exaone4"),
+    Refuse("layer_types", stated, "not stated, nor a sliding_window with an integer "
+           "sliding_window_pattern: transformers cannot derive the layer pattern (it fails reading this config); "
+           "state layer_types"),
+    Refuse("rope_parameters.rope_type", ("default", "linear", "yarn", "llama3"), "not one llama.cpp's exaone4 "
+           "architecture computes", default="default"),
+)
+
+
 def check(h: dict, path: Path) -> None:
-    if h.get("hidden_act", "silu") != "silu":
-        raise ConfigError(f"{path}: hidden_act {h['hidden_act']!r}: llama.cpp's exaone4 architecture computes "
-                          f"SiLU only; this checkpoint would run wrong")
-    if h.get("layer_types") is None:
-        raise ConfigError(f"{path}: neither layer_types nor a sliding_window with an integer "
-                          f"sliding_window_pattern: transformers cannot derive the layer pattern "
-                          f"(it fails reading this config); state layer_types")
     if len(h["layer_types"]) != h["num_hidden_layers"]:
         raise ConfigError(f"{path}: layer_types lists {len(h['layer_types'])} layers, num_hidden_layers is "
                           f"{h['num_hidden_layers']}")
@@ -90,9 +94,6 @@ def check(h: dict, path: Path) -> None:
         raise ConfigError(f"{path}: sliding_window {h['sliding_window']} with {h['num_hidden_layers']} layers: "
                           f"llama.cpp's exaone4 applies sliding windows (and leaves rope out of the global "
                           f"layers) only for {_HYBRID_DEPTH}-layer models (EXAONE 4.0 32B); this one would run wrong")
-    rope_type = h["rope_parameters"].get("rope_type", "default")
-    if rope_type not in ("default", "linear", "yarn", "llama3"):
-        raise ConfigError(f"{path}: rope type {rope_type!r} is not one llama.cpp's exaone4 architecture computes")
 
 
 def parameters(h: dict, block_count: int, file_type: int) -> list:
@@ -129,6 +130,7 @@ FAMILY = Family(
     parameters=parameters,
     vocab=vocab,
     generated=generated,
+    refuse=REFUSE,
     check=check,
     normalise=normalise,
     runner=RunnerFacts(llama_cpp_applies_window=True),  # llama.cpp's exaone4 slides on the layers the pattern names

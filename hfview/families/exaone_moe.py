@@ -21,7 +21,7 @@ from pathlib import Path
 
 from ..config import Harmless
 from ..errors import CheckpointError, ConfigError
-from ..family import Experts, Family, RunnerFacts, Skip, Tensor
+from ..family import Experts, Family, Refuse, RunnerFacts, Skip, Tensor, stated, unset
 from ..gguf_layout import KV, ValueType
 from ..names import GGUF, Keys
 from ..params import boolean, f32, string, text_model_parameters, u32
@@ -126,24 +126,35 @@ def normalise(h: dict) -> dict:
     return normalise_exaone4(h)
 
 
+REFUSE = (
+    Refuse("sliding_window", stated, "transformers then ropes every layer, while llama.cpp's "
+           "exaone-moe, without the window and pattern the converter would not write, slides (128 tokens) and leaves "
+           "rope out of every 4th layer"),
+    Refuse("hidden_act", ("silu",), "llama.cpp's exaone-moe computes SiLU only; this checkpoint would run wrong",
+           default="silu"),
+    Refuse("layer_types", stated, "and no integer sliding_window_pattern: the layer pattern cannot "
+           "be derived; state layer_types"),
+    Refuse("rope_parameters.rope_type", ("default",), "a rope type the converter writes as rope scaling 'none' for "
+           "exaone-moe (and fails on linear or yarn, writing the type twice)", default="default"),
+    Refuse("num_shared_experts", bool, "llama.cpp's exaone-moe needs a shared expert in every mixture"),
+    Refuse("tie_word_embeddings", unset, "llama.cpp's exaone-moe needs an output matrix of its own, which a tied "
+           "checkpoint does not store"),
+    Refuse("scoring_func", stated, "with no scoring_func the converter writes no gating function, "
+           "which llama.cpp's exaone-moe requires; state scoring_func \"sigmoid\" as K-EXAONE's config does "
+           "(transformers 5 leaves it out when it saves a config)"),
+    Refuse("scoring_func", ("sigmoid",), "transformers' EXAONE MoE scores experts by sigmoid only"),
+    *(Refuse(key, (1,), "K-EXAONE routes without expert groups (1 and 1); llama.cpp's exaone-moe would limit the "
+             "choice to groups") for key in ("n_group", "topk_group")),
+    Refuse("num_nextn_predict_layers", lambda v: (v or 0) <= 1, "the converter writes the stored MTP head (mtp.fc, "
+           "mtp.norm, ...) once for every MTP block; the view presents one MTP block (K-EXAONE has one)"),
+)
+
+
 def check(h: dict, path: Path) -> None:
     check_no_pooling(path)
-    if h.get("sliding_window") is None:
-        raise ConfigError(f"{path}: sliding_window is null: transformers then ropes every layer, while llama.cpp's "
-                          f"exaone-moe, without the window and pattern the converter would not write, slides "
-                          f"(128 tokens) and leaves rope out of every 4th layer")
-    if h.get("hidden_act", "silu") != "silu":
-        raise ConfigError(f"{path}: hidden_act {h['hidden_act']!r}: llama.cpp's exaone-moe computes SiLU only; "
-                          f"this checkpoint would run wrong")
-    if h.get("layer_types") is None:
-        raise ConfigError(f"{path}: neither layer_types nor an integer sliding_window_pattern: the layer pattern "
-                          f"cannot be derived; state layer_types")
     if len(h["layer_types"]) != h["num_hidden_layers"]:
         raise ConfigError(f"{path}: layer_types lists {len(h['layer_types'])} layers, num_hidden_layers is "
                           f"{h['num_hidden_layers']}")
-    if h["rope_parameters"].get("rope_type", "default") != "default":
-        raise ConfigError(f"{path}: rope type {h['rope_parameters']['rope_type']!r}: the converter writes rope "
-                          f"scaling 'none' for exaone-moe (and fails on linear or yarn, writing the type twice)")
     n = h["num_hidden_layers"]
     if len(h["mlp_layer_types"]) != n:
         raise ConfigError(f"{path}: mlp_layer_types lists {len(h['mlp_layer_types'])} layers, num_hidden_layers "
@@ -156,23 +167,6 @@ def check(h: dict, path: Path) -> None:
     if lead >= n or not h.get("num_experts"):
         raise ConfigError(f"{path}: first_k_dense_replace {lead} of {n} layers with {h.get('num_experts')!r} "
                           f"experts: llama.cpp's exaone-moe needs mixtures")
-    if not h.get("num_shared_experts"):
-        raise ConfigError(f"{path}: num_shared_experts {h.get('num_shared_experts')!r}: llama.cpp's exaone-moe "
-                          f"needs a shared expert in every mixture")
-    if h.get("tie_word_embeddings"):
-        raise ConfigError(f"{path}: tie_word_embeddings true: llama.cpp's exaone-moe needs an output matrix of its "
-                          f"own, which a tied checkpoint does not store")
-    if "scoring_func" not in h:
-        raise ConfigError(f"{path}: no scoring_func: the converter then writes no gating function, which "
-                          f"llama.cpp's exaone-moe requires; state scoring_func \"sigmoid\" as K-EXAONE's config "
-                          f"does (transformers 5 leaves it out when it saves a config)")
-    if h["scoring_func"] != "sigmoid":
-        raise ConfigError(f"{path}: scoring_func {h['scoring_func']!r}: transformers' EXAONE MoE scores experts by "
-                          f"sigmoid only")
-    for key in ("n_group", "topk_group"):
-        if h.get(key) != 1:
-            raise ConfigError(f"{path}: {key} {h.get(key)!r}: K-EXAONE routes without expert groups (1 and 1); "
-                              f"llama.cpp's exaone-moe would limit the choice to groups")
     if h.get("first_last_k_dense_replace") is not None and h["first_last_k_dense_replace"] != lead:
         raise ConfigError(f"{path}: first_last_k_dense_replace {h['first_last_k_dense_replace']} but "
                           f"first_k_dense_replace {lead}: transformers and the converter read the latter only "
@@ -181,10 +175,6 @@ def check(h: dict, path: Path) -> None:
         raise ConfigError(f"{path}: is_moe_layer {h['is_moe_layer']} disagrees with mlp_layer_types "
                           f"{h['mlp_layer_types']}, which transformers and the converter read (is_moe_layer they "
                           f"ignore)")
-    if (h.get("num_nextn_predict_layers") or 0) > 1:
-        raise ConfigError(f"{path}: num_nextn_predict_layers {h['num_nextn_predict_layers']}: the converter writes "
-                          f"the stored MTP head (mtp.fc, mtp.norm, ...) once for every MTP block; the view presents "
-                          f"one MTP block (K-EXAONE has one)")
 
 
 def mtp_stored(h: dict, stored: dict) -> dict:
@@ -229,6 +219,7 @@ FAMILY = Family(
     tensors=TENSORS,
     parameters=parameters,
     vocab=vocab,
+    refuse=REFUSE,
     check=check,
     normalise=normalise,
     runner=RunnerFacts(llama_cpp_applies_window=True),  # llama.cpp's exaone-moe slides on the layers layer_types names

@@ -18,7 +18,7 @@ from pathlib import Path
 
 from ..config import ANY, Harmless
 from ..errors import ConfigError
-from ..family import Family, Tensor
+from ..family import Family, Refuse, Tensor, unset
 from ..names import GGUF, Keys
 from ..params import f32, u32
 from ..views import NEG_EXP, RowSegmentsScaled, ValueStep, scaled
@@ -92,6 +92,17 @@ TENSORS = (
     Tensor(_L + "feed_forward.down_proj.weight", GGUF.FFN_DOWN.weight, steps=times("mlp_multipliers[1]")),
 )
 
+
+REFUSE = (
+    Refuse("tie_word_embeddings", unset, "llama.cpp would compute the logits from the embedding as scaled by "
+           "embedding_multiplier, not lm_head_multiplier"),
+    Refuse("time_step_limit", lambda v: v is None or list(v) == [0.0, float("inf")], "llama.cpp's falcon-h1 does "
+           "not clamp the step"),
+    Refuse("rope_parameters.rope_type", ("default",), "the converter writes Falcon-H1's rope base only",
+           default="default"),
+)
+
+
 def check(h: dict, path: Path) -> None:
     missing = [k for k in STATED if h.get(k) is None]
     if h["rope_parameters"].get("rope_theta") is None:
@@ -107,16 +118,6 @@ def check(h: dict, path: Path) -> None:
                           f"heads must fill mamba_d_ssm = {h['mamba_d_ssm']} (the converter needs the number)")
     if h["mamba_d_ssm"] % h["mamba_n_groups"]:
         raise ConfigError(f"{path}: mamba_n_groups {h['mamba_n_groups']} does not divide mamba_d_ssm {h['mamba_d_ssm']}")
-    if h.get("tie_word_embeddings"):
-        raise ConfigError(f"{path}: tie_word_embeddings true: llama.cpp would compute the logits from the embedding "
-                          f"as scaled by embedding_multiplier, not lm_head_multiplier")
-    limit = h.get("time_step_limit")
-    if limit is not None and list(limit) != [0.0, float("inf")]:
-        raise ConfigError(f"{path}: time_step_limit {limit}: llama.cpp's falcon-h1 does not clamp the step")
-    rope_type = h["rope_parameters"].get("rope_type", "default")
-    if rope_type != "default":
-        raise ConfigError(f"{path}: rope_parameters.rope_type {rope_type!r}: the converter writes Falcon-H1's rope "
-                          f"base only")
     wrong = [f"{k} {h[k]!r}" for k, ok in (("hidden_act", "silu"), ("mamba_conv_bias", True), ("mamba_proj_bias", False),
                                             ("projectors_bias", False), ("attention_bias", False), ("mlp_bias", False))
              if k in h and h[k] != ok]
@@ -165,5 +166,6 @@ FAMILY = Family(
     tensors=TENSORS,
     parameters=parameters,
     vocab=vocab,
+    refuse=REFUSE,
     check=check,
 )

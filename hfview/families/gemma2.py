@@ -11,8 +11,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from ..config import ANY, Harmless
-from ..errors import ConfigError
-from ..family import Family, RunnerFacts, Skip, Tensor
+from ..family import Family, Refuse, RunnerFacts, Skip, Tensor, stated
 from ..names import GGUF, Keys
 from ..params import f32, u32
 from ._parts.gemma_common import (NORM, check_gemma_common, check_swa_and_scale, gemma_parameters,
@@ -58,15 +57,16 @@ TENSORS = (
 )
 
 
+REFUSE = (
+    *(Refuse(key, bool, "the converter needs a number here (llama.cpp's gemma2 always soft-caps)")
+      for key in ("attn_logit_softcapping", "final_logit_softcapping")),
+    Refuse("sliding_window", stated, "the converter needs the window size"),
+)
+
+
 def check(h: dict, path: Path) -> None:
     check_gemma_common(h, path, "gemma2", "hidden_activation")
     check_swa_and_scale(h, path, "gemma2", 2, 46)
-    for key in ("attn_logit_softcapping", "final_logit_softcapping"):
-        if not h.get(key):
-            raise ConfigError(f"{path}: {key} {h.get(key)!r}: the converter needs a number here (llama.cpp's "
-                              f"gemma2 always soft-caps)")
-    if h.get("sliding_window") is None:
-        raise ConfigError(f"{path}: sliding_window is null: the converter needs the window size")
 
 
 def parameters(h: dict, block_count: int, file_type: int) -> list:
@@ -93,6 +93,7 @@ FAMILY = Family(
     tensors=TENSORS,
     parameters=parameters,
     vocab=vocab,
+    refuse=REFUSE,
     check=check,
     notes={"embedding scale": "sqrt(hidden_size) is applied by llama.cpp's gemma2 graph; nothing is written"},
     runner=RunnerFacts(llama_cpp_applies_window=True),  # llama.cpp's gemma2 slides on even layers, as the model does

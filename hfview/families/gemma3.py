@@ -18,7 +18,7 @@ from pathlib import Path
 
 from ..config import ANY, Harmless
 from ..errors import ConfigError
-from ..family import Family, RunnerFacts, Skip, Tensor
+from ..family import Family, Refuse, RunnerFacts, Skip, Tensor, unset
 from ..names import GGUF, Keys
 from ..params import boolean, f32, text_model_parameters, u32
 from ._parts.gemma_common import NORM, TANH_GELU, alternating_layers, check_swa_and_scale, check_vocab_rows
@@ -95,6 +95,18 @@ def normalise(h: dict) -> dict:
     return h
 
 
+_ROPE_SCALING = "llama.cpp's gemma3 scales the global layers' rope linearly at most and the sliding layers' not at all"
+REFUSE = (
+    Refuse("hidden_activation", TANH_GELU, "llama.cpp's gemma3 computes the tanh GELU only"),
+    Refuse("attn_logit_softcapping", (None,), "Gemma 3 has none, and the converter refuses one"),
+    Refuse("attention_bias", unset, "llama.cpp's gemma3 has no attention biases"),
+    Refuse("use_bidirectional_attention", unset, "an embedding model; llama.cpp's gemma3 attends causally"),
+    # normalise states both kinds' rope, in this order
+    Refuse("rope_parameters.sliding_attention.rope_type", ("default",), _ROPE_SCALING, default="default"),
+    Refuse("rope_parameters.full_attention.rope_type", ("default", "linear"), _ROPE_SCALING, default="default"),
+)
+
+
 def check(h: dict, path: Path) -> None:
     if "chunked_attention" in (h.get("layer_types") or ()) or h.get("attention_chunk_size") is not None:
         # Rnj-1.5's block-local layers: a token attends only within its own attention_chunk_size block
@@ -102,22 +114,6 @@ def check(h: dict, path: Path) -> None:
                           f"{h.get('attention_chunk_size')}): a token attends only to earlier tokens of its own "
                           f"block, which neither llama.cpp's gemma3 (a sliding window over the last tokens) nor "
                           f"transformers' Gemma 3 computes; the view does not present a different attention")
-    if h.get("hidden_activation") not in TANH_GELU:
-        raise ConfigError(f"{path}: hidden_activation {h.get('hidden_activation')!r}: llama.cpp's gemma3 computes "
-                          f"the tanh GELU only")
-    if h.get("attn_logit_softcapping") is not None:
-        raise ConfigError(f"{path}: attn_logit_softcapping {h['attn_logit_softcapping']}: Gemma 3 has none, and "
-                          f"the converter refuses one")
-    if h.get("attention_bias"):
-        raise ConfigError(f"{path}: attention_bias true: llama.cpp's gemma3 has no attention biases")
-    if h.get("use_bidirectional_attention"):
-        raise ConfigError(f"{path}: use_bidirectional_attention (an embedding model): llama.cpp's gemma3 "
-                          f"attends causally")
-    for kind, rope in h["rope_parameters"].items():
-        rope_type = rope.get("rope_type", "default")
-        if rope_type not in ("default", "linear") or (kind == "sliding_attention" and rope_type != "default"):
-            raise ConfigError(f"{path}: rope_parameters.{kind} {rope}: llama.cpp's gemma3 scales the global "
-                              f"layers' rope linearly at most and the sliding layers' not at all")
     if _pattern(h) != 1:
         check_swa_and_scale(h, path, "gemma3", 6, 62)
     check_vocab_rows(h, path.parent)
@@ -158,6 +154,7 @@ FAMILY = Family(
     tensors=TENSORS,
     parameters=parameters,
     vocab=vocab,
+    refuse=REFUSE,
     check=check,
     normalise=normalise,
     notes={"embedding scale": "sqrt(hidden_size) is applied by llama.cpp's gemma3 graph; nothing is written",

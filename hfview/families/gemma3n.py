@@ -24,7 +24,7 @@ import numpy as np
 
 from ..config import ANY, Harmless
 from ..errors import ConfigError
-from ..family import Family, RunnerFacts, Skip, Stacked, Tensor
+from ..family import Family, Refuse, RunnerFacts, Skip, Stacked, Tensor, stated
 from ..gguf_layout import KV, ValueType
 from ..names import GGUF, Keys
 from ..params import u32
@@ -140,30 +140,33 @@ def _sparsity(n: int) -> list[float]:
     return [0.95 if il < _N_SPARSE_LAYERS else 0.0 for il in range(n)]
 
 
+REFUSE = (
+    Refuse("altup_num_inputs", (4,), "the converter and llama.cpp's gemma3n take 4 AltUp inputs only"),
+    Refuse("altup_active_idx", (0,), "llama.cpp's gemma3n makes AltUp input 0 the active one"),
+    Refuse("laurel_rank", (64,), "llama.cpp's gemma3n fixes the Laurel rank at 64"),
+    Refuse("hidden_size_per_layer_input", (256,), "llama.cpp's gemma3n fixes the per-layer inputs at 256 wide"),
+    Refuse("altup_correct_scale", (True,), "llama.cpp's gemma3n always scales AltUp's corrected output"),
+    Refuse("hidden_activation", ("gelu_pytorch_tanh",), "llama.cpp's gemma3n computes the tanh GELU only"),
+    Refuse("attention_bias", (False,), "llama.cpp's gemma3n has no attention biases"),
+    Refuse("final_logit_softcapping", bool, "llama.cpp's gemma3n soft-caps the logits always (at 30 where none is "
+           "written)"),
+    Refuse("layer_types", lambda v: set(v) <= {"sliding_attention", "full_attention"}, "Gemma 3n layers slide or "
+           "attend fully"),
+    # normalise states both ropes
+    *(Refuse(f"rope_parameters.{kind}.rope_type", ("default",), "Gemma 3n's ropes are unscaled, and hfview presents "
+             "them so only", default="default") for kind in ("sliding_attention", "full_attention")),
+    Refuse("sliding_window", stated, "the converter writes the window of the sliding layers"),
+)
+
+
 def check(h: dict, path: Path) -> None:
     n = h["num_hidden_layers"]
-    fixed = (("altup_num_inputs", 4, "the converter and llama.cpp's gemma3n take 4 AltUp inputs only"),
-             ("altup_active_idx", 0, "llama.cpp's gemma3n makes AltUp input 0 the active one"),
-             ("laurel_rank", 64, "llama.cpp's gemma3n fixes the Laurel rank at 64"),
-             ("hidden_size_per_layer_input", 256, "llama.cpp's gemma3n fixes the per-layer inputs at 256 wide"),
-             ("altup_correct_scale", True, "llama.cpp's gemma3n always scales AltUp's corrected output"),
-             ("hidden_activation", "gelu_pytorch_tanh", "llama.cpp's gemma3n computes the tanh GELU only"),
-             ("attention_bias", False, "llama.cpp's gemma3n has no attention biases"))
-    for key, value, why in fixed:
-        if h.get(key) != value:
-            raise ConfigError(f"{path}: {key} {h.get(key)!r}: {why}")
-    if not h.get("final_logit_softcapping"):
-        raise ConfigError(f"{path}: final_logit_softcapping {h.get('final_logit_softcapping')!r}: llama.cpp's "
-                          f"gemma3n soft-caps the logits always (at 30 where none is written)")
     if h["vocab_size_per_layer_input"] > h["vocab_size"]:
         raise ConfigError(f"{path}: vocab_size_per_layer_input {h['vocab_size_per_layer_input']} is more than "
                           f"vocab_size {h['vocab_size']}: llama.cpp's gemma3n reads one per-layer row per token")
     for key in ("layer_types", "activation_sparsity_pattern", "intermediate_size"):
         if len(h[key]) != n:
             raise ConfigError(f"{path}: {key} has {len(h[key])} entries for {n} layers (num_hidden_layers)")
-    if not set(h["layer_types"]) <= {"sliding_attention", "full_attention"}:
-        raise ConfigError(f"{path}: layer_types {sorted(set(h['layer_types']))}: Gemma 3n layers slide or attend "
-                          f"fully")
     if [float(s) for s in h["activation_sparsity_pattern"]] != _sparsity(n):
         raise ConfigError(f"{path}: activation_sparsity_pattern {h['activation_sparsity_pattern']}: llama.cpp's "
                           f"gemma3n keeps the top 5% (0.95) of the gate on the first {_N_SPARSE_LAYERS} layers and "
@@ -176,12 +179,6 @@ def check(h: dict, path: Path) -> None:
                           f"llama.cpp's gemma3n computes keys and values in the first {_N_KV_LAYERS} layers and "
                           f"nowhere after (num_kv_shared_layers {want} here), the later ones reading layers 18 "
                           f"(sliding) and 19 (full)")
-    for kind, rope in h["rope_parameters"].items():
-        if rope.get("rope_type", "default") != "default":
-            raise ConfigError(f"{path}: rope_parameters.{kind} {rope}: Gemma 3n's ropes are unscaled, and hfview "
-                              f"presents them so only")
-    if h["sliding_window"] is None:
-        raise ConfigError(f"{path}: sliding_window null: the converter writes the window of the sliding layers")
 
 
 def _quantile(p: float) -> float:
@@ -227,6 +224,7 @@ FAMILY = Family(
     tensors=TENSORS,
     parameters=parameters,
     vocab=vocab,
+    refuse=REFUSE,
     check=check,
     normalise=normalise,
     notes={"embedding scale": "sqrt(hidden_size) is applied by llama.cpp's gemma3n graph; nothing is written",

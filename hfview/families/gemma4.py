@@ -32,7 +32,7 @@ import numpy as np
 
 from ..config import ANY, Harmless
 from ..errors import ConfigError
-from ..family import Family, RunnerFacts, Skip, Tensor
+from ..family import Family, Refuse, RunnerFacts, Skip, Tensor, stated, unset
 from ..gguf_layout import KV, ValueType
 from ..names import GGUF, Keys
 from ..params import boolean, f32, text_model_parameters, u32
@@ -174,9 +174,26 @@ def _full_layer(h: dict, key: str):
     return None
 
 
+REFUSE = (
+    Refuse("attention_bias", unset, "llama.cpp's gemma4 has no attention biases"),
+    Refuse("hidden_activation", ("gelu_pytorch_tanh",), "llama.cpp's gemma4 computes the tanh GELU only"),
+    Refuse("use_bidirectional_attention", (None, "vision"), "text attends both ways there, llama.cpp's gemma4 "
+           "causally"),
+    Refuse("layer_types", lambda v: set(v) <= {"sliding_attention", "full_attention"},
+           "Gemma 4 layers slide or attend fully"),
+    Refuse("rope_parameters",
+           lambda v: all(isinstance(v.get(k), dict) for k in ("sliding_attention", "full_attention")),
+           "Gemma 4 states one rope per layer kind (sliding_attention, full_attention)"),
+    Refuse("rope_parameters.sliding_attention",
+           lambda v: (v.get("rope_type", "default"), v.get("partial_rotary_factor", 1.0)) == ("default", 1.0),
+           "llama.cpp's gemma4 rotates the sliding layers' whole head, unscaled"),
+    Refuse("rope_parameters.full_attention.rope_type", ("proportional",), "the converter writes the full layers' "
+           "rope as proportional only (it asserts rope_type proportional)"),
+    Refuse("sliding_window", stated, "the converter writes the window of the sliding layers"),
+)
+
+
 def check(h: dict, path: Path) -> None:
-    if h.get("attention_bias"):
-        raise ConfigError(f"{path}: attention_bias true: llama.cpp's gemma4 has no attention biases")
     if _per_layer_inputs(h) and h["vocab_size_per_layer_input"] != h["vocab_size"]:
         raise ConfigError(f"{path}: vocab_size_per_layer_input {h['vocab_size_per_layer_input']} differs from "
                           f"vocab_size {h['vocab_size']}: llama.cpp's gemma4 reads one row of the per-layer "
@@ -187,15 +204,6 @@ def check(h: dict, path: Path) -> None:
                 raise ConfigError(f"{path}: enable_moe_block with {key} {h.get(key)!r}: a mixture layer needs it")
         if h["top_k_experts"] > h["num_experts"]:
             raise ConfigError(f"{path}: top_k_experts {h['top_k_experts']} of num_experts {h['num_experts']}")
-    if h.get("hidden_activation") != "gelu_pytorch_tanh":
-        raise ConfigError(f"{path}: hidden_activation {h.get('hidden_activation')!r}: llama.cpp's gemma4 computes "
-                          f"the tanh GELU only")
-    if h.get("use_bidirectional_attention") not in (None, "vision"):
-        raise ConfigError(f"{path}: use_bidirectional_attention {h['use_bidirectional_attention']!r}: text attends "
-                          f"both ways there, llama.cpp's gemma4 causally")
-    kinds = set(h["layer_types"])
-    if not kinds <= {"sliding_attention", "full_attention"}:
-        raise ConfigError(f"{path}: layer_types {sorted(kinds)}: Gemma 4 layers slide or attend fully")
     if len(h["layer_types"]) != h["num_hidden_layers"]:
         raise ConfigError(f"{path}: layer_types has {len(h['layer_types'])} entries for {h['num_hidden_layers']} "
                           f"layers (num_hidden_layers)")
@@ -207,17 +215,6 @@ def check(h: dict, path: Path) -> None:
                               f"llama.cpp's gemma4 reads the shared layers' keys and values from the last two "
                               f"layers before them, a sliding layer and then a full one; here they are "
                               f"{h['layer_types'][max(first - 2, 0):max(first, 0)]}")
-    rope = h["rope_parameters"]
-    sliding, full = rope.get("sliding_attention"), rope.get("full_attention")
-    if not isinstance(sliding, dict) or not isinstance(full, dict):
-        raise ConfigError(f"{path}: rope_parameters {rope}: Gemma 4 states one rope per layer kind "
-                          f"(sliding_attention, full_attention)")
-    if sliding.get("rope_type", "default") != "default" or sliding.get("partial_rotary_factor", 1.0) != 1.0:
-        raise ConfigError(f"{path}: rope_parameters.sliding_attention {sliding}: llama.cpp's gemma4 rotates the "
-                          f"sliding layers' whole head, unscaled")
-    if full.get("rope_type") != "proportional":
-        raise ConfigError(f"{path}: rope_parameters.full_attention {full}: the converter writes the full layers' "
-                          f"rope as proportional only (it asserts rope_type proportional)")
     for idx, cfg in h["per_layer_config"].items():
         if not str(idx).isdigit() or int(idx) >= len(h["layer_types"]) or not isinstance(cfg, dict) \
                 or h["layer_types"][int(idx)] != "full_attention" or set(cfg) - {"head_dim", "num_key_value_heads"} \
@@ -233,12 +230,10 @@ def check(h: dict, path: Path) -> None:
     if head_full is None:
         raise ConfigError(f"{path}: no full-attention layer states its head width (per_layer_config); the converter "
                           f"needs one")
-    factor = full.get("partial_rotary_factor", 1.0)
+    factor = h["rope_parameters"]["full_attention"].get("partial_rotary_factor", 1.0)
     if (head_full * factor) % 2:
         raise ConfigError(f"{path}: rope_parameters.full_attention.partial_rotary_factor {factor}: {head_full} x "
                           f"{factor} is not an even number of rotated dimensions")
-    if h["sliding_window"] is None:
-        raise ConfigError(f"{path}: sliding_window null: the converter writes the window of the sliding layers")
     check_vocab_rows(h, path.parent)
     if h.get("model_type", "").startswith("gemma4_unified"):
         from hfview.tokenizer.special import read_json
@@ -330,6 +325,7 @@ FAMILY = Family(
     parameters=parameters,
     vocab=vocab,
     generated=generated,
+    refuse=REFUSE,
     check=check,
     normalise=normalise,
     notes={"embedding scale": "sqrt(hidden_size) is applied by llama.cpp's gemma4 graph; nothing is written",

@@ -13,9 +13,10 @@ from pathlib import Path
 
 from ..config import ANY, Harmless
 from ..errors import ConfigError
-from ..family import Family, Skip, Tensor
+from ..family import Family, Refuse, Skip, Tensor
 from ..names import GGUF, Keys
 from ..params import boolean, f32, u32
+from ._parts.checks import silu_only
 from ._parts.glm_common import glm_special_vocab
 from .glm4 import normalise
 
@@ -61,17 +62,17 @@ def _rope_width(h: dict) -> int:
     return h.get("attention_dim") or h["hidden_size"] // h["num_attention_heads"]
 
 
+REFUSE = (
+    silu_only("chatglm"),
+    Refuse("rope_parameters.rope_type", ("default",), "the converter writes no rope scaling for ChatGLM, so this "
+           "checkpoint would run wrong", default="default"),
+    Refuse("rope_parameters.rope_theta", (_ROPE_BASE,), "the converter writes ChatGLM's rope base as 10000 x "
+           "rope_ratio whatever rope_theta says, so this checkpoint would run wrong"),
+)
+
+
 def check(h: dict, path: Path) -> None:
-    if h.get("hidden_act", "silu") != "silu":
-        raise ConfigError(f"{path}: hidden_act {h['hidden_act']!r}: llama.cpp's chatglm architecture computes "
-                          f"SiLU only; this checkpoint would run wrong")
     rope = h["rope_parameters"]
-    if rope.get("rope_type", "default") != "default":
-        raise ConfigError(f"{path}: rope_parameters.rope_type {rope['rope_type']!r}: the converter writes no rope "
-                          f"scaling for ChatGLM, so this checkpoint would run wrong")
-    if rope["rope_theta"] != _ROPE_BASE:
-        raise ConfigError(f"{path}: rope_theta {rope['rope_theta']}: the converter writes ChatGLM's rope base as "
-                          f"10000 x rope_ratio whatever rope_theta says, so this checkpoint would run wrong")
     head_dim = h.get("head_dim") or _rope_width(h)
     if head_dim != _rope_width(h):
         raise ConfigError(f"{path}: head_dim {head_dim} != hidden_size / num_attention_heads = {_rope_width(h)}: "
@@ -117,6 +118,7 @@ FAMILY = Family(
     tensors=TENSORS,
     parameters=parameters,
     vocab=vocab,
+    refuse=REFUSE,
     check=check,
     normalise=normalise,
     notes={"context_length": "the converter writes the hidden size as ChatGLM's context length (no seq_length "

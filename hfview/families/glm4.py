@@ -9,9 +9,10 @@ from pathlib import Path
 
 from ..config import Harmless
 from ..errors import ConfigError
-from ..family import Family, Skip, Tensor
+from ..family import Family, Refuse, Skip, Tensor
 from ..names import GGUF, Keys
 from ..params import text_model_parameters, u32
+from ._parts.checks import rope_types, silu_only
 from ._parts.glm_common import glm_special_vocab
 
 # transformers 5.24's Glm4Config defaults, as data (what the converter sees where config.json is silent).
@@ -64,17 +65,17 @@ def rope_dimension_count(h: dict) -> int:
     return int(head_dim * h["rope_parameters"]["partial_rotary_factor"])
 
 
+_ABSENT = object()  # mrope_section is refused where stated at all, even as null
+
+REFUSE = (
+    silu_only("glm4"),
+    Refuse("rope_parameters.mrope_section", lambda v: v is _ABSENT, "GLM-4V's multimodal rope is not read by hfview: "
+           "its Q/K rows would need the converter's neox regrouping", default=_ABSENT),
+    rope_types("glm4"),
+)
+
+
 def check(h: dict, path: Path) -> None:
-    if h.get("hidden_act", "silu") != "silu":
-        raise ConfigError(f"{path}: hidden_act {h['hidden_act']!r}: llama.cpp's glm4 architecture computes SiLU "
-                          f"only; this checkpoint would run wrong")
-    rope = h["rope_parameters"]
-    if "mrope_section" in rope:
-        raise ConfigError(f"{path}: rope_parameters.mrope_section (GLM-4V's multimodal rope) is not read by hfview: "
-                          f"its Q/K rows would need the converter's neox regrouping")
-    if rope.get("rope_type", "default") not in ("default", "linear", "yarn"):
-        raise ConfigError(f"{path}: rope_parameters.rope_type {rope['rope_type']!r} is not one llama.cpp's glm4 "
-                          f"architecture computes (default, linear, yarn)")
     if rope_dimension_count(h) % 2:
         raise ConfigError(f"{path}: head_dim x partial_rotary_factor = {rope_dimension_count(h)} rotary dims: "
                           f"rotation pairs need an even count")
@@ -101,6 +102,7 @@ FAMILY = Family(
     tensors=TENSORS,
     parameters=parameters,
     vocab=vocab,
+    refuse=REFUSE,
     check=check,
     normalise=normalise,
 )

@@ -20,10 +20,10 @@ from pathlib import Path
 
 from ..config import Harmless
 from ..errors import ConfigError
-from ..family import Family, Skip, Tensor
+from ..family import Family, Refuse, Skip, Tensor
 from ..names import GGUF, Keys
 from ..params import boolean, f32, text_model_parameters, u32
-from ._parts.checks import check_rope, check_silu
+from ._parts.checks import rope_types, silu_only
 from ._parts.deepseek_moe import mixture_tensors
 from ._parts.glm_common import glm_vocab
 from ._parts.nextn import NEXTN_TENSORS, mtp_layers
@@ -78,13 +78,15 @@ TENSORS = (
 )
 
 
+REFUSE = (
+    silu_only(ARCH),
+    rope_types(ARCH, ("default",)),
+    Refuse("rope_parameters", lambda v: "mrope_section" not in v, "its mrope_section (GLM-4.5V's multimodal rope) "
+           "is not read by the text family glm4_moe"),
+)
+
+
 def check(h: dict, path: Path) -> None:
-    check_silu(h, path, ARCH)
-    check_rope(h, path, ARCH, allowed=("default",))
-    rope = h["rope_parameters"]
-    if "mrope_section" in rope:
-        raise ConfigError(f"{path}: rope_parameters.mrope_section (GLM-4.5V's multimodal rope) is not read by the "
-                          f"text family glm4_moe")
     if rope_dimension_count(h) % 2:
         raise ConfigError(f"{path}: head_dim x partial_rotary_factor = {rope_dimension_count(h)} rotary dims: "
                           f"rotation pairs need an even count")
@@ -150,6 +152,7 @@ FAMILY = Family(
     tensors=TENSORS,
     parameters=parameters,
     vocab=glm_vocab,
+    refuse=REFUSE,
     check=check,
     normalise=normalise,
     extra_blocks=mtp_layers,

@@ -19,7 +19,7 @@ from pathlib import Path
 
 from ..config import Harmless
 from ..errors import ConfigError
-from ..family import Family, Skip
+from ..family import Family, Refuse, Skip
 from ..names import Keys
 from ..params import u32
 from ._parts.deepseek_moe import check_mixture, mixture_tensors
@@ -56,33 +56,31 @@ def _flash_shape(h: dict) -> bool:
     return h["num_hidden_layers"] in (47, 48) and h["vocab_size"] == 154880
 
 
+REFUSE = (
+    Refuse("scoring_func", (None, "sigmoid"), "transformers' Glm4MoeLite scores experts by sigmoid only, so the "
+           "converter's gating by it would run otherwise"),
+    Refuse("topk_method", ("noaux_tc",), f"transformers' Glm4MoeLite and llama.cpp's {ARCH} choose experts by "
+           f"noaux_tc only", default="noaux_tc"),
+    Refuse("rope_interleave", bool, f"llama.cpp's {ARCH} rotates interleaved pairs, and the converter writes q_pe / "
+           f"k_pe as stored without regrouping them", default=True),
+    Refuse("rope_parameters.partial_rotary_factor", (1.0,), f"transformers' Glm4MoeLite then rotates that share of "
+           f"qk_rope_head_dim only, while the converter has llama.cpp's {ARCH} rotate all qk_rope_head_dim dims "
+           f"(GLM-4.7-Flash states 1.0)", default=1.0),
+)
+
+
 def check(h: dict, path: Path) -> None:
     check_latent_attention(h, path, "GLM-4.7-Flash")
     check_mixture(h, path)
-    func = h.get("scoring_func")
-    if func is None and not _flash_shape(h):
+    if h.get("scoring_func") is None and not _flash_shape(h):
         raise ConfigError(f"{path}: no scoring_func: transformers' Glm4MoeLite scores experts by sigmoid, but "
                           f"without the key the converter writes no gating function and llama.cpp's deepseek2 "
                           f"scores by softmax at {h['num_hidden_layers']} layers; state scoring_func \"sigmoid\" "
                           f"as GLM-4.7-Flash does")
-    if func is not None and func != "sigmoid":
-        raise ConfigError(f"{path}: scoring_func {func!r}: transformers' Glm4MoeLite scores experts by sigmoid "
-                          f"only, so the converter's {func!r} gating would run otherwise")
-    if h.get("topk_method", "noaux_tc") != "noaux_tc":
-        raise ConfigError(f"{path}: topk_method {h['topk_method']!r}: transformers' Glm4MoeLite and llama.cpp's "
-                          f"deepseek2 choose experts by noaux_tc only")
-    if not h.get("rope_interleave", True):
-        raise ConfigError(f"{path}: rope_interleave false: llama.cpp's deepseek2 rotates interleaved pairs, and the "
-                          f"converter writes q_pe / k_pe as stored without regrouping them")
     n_group, topk_group, n_expert = h.get("n_group") or 1, h.get("topk_group") or 1, h["n_routed_experts"]
     if n_expert % n_group or topk_group > n_group or (n_group > 1 and n_expert // n_group < 2):
         raise ConfigError(f"{path}: n_group {n_group!r}, topk_group {topk_group!r} over {n_expert} experts: the "
                           f"router keeps topk_group of n_group equal groups of at least two experts")
-    if h["rope_parameters"].get("partial_rotary_factor", 1.0) != 1.0:
-        raise ConfigError(f"{path}: partial_rotary_factor {h['rope_parameters']['partial_rotary_factor']!r}: "
-                          f"transformers' Glm4MoeLite then rotates that share of qk_rope_head_dim only, while the "
-                          f"converter has llama.cpp's deepseek2 rotate all qk_rope_head_dim dims (GLM-4.7-Flash "
-                          f"states 1.0)")
     check_mlp_layer_types(h, path, "Glm4MoeLite", ARCH)
 
 
@@ -118,6 +116,7 @@ FAMILY = Family(
     tensors=TENSORS,
     parameters=parameters,
     vocab=glm_vocab,  # TextModel._set_vocab_glm, as Glm4MoeModel's
+    refuse=REFUSE,
     check=check,
     normalise=normalise,
     extra_blocks=mtp_layers,

@@ -26,11 +26,11 @@ from pathlib import Path
 
 from ..config import ANY, Harmless
 from ..errors import CheckpointError, ConfigError
-from ..family import Family, Skip, Split, Tensor
+from ..family import Family, Refuse, Skip, Split, Tensor, stated, unset
 from ..gguf_layout import KV, ValueType
 from ..names import GGUF, Keys
 from ..params import boolean, f32, text_model_parameters, u32
-from ._parts.checks import check_silu
+from ._parts.checks import silu_only
 from ._parts.deepseek_moe import mixture_tensors
 from ._parts.glm_common import glm_vocab
 from ._parts.latent import key_half, value_half
@@ -165,14 +165,36 @@ def normalise(h: dict) -> dict:
     return h
 
 
+REFUSE = (
+    silu_only(ARCH),
+    Refuse("linear_attn_config",
+           lambda v: isinstance(v, dict) and all(k in v for k in ("num_heads", "head_dim", "short_conv_kernel_size")),
+           "the converter reads the delta attention's heads, head width and short-conv kernel from "
+           "linear_attn_config (num_heads, head_dim, short_conv_kernel_size), as GLM-5.3-Flash states them"),
+    Refuse("mhc", bool, f"the converter asserts mHC residual streams, as llama.cpp's {ARCH} runs them", default=True),
+    Refuse("hc_mult", (4,), f"llama.cpp's {ARCH} runs exactly 4 mHC streams"),
+    Refuse("q_lora_rank", stated, f"transformers' Glm5Next and llama.cpp's {ARCH} need the query "
+           f"bottleneck"),
+    Refuse("tie_word_embeddings", unset, f"the converter then writes no output.weight, which llama.cpp's {ARCH} "
+           f"requires"),
+    Refuse("attention_bias", unset, f"llama.cpp's {ARCH} has no attention biases"),
+    Refuse("scoring_func", ("sigmoid",), "transformers' Glm5Next scores experts by sigmoid only, while the converter "
+           "would write this gating", default="sigmoid"),
+    Refuse("topk_method", ("noaux_tc",), "transformers' Glm5Next chooses experts by noaux_tc only", default="noaux_tc"),
+    *(Refuse(key, bool, f"llama.cpp's {ARCH} needs routed and shared experts")
+      for key in ("n_routed_experts", "num_experts_per_tok", "n_shared_experts")),
+    # `not v <= 1e-6`: llama.cpp skips the clamp where `<= 1e-6` holds
+    Refuse("swiglu_limit", lambda v: v is not None and not v <= 1e-6, f"transformers' Glm5Next clamps every SwiGLU "
+           f"at it, but llama.cpp's {ARCH} skips a clamp at or below 1e-6 (the converter writes it as stated)"),
+    # a stated null refused too: the converter writes it as the leading dense count
+    Refuse("first_k_dense_replace", stated, "the converter needs it (KeyError) for the leading "
+           "dense layers; state it, as GLM-5.3-Flash does"),
+)
+
+
 def check(h: dict, path: Path) -> None:
-    check_silu(h, path, ARCH)
     n = h["num_hidden_layers"]
-    lac = h.get("linear_attn_config")
-    if not isinstance(lac, dict) or any(k not in lac for k in ("num_heads", "head_dim", "short_conv_kernel_size")):
-        raise ConfigError(f"{path}: linear_attn_config {lac!r}: the converter reads the delta attention's heads, "
-                          f"head width and short-conv kernel from linear_attn_config (num_heads, head_dim, "
-                          f"short_conv_kernel_size), as GLM-5.3-Flash states them")
+    lac = h["linear_attn_config"]
     if lac["num_heads"] != h["num_attention_heads"]:
         raise ConfigError(f"{path}: linear_attn_config.num_heads {lac['num_heads']} is not num_attention_heads "
                           f"{h['num_attention_heads']}: llama.cpp's {ARCH} sizes the delta attention's heads by the "
@@ -186,45 +208,16 @@ def check(h: dict, path: Path) -> None:
         raise ConfigError(f"{path}: mla_use_nope {h.get('mla_use_nope')!r}, qk_rope_head_dim "
                           f"{h['qk_rope_head_dim']!r}: the converter converts only latent attention without rope "
                           f"(mla_use_nope true and qk_rope_head_dim 0, as GLM-5.3-Flash states)")
-    if not h.get("mhc", True):
-        raise ConfigError(f"{path}: mhc false: the converter asserts mHC residual streams, as llama.cpp's {ARCH} "
-                          f"runs them")
-    if h["hc_mult"] != 4:
-        raise ConfigError(f"{path}: hc_mult {h['hc_mult']}: llama.cpp's {ARCH} runs exactly 4 mHC streams")
     if h["num_key_value_heads"] != h["num_attention_heads"]:
         raise ConfigError(f"{path}: num_key_value_heads {h['num_key_value_heads']} is not num_attention_heads "
                           f"{h['num_attention_heads']}: transformers' Glm5Next requires them equal")
-    if h["q_lora_rank"] is None:
-        raise ConfigError(f"{path}: q_lora_rank null: transformers' Glm5Next and llama.cpp's {ARCH} need the query "
-                          f"bottleneck")
     kpool, topk = h["index_kpool"], h["index_topk"]
     if kpool < 2 or topk % kpool:
         raise ConfigError(f"{path}: index_kpool {kpool}, index_topk {topk}: llama.cpp's {ARCH} asserts a pool of at "
                           f"least 2 keys that divides index_topk (the process would abort)")
-    if h.get("tie_word_embeddings"):
-        raise ConfigError(f"{path}: tie_word_embeddings true: the converter then writes no output.weight, which "
-                          f"llama.cpp's {ARCH} requires")
-    if h.get("attention_bias"):
-        raise ConfigError(f"{path}: attention_bias true: llama.cpp's {ARCH} has no attention biases")
-    if h.get("scoring_func", "sigmoid") != "sigmoid":
-        raise ConfigError(f"{path}: scoring_func {h['scoring_func']!r}: transformers' Glm5Next scores experts by "
-                          f"sigmoid only, while the converter would write {h['scoring_func']!r} gating")
-    if h.get("topk_method", "noaux_tc") != "noaux_tc":
-        raise ConfigError(f"{path}: topk_method {h['topk_method']!r}: transformers' Glm5Next chooses experts by "
-                          f"noaux_tc only")
     if (h.get("n_group") or 1) > 1 or (h.get("topk_group") or 1) > 1:
         raise ConfigError(f"{path}: n_group {h.get('n_group')!r}, topk_group {h.get('topk_group')!r}: llama.cpp's "
                           f"{ARCH} reads no expert-group limit (GLM-5.3-Flash states 1 and 1)")
-    for key in ("n_routed_experts", "num_experts_per_tok", "n_shared_experts"):
-        if not h.get(key):
-            raise ConfigError(f"{path}: {key} {h.get(key)!r}: llama.cpp's {ARCH} needs routed and shared experts")
-    limit = h.get("swiglu_limit")
-    if limit is None or limit <= 1e-6:
-        raise ConfigError(f"{path}: swiglu_limit {limit!r}: transformers' Glm5Next clamps every SwiGLU at it, but "
-                          f"llama.cpp's {ARCH} skips a clamp at or below 1e-6 (the converter writes it as stated)")
-    if "first_k_dense_replace" not in h:
-        raise ConfigError(f"{path}: no first_k_dense_replace: the converter needs it (KeyError) for the leading "
-                          f"dense layers; state it, as GLM-5.3-Flash does")
     check_mlp_layer_types(h, path, "Glm5Next", ARCH)
     kinds = h["layer_types"]
     if len(kinds) != n or set(kinds) - {LINEAR, INDEXED}:
@@ -328,6 +321,7 @@ FAMILY = Family(
     tensors=TENSORS,
     parameters=parameters,
     vocab=glm_vocab,  # TextModel._set_vocab_glm, as Glm4MoeModel's
+    refuse=REFUSE,
     check=check,
     normalise=normalise,
     extra_blocks=mtp_layers,

@@ -16,7 +16,7 @@ from pathlib import Path
 
 from ..config import ANY, Harmless
 from ..errors import CheckpointError, ConfigError
-from ..family import Family
+from ..family import Family, Refuse, unset
 from ..gguf_layout import KV, ValueType
 from ..names import Keys
 from ..params import u32
@@ -62,6 +62,17 @@ HARMLESS: Harmless = {
 TENSORS = (*latent_tensors(skip_mtp=False), *indexer_tensors(required=False), *mixture_tensors(), *NEXTN_TENSORS)
 
 
+REFUSE = (
+    Refuse("rope_parameters.partial_rotary_factor", (1.0,), f"transformers' GlmMoeDsa rotates all qk_rope_head_dim "
+           f"dims, while the converter has llama.cpp's {ARCH} rotate that share of them only", default=1.0),
+    Refuse("mlp_bias", unset, f"llama.cpp's {ARCH} architecture has no FFN biases"),
+    Refuse("layer_types", lambda v: all(kind == "indexed_attention" for kind in v), f"transformers' GlmMoeDsa builds "
+           f"every layer as indexed_attention, as llama.cpp's {ARCH} does"),
+    Refuse("indexer_types", lambda v: not v or v[0] == "full", "the first must be full: a shared layer reuses the "
+           "top-k of the last full layer before it, and the first layer has none"),
+)
+
+
 def check(h: dict, path: Path) -> None:
     check_latent_attention(h, path, "GlmMoeDsa", ARCH)
     check_mixture(h, path)
@@ -70,22 +81,10 @@ def check(h: dict, path: Path) -> None:
         check_groups(h, path)
     check_mlp_layer_types(h, path, "GlmMoeDsa", ARCH)
     check_indexer(h, path, ARCH)
-    if h["rope_parameters"].get("partial_rotary_factor", 1.0) != 1.0:
-        raise ConfigError(f"{path}: partial_rotary_factor {h['rope_parameters']['partial_rotary_factor']!r}: "
-                          f"transformers' GlmMoeDsa rotates all qk_rope_head_dim dims, while the converter has "
-                          f"llama.cpp's glm-dsa rotate that share of them only")
-    if h.get("mlp_bias"):
-        raise ConfigError(f"{path}: mlp_bias true: llama.cpp's {ARCH} architecture has no FFN biases")
-    if any(kind != "indexed_attention" for kind in h["layer_types"]):
-        raise ConfigError(f"{path}: layer_types {h['layer_types']!r}: transformers' GlmMoeDsa builds every layer "
-                          f"as indexed_attention, as llama.cpp's {ARCH} does")
     kinds = h["indexer_types"]
     if len(kinds) != h["num_hidden_layers"] or any(k not in ("full", "shared") for k in kinds):
         raise ConfigError(f"{path}: indexer_types {kinds!r}: one of \"full\" or \"shared\" per layer "
                           f"({h['num_hidden_layers']} layers)")
-    if kinds and kinds[0] != "full":
-        raise ConfigError(f"{path}: indexer_types starts with {kinds[0]!r}: a shared layer reuses the top-k of the "
-                          f"last full layer before it, and the first layer has none")
 
 
 def normalise(h: dict) -> dict:
@@ -142,6 +141,7 @@ FAMILY = Family(
     tensors=TENSORS,
     parameters=parameters,
     vocab=glm_vocab,  # TextModel._set_vocab_glm, as Glm4MoeModel's
+    refuse=REFUSE,
     check=check,
     normalise=normalise,
     extra_blocks=mtp_layers,

@@ -12,7 +12,7 @@ from pathlib import Path
 
 from ..config import ANY, Harmless
 from ..errors import ConfigError
-from ..family import Family, Skip, Tensor
+from ..family import Family, Refuse, Skip, Tensor
 from ..names import GGUF, Keys
 from ..params import GELU, f32, u32
 from ..views import Transposed
@@ -74,14 +74,16 @@ TENSORS = (
 )
 
 
+REFUSE = (
+    Refuse("activation_function", GELU, "llama.cpp's gpt2 computes GELU only; this checkpoint would run wrong"),
+)
+
+
 def check(h: dict, path: Path) -> None:
     if "n_ctx" not in h:
         raise ConfigError(f"{path}: no n_ctx: the converter reads GPT-2's context length from n_ctx, which released "
                           f"GPT-2 configs carry and transformers 5 no longer writes; add \"n_ctx\": "
                           f"{h['n_positions']} (n_positions) to config.json")
-    if h["activation_function"] not in GELU:
-        raise ConfigError(f"{path}: activation_function {h['activation_function']!r}: llama.cpp's gpt2 computes GELU "
-                          f"only; this checkpoint would run wrong")
     if h["n_inner"] is not None and h["n_inner"] != 4 * h["n_embd"]:
         raise ConfigError(f"{path}: n_inner {h['n_inner']}: the converter writes a feed-forward width of 4 x n_embd "
                           f"= {4 * h['n_embd']} for GPT-2, so llama.cpp could not load these MLP weights")
@@ -116,6 +118,7 @@ FAMILY = Family(
     tensors=TENSORS,
     parameters=parameters,
     vocab=vocab,
+    refuse=REFUSE,
     check=check,
     optional_prefix="transformer.",
 )

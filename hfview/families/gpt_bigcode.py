@@ -11,7 +11,7 @@ from pathlib import Path
 
 from ..config import ANY, Harmless
 from ..errors import ConfigError
-from ..family import Family, stored
+from ..family import Family, Refuse, stored
 from ..names import Keys
 from ..params import GELU, f32, u32
 from .gpt2 import tensors
@@ -44,6 +44,12 @@ HARMLESS: Harmless = {"resid_pdrop": ANY, "embd_pdrop": ANY, "attn_pdrop": ANY,
 TENSORS = tensors(stored)
 
 
+REFUSE = (
+    Refuse("activation_function", GELU, "llama.cpp's starcoder computes GELU only; this checkpoint would run wrong"),
+    Refuse("scale_attn_weights", bool, "llama.cpp's starcoder scales attention by 1/sqrt(head width)"),
+)
+
+
 def check(h: dict, path: Path) -> None:
     if not h["multi_query"] or h["num_key_value_heads"] != 1:
         raise ConfigError(f"{path}: multi_query {h['multi_query']} / num_key_value_heads {h['num_key_value_heads']}: "
@@ -52,12 +58,6 @@ def check(h: dict, path: Path) -> None:
     if h["n_inner"] is not None and h["n_inner"] != 4 * h["n_embd"]:
         raise ConfigError(f"{path}: n_inner {h['n_inner']}: the converter writes a feed-forward width of 4 x n_embd "
                           f"= {4 * h['n_embd']}, so llama.cpp could not load these MLP weights")
-    if h["activation_function"] not in GELU:
-        raise ConfigError(f"{path}: activation_function {h['activation_function']!r}: llama.cpp's starcoder computes "
-                          f"GELU only; this checkpoint would run wrong")
-    if not h["scale_attn_weights"]:
-        raise ConfigError(f"{path}: scale_attn_weights false: llama.cpp's starcoder scales attention by "
-                          f"1/sqrt(head width)")
 
 
 def parameters(h: dict, block_count: int, file_type: int) -> list:
@@ -86,6 +86,7 @@ FAMILY = Family(
     tensors=TENSORS,
     parameters=parameters,
     vocab=vocab,
+    refuse=REFUSE,
     check=check,
     optional_prefix="transformer.",
 )

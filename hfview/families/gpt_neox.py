@@ -11,7 +11,7 @@ from pathlib import Path
 
 from ..config import ANY, Harmless
 from ..errors import ConfigError
-from ..family import Family, Tensor, qkv_by_part
+from ..family import Family, Refuse, Tensor, qkv_by_part
 from ..names import GGUF, Keys
 from ..params import GELU, boolean, f32, u32
 
@@ -61,6 +61,11 @@ def normalise(h: dict) -> dict:
     return h
 
 
+REFUSE = (
+    Refuse("hidden_act", GELU, "llama.cpp's gptneox computes GELU only"),
+)
+
+
 def check(h: dict, path: Path) -> None:
     rope = h["rope_parameters"]
     if rope.get("rope_type", "default") != "default" or float(rope.get("rope_theta", 10000.0)) != 10000.0:
@@ -70,8 +75,6 @@ def check(h: dict, path: Path) -> None:
         raise ConfigError(f"{path}: attention_bias {h['attention_bias']} / tie_word_embeddings "
                           f"{h['tie_word_embeddings']}: llama.cpp's gptneox needs the attention biases and a "
                           f"separate output matrix (embed_out); this checkpoint cannot load")
-    if h["hidden_act"] not in GELU:
-        raise ConfigError(f"{path}: hidden_act {h['hidden_act']!r}: llama.cpp's gptneox computes GELU only")
 
 
 def rotary_dims(h: dict) -> int:
@@ -104,6 +107,7 @@ FAMILY = Family(
     tensors=TENSORS,
     parameters=parameters,
     vocab=vocab,
+    refuse=REFUSE,
     check=check,
     normalise=normalise,
 )

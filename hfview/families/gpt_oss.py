@@ -16,7 +16,7 @@ from pathlib import Path
 
 from ..config import ANY, Harmless
 from ..errors import CheckpointError, ConfigError
-from ..family import Family, RunnerFacts, Split, Tensor
+from ..family import Family, Refuse, RunnerFacts, Split, Tensor, unset
 from ..names import GGUF, Keys
 from ..params import text_model_parameters, u32
 from ..views import ColumnSelection, Transposed, interleaved
@@ -116,31 +116,28 @@ def normalise(h: dict) -> dict:
     return h
 
 
+REFUSE = (
+    Refuse("sliding_window", bool, "the converter writes it as the window of the sliding layers (and fails without "
+           "it); llama.cpp's gpt-oss needs one"),
+    Refuse("swiglu_alpha", lambda v: float(v) == _ALPHA, f"llama.cpp's gpt-oss computes its experts' clamped SwiGLU "
+           f"with alpha {_ALPHA} (a constant), so this checkpoint would run wrong"),
+    Refuse("swiglu_limit", lambda v: float(v) == _LIMIT, f"llama.cpp's gpt-oss computes its experts' clamped SwiGLU "
+           f"with limit {_LIMIT} (a constant), so this checkpoint would run wrong"),
+    Refuse("attention_bias", bool, "llama.cpp's gpt-oss requires the attention output bias (attn_output.bias), which "
+           "this checkpoint does not store"),
+    Refuse("tie_word_embeddings", unset, "llama.cpp's gpt-oss needs an output matrix of its own, which a tied "
+           "checkpoint does not store"),
+    Refuse("num_local_experts", bool, "llama.cpp's gpt-oss needs experts"),
+    Refuse("rope_parameters.rope_type", ("default", "yarn"), "gpt-oss is released with yarn rope; the view presents "
+           "default or yarn only", default="default"),
+)
+
+
 def check(h: dict, path: Path) -> None:
     if h["layer_types"] != _layer_kinds(h["num_hidden_layers"]):
         raise ConfigError(f"{path}: layer_types {h['layer_types']}: llama.cpp's gpt-oss makes the even layers "
                           f"sliding-window and the odd ones full attention (the converter writes no pattern), so "
                           f"these layers would run as other kinds")
-    if not h.get("sliding_window"):
-        raise ConfigError(f"{path}: sliding_window {h.get('sliding_window')!r}: the converter writes it as the "
-                          f"window of the sliding layers (and fails without it); llama.cpp's gpt-oss needs one")
-    for key, want in (("swiglu_alpha", _ALPHA), ("swiglu_limit", _LIMIT)):
-        if float(h[key]) != want:
-            raise ConfigError(f"{path}: {key} {h[key]!r}: llama.cpp's gpt-oss computes its experts' clamped SwiGLU "
-                              f"with {key.split('_')[1]} {want} (a constant), so this checkpoint would run wrong")
-    if not h.get("attention_bias"):
-        raise ConfigError(f"{path}: attention_bias {h.get('attention_bias')!r}: llama.cpp's gpt-oss requires the "
-                          f"attention output bias (attn_output.bias), which this checkpoint does not store")
-    if h.get("tie_word_embeddings"):
-        raise ConfigError(f"{path}: tie_word_embeddings true: llama.cpp's gpt-oss needs an output matrix of its "
-                          f"own, which a tied checkpoint does not store")
-    if not h.get("num_local_experts"):
-        raise ConfigError(f"{path}: num_local_experts {h.get('num_local_experts')!r}: llama.cpp's gpt-oss needs "
-                          f"experts")
-    rope = h["rope_parameters"]
-    if rope.get("rope_type", "default") not in ("default", "yarn"):
-        raise ConfigError(f"{path}: rope type {rope.get('rope_type')!r}: gpt-oss is released with yarn rope; the "
-                          f"view presents default or yarn only")
 
 
 def parameters(h: dict, block_count: int, file_type: int) -> list:
@@ -166,6 +163,7 @@ FAMILY = Family(
     tensors=TENSORS,
     parameters=parameters,
     vocab=vocab,
+    refuse=REFUSE,
     check=check,
     normalise=normalise,
     # llama.cpp's gpt-oss applies the window on its sliding layers (LLAMA_SWA_TYPE_STANDARD, pattern 2:

@@ -9,10 +9,10 @@ from __future__ import annotations
 from pathlib import Path
 
 from ..config import ANY, Harmless
-from ..errors import ConfigError
 from ..family import Family, Skip
 from ..names import Keys
 from ..params import f32, text_model_parameters, u32
+from ._parts.checks import rope_types, silu_only
 from ._parts.decoder import LLAMA_TENSORS
 
 # transformers 5.24's GraniteConfig defaults
@@ -49,14 +49,7 @@ def normalise(h: dict) -> dict:
     return h
 
 
-def check(h: dict, path: Path) -> None:
-    if h.get("hidden_act", "silu") != "silu":
-        raise ConfigError(f"{path}: hidden_act {h['hidden_act']!r}: llama.cpp's granite architecture computes "
-                          f"SiLU only; this checkpoint would run wrong")
-    rope_type = h["rope_parameters"].get("rope_type", "default")
-    if rope_type not in ("default", "linear", "yarn"):
-        raise ConfigError(f"{path}: rope_parameters.rope_type {rope_type!r} is not one llama.cpp's granite "
-                          f"architecture computes (default, linear, yarn)")
+REFUSE = (silu_only("granite"), rope_types("granite"))
 
 
 def granite_parameters(arch: str):
@@ -89,6 +82,6 @@ FAMILY = Family(
     tensors=TENSORS,
     parameters=parameters,
     vocab=vocab,
-    check=check,
+    refuse=REFUSE,
     normalise=normalise,
 )

@@ -9,12 +9,12 @@ from pathlib import Path
 
 from ..config import ANY, Harmless
 from ..errors import ConfigError
-from ..family import Family, RunnerFacts, Tensor
+from ..family import Family, Refuse, RunnerFacts, Tensor
 from ..gguf_layout import KV, ValueType
 from ..names import GGUF, Keys
 from ..params import f32, text_model_parameters, u32
+from ._parts.checks import rope_types, silu_only
 from .granite import TENSORS as _GRANITE_TENSORS
-from .granite import check as _granite_check
 
 # transformers 5.24's GraniteSWAConfig defaults, as data (layer_types and layer_rope_theta are derived).
 DEFAULTS = {
@@ -58,14 +58,19 @@ def normalise(h: dict) -> dict:
     return h
 
 
+# Granite's refusals (hfview.families.granite's), then the window's
+REFUSE = (
+    silu_only("granite"),
+    rope_types("granite"),
+    Refuse("no_rope_layers", lambda v: not v or all(v), "marks NoPE layers, which llama.cpp would honour but "
+           "transformers' GraniteSWA does not read (it takes layer_rope_theta); refused as ambiguous"),
+)
+
+
 def check(h: dict, path: Path) -> None:
-    _granite_check(h, path)
     if len(h["layer_types"]) != h["num_hidden_layers"]:
         raise ConfigError(f"{path}: layer_types lists {len(h['layer_types'])} layers, num_hidden_layers is "
                           f"{h['num_hidden_layers']}")
-    if h.get("no_rope_layers") and not all(h["no_rope_layers"]):
-        raise ConfigError(f"{path}: no_rope_layers marks NoPE layers, which llama.cpp would honour but "
-                          f"transformers' GraniteSWA does not read (it takes layer_rope_theta); refused as ambiguous")
     theta = h["rope_parameters"]["rope_theta"]
     if any(t != theta for t in h["layer_rope_theta"]):
         raise ConfigError(f"{path}: layer_rope_theta {h['layer_rope_theta']} differs from rope_theta {theta}: the "
@@ -102,6 +107,7 @@ FAMILY = Family(
     tensors=TENSORS,
     parameters=parameters,
     vocab=vocab,
+    refuse=REFUSE,
     check=check,
     normalise=normalise,
     runner=RunnerFacts(llama_cpp_applies_window=True),  # llama.cpp's granite_swa slides on the layers layer_types names

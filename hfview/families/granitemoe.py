@@ -8,18 +8,15 @@ stacks; output_linear is the down stack as stored. The shared variant adds one a
 """
 from __future__ import annotations
 
-from pathlib import Path
-
-from ..errors import ConfigError
-from ..family import Family, Skip, Split, Tensor
+from ..family import Family, Refuse, Skip, Split, Tensor
 from ..names import GGUF, Keys
 from ..params import u32
 from ._parts.mixture import half_of_each
 from .granite import DEFAULTS as _GRANITE_DEFAULTS
 from .granite import HARMLESS
 from .granite import READS as _GRANITE_READS
+from .granite import REFUSE as _GRANITE_REFUSE
 from .granite import TENSORS as _GRANITE_TENSORS
-from .granite import check as _granite_check
 from .granite import granite_parameters, normalise, vocab
 
 _MOE = dict(num_local_experts=8, num_experts_per_tok=2, output_router_logits=False, router_aux_loss_coef=0.001)
@@ -47,11 +44,10 @@ TENSORS = (
 )
 
 
-def check(h: dict, path: Path) -> None:
-    _granite_check(h, path)
-    if not h.get("num_local_experts"):
-        raise ConfigError(f"{path}: num_local_experts {h.get('num_local_experts')!r}: a Granite MoE without experts "
-                          f"is not one the converter presents as granitemoe")
+REFUSE = (
+    *_GRANITE_REFUSE,
+    Refuse("num_local_experts", bool, "a Granite MoE without experts is not one the converter presents as granitemoe"),
+)
 
 
 def parameters(h: dict, block_count: int, file_type: int) -> list:
@@ -72,6 +68,6 @@ FAMILY = Family(
     tensors=TENSORS,
     parameters=parameters,
     vocab=vocab,
-    check=check,
+    refuse=REFUSE,
     normalise=normalise,
 )

@@ -9,14 +9,12 @@ Every tensor is presented as stored.
 """
 from __future__ import annotations
 
-from pathlib import Path
-
-from ..errors import ConfigError
-from ..family import Family, RunnerFacts, Tensor
+from ..family import Family, Refuse, RunnerFacts, Tensor
 from ..names import GGUF, Keys
 from ..params import u32
 from .granite_swa import HARMLESS
 from .granite_swa import READS as _SWA_READS
+from .granite_swa import REFUSE as _SWA_REFUSE
 from .granite_swa import TENSORS as _SWA_TENSORS
 from .granite_swa import check as _swa_check
 from .granite_swa import normalise
@@ -43,11 +41,11 @@ TENSORS = (
 )
 
 
-def check(h: dict, path: Path) -> None:
-    _swa_check(h, path)
-    if not h.get("num_local_experts"):
-        raise ConfigError(f"{path}: num_local_experts {h.get('num_local_experts')!r}: a Granite MoE SWA without "
-                          f"experts is not one the view presents (transformers would still build a router)")
+REFUSE = (
+    *_SWA_REFUSE,
+    Refuse("num_local_experts", bool, "a Granite MoE SWA without experts is not one the view presents (transformers "
+           "would still build a router)"),
+)
 
 
 def parameters(h: dict, block_count: int, file_type: int) -> list:
@@ -68,7 +66,8 @@ FAMILY = Family(
     tensors=TENSORS,
     parameters=parameters,
     vocab=vocab,
-    check=check,
+    refuse=REFUSE,
+    check=_swa_check,
     normalise=normalise,
     runner=RunnerFacts(llama_cpp_applies_window=True),  # llama.cpp's granite_swa slides on the layers layer_types names
 )

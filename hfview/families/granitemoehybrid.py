@@ -25,7 +25,7 @@ from pathlib import Path
 
 from ..config import ANY, Harmless
 from ..errors import ConfigError
-from ..family import Family, Split, Tensor, rope_pairs
+from ..family import Family, Refuse, Split, Tensor, rope_pairs
 from ..gguf_layout import KV, ValueType
 from ..names import GGUF, Keys
 from ..params import boolean, u32
@@ -126,6 +126,18 @@ def normalise(h: dict) -> dict:
     return _granite_normalise(h)
 
 
+REFUSE = (
+    Refuse("position_embedding_type", lambda v: v != "rope", "the converter writes a Granite 4.0 hybrid without rope "
+           "(rope.scaling.finetuned false), so llama.cpp would run it without positions"),
+    # absent: refused by check as not stated
+    Refuse("vocab_size", lambda v: v is None or padded_vocab({"vocab_size": v, "pad_vocab_size_multiple": 8}) == v,
+           "the converter pads a Granite 4.0 hybrid's vocabulary to a multiple of 8 but not the embedding, and "
+           "llama.cpp refuses such a file"),
+    Refuse("time_step_limit", lambda v: v is None or list(v) == [0.0, float("inf")], "llama.cpp's granitehybrid "
+           "does not clamp the step"),
+)
+
+
 def check(h: dict, path: Path) -> None:
     missing = [k for k in STATED[h["model_type"]] if h.get(k) is None]
     if missing:
@@ -149,21 +161,12 @@ def check(h: dict, path: Path) -> None:
     if not any(attn):
         raise ConfigError(f"{path}: layer_types has no attention layer: llama.cpp's granitehybrid keeps a hybrid "
                           f"cache, which no released Granite 4.0 leaves without attention")
-    if h.get("position_embedding_type") == "rope":
-        raise ConfigError(f"{path}: position_embedding_type 'rope': the converter writes a Granite 4.0 hybrid without "
-                          f"rope (rope.scaling.finetuned false), so llama.cpp would run it without positions")
     d_inner = h["mamba_expand"] * h["hidden_size"]
     if not isinstance(h["mamba_d_head"], int) or h["mamba_n_heads"] * h["mamba_d_head"] != d_inner:
         raise ConfigError(f"{path}: mamba_n_heads {h['mamba_n_heads']} x mamba_d_head {h['mamba_d_head']!r}: the Mamba "
                           f"heads must fill mamba_expand x hidden_size = {d_inner} (the converter needs the number)")
     if d_inner % h["mamba_n_groups"]:
         raise ConfigError(f"{path}: mamba_n_groups {h['mamba_n_groups']} does not divide the inner size {d_inner}")
-    if padded_vocab({"vocab_size": h["vocab_size"], "pad_vocab_size_multiple": 8}) != h["vocab_size"]:
-        raise ConfigError(f"{path}: vocab_size {h['vocab_size']}: the converter pads a Granite 4.0 hybrid's vocabulary "
-                          f"to a multiple of 8 but not the embedding, and llama.cpp refuses such a file")
-    limit = h.get("time_step_limit")
-    if limit is not None and list(limit) != [0.0, float("inf")]:
-        raise ConfigError(f"{path}: time_step_limit {limit}: llama.cpp's granitehybrid does not clamp the step")
     wrong = [f"{k} {h[k]!r}" for k, ok in (("mamba_proj_bias", False), ("mamba_conv_bias", True), ("hidden_act", "silu"),
                                             ("attention_bias", False), ("normalization_function", "rmsnorm"))
              if k in h and h[k] != ok]
@@ -248,6 +251,7 @@ FAMILY = Family(
     tensors=TENSORS,
     parameters=parameters,
     vocab=vocab,
+    refuse=REFUSE,
     check=check,
     normalise=normalise,
 )

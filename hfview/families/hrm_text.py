@@ -22,11 +22,11 @@ from pathlib import Path
 
 from ..config import ANY, Harmless
 from ..errors import CheckpointError, ConfigError
-from ..family import Family, Split, Tensor
+from ..family import Family, Refuse, Split, Tensor, stated, unset
 from ..names import GGUF, Keys
 from ..params import boolean, f32, text_model_parameters, u32
 from ..views import RowSelection, expert_part
-from ._parts.checks import check_silu
+from ._parts.checks import silu_only
 
 # transformers 5.24's HrmTextConfig, as data (what its __post_init__ computes is in normalise)
 DEFAULTS = {
@@ -129,29 +129,28 @@ def normalise(h: dict) -> dict:
     return h
 
 
+REFUSE = (
+    silu_only("hrm_text"),
+    Refuse("embedding_scale", stated, "with no embedding_scale HrmTextConfig takes the scale as "
+           "1 / initializer_range, which is undefined here"),
+    *(Refuse(key, unset, f"llama.cpp's hrm_text architecture loads no {part} biases, so this checkpoint would not "
+             f"run as written") for key, part in (("attention_bias", "attention"), ("mlp_bias", "feed-forward"))),
+    Refuse("rope_parameters.rope_type", ("default",), "the view presents hrm_text with plain rope only (every "
+           "HRM-Text release has none)", default="default"),
+)
+
+
 def check(h: dict, path: Path) -> None:
-    check_silu(h, path, "hrm_text")
-    if h.get("embedding_scale") is None:
-        raise ConfigError(f"{path}: no embedding_scale and initializer_range {h.get('initializer_range')}: "
-                          f"HrmTextConfig takes the scale as 1 / initializer_range, which is undefined here")
     slots = h["num_layers_per_stack"] * h["H_cycles"] * (h["L_cycles"] + 1)
     if h["num_hidden_layers"] != slots:
         raise ConfigError(f"{path}: num_hidden_layers {h['num_hidden_layers']} is not num_layers_per_stack x "
                           f"H_cycles x (L_cycles + 1) = {slots}; llama.cpp's hrm_text counts one block per cache "
                           f"slot and refuses any other count")
-    for key, part in (("attention_bias", "attention"), ("mlp_bias", "feed-forward")):
-        if h.get(key):
-            raise ConfigError(f"{path}: {key} is true; llama.cpp's hrm_text architecture loads no {part} biases, "
-                              f"so this checkpoint would not run as written")
     n_kv = h.get("num_key_value_heads")
     if n_kv is not None and n_kv != h["num_attention_heads"]:
         raise ConfigError(f"{path}: num_key_value_heads {n_kv} differs from num_attention_heads "
                           f"{h['num_attention_heads']}; HRM-Text's attention is multi-head (transformers ignores the "
                           f"key) but the converter writes it and llama.cpp would group the keys by it")
-    rope_type = h["rope_parameters"].get("rope_type", "default")
-    if rope_type != "default":
-        raise ConfigError(f"{path}: rope scaling {rope_type!r}; the view presents hrm_text with plain rope only "
-                          f"(every HRM-Text release has none)")
 
 
 def head_dim(h: dict) -> int:
@@ -183,6 +182,7 @@ FAMILY = Family(
     tensors=TENSORS,
     parameters=parameters,
     vocab=vocab,
+    refuse=REFUSE,
     check=check,
     normalise=normalise,
     rename=rename,

@@ -10,7 +10,7 @@ from pathlib import Path
 
 from ..config import ANY, Harmless
 from ..errors import ConfigError
-from ..family import Family, Skip, Tensor
+from ..family import Family, Refuse, Skip, Tensor
 from ..names import GGUF, Keys
 from ..params import f32, string, text_model_parameters, u32
 
@@ -57,13 +57,17 @@ TENSORS = (
 _NTK_TYPES = ("dynamic", "xdrope")
 
 
+REFUSE = (
+    Refuse("hidden_act", ("silu",), "llama.cpp's hunyuan-dense computes SiLU only", default="silu"),
+    *(Refuse(key, (wanted,), f"llama.cpp's hunyuan-dense computes {key} = {wanted!r} only", default=wanted)
+      for key, wanted in (("use_qk_norm", True), ("use_cla", False), ("use_rotary_pos_emb", True),
+                          ("attention_bias", False), ("mlp_bias", False), ("norm_type", "rms"))),
+    Refuse("rope_parameters.rope_type", ("default", "linear", "yarn", *_NTK_TYPES), "not one hfview reads for Hunyuan",
+           default="default"),
+)
+
+
 def check(h: dict, path: Path) -> None:
-    if h.get("hidden_act", "silu") != "silu":
-        raise ConfigError(f"{path}: hidden_act {h['hidden_act']!r}: llama.cpp's hunyuan-dense computes SiLU only")
-    for key, wanted in (("use_qk_norm", True), ("use_cla", False), ("use_rotary_pos_emb", True),
-                        ("attention_bias", False), ("mlp_bias", False), ("norm_type", "rms")):
-        if key in h and h[key] != wanted:
-            raise ConfigError(f"{path}: {key} {h[key]!r}: llama.cpp's hunyuan-dense computes {key} = {wanted!r} only")
     rope = h["rope_parameters"]
     if rope.get("rope_type") in _NTK_TYPES:
         if h.get("head_dim") is None:
@@ -73,8 +77,6 @@ def check(h: dict, path: Path) -> None:
             raise ConfigError(f"{path}: dynamic rope with rope_theta {rope.get('rope_theta')} and "
                               f"max_position_embeddings {h['max_position_embeddings']}: the converter assumes "
                               f"theta 10000 and 32k or 256k positions (it refuses this config too)")
-    elif rope.get("rope_type", "default") not in ("default", "linear", "yarn"):
-        raise ConfigError(f"{path}: rope type {rope['rope_type']!r} is not one hfview reads for Hunyuan")
 
 
 def parameters(h: dict, block_count: int, file_type: int) -> list:
@@ -133,5 +135,6 @@ FAMILY = Family(
     tensors=TENSORS,
     parameters=parameters,
     vocab=vocab,
+    refuse=REFUSE,
     check=check,
 )

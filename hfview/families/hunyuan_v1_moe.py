@@ -19,9 +19,10 @@ from pathlib import Path
 
 from ..config import ANY, Harmless
 from ..errors import ConfigError
-from ..family import Experts, Family, Tensor
+from ..family import Experts, Family, Refuse, Tensor, stated, unset
 from ..names import GGUF, Keys
 from ..params import f32, string, text_model_parameters, u32
+from ._parts.checks import silu_only
 from .hunyuan_v1_dense import TENSORS as _DENSE_TENSORS
 
 # transformers 5.24's HunYuanMoEV1Config defaults, as data (its attribute map names num_experts_per_tok moe_topk)
@@ -69,51 +70,45 @@ _ARCH = "hunyuan-moe"
 _LISTS = ("moe_topk", "moe_intermediate_size", "num_shared_expert")
 
 
+REFUSE = (
+    silu_only(_ARCH),
+    Refuse("attention_bias", unset, f"llama.cpp's {_ARCH} has no attention biases"),
+    *(Refuse(key, lambda v: isinstance(v, list), f"the converter reads {key} as a per-layer list (its first entry) "
+             f"and fails on anything else; Hunyuan-A13B states one entry per layer") for key in _LISTS),
+    Refuse("num_experts", lambda v: bool(v) and isinstance(v, int) and v >= 2, f"llama.cpp's {_ARCH} needs a mixture "
+           f"of at least two experts in every layer"),
+    Refuse("num_shared_expert", lambda v: not v or v[0] == 1, "transformers' HunYuanMoEV1 has exactly one shared "
+           "MLP"),
+    Refuse("head_dim", stated, "transformers' HunYuanMoEV1 needs it stated"),
+    Refuse("rope_parameters.rope_type", ("default", "dynamic"), "not one hfview reads for Hunyuan MoE",
+           default="default"),
+)
+
+
 def check(h: dict, path: Path) -> None:
-    arch = (h.get("architectures") or [None])[0]
-    if arch not in ("HunYuanMoEV1ForCausalLM", None):
-        raise ConfigError(f"{path}: architecture {arch!r} is not one the hunyuan_v1_moe family reads")
-    if h.get("hidden_act", "silu") != "silu":
-        raise ConfigError(f"{path}: hidden_act {h['hidden_act']!r}: llama.cpp's {_ARCH} computes SiLU only")
-    if h.get("attention_bias"):
-        raise ConfigError(f"{path}: attention_bias true: llama.cpp's {_ARCH} has no attention biases")
     n = h["num_hidden_layers"]
     for key in _LISTS:
         value = h.get(key)
-        if not isinstance(value, list):
-            raise ConfigError(f"{path}: {key} {value!r}: the converter reads {key} as a per-layer list (its first "
-                              f"entry) and fails on anything else; Hunyuan-A13B states one entry per layer")
         if len(value) != n or any(v != value[0] for v in value):
             raise ConfigError(f"{path}: {key} {value}: the converter writes one value for every layer and asserts "
                               f"the {n} entries are equal")
-    if not h.get("num_experts") or not isinstance(h["num_experts"], int) or h["num_experts"] < 2:
-        raise ConfigError(f"{path}: num_experts {h.get('num_experts')!r}: llama.cpp's {_ARCH} needs a mixture of at "
-                          f"least two experts in every layer")
     if h["moe_intermediate_size"][0] != h["intermediate_size"]:
         raise ConfigError(f"{path}: moe_intermediate_size {h['moe_intermediate_size'][0]} differs from "
                           f"intermediate_size {h['intermediate_size']}: transformers' HunYuanMoEV1 sizes its experts "
                           f"by intermediate_size, the converter tells llama.cpp the other")
-    if h["num_shared_expert"][0] != 1:
-        raise ConfigError(f"{path}: num_shared_expert {h['num_shared_expert'][0]}: transformers' HunYuanMoEV1 has "
-                          f"exactly one shared MLP")
     head = h["hidden_size"] // h["num_attention_heads"]
     for key in ("head_dim", "attention_head_dim"):
         if h.get(key) is not None and h[key] != head:
             raise ConfigError(f"{path}: {key} {h[key]} is not hidden_size / num_attention_heads ({head}): llama.cpp's "
                               f"{_ARCH} rotates hidden_size / num_attention_heads (the converter writes no rope width)")
-    if h.get("head_dim") is None:
-        raise ConfigError(f"{path}: head_dim is missing: transformers' HunYuanMoEV1 needs it stated")
     rope = h["rope_parameters"]
-    kind = rope.get("rope_type", "default")
-    if kind == "dynamic":
+    if rope.get("rope_type", "default") == "dynamic":
         alpha, base = rope.get("alpha", 1000), rope.get("rope_theta", 10000.0)
         if not (alpha == 1000 and base == 10000.0 and head == 128
                 and h["max_position_embeddings"] in (32 * 1024, 256 * 1024)):
             raise ConfigError(f"{path}: dynamic rope with alpha {alpha}, rope_theta {base}, head width {head} and "
                               f"max_position_embeddings {h['max_position_embeddings']}: the converter assumes alpha "
                               f"1000, theta 10000, width 128 and 32k or 256k positions (it refuses this config too)")
-    elif kind != "default":
-        raise ConfigError(f"{path}: rope type {kind!r} is not one hfview reads for Hunyuan MoE")
 
 
 def normalise(h: dict) -> dict:
@@ -229,6 +224,7 @@ FAMILY = Family(
     tensors=TENSORS,
     parameters=parameters,
     vocab=vocab,
+    refuse=REFUSE,
     check=check,
     normalise=normalise,
     aliases=ALIASES,

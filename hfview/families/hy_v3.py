@@ -13,10 +13,10 @@ from pathlib import Path
 
 from ..config import ANY, Harmless
 from ..errors import CheckpointError, ConfigError
-from ..family import Experts, Family, Tensor
+from ..family import Experts, Family, Refuse, Tensor, unset
 from ..names import GGUF, Keys
 from ..params import boolean, f32, text_model_parameters, u32
-from ._parts.checks import check_no_pooling, check_rope, check_silu
+from ._parts.checks import check_no_pooling, rope_types, silu_only
 from ._parts.vocab import gpt2_vocab
 
 ARCH = "hy_v3"
@@ -77,16 +77,18 @@ def normalise(h: dict) -> dict:
     return h
 
 
+REFUSE = (
+    silu_only(ARCH),
+    rope_types(ARCH, allowed=("default",)),
+    *(Refuse(key, unset, f"llama.cpp's {ARCH} loads no such biases, so they would be dropped")
+      for key in ("attention_bias", "mlp_bias")),
+    Refuse("rope_parameters.partial_rotary_factor", (1.0,), f"the converter writes no rope width, so llama.cpp's "
+           f"{ARCH} rotates the whole head", default=1.0),
+)
+
+
 def check(h: dict, path: Path) -> None:
-    check_silu(h, path, ARCH)
-    check_rope(h, path, ARCH, allowed=("default",))
     check_no_pooling(path)
-    for key in ("attention_bias", "mlp_bias"):
-        if h.get(key):
-            raise ConfigError(f"{path}: {key} true: llama.cpp's {ARCH} loads no such biases, so they would be dropped")
-    if (h.get("rope_parameters") or {}).get("partial_rotary_factor", 1.0) != 1.0:
-        raise ConfigError(f"{path}: partial_rotary_factor {h['rope_parameters']['partial_rotary_factor']!r}: the "
-                          f"converter writes no rope width, so llama.cpp's {ARCH} rotates the whole head")
     if not h.get("num_experts") or not h.get("num_shared_experts"):
         raise ConfigError(f"{path}: num_experts {h.get('num_experts')!r}, num_shared_experts "
                           f"{h.get('num_shared_experts')!r}: Hy3's mixture has routed experts and a shared MLP")
@@ -139,6 +141,7 @@ FAMILY = Family(
     tensors=TENSORS,
     parameters=parameters,
     vocab=gpt2_vocab,
+    refuse=REFUSE,
     check=check,
     normalise=normalise,
     stored_kv=check_layers,

@@ -18,12 +18,12 @@ from pathlib import Path
 
 from ..config import ANY, Harmless
 from ..errors import CheckpointError, ConfigError
-from ..family import Family, Skip, Split, Tensor
+from ..family import Family, Refuse, Skip, Split, Tensor, unset
 from ..gguf_layout import KV, ValueType
 from ..names import GGUF, Keys
 from ..params import f32, u32
 from ..views import RowSelection, expert_part
-from ._parts.checks import check_no_pooling, check_rope, check_silu
+from ._parts.checks import check_no_pooling, rope_types, silu_only
 from ._parts.latent import latent_parameters, latent_tensors
 from ._parts.vocab import gpt2_vocab
 
@@ -135,37 +135,37 @@ def _leading_dense(kinds: list) -> int:
     return lead
 
 
+REFUSE = (
+    silu_only(ARCH),
+    rope_types(ARCH, allowed=("default",)),
+    Refuse("attention_bias", unset, f"llama.cpp's {ARCH} has no attention biases, so they would be dropped"),
+    Refuse("tie_word_embeddings", unset, f"the converter then writes no output.weight, which llama.cpp's {ARCH} "
+           f"requires"),
+    Refuse("qk_nope_head_dim", lambda v: not v < 1, f"llama.cpp's {ARCH} needs a key part without rope"),
+    Refuse("rope_parameters.partial_rotary_factor", (1.0,), f"llama.cpp's {ARCH} rotates all qk_rope_head_dim "
+           f"dimensions", default=1.0),
+    *(Refuse(key, bool, f"llama.cpp's {ARCH} needs routed experts and shared experts in every mixture layer")
+      for key in ("n_routed_experts", "num_experts_per_tok", "n_shared_experts")),
+    Refuse("norm_topk_prob", bool, f"the converter then writes no renormalisation, and llama.cpp's {ARCH} "
+           f"renormalises the chosen weights by default where transformers does not"),
+    *(Refuse(key, lambda v: not v < 1, f"the converter writes the indexer whatever it is, and llama.cpp's {ARCH} "
+             f"then takes the checkpoint as one without sparse attention (top-k 0) or refuses it (no heads); "
+             f"transformers' indexer keeps no position at all") for key in ("index_topk", "index_n_heads")),
+    Refuse("hc_mult", lambda v: not v < 1, "iHC needs at least one residual stream", default=0),
+)
+
+
 def check(h: dict, path: Path) -> None:
-    check_silu(h, path, ARCH)
-    check_rope(h, path, ARCH, allowed=("default",))
     check_no_pooling(path)
     n = h["num_hidden_layers"]
-    if h.get("attention_bias"):
-        raise ConfigError(f"{path}: attention_bias true: llama.cpp's {ARCH} has no attention biases, so they "
-                          f"would be dropped")
-    if h.get("tie_word_embeddings"):
-        raise ConfigError(f"{path}: tie_word_embeddings true: the converter then writes no output.weight, which "
-                          f"llama.cpp's {ARCH} requires")
-    if h["qk_nope_head_dim"] < 1:
-        raise ConfigError(f"{path}: qk_nope_head_dim {h['qk_nope_head_dim']}: llama.cpp's {ARCH} needs a key part "
-                          f"without rope")
-    if (h.get("rope_parameters") or {}).get("partial_rotary_factor", 1.0) != 1.0:
-        raise ConfigError(f"{path}: partial_rotary_factor {h['rope_parameters']['partial_rotary_factor']!r}: "
-                          f"llama.cpp's {ARCH} rotates all qk_rope_head_dim dimensions")
-    for key in ("n_routed_experts", "num_experts_per_tok", "n_shared_experts"):
-        if not h.get(key):
-            raise ConfigError(f"{path}: {key} {h.get(key)!r}: llama.cpp's {ARCH} needs routed experts and shared "
-                              f"experts in every mixture layer")
     if h["num_experts_per_tok"] > h["n_routed_experts"]:
         raise ConfigError(f"{path}: num_experts_per_tok {h['num_experts_per_tok']} is more than the "
                           f"{h['n_routed_experts']} experts")
-    if not h.get("norm_topk_prob"):
-        raise ConfigError(f"{path}: norm_topk_prob false: the converter then writes no renormalisation, and "
-                          f"llama.cpp's {ARCH} renormalises the chosen weights by default where transformers does not")
     if h.get("n_group") != h.get("topk_group"):
         raise ConfigError(f"{path}: n_group {h.get('n_group')!r}, topk_group {h.get('topk_group')!r}: transformers "
                           f"keeps the best topk_group of n_group expert groups, but llama.cpp's {ARCH} reads no "
                           f"group limit and chooses over all experts")
+    # the per-layer lists are checked whole (against the layer count) before their first or leading entries
     kinds = h["mlp_layer_types"]
     if not isinstance(kinds, list) or len(kinds) != n or set(kinds) - {"dense", "sparse"}:
         raise ConfigError(f"{path}: mlp_layer_types {kinds!r}: one of \"dense\" / \"sparse\" per layer ({n} layers)")
@@ -182,16 +182,9 @@ def check(h: dict, path: Path) -> None:
     if types[0] != "full":
         raise ConfigError(f"{path}: indexer_types[0] {types[0]!r}: layer 0 must own an indexer, nothing precedes "
                           f"it to share (llama.cpp's {ARCH} refuses to load otherwise)")
-    for key in ("index_topk", "index_n_heads"):
-        if h[key] < 1:
-            raise ConfigError(f"{path}: {key} {h[key]!r}: the converter writes the indexer whatever it is, and "
-                              f"llama.cpp's {ARCH} then takes the checkpoint as one without sparse attention (top-k "
-                              f"0) or refuses it (no heads); transformers' indexer keeps no position at all")
     if h["index_head_dim"] <= h["qk_rope_head_dim"]:
         raise ConfigError(f"{path}: index_head_dim {h['index_head_dim']} is not more than qk_rope_head_dim "
                           f"{h['qk_rope_head_dim']}: llama.cpp's {ARCH} refuses the indexer")
-    if h.get("hc_mult", 0) < 1:
-        raise ConfigError(f"{path}: hc_mult {h.get('hc_mult')!r}: iHC needs at least one residual stream")
 
 
 def check_layers(h: dict, stored: dict) -> list:
@@ -262,6 +255,7 @@ FAMILY = Family(
     tensors=TENSORS,
     parameters=parameters,
     vocab=gpt2_vocab,  # DeepseekV2Model.set_vocab: byte-level BPE
+    refuse=REFUSE,
     check=check,
     normalise=normalise,
     stored_kv=check_layers,

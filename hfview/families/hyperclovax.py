@@ -34,7 +34,7 @@ from pathlib import Path
 
 from ..config import ANY, Harmless
 from ..errors import ConfigError
-from ..family import Family, Skip, Stacked, Tensor, rope_pairs
+from ..family import Family, Refuse, Skip, Stacked, Tensor, rope_pairs, unset
 from ..names import GGUF, Keys
 from ..params import text_model_parameters, u32
 from ..shards import StoredTensor
@@ -162,25 +162,22 @@ def wrapper_tie(h: dict, stored: dict[str, StoredTensor]) -> dict:
     return {**h, "tie_word_embeddings": tie}
 
 
+REFUSE = (
+    Refuse("use_post_norm", bool, "without its post norms HyperCLOVA X is Granite's block, which hfview does not "
+           "present for it yet; llama.cpp's glm4 (this mapping) requires the post norms, and an RMSNorm is not the "
+           "identity"),
+    Refuse("hidden_act", ("silu",), "llama.cpp's glm4 computes SiLU only"),
+    Refuse("attention_bias", unset, "it puts a bias on o_proj too, and llama.cpp's glm4 adds no attention output "
+           "bias"),
+    Refuse("mlp_bias", unset, "llama.cpp's glm4 adds no MLP biases"),
+    Refuse("rope_parameters.rope_type", ("default", "linear"), "hfview presents HyperCLOVA X's rotary to llama.cpp's "
+           "glm4 as default or linear scaling only", default="default"),
+    Refuse("rope_parameters.partial_rotary_factor", (1.0,), "HyperCLOVA X's rotary covers the whole head",
+           default=1.0),
+)
+
+
 def check(h: dict, path: Path) -> None:
-    if not h["use_post_norm"]:
-        raise ConfigError(f"{path}: use_post_norm false: without its post norms HyperCLOVA X is Granite's block, "
-                          f"which hfview does not present for it yet; llama.cpp's glm4 (this mapping) requires the "
-                          f"post norms, and an RMSNorm is not the identity")
-    if h["hidden_act"] != "silu":
-        raise ConfigError(f"{path}: hidden_act {h['hidden_act']!r}: llama.cpp's glm4 computes SiLU only")
-    if h["attention_bias"]:
-        raise ConfigError(f"{path}: attention_bias true: it puts a bias on o_proj too, and llama.cpp's glm4 adds no "
-                          f"attention output bias")
-    if h["mlp_bias"]:
-        raise ConfigError(f"{path}: mlp_bias true: llama.cpp's glm4 adds no MLP biases")
-    rope = h["rope_parameters"]
-    if rope.get("rope_type", "default") not in ("default", "linear"):
-        raise ConfigError(f"{path}: rope_parameters.rope_type {rope['rope_type']!r}: hfview presents HyperCLOVA X's "
-                          f"rotary to llama.cpp's glm4 as default or linear scaling only")
-    if rope.get("partial_rotary_factor", 1.0) != 1.0:
-        raise ConfigError(f"{path}: rope_parameters.partial_rotary_factor {rope['partial_rotary_factor']}: "
-                          f"HyperCLOVA X's rotary covers the whole head")
     n_head, n_kv, d = h["num_attention_heads"], h["num_key_value_heads"], h["head_dim"]
     if n_head % n_kv or d % 2:
         raise ConfigError(f"{path}: {n_head} heads over {n_kv} KV heads of width {d}: the heads must split into "
@@ -211,6 +208,7 @@ FAMILY = Family(
     tensors=TENSORS,
     parameters=parameters,
     vocab=vocab,
+    refuse=REFUSE,
     check=check,
     normalise=normalise,
     rename=rename,

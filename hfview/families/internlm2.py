@@ -13,7 +13,7 @@ import numpy as np
 
 from ..config import ANY, Harmless
 from ..errors import ConfigError
-from ..family import Family, Skip, Split, Tensor
+from ..family import Family, Refuse, Skip, Split, Tensor, stated, unset
 from ..names import GGUF
 from ..params import text_model_parameters
 from ..shards import StoredTensor
@@ -73,20 +73,21 @@ TENSORS = (
 )
 
 
+# a stated null refused too: the checks and KV compute with these values
+REFUSE = (
+    *(Refuse(key, stated, f"{key} is missing; InternLM2's config.json states it (no defaults apply)")
+      for key in ("hidden_size", "num_attention_heads", "num_key_value_heads", "num_hidden_layers", "vocab_size")),
+    Refuse("hidden_act", ("silu",), "llama.cpp's internlm2 computes SiLU only", default="silu"),
+    Refuse("bias", unset, "the converter maps no InternLM2 bias tensors (bias true asks for them)"),
+    Refuse("rope_parameters.rope_type", ("default", "dynamic", "linear"), "not one hfview reads for InternLM2",
+           default="default"),
+)
+
+
 def check(h: dict, path: Path) -> None:
-    for key in ("hidden_size", "num_attention_heads", "num_key_value_heads", "num_hidden_layers", "vocab_size"):
-        if key not in h:
-            raise ConfigError(f"{path}: {key} is missing; InternLM2's config.json states it (no defaults apply)")
-    if h.get("hidden_act", "silu") != "silu":
-        raise ConfigError(f"{path}: hidden_act {h['hidden_act']!r}: llama.cpp's internlm2 computes SiLU only")
-    if h.get("bias"):
-        raise ConfigError(f"{path}: bias true: the converter maps no InternLM2 bias tensors")
     if h["num_attention_heads"] % h["num_key_value_heads"]:
         raise ConfigError(f"{path}: {h['num_attention_heads']} heads do not split into "
                           f"{h['num_key_value_heads']} KV groups")
-    rope_type = h["rope_parameters"].get("rope_type", "default")
-    if rope_type not in ("default", "dynamic", "linear"):
-        raise ConfigError(f"{path}: rope scaling {rope_type!r} is not one hfview reads for InternLM2")
 
 
 def parameters(h: dict, block_count: int, file_type: int) -> list:
@@ -108,6 +109,7 @@ FAMILY = Family(
     tensors=TENSORS,
     parameters=parameters,
     vocab=vocab,
+    refuse=REFUSE,
     check=check,
     notes={"rope_scaling": "InternLM2's dynamic NTK scaling: the converter writes none, llama.cpp runs the "
                            "unscaled rope, which is what dynamic scaling computes within max_position_embeddings"},

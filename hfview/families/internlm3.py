@@ -9,10 +9,9 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from ..errors import ConfigError
-from ..family import Family, Skip
+from ..family import Family, Refuse, Skip, stated
 from ..names import Keys
-from ._parts.checks import check_silu
+from ._parts.checks import silu_only
 from ._parts.decoder import LM_HEAD, decoder_tensors, llama_parameters
 
 READS = frozenset({
@@ -44,16 +43,15 @@ def normalise(h: dict) -> dict:
     return h
 
 
-def check(h: dict, path: Path) -> None:
-    check_silu(h, path, "llama")
-    for key in ("vocab_size", "hidden_size", "num_hidden_layers", "num_attention_heads"):
-        if key not in h:
-            raise ConfigError(f"{path}: {key} is missing; InternLM3's config has no defaults the view could use")
+REFUSE = (
+    silu_only("llama"),
+    # a stated null refused too: the KV computes with these values
+    *(Refuse(key, stated, f"{key} is missing; InternLM3's config has no defaults the view could use")
+      for key in ("vocab_size", "hidden_size", "num_hidden_layers", "num_attention_heads")),
     # "dynamic" (InternLM3-8B's NTK scaling) changes nothing within max_position_embeddings, and the
     # converter writes no scaling for it: llama.cpp computes the same there
-    rope_type = h["rope_parameters"].get("rope_type", "default")
-    if rope_type not in _ROPE_TYPES:
-        raise ConfigError(f"{path}: rope_scaling type {rope_type!r} is not one llama.cpp's llama computes")
+    Refuse("rope_parameters.rope_type", _ROPE_TYPES, "not one llama.cpp's llama computes", default="default"),
+)
 
 
 def vocab(model_dir: Path, h: dict) -> list:
@@ -93,6 +91,6 @@ FAMILY = Family(
     tensors=TENSORS,
     parameters=parameters,
     vocab=vocab,
-    check=check,
+    refuse=REFUSE,
     normalise=normalise,
 )

@@ -10,8 +10,8 @@ from pathlib import Path
 
 from ..config import Harmless
 from ..errors import ConfigError
-from ..family import Family
-from ._parts.checks import check_silu
+from ..family import Family, Refuse
+from ._parts.checks import silu_only
 from ._parts.decoder import LM_HEAD, decoder_tensors, llama_parameters
 from ._parts.rope import llama3_rope_freqs
 from ._parts.vocab import llama_vocab
@@ -27,15 +27,17 @@ TENSORS = (*decoder_tensors("model.", pairs=True), LM_HEAD)
 _ROPE_TYPES = ("default", "linear", "yarn", "llama3")
 
 
+REFUSE = (
+    silu_only("llama"),
+    Refuse("rope_parameters.rope_type", _ROPE_TYPES, "not one llama.cpp's llama computes", default="default"),
+)
+
+
 def check(h: dict, path: Path) -> None:
-    check_silu(h, path, "llama")
     # LlamaModel permutes K by the KV head count it must find; the rest is read by name too
     for key in ("vocab_size", "hidden_size", "num_hidden_layers", "num_attention_heads", "num_key_value_heads"):
         if key not in h:
             raise ConfigError(f"{path}: {key} is missing; IQuest-Coder's config has no defaults the view could use")
-    rope_type = h["rope_parameters"].get("rope_type", "default")
-    if rope_type not in _ROPE_TYPES:
-        raise ConfigError(f"{path}: rope type {rope_type!r} is not one llama.cpp's llama computes")
 
 
 parameters = llama_parameters("llama")
@@ -52,5 +54,6 @@ FAMILY = Family(
     parameters=parameters,
     vocab=llama_vocab,
     generated=llama3_rope_freqs,
+    refuse=REFUSE,
     check=check,
 )

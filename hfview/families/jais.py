@@ -30,7 +30,7 @@ import numpy as np
 
 from ..config import ANY, Harmless
 from ..errors import CheckpointError, ConfigError
-from ..family import Family, Skip, Tensor
+from ..family import Family, Refuse, Skip, Tensor, stated, unset
 from ..gguf_layout import KV, ValueType
 from ..names import GGUF, Keys
 from ..params import f32, u32
@@ -112,32 +112,26 @@ def _qk_dot_by_d(h: dict):
     return h.get("mup_scale_qk_dot_by_d", False)
 
 
+REFUSE = (
+    *(Refuse(key, stated, "missing; the converter reads JAIS's config.json as written (no "
+             "JAISConfig defaults apply) and needs it stated") for key in _REQUIRED),
+    Refuse("activation_function", ("swiglu",), "llama.cpp's jais computes SwiGLU (c_fc * silu(c_fc2)) only, and the "
+           "converter asserts swiglu"),
+    Refuse("position_embedding_type", ("alibi",), "llama.cpp's jais has ALiBi positions only (no learned position "
+           "table), and the converter asserts alibi"),
+    Refuse("alibi_scaling", (None,), "the release's code scales the ALiBi distances, which neither the converter "
+           "writes nor llama.cpp computes"),
+    Refuse("scale_attn_by_inverse_layer_idx", unset, "llama.cpp's jais does not scale attention by the layer index"),
+)
+
+
 def check(h: dict, path: Path) -> None:
-    if h.get("architectures") and h["architectures"][0] not in ARCHITECTURES:
-        raise ConfigError(f"{path}: architectures {h['architectures'][0]!r}: the jais family reads JAISLMHeadModel "
-                          f"(jais-adapted-* checkpoints are Llama)")
-    for key in _REQUIRED:
-        if h.get(key) is None:
-            raise ConfigError(f"{path}: {key} is missing; the converter reads JAIS's config.json as written (no "
-                              f"JAISConfig defaults apply) and needs {key} stated")
-    if h["activation_function"] != "swiglu":
-        raise ConfigError(f"{path}: activation_function {h['activation_function']!r}: llama.cpp's jais computes "
-                          f"SwiGLU (c_fc * silu(c_fc2)) only, and the converter asserts swiglu")
-    if h["position_embedding_type"] != "alibi":
-        raise ConfigError(f"{path}: position_embedding_type {h['position_embedding_type']!r}: llama.cpp's jais has "
-                          f"ALiBi positions only (no learned position table), and the converter asserts alibi")
-    if h.get("alibi_scaling") is not None:
-        raise ConfigError(f"{path}: alibi_scaling {h['alibi_scaling']!r}: the release's code scales the ALiBi "
-                          f"distances, which neither the converter writes nor llama.cpp computes")
     if h["n_embd"] % h["n_head"]:
         raise ConfigError(f"{path}: n_embd {h['n_embd']} does not split into n_head {h['n_head']} heads")
     if h.get("scale_attn_weights", True) is not True or _qk_dot_by_d(h) is not True:
         raise ConfigError(f"{path}: scale_attn_weights {h.get('scale_attn_weights', True)} / scale_qk_dot_by_d "
                           f"(mup_scale_qk_dot_by_d) {_qk_dot_by_d(h)}: llama.cpp's jais divides attention scores "
                           f"by the head width (muP's 1/d), which the release computes only with both true")
-    if h.get("scale_attn_by_inverse_layer_idx"):
-        raise ConfigError(f"{path}: scale_attn_by_inverse_layer_idx true: llama.cpp's jais does not scale "
-                          f"attention by the layer index")
     if "mup_embeddings_scale" not in h and "embeddings_scale" not in h:
         raise ConfigError(f"{path}: neither mup_embeddings_scale nor embeddings_scale is stated; the converter "
                           f"folds one into the token embedding and fails without it")
@@ -233,6 +227,7 @@ FAMILY = Family(
     tensors=TENSORS,
     parameters=parameters,
     vocab=vocab,
+    refuse=REFUSE,
     check=check,
     stored_kv=stored_kv,
     stored_hparams=stored_hparams,

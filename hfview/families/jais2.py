@@ -8,8 +8,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from ..config import Harmless
-from ..errors import ConfigError
-from ..family import Family, Skip, Tensor
+from ..family import Family, Refuse, Skip, Tensor
 from ..names import GGUF, Keys
 from ..params import text_model_parameters, u32
 
@@ -45,13 +44,12 @@ TENSORS = (
 )
 
 
-def check(h: dict, path: Path) -> None:
-    if h.get("hidden_act") != "relu2":
-        raise ConfigError(f"{path}: hidden_act {h.get('hidden_act')!r}: llama.cpp's jais2 computes squared ReLU "
-                          f"(relu2) only; this checkpoint would run wrong")
-    rope_type = h["rope_parameters"].get("rope_type", "default")
-    if rope_type not in ("default", "linear", "yarn"):
-        raise ConfigError(f"{path}: rope type {rope_type!r} is not one llama.cpp's jais2 architecture computes")
+REFUSE = (
+    Refuse("hidden_act", ("relu2",), "llama.cpp's jais2 computes squared ReLU (relu2) only; this checkpoint would "
+           "run wrong"),
+    Refuse("rope_parameters.rope_type", ("default", "linear", "yarn"), "not one llama.cpp's jais2 architecture "
+           "computes", default="default"),
+)
 
 
 def parameters(h: dict, block_count: int, file_type: int) -> list:
@@ -75,5 +73,5 @@ FAMILY = Family(
     tensors=TENSORS,
     parameters=parameters,
     vocab=vocab,
-    check=check,
+    refuse=REFUSE,
 )

@@ -14,7 +14,7 @@ from pathlib import Path
 
 from ..config import ANY, Harmless
 from ..errors import ConfigError
-from ..family import Experts, Family, Tensor
+from ..family import Experts, Family, Refuse, Tensor
 from ..gguf_layout import KV, ValueType
 from ..names import GGUF, Keys
 from ..params import f32, u32
@@ -90,15 +90,18 @@ def attention_layers(h: dict) -> list[bool]:
     return [i % h["attn_layer_period"] == h["attn_layer_offset"] for i in range(h["num_hidden_layers"])]
 
 
+REFUSE = (
+    Refuse("mamba_expand", (2,), "llama.cpp's jamba runs Mamba blocks of expansion 2 only (it asserts inner size = "
+           "2 x hidden)"),
+)
+
+
 def check(h: dict, path: Path) -> None:
     for kind in ("attn", "expert"):
         period, offset = h[f"{kind}_layer_period"], h[f"{kind}_layer_offset"]
         if not 0 <= offset < period:
             raise ConfigError(f"{path}: {kind}_layer_offset {offset} with {kind}_layer_period {period}: transformers "
                               f"needs an offset below the period")
-    if h["mamba_expand"] != 2:
-        raise ConfigError(f"{path}: mamba_expand {h['mamba_expand']}: llama.cpp's jamba runs Mamba blocks of "
-                          f"expansion 2 only (it asserts inner size = 2 x hidden)")
     wrong = [f"{k} {h[k]!r}" for k, ok in (("mamba_proj_bias", False), ("mamba_conv_bias", True), ("hidden_act", "silu"))
              if h[k] != ok]
     if wrong:
@@ -152,6 +155,7 @@ FAMILY = Family(
     tensors=TENSORS,
     parameters=parameters,
     vocab=vocab,
+    refuse=REFUSE,
     check=check,
     normalise=normalise,
     aliases={"num_local_experts": "num_experts"},

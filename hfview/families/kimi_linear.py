@@ -22,7 +22,7 @@ from pathlib import Path
 
 from ..config import ANY, Harmless
 from ..errors import ConfigError
-from ..family import Experts, Family, Skip, Split, Tensor
+from ..family import Experts, Family, Refuse, Skip, Split, Tensor, stated, unset
 from ..gguf_layout import KV, ValueType
 from ..names import GGUF, Keys
 from ..params import f32, text_model_parameters, u32
@@ -108,12 +108,8 @@ def normalise(h: dict) -> dict:
 
 
 def _layer_kinds(h: dict, path: Path) -> list[str]:
-    lac = h.get("linear_attn_config")
+    lac = h["linear_attn_config"]
     n = h["num_hidden_layers"]
-    if not isinstance(lac, dict) or "full_attn_layers" not in lac or "kda_layers" not in lac:
-        raise ConfigError(f"{path}: linear_attn_config {lac!r}: the converter reads which layers are latent "
-                          f"attention from linear_attn_config.full_attn_layers (and transformers from its "
-                          f"kda_layers): state both, as every Kimi-Linear release does")
     full, kda = lac["full_attn_layers"], lac["kda_layers"]
     ok = all(isinstance(i, int) and not isinstance(i, bool) and 1 <= i <= n for i in (*full, *kda))
     if not ok or sorted([*full, *kda]) != list(range(1, n + 1)):
@@ -128,11 +124,34 @@ def _layer_kinds(h: dict, path: Path) -> list[str]:
     return kinds
 
 
+REFUSE = (
+    # the engine reads the first name only; this family reads the one name alone
+    Refuse("architectures", lambda v: list(v or ["KimiLinearForCausalLM"]) == ["KimiLinearForCausalLM"],
+           "the kimi_linear family reads KimiLinearForCausalLM"),
+    Refuse("linear_attn_config", lambda v: isinstance(v, dict) and "full_attn_layers" in v and "kda_layers" in v,
+           "the converter reads which layers are latent attention from linear_attn_config.full_attn_layers (and "
+           "transformers from its kda_layers): state both, as every Kimi-Linear release does"),
+    Refuse("hidden_act", ("silu",), "llama.cpp's kimi-linear computes SiLU"),
+    Refuse("tie_word_embeddings", unset, "llama.cpp's kimi-linear requires an output.weight, which the converter does "
+           "not write for tied embeddings, so the file would not load"),
+    Refuse("attention_bias", unset, "llama.cpp's kimi-linear has no attention biases"),
+    # a stated null refused too: the converter writes it as the leading dense count
+    Refuse("first_k_dense_replace", stated, "the converter needs it (KeyError) and transformers "
+           "defaults it to 1; state it, as every Kimi-Linear release does"),
+    Refuse("moe_router_activation_func", stated, "transformers' Kimi-Linear router scores by "
+           "sigmoid, but without the key the converter writes no gating function and llama.cpp's kimi-linear cannot "
+           "load the file; state \"sigmoid\" as every release does"),
+    Refuse("moe_router_activation_func", ("sigmoid",), "transformers' Kimi-Linear router scores by sigmoid only"),
+    Refuse("moe_renormalize", bool, "llama.cpp's kimi-linear always renormalises the chosen experts' weights"),
+    Refuse("num_expert_group", (1,), "the converter writes no expert group count for kimi-linear, so llama.cpp would "
+           "not limit the groups transformers limits"),
+    Refuse("qk_nope_head_dim", lambda v: v >= 1, "the latent attention needs a key part outside the shared one"),
+    Refuse("q_lora_rank", (None,), "no released Kimi-Linear has a query bottleneck, and llama.cpp's kimi-linear graph "
+           "reads q_proj only"),
+)
+
 
 def check(h: dict, path: Path) -> None:
-    archs = h.get("architectures") or ["KimiLinearForCausalLM"]
-    if list(archs) != ["KimiLinearForCausalLM"]:
-        raise ConfigError(f"{path}: architectures {archs}: the kimi_linear family reads KimiLinearForCausalLM")
     kinds = _layer_kinds(h, path)
     lac, n = h["linear_attn_config"], h["num_hidden_layers"]
     if "linear_attention" not in kinds:
@@ -147,45 +166,15 @@ def check(h: dict, path: Path) -> None:
         raise ConfigError(f"{path}: linear_attn_config.num_heads {lac['num_heads']} is not num_attention_heads "
                           f"{h['num_attention_heads']}: llama.cpp's kimi-linear sizes the delta attention's heads "
                           f"by the attention head count (the converter writes no other)")
-    if h["hidden_act"] != "silu":
-        raise ConfigError(f"{path}: hidden_act {h['hidden_act']!r}: llama.cpp's kimi-linear computes SiLU")
-    if h.get("tie_word_embeddings"):
-        raise ConfigError(f"{path}: tie_word_embeddings true: llama.cpp's kimi-linear requires an output.weight, "
-                          f"which the converter does not write for tied embeddings, so the file would not load")
-    if h.get("attention_bias"):
-        raise ConfigError(f"{path}: attention_bias true: llama.cpp's kimi-linear has no attention biases")
     if h["num_key_value_heads"] != h["num_attention_heads"]:
         raise ConfigError(f"{path}: num_key_value_heads {h['num_key_value_heads']} is not num_attention_heads "
                           f"{h['num_attention_heads']}: the converter splits kv_b_proj by num_key_value_heads, "
                           f"transformers expands it per query head")
-    if "first_k_dense_replace" not in h:
-        raise ConfigError(f"{path}: no first_k_dense_replace: the converter needs it (KeyError) and transformers "
-                          f"defaults it to 1; state it, as every Kimi-Linear release does")
     dense = check_leading_dense(h, path, n, ARCH)
-    func = h.get("moe_router_activation_func")
-    if func is None:
-        raise ConfigError(f"{path}: no moe_router_activation_func: transformers' Kimi-Linear router scores by "
-                          f"sigmoid, but without the key the converter writes no gating function and llama.cpp's "
-                          f"kimi-linear cannot load the file; state \"sigmoid\" as every release does")
-    if func != "sigmoid":
-        raise ConfigError(f"{path}: moe_router_activation_func {func!r}: transformers' Kimi-Linear router scores "
-                          f"by sigmoid only")
-    if not h["moe_renormalize"]:
-        raise ConfigError(f"{path}: moe_renormalize false: llama.cpp's kimi-linear always renormalises the chosen "
-                          f"experts' weights")
-    if h["num_expert_group"] != 1:
-        raise ConfigError(f"{path}: num_expert_group {h['num_expert_group']}: the converter writes no expert group "
-                          f"count for kimi-linear, so llama.cpp would not limit the groups transformers limits")
     if dense < n and (not h["num_experts"] or not h["num_experts_per_token"] or not h["num_shared_experts"]):
         raise ConfigError(f"{path}: num_experts {h['num_experts']}, num_experts_per_token "
                           f"{h['num_experts_per_token']}, num_shared_experts {h['num_shared_experts']}: llama.cpp's "
                           f"kimi-linear needs routed and shared experts in its mixture layers")
-    if h["qk_nope_head_dim"] < 1:
-        raise ConfigError(f"{path}: qk_nope_head_dim {h['qk_nope_head_dim']}: the latent attention needs a key "
-                          f"part outside the shared one")
-    if h.get("q_lora_rank") is not None:
-        raise ConfigError(f"{path}: q_lora_rank {h['q_lora_rank']}: no released Kimi-Linear has a query "
-                          f"bottleneck, and llama.cpp's kimi-linear graph reads q_proj only")
 
 
 def parameters(h: dict, block_count: int, file_type: int) -> list:
@@ -238,6 +227,7 @@ FAMILY = Family(
     tensors=TENSORS,
     parameters=parameters,
     vocab=vocab,
+    refuse=REFUSE,
     check=check,
     normalise=normalise,
     aliases=ALIASES,

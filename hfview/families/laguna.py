@@ -20,11 +20,11 @@ from pathlib import Path
 
 from ..config import Harmless
 from ..errors import CheckpointError, ConfigError
-from ..family import Experts, Family, RunnerFacts, Tensor, stored
+from ..family import Experts, Family, Refuse, RunnerFacts, Tensor, stored, unset
 from ..gguf_layout import KV, ValueType
 from ..names import GGUF, Keys
 from ..params import boolean, f32, text_model_parameters, u32
-from ._parts.checks import check_no_pooling, check_silu
+from ._parts.checks import check_no_pooling, silu_only
 
 _ROPE = {"full_attention": {"rope_type": "default", "rope_theta": 500000.0, "partial_rotary_factor": 0.5},
          "sliding_attention": {"rope_type": "default", "rope_theta": 10000.0, "partial_rotary_factor": 1.0}}
@@ -117,8 +117,22 @@ def _dense_lead(h: dict) -> int:
     return next((i for i, t in enumerate(kinds) if t != "dense"), len(kinds))
 
 
+REFUSE = (
+    silu_only("laguna"),
+    # absent layer kinds read as plain rope here; check refuses a rope_parameters without both
+    Refuse("rope_parameters.full_attention.rope_type", ("default", "yarn"), "llama.cpp's laguna runs plain rope or "
+           "yarn on its global layers", default="default"),
+    Refuse("rope_parameters.sliding_attention.rope_type", ("default",), "llama.cpp's laguna runs its sliding layers "
+           "with plain rope (the converter writes the global layers' scaling only)", default="default"),
+    Refuse("moe_router_logit_softcapping", unset, "the converter writes no softcap, so llama.cpp's laguna would "
+           "route otherwise"),
+    Refuse("moe_apply_router_weight_on_input", unset, "transformers' Laguna does not implement it"),
+    Refuse("tie_word_embeddings", unset, "the view presents Laguna with its own output matrix"),
+    Refuse("attention_bias", unset, "llama.cpp's laguna has no attention biases"),
+)
+
+
 def check(h: dict, path: Path) -> None:
-    check_silu(h, path, "laguna")
     check_no_pooling(path)
     n = h["num_hidden_layers"]
     for key in ("layer_types", "mlp_layer_types", "num_attention_heads_per_layer"):
@@ -148,10 +162,6 @@ def check(h: dict, path: Path) -> None:
     if "full_attention" not in rope or "sliding_attention" not in rope:
         raise ConfigError(f"{path}: rope_parameters {rope}: Laguna names one rope per layer kind "
                           f"(full_attention, sliding_attention)")
-    if rope["full_attention"].get("rope_type", "default") not in ("default", "yarn"):
-        raise ConfigError(f"{path}: rope_parameters.full_attention rope type "
-                          f"{rope['full_attention']['rope_type']!r}: llama.cpp's laguna runs plain rope or yarn on "
-                          f"its global layers")
     if rope["full_attention"].get("rope_type") == "yarn" and not rope["full_attention"].get("factor"):
         raise ConfigError(f"{path}: rope_parameters.full_attention yarn without a factor: the converter then writes "
                           f"no scaling, which transformers applies")
@@ -163,20 +173,6 @@ def check(h: dict, path: Path) -> None:
     if full.get("rope_type") == "yarn" and full.get("truncate") is False:
         raise ConfigError(f"{path}: rope_parameters.full_attention truncate false: transformers then ramps yarn "
                           f"over unrounded correction dimensions, llama.cpp rounds them")
-    if rope["sliding_attention"].get("rope_type", "default") != "default":
-        raise ConfigError(f"{path}: rope_parameters.sliding_attention rope type "
-                          f"{rope['sliding_attention']['rope_type']!r}: llama.cpp's laguna runs its sliding layers "
-                          f"with plain rope (the converter writes the global layers' scaling only)")
-    if h.get("moe_router_logit_softcapping"):
-        raise ConfigError(f"{path}: moe_router_logit_softcapping {h['moe_router_logit_softcapping']}: the "
-                          f"converter writes no softcap, so llama.cpp's laguna would route otherwise")
-    if h.get("moe_apply_router_weight_on_input"):
-        raise ConfigError(f"{path}: moe_apply_router_weight_on_input true: transformers' Laguna does not "
-                          f"implement it")
-    if h.get("tie_word_embeddings"):
-        raise ConfigError(f"{path}: tie_word_embeddings true: the view presents Laguna with its own output matrix")
-    if h.get("attention_bias"):
-        raise ConfigError(f"{path}: attention_bias true: llama.cpp's laguna has no attention biases")
 
 
 def parameters(h: dict, block_count: int, file_type: int) -> list:
@@ -236,6 +232,7 @@ FAMILY = Family(
     tensors=TENSORS,
     parameters=parameters,
     vocab=vocab,
+    refuse=REFUSE,
     check=check,
     normalise=normalise,
     # llama.cpp's laguna slides on three layers of four, as layer_types says

@@ -21,7 +21,7 @@ from pathlib import Path
 
 from ..config import ANY, Harmless
 from ..errors import ConfigError
-from ..family import Family, Skip, Tensor
+from ..family import Family, Refuse, Skip, Tensor, unset
 from ..gguf_layout import KV, ValueType
 from ..names import GGUF, Keys
 from ..params import f32, text_model_parameters, u32
@@ -109,6 +109,13 @@ def ff_dim(h: dict) -> int:
     return dim
 
 
+REFUSE = (
+    Refuse("layer_types", lambda v: "conv" in v, "no conv layer: llama.cpp's lfm2 aborts on a model without one "
+           "(GGML_ASSERT in its recurrent cache); no released LFM2 is all attention"),
+    Refuse("conv_bias", unset, "llama.cpp's lfm2 has no short-convolution biases"),
+)
+
+
 def check(h: dict, path: Path) -> None:
     for theirs, ours in _SAME_AS:
         if h.get(theirs) is not None and h[theirs] != h[ours]:
@@ -118,11 +125,6 @@ def check(h: dict, path: Path) -> None:
     if len(types) != h["num_hidden_layers"] or set(types) - {"conv", "full_attention"}:
         raise ConfigError(f"{path}: layer_types {types}: LFM2 needs one of 'conv' / 'full_attention' per layer "
                           f"({h['num_hidden_layers']} layers)")
-    if "conv" not in types:
-        raise ConfigError(f"{path}: layer_types has no conv layer: llama.cpp's lfm2 aborts on a model without one "
-                          f"(GGML_ASSERT in its recurrent cache); no released LFM2 is all attention")
-    if h["conv_bias"]:
-        raise ConfigError(f"{path}: conv_bias true: llama.cpp's lfm2 has no short-convolution biases")
     if h["block_auto_adjust_ff_dim"] and h["block_ffn_dim_multiplier"] is None:
         raise ConfigError(f"{path}: block_ffn_dim_multiplier null with block_auto_adjust_ff_dim: transformers then "
                           f"skips the rounding to block_multiple_of that the converter applies, so the width it writes "
@@ -157,6 +159,7 @@ FAMILY = Family(
     tensors=TENSORS,
     parameters=parameters,
     vocab=vocab,
+    refuse=REFUSE,
     check=check,
     normalise=normalise,
 )

@@ -12,7 +12,7 @@ from pathlib import Path
 
 from ..config import Harmless
 from ..errors import ConfigError
-from ..family import Experts, Family, Tensor
+from ..family import Experts, Family, Refuse, Tensor, stated, unset
 from ..gguf_layout import KV, ValueType
 from ..names import GGUF, Keys
 from ..params import text_model_parameters, u32
@@ -52,43 +52,39 @@ TENSORS = (
 )
 
 
+REFUSE = (
+    Refuse("layer_types", stated, "Lfm2MoeConfig computes no layer_types, and which layers are conv "
+           "and which attention cannot be known (every released LFM2-MoE states them)"),
+    Refuse("layer_types", lambda v: "conv" in v, "no conv layer: llama.cpp's lfm2moe aborts on a model without one "
+           "(its recurrent cache); no released LFM2-MoE is all attention"),
+    Refuse("conv_bias", unset, "llama.cpp's lfm2moe has no short-convolution biases"),
+    Refuse("use_expert_bias", bool, "llama.cpp's lfm2moe needs the routing bias (exp_probs_b) in every mixture layer, "
+           "which such a checkpoint does not store"),
+    Refuse("norm_topk_prob", bool, "llama.cpp's lfm2moe always renormalises the chosen experts' weights, so this "
+           "checkpoint would run wrong"),
+    Refuse("routed_scaling_factor", (1.0,), "the converter writes no expert weight scale for lfm2moe, so llama.cpp "
+           "would not apply it"),
+    Refuse("rope_parameters.rope_type", ("default",), "no released LFM2-MoE scales its rope, and the converter writes "
+           "no scaling for lfm2moe", default="default"),
+)
+
+
 def check(h: dict, path: Path) -> None:
     n = h["num_hidden_layers"]
-    types = h.get("layer_types")
-    if types is None:
-        raise ConfigError(f"{path}: no layer_types: Lfm2MoeConfig computes none, and which layers are conv and "
-                          f"which attention cannot be known (every released LFM2-MoE states them)")
+    types = h["layer_types"]
     if len(types) != n or set(types) - {"conv", "full_attention"}:
         raise ConfigError(f"{path}: layer_types {list(types)}: LFM2-MoE needs one of 'conv' / 'full_attention' per "
                           f"layer ({n} layers)")
-    if "conv" not in types:
-        raise ConfigError(f"{path}: layer_types has no conv layer: llama.cpp's lfm2moe aborts on a model without "
-                          f"one (its recurrent cache); no released LFM2-MoE is all attention")
-    if h["conv_bias"]:
-        raise ConfigError(f"{path}: conv_bias true: llama.cpp's lfm2moe has no short-convolution biases")
     if not 0 <= h["num_dense_layers"] <= n:
         raise ConfigError(f"{path}: num_dense_layers {h['num_dense_layers']}: must lie between 0 and the "
                           f"{n} layers")
     if not h["num_experts"] or not h["num_experts_per_tok"]:
         raise ConfigError(f"{path}: num_experts {h['num_experts']} / num_experts_per_tok "
                           f"{h['num_experts_per_tok']}: llama.cpp's lfm2moe needs experts in its mixture layers")
-    if not h["use_expert_bias"]:
-        raise ConfigError(f"{path}: use_expert_bias false: llama.cpp's lfm2moe needs the routing bias "
-                          f"(exp_probs_b) in every mixture layer, which such a checkpoint does not store")
-    if not h["norm_topk_prob"]:
-        raise ConfigError(f"{path}: norm_topk_prob false: llama.cpp's lfm2moe always renormalises the chosen "
-                          f"experts' weights, so this checkpoint would run wrong")
-    if h["routed_scaling_factor"] != 1.0:
-        raise ConfigError(f"{path}: routed_scaling_factor {h['routed_scaling_factor']}: the converter writes no "
-                          f"expert weight scale for lfm2moe, so llama.cpp would not apply it")
     head_dim = h.get("head_dim") or h["hidden_size"] // h["num_attention_heads"]
     if head_dim * h["num_attention_heads"] != h["hidden_size"]:
         raise ConfigError(f"{path}: head_dim {head_dim} x {h['num_attention_heads']} heads is not hidden_size "
                           f"{h['hidden_size']}; llama.cpp's lfm2moe assumes it is")
-    rope = h.get("rope_parameters") or {}
-    if rope.get("rope_type", "default") != "default":
-        raise ConfigError(f"{path}: rope_type {rope.get('rope_type')!r}: no released LFM2-MoE scales its rope, and "
-                          f"the converter writes no scaling for lfm2moe")
 
 
 def parameters(h: dict, block_count: int, file_type: int) -> list:
@@ -116,5 +112,6 @@ FAMILY = Family(
     tensors=TENSORS,
     parameters=parameters,
     vocab=vocab,
+    refuse=REFUSE,
     check=check,
 )

@@ -6,11 +6,9 @@ llama.cpp's `mistral3` architecture, as the converter's Mistral3Model writes it 
 its Pixtral tower and projector are left out. With a Ministral 3 text model it is the ministral3 family's."""
 from __future__ import annotations
 
-from pathlib import Path
-
 from ..config import ANY, Harmless
-from ..errors import ConfigError
-from ..family import Family
+from ..family import Family, Refuse
+from ._parts.checks import silu_only
 from ._parts.decoder import LLAMA_TENSORS, is_mistral3_wrapper, llama_parameters
 from ._parts.rope import llama3_rope_freqs
 from ._parts.vocab import llama_vocab
@@ -47,7 +45,7 @@ HARMLESS: Harmless = {"max_window_layers": ANY, "use_sliding_window": ANY,
 
 
 
-_ROPE_TYPES = {"default", "linear", "yarn", "llama3"}
+_ROPE_TYPES = ("default", "linear", "llama3", "yarn")
 
 
 def normalise(h: dict) -> dict:
@@ -59,14 +57,11 @@ def normalise(h: dict) -> dict:
     return h
 
 
-def check(h: dict, path: Path) -> None:
-    if h.get("hidden_act", "silu") != "silu":
-        raise ConfigError(f"{path}: hidden_act {h['hidden_act']!r}: llama.cpp's llama architecture computes "
-                          f"SiLU only; this checkpoint would run wrong")
-    rope_type = h["rope_parameters"].get("rope_type", "default")
-    if rope_type not in _ROPE_TYPES:
-        raise ConfigError(f"{path}: rope_parameters.rope_type {rope_type!r} is not one llama.cpp's llama "
-                          f"architecture computes ({', '.join(sorted(_ROPE_TYPES))})")
+REFUSE = (
+    silu_only("llama"),
+    Refuse("rope_parameters.rope_type", _ROPE_TYPES, f"not one llama.cpp's llama architecture computes "
+           f"({', '.join(_ROPE_TYPES)})", default="default"),
+)
 
 
 def arch_for(h: dict) -> str:
@@ -89,7 +84,7 @@ FAMILY = Family(
     parameters=parameters,
     vocab=llama_vocab,
     generated=llama3_rope_freqs,
-    check=check,
+    refuse=REFUSE,
     normalise=normalise,
     gguf_arch_for=arch_for,
     notes={"sliding_window": "llama.cpp's llama architecture attends to the whole context: the runner "

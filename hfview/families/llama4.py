@@ -19,7 +19,7 @@ from pathlib import Path
 
 from ..config import ANY, Harmless
 from ..errors import ConfigError
-from ..family import Family, Skip, Split, Tensor
+from ..family import Family, Refuse, Skip, Split, Tensor, unset
 from ..names import GGUF, Keys
 from ..params import u32
 from ..views import ExpertColumns
@@ -126,22 +126,19 @@ def normalise(h: dict) -> dict:
     return h
 
 
+REFUSE = (
+    Refuse("hidden_act", ("silu",), f"llama.cpp's {_ARCH} computes SiLU only", default="silu"),
+    Refuse("attention_bias", unset, f"llama.cpp's {_ARCH} has no attention biases"),
+    Refuse("rope_parameters.rope_type", ("default", "llama3"), "hfview presents Llama 4 with the default or llama3 "
+           "rope only", default="default"),
+    Refuse("num_local_experts", bool, f"llama.cpp's {_ARCH} cannot run a model without experts"),
+    Refuse("attention_chunk_size", (_CHUNK,), f"llama.cpp's {_ARCH} chunks attention by {_CHUNK} whatever the file "
+           f"says"),
+)
+
+
 def check(h: dict, path: Path) -> None:
-    arch = (h.get("architectures") or [None])[0]
-    if arch not in ("Llama4ForCausalLM", "Llama4ForConditionalGeneration", None):
-        raise ConfigError(f"{path}: architecture {arch!r} is not one the llama4 family reads")
-    if h.get("hidden_act", "silu") != "silu":
-        raise ConfigError(f"{path}: hidden_act {h['hidden_act']!r}: llama.cpp's llama4 computes SiLU only")
-    if h.get("attention_bias"):
-        raise ConfigError(f"{path}: attention_bias true: llama.cpp's llama4 has no attention biases")
-    rope_type = h["rope_parameters"].get("rope_type", "default")
-    if rope_type not in ("default", "llama3"):
-        raise ConfigError(f"{path}: rope_parameters.rope_type {rope_type!r}: hfview presents Llama 4 with the "
-                          f"default or llama3 rope only")
     n, experts = h["num_hidden_layers"], h["num_local_experts"]
-    if not experts:
-        raise ConfigError(f"{path}: num_local_experts {experts!r}: llama.cpp's llama4 cannot run a model without "
-                          f"experts")
     for key in ("no_rope_layers", "layer_types"):
         if len(h[key]) != n:
             raise ConfigError(f"{path}: {key} lists {len(h[key])} layers, num_hidden_layers is {n}")
@@ -158,9 +155,6 @@ def check(h: dict, path: Path) -> None:
     if list(h["layer_types"]) != kinds:
         raise ConfigError(f"{path}: layer_types {h['layer_types']}: llama.cpp's llama4 chunks the attention of the "
                           f"rope layers and attends fully on the NoPE ones, i.e. {kinds}")
-    if h.get("attention_chunk_size") != _CHUNK:
-        raise ConfigError(f"{path}: attention_chunk_size {h.get('attention_chunk_size')!r}: llama.cpp's llama4 "
-                          f"chunks attention by {_CHUNK} whatever the file says")
     if not h.get("attn_temperature_tuning") or h.get("floor_scale") != _TEMP_FLOOR or h.get("attn_scale") != _TEMP_SCALE:
         raise ConfigError(f"{path}: attn_temperature_tuning {h.get('attn_temperature_tuning')!r}, floor_scale "
                           f"{h.get('floor_scale')!r}, attn_scale {h.get('attn_scale')!r}: llama.cpp's llama4 tunes "
@@ -196,6 +190,7 @@ FAMILY = Family(
     parameters=parameters,
     vocab=vocab,
     generated=llama3_rope_freqs,
+    refuse=REFUSE,
     check=check,
     normalise=normalise,
 )

@@ -15,7 +15,7 @@ from pathlib import Path
 
 from ..config import ANY, Harmless
 from ..errors import ConfigError
-from ..family import Family, Skip, Tensor
+from ..family import Family, Refuse, Skip, Tensor
 from ..names import GGUF, Keys
 from ..params import boolean, f32, first, u32
 from ..views import NEG_EXP
@@ -63,6 +63,11 @@ def _dims(h: dict) -> dict:
                 eps=first(h, ["layer_norm_epsilon", "rms_norm_eps"]) or 1e-5)
 
 
+REFUSE = tuple(Refuse(key, (ok,), "llama.cpp's mamba has no in/out projection biases, needs the conv1d bias and "
+                      "computes SiLU; this checkpoint would run wrong", default=ok)
+               for key, ok in (("use_bias", False), ("use_conv_bias", True), ("hidden_act", "silu")))
+
+
 def check(h: dict, path: Path) -> None:
     d = _dims(h)
     if d["d_inner"] != 2 * d["d_model"] or h.get("expand", 2) != 2:
@@ -74,11 +79,6 @@ def check(h: dict, path: Path) -> None:
                           f"but not the embedding's {h['vocab_size']} rows, and llama.cpp refuses such a file")
     if not isinstance(d["dt_rank"], int):
         raise ConfigError(f"{path}: time_step_rank {d['dt_rank']!r}: the converter needs a number here")
-    wrong = [f"{k} {h[k]!r}" for k, ok in (("use_bias", False), ("use_conv_bias", True), ("hidden_act", "silu"))
-             if k in h and h[k] != ok]
-    if wrong:
-        raise ConfigError(f"{path}: {', '.join(wrong)}: llama.cpp's mamba has no in/out projection biases, needs the "
-                          f"conv1d bias and computes SiLU; this checkpoint would run wrong")
 
 
 def parameters(h: dict, block_count: int, file_type: int) -> list:
@@ -115,5 +115,6 @@ FAMILY = Family(
     tensors=TENSORS,
     parameters=parameters,
     vocab=vocab,
+    refuse=REFUSE,
     check=check,
 )

@@ -12,7 +12,7 @@ from pathlib import Path
 
 from ..config import ANY, Harmless
 from ..errors import ConfigError
-from ..family import Family, Tensor
+from ..family import Family, Refuse, Tensor
 from ..names import GGUF, Keys
 from ..params import f32, u32
 from ..views import NEG_EXP
@@ -48,6 +48,12 @@ TENSORS = (
 )
 
 
+REFUSE = (
+    Refuse("time_step_limit", lambda v: v is None or list(v) == [0.0, float("inf")], "llama.cpp's mamba2 does not "
+           "clamp the step"),
+)
+
+
 def check(h: dict, path: Path) -> None:
     d = mamba2_dims(h)
     if d["d_inner"] != d["expand"] * d["d_model"] or d["d_inner"] % d["head_dim"]:
@@ -64,9 +70,6 @@ def check(h: dict, path: Path) -> None:
     if padded_vocab({"pad_vocab_size_multiple": 16, **h}) != h["vocab_size"]:
         raise ConfigError(f"{path}: vocab_size {h['vocab_size']}: the converter pads the vocabulary to a multiple of "
                           f"{h.get('pad_vocab_size_multiple', 16)} but not the embedding, and llama.cpp refuses such a file")
-    limit = h.get("time_step_limit")
-    if limit is not None and list(limit) != [0.0, float("inf")]:
-        raise ConfigError(f"{path}: time_step_limit {limit}: llama.cpp's mamba2 does not clamp the step")
     wrong = [f"{k} {h[k]!r}" for k, ok in (("use_bias", False), ("use_conv_bias", True), ("hidden_act", "silu"),
                                             ("norm_before_gate", False)) if k in h and h[k] != ok]
     if wrong:
@@ -109,5 +112,6 @@ FAMILY = Family(
     tensors=TENSORS,
     parameters=parameters,
     vocab=vocab,
+    refuse=REFUSE,
     check=check,
 )

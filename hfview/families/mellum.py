@@ -18,11 +18,11 @@ from pathlib import Path
 
 from ..config import Harmless
 from ..errors import CheckpointError, ConfigError
-from ..family import Family, RunnerFacts, Tensor
+from ..family import Family, Refuse, RunnerFacts, Tensor, unset
 from ..gguf_layout import KV, ValueType
 from ..names import Keys
 from ..params import text_model_parameters, u32
-from ._parts.checks import check_no_pooling, check_silu
+from ._parts.checks import check_no_pooling, silu_only
 from ._parts.mixture import check_topk_norm
 from ._parts.vocab import gpt2_vocab
 from .qwen3_moe import TENSORS as QWEN3_MOE_TENSORS
@@ -78,35 +78,31 @@ def normalise(h: dict) -> dict:
     return h
 
 
+REFUSE = (
+    silu_only("mellum"),
+    Refuse("mlp_layer_types", lambda v: all(t == "sparse" for t in v), "llama.cpp's mellum has a mixture of experts "
+           "in every layer, so dense layers cannot run there"),
+    Refuse("layer_types", lambda v: not set(v) - {"sliding_attention", "full_attention"},
+           "Mellum knows sliding_attention and full_attention"),
+    Refuse("num_local_experts", bool, "llama.cpp's mellum needs experts"),
+    Refuse("tie_word_embeddings", unset, "llama.cpp's mellum needs an output matrix of its own"),
+    Refuse("attention_bias", unset, "llama.cpp's mellum has no attention biases"),
+    Refuse("rope_parameters", lambda v: "full_attention" in v and "sliding_attention" in v,
+           "Mellum names one rope per layer kind (full_attention, sliding_attention)"),
+    *(Refuse(f"rope_parameters.{kind}.rope_type", ("default",), "the view presents Mellum with plain rope only "
+             "(llama.cpp's mellum drops scaling on its sliding layers)", default="default")
+      for kind in ("full_attention", "sliding_attention")),
+)
+
+
 def check(h: dict, path: Path) -> None:
-    check_silu(h, path, "mellum")
     check_no_pooling(path)
     check_topk_norm(h, path, "mellum", True)
     n = h["num_hidden_layers"]
     for key in ("layer_types", "mlp_layer_types"):
         if len(h[key]) != n:
             raise ConfigError(f"{path}: {key} lists {len(h[key])} layers, num_hidden_layers is {n}")
-    if any(t != "sparse" for t in h["mlp_layer_types"]):
-        raise ConfigError(f"{path}: mlp_layer_types {h['mlp_layer_types']}: llama.cpp's mellum has a mixture of "
-                          f"experts in every layer, so dense layers cannot run there")
-    if set(h["layer_types"]) - {"sliding_attention", "full_attention"}:
-        raise ConfigError(f"{path}: layer_types {h['layer_types']}: Mellum knows sliding_attention and "
-                          f"full_attention")
-    if not h.get("num_local_experts"):
-        raise ConfigError(f"{path}: num_experts {h.get('num_local_experts')!r}: llama.cpp's mellum needs experts")
-    if h.get("tie_word_embeddings"):
-        raise ConfigError(f"{path}: tie_word_embeddings true: llama.cpp's mellum needs an output matrix of its own")
-    if h.get("attention_bias"):
-        raise ConfigError(f"{path}: attention_bias true: llama.cpp's mellum has no attention biases")
     rope = h["rope_parameters"]
-    if "full_attention" not in rope or "sliding_attention" not in rope:
-        raise ConfigError(f"{path}: rope_parameters {rope}: Mellum names one rope per layer kind "
-                          f"(full_attention, sliding_attention)")
-    for kind in ("full_attention", "sliding_attention"):
-        if rope[kind].get("rope_type", "default") != "default":
-            raise ConfigError(f"{path}: rope_parameters.{kind} rope type {rope[kind]['rope_type']!r}: the view "
-                              f"presents Mellum with plain rope only (llama.cpp's mellum drops scaling on its "
-                              f"sliding layers)")
     if "sliding_attention" in h["layer_types"] and \
             rope["sliding_attention"].get("rope_theta") != rope["full_attention"].get("rope_theta"):
         raise ConfigError(f"{path}: sliding layers with rope_theta {rope['sliding_attention'].get('rope_theta')} "
@@ -136,6 +132,7 @@ FAMILY = Family(
     tensors=TENSORS,
     parameters=parameters,
     vocab=gpt2_vocab,
+    refuse=REFUSE,
     check=check,
     normalise=normalise,
     aliases={"num_experts": "num_local_experts", "num_mtp_layers": "num_nextn_predict_layers"},

@@ -18,7 +18,7 @@ from pathlib import Path
 from ..config import ANY, Harmless
 from ..family import Family, Skip
 from . import qwen2
-from ._parts.checks import check_no_sliding, check_rope, check_silu
+from ._parts.checks import check_no_sliding, rope_types, silu_only
 from ._parts.decoder import LM_HEAD, decoder_tensors
 
 ARCHITECTURES = ("MiMoForCausalLM",)
@@ -41,9 +41,10 @@ TENSORS = (
 )
 
 
+REFUSE = (silu_only("qwen2"), rope_types("qwen2"))
+
+
 def check(h: dict, path: Path) -> None:
-    check_silu(h, path, "qwen2")
-    check_rope(h, path, "qwen2")
     check_no_sliding(h, path, "qwen2")
 
 
@@ -57,6 +58,7 @@ FAMILY = Family(
     tensors=TENSORS,
     parameters=qwen2.parameters,
     vocab=qwen2.gpt2_or_sentencepiece_vocab,
+    refuse=REFUSE,
     check=check,
     normalise=qwen2.normalise,
     no_converter="the pinned converter has no class for MiMoForCausalLM; hfview's own mapping presents it as "

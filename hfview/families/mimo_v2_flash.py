@@ -39,11 +39,11 @@ from pathlib import Path
 
 from ..config import ANY, Harmless
 from ..errors import CheckpointError, ConfigError
-from ..family import Experts, Family, RunnerFacts, Tensor
+from ..family import Experts, Family, Refuse, RunnerFacts, Tensor, stated, unset
 from ..gguf_layout import KV, ValueType
 from ..names import GGUF, Keys
 from ..params import f32, text_model_parameters, u32
-from ._parts.checks import check_silu
+from ._parts.checks import silu_only
 
 ARCH = "mimo2"
 N_MTP = 3  # the converter's _n_nextn: MiMo's three MTP layers, counted whether stored or not (without --no-mtp)
@@ -167,23 +167,41 @@ def rope_dimension_count(h: dict) -> int:
     return int(h["head_dim"] * h["partial_rotary_factor"])
 
 
+_KINDS = ("full_attention", "sliding_attention")
+
+REFUSE = (
+    silu_only(ARCH),
+    Refuse("layer_types", lambda v: not set(v) - set(_KINDS), "MiMo-V2-Flash has full_attention and "
+           "sliding_attention layers only"),
+    Refuse("mlp_layer_types", lambda v: not set(v) - {"dense", "sparse"}, "MiMo-V2-Flash has dense and sparse layers "
+           "only"),
+    *(Refuse(key, stated, "not stated: the converter reads it (as every MiMo-V2-Flash release "
+             "states it) and fails without it")
+      for key in ("hybrid_layer_pattern", "swa_num_attention_heads", "swa_num_key_value_heads", "swa_head_dim",
+                  "swa_v_head_dim", "topk_method", "partial_rotary_factor")),
+    Refuse("topk_method", ("noaux_tc",), "the converter requires noaux_tc (a selection bias on sigmoid scores), as "
+           "every release states"),
+    Refuse("scoring_func", ("sigmoid",), f"transformers' MiMoV2Flash and llama.cpp's {ARCH} score experts by sigmoid",
+           default="sigmoid"),
+    Refuse("norm_topk_prob", bool, f"llama.cpp's {ARCH} always renormalises the chosen experts' weights"),
+    Refuse("routed_scaling_factor", lambda v: float(v) == 1.0, f"the converter writes no expert weight scale, so "
+           f"llama.cpp's {ARCH} would not scale the experts"),
+    Refuse("n_shared_experts", unset, "transformers' MiMoV2Flash has no shared expert (every release states null)"),
+    Refuse("attention_bias", unset, "the view presents MiMo-V2-Flash without q/k/v biases (as released)"),
+    Refuse("tie_word_embeddings", unset, f"llama.cpp's {ARCH} needs an output matrix of its own"),
+    # the rope of each layer kind (normalise states them where config.json does not)
+    Refuse("rope_parameters", lambda v: set(v) == set(_KINDS), "MiMoV2FlashConfig needs one rope per layer kind "
+           "(full_attention, sliding_attention)"),
+    *(Refuse(f"rope_parameters.{kind}.rope_type", ("default",), "the view presents MiMo-V2-Flash with plain rope "
+             "only", default="default") for kind in _KINDS),
+)
+
+
 def check(h: dict, path: Path) -> None:
-    check_silu(h, path, ARCH)
     n = h["num_hidden_layers"]
     for key in ("layer_types", "mlp_layer_types"):
         if len(h[key]) != n:
             raise ConfigError(f"{path}: {key} lists {len(h[key])} layers, num_hidden_layers is {n}")
-    if set(h["layer_types"]) - {"full_attention", "sliding_attention"}:
-        raise ConfigError(f"{path}: layer_types {h['layer_types']}: MiMo-V2-Flash has full_attention and "
-                          f"sliding_attention layers only")
-    if set(h["mlp_layer_types"]) - {"dense", "sparse"}:
-        raise ConfigError(f"{path}: mlp_layer_types {h['mlp_layer_types']}: MiMo-V2-Flash has dense and sparse "
-                          f"layers only")
-    for key in ("hybrid_layer_pattern", "swa_num_attention_heads", "swa_num_key_value_heads", "swa_head_dim",
-                "swa_v_head_dim", "topk_method", "partial_rotary_factor"):
-        if h.get(key) is None:
-            raise ConfigError(f"{path}: {key} is not stated: the converter reads it (as every MiMo-V2-Flash release "
-                              f"states it) and fails without it")
     if list(h["hybrid_layer_pattern"]) != _pattern(h):
         raise ConfigError(f"{path}: hybrid_layer_pattern {h['hybrid_layer_pattern']} (the converter's window "
                           f"pattern, 1 = sliding) does not match layer_types {h['layer_types']} (transformers' "
@@ -202,33 +220,13 @@ def check(h: dict, path: Path) -> None:
         raise ConfigError(f"{path}: swa_num_key_value_heads {h['swa_num_key_value_heads']} is not twice "
                           f"num_key_value_heads {h['num_key_value_heads']}: transformers' MiMoV2Flash gives the "
                           f"sliding layers twice the KV heads, the converter writes the stated count")
-    if h["topk_method"] != "noaux_tc":
-        raise ConfigError(f"{path}: topk_method {h['topk_method']!r}: the converter requires noaux_tc (a selection "
-                          f"bias on sigmoid scores), as every release states")
-    if h.get("scoring_func", "sigmoid") != "sigmoid":
-        raise ConfigError(f"{path}: scoring_func {h['scoring_func']!r}: transformers' MiMoV2Flash and llama.cpp's "
-                          f"mimo2 score experts by sigmoid")
     if (h.get("n_group") or 1) != 1 or (h.get("topk_group") or 1) != 1:
         raise ConfigError(f"{path}: n_group {h.get('n_group')!r}, topk_group {h.get('topk_group')!r}: llama.cpp's "
                           f"mimo2 never limits expert groups, so expert choices would differ; every release "
                           f"states 1 and 1")
-    if not h.get("norm_topk_prob"):
-        raise ConfigError(f"{path}: norm_topk_prob {h.get('norm_topk_prob')!r}: llama.cpp's mimo2 always "
-                          f"renormalises the chosen experts' weights")
-    if float(h["routed_scaling_factor"]) != 1.0:
-        raise ConfigError(f"{path}: routed_scaling_factor {h['routed_scaling_factor']}: the converter writes no "
-                          f"expert weight scale, so llama.cpp's mimo2 would not scale the experts")
-    if h.get("n_shared_experts"):
-        raise ConfigError(f"{path}: n_shared_experts {h['n_shared_experts']}: transformers' MiMoV2Flash has no "
-                          f"shared expert (every release states null)")
     if not h.get("n_routed_experts") or not h.get("num_experts_per_tok"):
         raise ConfigError(f"{path}: n_routed_experts {h.get('n_routed_experts')!r} / num_experts_per_tok "
                           f"{h.get('num_experts_per_tok')!r}: llama.cpp's mimo2 needs routed experts")
-    if h.get("attention_bias"):
-        raise ConfigError(f"{path}: attention_bias true: the view presents MiMo-V2-Flash without q/k/v biases "
-                          f"(as released)")
-    if h.get("tie_word_embeddings"):
-        raise ConfigError(f"{path}: tie_word_embeddings true: llama.cpp's mimo2 needs an output matrix of its own")
     if "sliding_attention" in h["layer_types"] and not h.get("sliding_window"):
         raise ConfigError(f"{path}: sliding_window {h.get('sliding_window')!r}: sliding layers need a window")
     eps = h.get("layernorm_epsilon", 1e-5)
@@ -246,17 +244,11 @@ def _check_rope(h: dict, path: Path) -> None:
     if scaling:
         raise ConfigError(f"{path}: rope scaling {scaling} stated beside the per-kind rope: the converter would write "
                           f"it, transformers' MiMoV2Flash computes with plain rope per layer kind (rope_parameters)")
-    if set(rope) != {"full_attention", "sliding_attention"}:
-        raise ConfigError(f"{path}: rope_parameters names {sorted(rope)}: MiMoV2FlashConfig needs one rope per layer "
-                          f"kind (full_attention, sliding_attention)")
-    for kind, stated_key, stated in (("full_attention", "rope_theta", h[CONVERTER_ROPE_THETA]),
+    for kind, stated_key, value in (("full_attention", "rope_theta", h[CONVERTER_ROPE_THETA]),
                                      ("sliding_attention", "swa_rope_theta", h.get("swa_rope_theta"))):
         r = rope[kind]
-        if r.get("rope_type", "default") != "default":
-            raise ConfigError(f"{path}: rope_parameters.{kind} rope type {r['rope_type']!r}: the view presents "
-                              f"MiMo-V2-Flash with plain rope only")
-        if stated is None or float(stated) != float(r["rope_theta"]):
-            raise ConfigError(f"{path}: {stated_key} {stated!r} (what the converter writes) differs from "
+        if value is None or float(value) != float(r["rope_theta"]):
+            raise ConfigError(f"{path}: {stated_key} {value!r} (what the converter writes) differs from "
                               f"rope_parameters.{kind}.rope_theta {r['rope_theta']} (what transformers' MiMoV2Flash "
                               f"computes with)")
         factor = r.get("partial_rotary_factor", 0.334)
@@ -327,6 +319,7 @@ FAMILY = Family(
     tensors=TENSORS,
     parameters=parameters,
     vocab=vocab,
+    refuse=REFUSE,
     check=check,
     normalise=normalise,
     extra_blocks=lambda h: N_MTP,

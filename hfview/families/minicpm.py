@@ -11,9 +11,10 @@ from pathlib import Path
 
 from ..config import Harmless
 from ..errors import ConfigError
-from ..family import Family, Skip, Tensor, rope_pairs
+from ..family import Family, Refuse, Skip, Tensor, rope_pairs, stated
 from ..names import GGUF, Keys
 from ..params import f32, text_model_parameters
+from ._parts.checks import silu_only
 
 DEFAULTS = {"minicpm": {}}  # no transformers class: nothing is filled in
 
@@ -44,14 +45,14 @@ _NEEDED = ("num_attention_heads", "num_key_value_heads", "hidden_size", "num_hid
            "scale_emb", "scale_depth", "dim_model_base")
 
 
+REFUSE = (
+    *(Refuse(key, stated, f"MiniCPM needs {key!r} (read as stated: transformers has no MiniCPM "
+             f"class to fill it in); add it as the released config.json has it") for key in _NEEDED),
+    silu_only("minicpm"),
+)
+
+
 def check(h: dict, path: Path) -> None:
-    for key in _NEEDED:
-        if h.get(key) is None:
-            raise ConfigError(f"{path}: MiniCPM needs {key!r} (read as stated: transformers has no MiniCPM class "
-                              f"to fill it in); add it as the released config.json has it")
-    if h.get("hidden_act", "silu") != "silu":
-        raise ConfigError(f"{path}: hidden_act {h['hidden_act']!r}: llama.cpp's minicpm architecture computes "
-                          f"SiLU only; this checkpoint would run wrong")
     rope = h["rope_parameters"]
     if rope.get("rope_type", "default") != "default" or rope.get("long_factor") or rope.get("short_factor"):
         raise ConfigError(f"{path}: rope_scaling {rope!r}: hfview presents MiniCPM with plain rope only "
@@ -84,5 +85,6 @@ FAMILY = Family(
     tensors=TENSORS,
     parameters=parameters,
     vocab=vocab,
+    refuse=REFUSE,
     check=check,
 )

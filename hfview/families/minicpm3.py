@@ -17,10 +17,10 @@ import numpy as np
 
 from ..config import ANY, Harmless
 from ..errors import ConfigError
-from ..family import Family, Skip, Tensor
+from ..family import Family, Refuse, Skip, Tensor, stated
 from ..names import GGUF, Keys
 from ..params import f32, u32
-from ._parts.checks import check_silu
+from ._parts.checks import silu_only
 from .minicpm import vocab as minicpm_vocab
 
 ARCH = "minicpm3"
@@ -68,16 +68,21 @@ TENSORS = (
 _FIXED = {"scale_emb": 12, "scale_depth": 1.4, "dim_model_base": 256}
 
 
+REFUSE = (
+    silu_only(ARCH),
+    *(Refuse(key, (value,), f"llama.cpp's {ARCH} architecture computes with {key} {value} (MiniCPM3-4B's) whatever "
+             f"the file says, and the converter writes none, so this checkpoint would run wrong")
+      for key, value in _FIXED.items()),
+    Refuse("q_lora_rank", stated, f"llama.cpp's {ARCH} architecture reads queries through the "
+           f"q_a_proj / q_b_proj bottleneck only"),
+    Refuse("rope_parameters.rope_theta", (10000.0,), "the converter writes no rope base for MiniCPM3 and llama.cpp "
+           "then rotates with 10000", default=10000.0),
+    Refuse("rope_parameters.rope_type", ("default", "longrope"), "the converter writes no rope scaling for MiniCPM3, "
+           "only longrope's factors as tensors", default="default"),
+)
+
+
 def check(h: dict, path: Path) -> None:
-    check_silu(h, path, ARCH)
-    for key, value in _FIXED.items():
-        if h.get(key) != value:
-            raise ConfigError(f"{path}: {key} {h.get(key)!r}: llama.cpp's minicpm3 architecture computes with "
-                              f"{key} {value} (MiniCPM3-4B's) whatever the file says, and the converter writes "
-                              f"none, so this checkpoint would run wrong")
-    if h["q_lora_rank"] is None:
-        raise ConfigError(f"{path}: q_lora_rank null: llama.cpp's minicpm3 architecture reads queries through the "
-                          f"q_a_proj / q_b_proj bottleneck only")
     if h["v_head_dim"] * h["num_attention_heads"] != h["hidden_size"]:
         raise ConfigError(f"{path}: v_head_dim {h['v_head_dim']} x {h['num_attention_heads']} heads is not "
                           f"hidden_size {h['hidden_size']}: the converter writes no value width and llama.cpp's "
@@ -88,14 +93,7 @@ def check(h: dict, path: Path) -> None:
     if h.get("attention_bias") or h.get("mlp_bias"):
         raise ConfigError(f"{path}: attention_bias / mlp_bias true: llama.cpp's minicpm3 architecture has no biases")
     rope = h["rope_parameters"]
-    if rope.get("rope_theta", 10000.0) != 10000.0:
-        raise ConfigError(f"{path}: rope_theta {rope['rope_theta']!r}: the converter writes no rope base for "
-                          f"MiniCPM3 and llama.cpp then rotates with 10000")
-    kind = rope.get("rope_type", "default")
-    if kind not in ("default", "longrope"):
-        raise ConfigError(f"{path}: rope_parameters.rope_type {kind!r}: the converter writes no rope scaling for "
-                          f"MiniCPM3, only longrope's factors as tensors")
-    if kind == "longrope":
+    if rope.get("rope_type", "default") == "longrope":
         half = h["qk_rope_head_dim"] // 2
         for key in ("long_factor", "short_factor"):
             if len(rope.get(key) or ()) != half:
@@ -155,6 +153,7 @@ FAMILY = Family(
     parameters=parameters,
     vocab=minicpm_vocab,  # MiniCPM3Model.set_vocab: the SentencePiece model only
     generated=generated,
+    refuse=REFUSE,
     check=check,
     normalise=normalise,
 )

@@ -27,10 +27,10 @@ from pathlib import Path
 
 from ..config import ANY, Harmless
 from ..errors import ConfigError
-from ..family import Experts, Family, Tensor
+from ..family import Experts, Family, Refuse, Tensor, stated, unset
 from ..names import GGUF, Keys
 from ..params import f32, text_model_parameters, u32
-from ._parts.checks import check_no_pooling, check_rope, check_silu
+from ._parts.checks import check_no_pooling, rope_types, silu_only
 from ._parts.minimax_01_template import TEMPLATE
 
 ARCH = "minimax-01"
@@ -91,35 +91,36 @@ def llama_cpp_kinds(n: int) -> list[int]:
     return [int((i + 1) % FULL_ATTENTION_INTERVAL == 0) for i in range(n)]
 
 
+REFUSE = (
+    silu_only(ARCH),
+    rope_types(ARCH, allowed=("default",)),
+    Refuse("attn_type_list", stated, "missing: MiniMax-01 releases state which layers run softmax "
+           "attention (1) and which lightning attention (0)"),
+    Refuse("attn_type_list", lambda v: 1 in v, f"none of them softmax attention: llama.cpp's {ARCH} then has an empty "
+           f"attention cache and aborts (GGML_ASSERT(buffer) in ggml-backend.cpp, measured on a 3-layer MiniMax-01); "
+           f"every release has softmax attention at every {FULL_ATTENTION_INTERVAL}th layer"),
+    Refuse("tie_word_embeddings", unset, "MiniMax-01 releases store their own lm_head, and the view presents that "
+           "layout only"),
+    Refuse("num_local_experts", bool, "MiniMax-01 has a mixture of experts in every layer"),
+    # `is True`: 1 is not the postnorm flag as released
+    Refuse("postnorm", lambda v: v is True, f"llama.cpp's {ARCH} scales the normalised input as each residual "
+           f"(postnorm true, as released); otherwise this checkpoint would run wrong"),
+    Refuse("head_dim", stated, "missing: MiniMax-01 releases state it"),
+    Refuse("rotary_dim", stated, "missing: the converter writes MiniMax-01's rotary width from it "
+           "(and fails without it)"),
+)
+
+
 def check(h: dict, path: Path) -> None:
-    check_silu(h, path, ARCH)
-    check_rope(h, path, ARCH, allowed=("default",))
     check_no_pooling(path)
     n = h["num_hidden_layers"]
-    kinds = h.get("attn_type_list")
-    if kinds is None:
-        raise ConfigError(f"{path}: attn_type_list is missing: MiniMax-01 releases state which layers run softmax "
-                          f"attention (1) and which lightning attention (0)")
+    kinds = h["attn_type_list"]
     if len(kinds) != n:
         raise ConfigError(f"{path}: attn_type_list lists {len(kinds)} layers, num_hidden_layers is {n}")
     if list(kinds) != llama_cpp_kinds(n):
         raise ConfigError(f"{path}: attn_type_list {list(kinds)}: the converter writes no layer list and llama.cpp's "
                           f"{ARCH} then runs softmax attention at every {FULL_ATTENTION_INTERVAL}th layer "
                           f"({llama_cpp_kinds(n)}): these layers would run the wrong mixer")
-    if 1 not in kinds:
-        raise ConfigError(f"{path}: {n} layers, none of them softmax attention: llama.cpp's {ARCH} then has an empty "
-                          f"attention cache and aborts (GGML_ASSERT(buffer) in ggml-backend.cpp, measured on a 3-layer "
-                          f"MiniMax-01); every release has softmax attention at every "
-                          f"{FULL_ATTENTION_INTERVAL}th layer")
-    if h.get("tie_word_embeddings"):
-        raise ConfigError(f"{path}: tie_word_embeddings true: MiniMax-01 releases store their own lm_head, and the "
-                          f"view presents that layout only")
-    if not h.get("num_local_experts"):
-        raise ConfigError(f"{path}: num_local_experts {h.get('num_local_experts')!r}: MiniMax-01 has a mixture of "
-                          f"experts in every layer")
-    if h.get("postnorm") is not True:
-        raise ConfigError(f"{path}: postnorm {h.get('postnorm')!r}: llama.cpp's {ARCH} scales the normalised input "
-                          f"as each residual (postnorm true, as released); otherwise this checkpoint would run wrong")
     missing = [k for k in (*_ALPHAS, *_BETAS) if h.get(k) is None]
     if missing:
         raise ConfigError(f"{path}: {', '.join(missing)} missing: the converter writes the residual scale from the "
@@ -130,13 +131,7 @@ def check(h: dict, path: Path) -> None:
     if any(float(h[k]) != 1.0 for k in _BETAS):
         raise ConfigError(f"{path}: {', '.join(f'{k} {h[k]}' for k in _BETAS)}: llama.cpp's {ARCH} adds each "
                           f"sub-block's output unscaled (betas 1.0; the converter asserts it)")
-    head_dim = h.get("head_dim")
-    if head_dim is None:
-        raise ConfigError(f"{path}: head_dim is missing: MiniMax-01 releases state it")
-    rot = h.get("rotary_dim")
-    if rot is None:
-        raise ConfigError(f"{path}: rotary_dim is missing: the converter writes MiniMax-01's rotary width from it "
-                          f"(and fails without it)")
+    head_dim, rot = h["head_dim"], h["rotary_dim"]
     if not 0 < rot <= head_dim or rot % 2:
         raise ConfigError(f"{path}: rotary_dim {rot} is not an even width within head_dim {head_dim}")
 
@@ -186,6 +181,7 @@ FAMILY = Family(
     tensors=TENSORS,
     parameters=parameters,
     vocab=vocab,
+    refuse=REFUSE,
     check=check,
     normalise=normalise,
 )

@@ -13,10 +13,10 @@ from pathlib import Path
 
 from ..config import ANY, Harmless
 from ..errors import ConfigError
-from ..family import Experts, Family, Tensor
+from ..family import Experts, Family, Refuse, Tensor, stated, unset
 from ..names import GGUF, Keys
 from ..params import text_model_parameters, u32
-from ._parts.checks import check_no_pooling, check_rope, check_silu
+from ._parts.checks import check_no_pooling, rope_types, silu_only
 from ._parts.decoder import decoder_tensors
 from ._parts.vocab import gpt2_vocab
 
@@ -72,23 +72,25 @@ def normalise(h: dict) -> dict:
     return h
 
 
+REFUSE = (
+    silu_only(_ARCH),
+    rope_types(_ARCH),
+    Refuse("tie_word_embeddings", unset, f"llama.cpp's {_ARCH} architecture needs an output matrix of its own, which "
+           f"a tied checkpoint does not store"),
+    Refuse("num_local_experts", bool, "MiniMax-M2 has a mixture of experts in every layer"),
+    Refuse("scoring_func", ("sigmoid",), "transformers' MiniMax-M2 routes by sigmoid, and the converter tells "
+           "llama.cpp so only from scoring_func \"sigmoid\"; otherwise llama.cpp would route differently"),
+    Refuse("rotary_dim", stated, "the converter writes MiniMax-M2's rotary width from it (and fails "
+           "without it)"),
+    Refuse("qk_norm_type", ("per_layer",), f"transformers' MiniMax-M2 and llama.cpp's {_ARCH} normalise q and k "
+           f"over the whole projection (\"per_layer\") only", default="per_layer"),
+    Refuse("attn_type_list", lambda v: v is None or all(k == 1 for k in v), f"entries other than 1 mark "
+           f"linear-attention layers, which neither transformers' MiniMax-M2 nor llama.cpp's {_ARCH} computes"),
+)
+
+
 def check(h: dict, path: Path) -> None:
-    check_silu(h, path, _ARCH)
-    check_rope(h, path, _ARCH)
     check_no_pooling(path)
-    if h.get("tie_word_embeddings"):
-        raise ConfigError(f"{path}: tie_word_embeddings true: llama.cpp's {_ARCH} architecture needs an output "
-                          f"matrix of its own, which a tied checkpoint does not store")
-    if not h.get("num_local_experts"):
-        raise ConfigError(f"{path}: num_local_experts {h.get('num_local_experts')!r}: MiniMax-M2 has a mixture of "
-                          f"experts in every layer")
-    if h.get("scoring_func") != "sigmoid":
-        raise ConfigError(f"{path}: scoring_func {h.get('scoring_func')!r}: transformers' MiniMax-M2 routes by "
-                          f"sigmoid, and the converter tells llama.cpp so only from scoring_func \"sigmoid\"; "
-                          f"otherwise llama.cpp would route differently")
-    if h.get("rotary_dim") is None:
-        raise ConfigError(f"{path}: rotary_dim is missing: the converter writes MiniMax-M2's rotary width from it "
-                          f"(and fails without it)")
     head_dim = h["head_dim"]
     if not 0 < h["rotary_dim"] <= head_dim or h["rotary_dim"] % 2:
         raise ConfigError(f"{path}: rotary_dim {h['rotary_dim']} is not an even width within head_dim {head_dim}")
@@ -96,17 +98,10 @@ def check(h: dict, path: Path) -> None:
     if stated is not None and stated * head_dim != h["rotary_dim"]:
         raise ConfigError(f"{path}: rope_parameters.partial_rotary_factor {stated} x head_dim {head_dim} is not "
                           f"rotary_dim {h['rotary_dim']}: transformers rotates one width, the converter writes the other")
-    if h.get("qk_norm_type", "per_layer") != "per_layer":
-        raise ConfigError(f"{path}: qk_norm_type {h['qk_norm_type']!r}: transformers' MiniMax-M2 and llama.cpp's "
-                          f"{_ARCH} normalise q and k over the whole projection (\"per_layer\") only")
     kinds = h.get("attn_type_list")
-    if kinds is not None:
-        if len(kinds) != h["num_hidden_layers"]:
-            raise ConfigError(f"{path}: attn_type_list lists {len(kinds)} layers, num_hidden_layers is "
-                              f"{h['num_hidden_layers']}")
-        if any(k != 1 for k in kinds):
-            raise ConfigError(f"{path}: attn_type_list {kinds}: entries other than 1 mark linear-attention layers, "
-                              f"which neither transformers' MiniMax-M2 nor llama.cpp's {_ARCH} computes")
+    if kinds is not None and len(kinds) != h["num_hidden_layers"]:
+        raise ConfigError(f"{path}: attn_type_list lists {len(kinds)} layers, num_hidden_layers is "
+                          f"{h['num_hidden_layers']}")
 
 
 def parameters(h: dict, block_count: int, file_type: int) -> list:
@@ -127,6 +122,7 @@ FAMILY = Family(
     tensors=TENSORS,
     parameters=parameters,
     vocab=gpt2_vocab,
+    refuse=REFUSE,
     check=check,
     normalise=normalise,
 )

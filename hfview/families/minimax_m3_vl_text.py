@@ -22,11 +22,11 @@ from pathlib import Path
 
 from ..config import ANY, Harmless
 from ..errors import CheckpointError, ConfigError
-from ..family import Experts, Family, Skip, Tensor
+from ..family import Experts, Family, Refuse, Skip, Tensor, stated, unset
 from ..names import GGUF, Keys
 from ..params import boolean, f32, text_model_parameters, u32
 from ..views import OFFSET_ONE
-from ._parts.checks import check_no_pooling, check_rope
+from ._parts.checks import check_no_pooling, rope_types
 from ._parts.vocab import gpt2_vocab
 
 # transformers 5.24's MiniMaxM3VLTextConfig defaults, as data (layer_types and mlp_layer_types are computed from
@@ -130,16 +130,31 @@ def _flags(h: dict, path: Path, key: str, values, n: int) -> list[bool]:
     return [bool(v) for v in values]
 
 
+REFUSE = (
+    rope_types(_ARCH, ("default",)),
+    Refuse("tie_word_embeddings", unset, f"llama.cpp's {_ARCH} needs an output matrix of its own"),
+    Refuse("scoring_func", ("sigmoid",), "transformers' MiniMax-M3 routes by sigmoid, and the converter tells "
+           "llama.cpp so only from scoring_func \"sigmoid\" (otherwise llama.cpp would fall back to softmax)"),
+    Refuse("sparse_attention_config", lambda v: isinstance(v, dict), "must be a JSON object, stated (in text_config, "
+           "as released): the converter writes the indexer from it"),
+    # absent, or null (no count either)
+    *(Refuse(f"sparse_attention_config.{key}", stated, "missing: the converter writes it")
+      for key in _SPARSE_SIZES),
+    *(Refuse(f"sparse_attention_config.{key}", lambda v, least=(0 if key == "sparse_local_block" else 1):
+             isinstance(v, int) and not isinstance(v, bool) and v >= least, "not a count")
+      for key in _SPARSE_SIZES),
+    *(Refuse(f"sparse_attention_config.{key}", (off,), f"transformers' MiniMax-M3 and llama.cpp's {_ARCH} compute "
+             f"as if it were {off!r} only", default=off)
+      for key, off in (("sparse_score_type", "max"), ("sparse_init_block", 0))),
+    # `is True`, not (True,): 1 == True would pass a tuple
+    Refuse("sparse_attention_config.use_sparse_attention", lambda v: v is True, f"transformers' MiniMax-M3 and "
+           f"llama.cpp's {_ARCH} run sparse attention regardless", default=True),
+)
+
+
 def check(h: dict, path: Path) -> None:
-    check_rope(h, path, _ARCH, allowed=("default",))
     check_no_pooling(path)
     n = h["num_hidden_layers"]
-    if h.get("tie_word_embeddings"):
-        raise ConfigError(f"{path}: tie_word_embeddings true: llama.cpp's {_ARCH} needs an output matrix of its own")
-    if h.get("scoring_func") != "sigmoid":
-        raise ConfigError(f"{path}: scoring_func {h.get('scoring_func')!r}: transformers' MiniMax-M3 routes by sigmoid, "
-                          f"and the converter tells llama.cpp so only from scoring_func \"sigmoid\" (otherwise llama.cpp "
-                          f"would fall back to softmax)")
     if "moe_layer_freq" not in h or "sparse_attention_config" not in h:
         raise ConfigError(f"{path}: moe_layer_freq and sparse_attention_config must both be stated (in text_config, as "
                           f"released): the converter writes the dense-layer count and the indexer from them and fails "
@@ -150,28 +165,14 @@ def check(h: dict, path: Path) -> None:
         raise ConfigError(f"{path}: moe_layer_freq {h['moe_layer_freq']}: llama.cpp's {_ARCH} runs leading dense "
                           f"layers, then mixture layers only")
     sac = h["sparse_attention_config"]
-    if not isinstance(sac, dict):
-        raise ConfigError(f"{path}: sparse_attention_config must be a JSON object")
     if unknown := sorted(set(sac) - _SPARSE_KNOWN):
         raise ConfigError(f"{path}: sparse_attention_config.{unknown[0]} is not a key the minimax_m3_vl_text family "
                           f"knows; hfview will not guess whether it changes the model")
-    if missing := [k for k in _SPARSE_SIZES if k not in sac]:
-        raise ConfigError(f"{path}: sparse_attention_config.{missing[0]} is missing: the converter writes it")
-    for key in _SPARSE_SIZES:
-        if not isinstance(sac[key], int) or isinstance(sac[key], bool) or sac[key] < (0 if key == "sparse_local_block" else 1):
-            raise ConfigError(f"{path}: sparse_attention_config.{key} {sac[key]!r} is not a count")
     sparse = _flags(h, path, "sparse_attention_config.sparse_attention_freq", sac.get("sparse_attention_freq"), n)
     if sparse != moe:
         raise ConfigError(f"{path}: sparse_attention_config.sparse_attention_freq {sac.get('sparse_attention_freq')} "
                           f"is not moe_layer_freq {h['moe_layer_freq']}: llama.cpp's {_ARCH} runs sparse attention "
                           f"exactly on the mixture layers, transformers where sparse_attention_freq says")
-    for key, off in (("sparse_score_type", "max"), ("sparse_init_block", 0)):
-        if sac.get(key, off) != off:
-            raise ConfigError(f"{path}: sparse_attention_config.{key} {sac[key]!r}: transformers' MiniMax-M3 and "
-                              f"llama.cpp's {_ARCH} compute as if it were {off!r} only")
-    if sac.get("use_sparse_attention", True) is not True:
-        raise ConfigError(f"{path}: sparse_attention_config.use_sparse_attention {sac['use_sparse_attention']!r}: "
-                          f"transformers' MiniMax-M3 and llama.cpp's {_ARCH} run sparse attention regardless")
     if "sparse_disable_index_value" in sac:
         off = _flags(h, path, "sparse_attention_config.sparse_disable_index_value", sac["sparse_disable_index_value"], n)
         if any(s and not o for s, o in zip(sparse, off)):
@@ -250,6 +251,7 @@ FAMILY = Family(
     tensors=TENSORS,
     parameters=parameters,
     vocab=gpt2_vocab,
+    refuse=REFUSE,
     check=check,
     normalise=normalise,
     stored_hparams=stored_blocks,

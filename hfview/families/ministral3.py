@@ -20,13 +20,13 @@ from pathlib import Path
 
 from ..config import ANY, Harmless
 from ..errors import ConfigError
-from ..family import Family, Skip
+from ..family import Family, Refuse, Skip, stated
 from ..names import Keys
 from ..params import f32
 from ._parts.decoder import LLAMA_TENSORS, llama_parameters
 from ._parts.rope import llama3_rope_freqs
 from ._parts.vocab import llama_vocab
-from .llama import check as llama_check
+from .llama import REFUSE as LLAMA_REFUSE
 
 ARCH = "mistral3"
 
@@ -76,30 +76,29 @@ def normalise(h: dict) -> dict:
     return h
 
 
+REFUSE = (
+    *LLAMA_REFUSE,
+    Refuse("rope_parameters", lambda v: v.get("rope_type", v.get("type")) == "yarn", "the converter writes "
+           "Ministral 3 with yarn rope only (it asserts rope_type 'yarn'); state rope_parameters as released configs "
+           "do (an absent one is not read as the class's yarn default)"),
+    *(Refuse(f"rope_parameters.{key}", stated, "missing; the converter reads it for Ministral 3 "
+             "(released configs state it)")
+      for key in ("factor", "original_max_position_embeddings", "mscale_all_dim", "llama_4_scaling_beta")),
+    Refuse("rope_parameters.mscale", (1.0,), "llama.cpp's yarn assumes mscale 1 (it reads only mscale_all_dim, as "
+           "the log multiplier); this model would run wrong", default=1.0),
+    Refuse("rope_parameters.attention_factor", (None,), "llama.cpp's yarn recomputes the attention factor from "
+           "mscale_all_dim and ignores a stated one"),
+    Refuse("sliding_window", (None,), f"llama.cpp's {ARCH} attends to the whole context (Ministral 3 is released "
+           f"without a window)"),
+)
+
+
 def check(h: dict, path: Path) -> None:
-    llama_check(h, path)
     rope = _rope(h)
-    if rope.get("rope_type", rope.get("type")) != "yarn":
-        raise ConfigError(f"{path}: rope_parameters.rope_type {rope.get('rope_type')!r}: the converter writes "
-                          f"Ministral 3 with yarn rope only (it asserts rope_type 'yarn'); state rope_parameters "
-                          f"as released configs do (an absent one is not read as the class's yarn default)")
-    for key in ("factor", "original_max_position_embeddings", "mscale_all_dim", "llama_4_scaling_beta"):
-        if rope.get(key) is None:
-            raise ConfigError(f"{path}: rope_parameters.{key} is missing; the converter reads it for Ministral 3 "
-                              f"(released configs state it)")
-    if rope.get("mscale", 1.0) != 1.0:
-        raise ConfigError(f"{path}: rope_parameters.mscale {rope['mscale']}: llama.cpp's yarn assumes mscale 1 "
-                          f"(it reads only mscale_all_dim, as the log multiplier); this model would run wrong")
     if rope.get("mscale") is None and rope["mscale_all_dim"] not in (0, 0.0):
         raise ConfigError(f"{path}: rope_parameters.mscale is missing beside mscale_all_dim: transformers then "
                           f"ignores mscale_all_dim while llama.cpp's yarn applies it; state mscale 1.0 as "
                           f"released configs do")
-    if rope.get("attention_factor") is not None:
-        raise ConfigError(f"{path}: rope_parameters.attention_factor {rope['attention_factor']}: llama.cpp's yarn "
-                          f"recomputes the attention factor from mscale_all_dim and ignores a stated one")
-    if h.get("sliding_window") is not None:
-        raise ConfigError(f"{path}: sliding_window {h['sliding_window']}: llama.cpp's mistral3 attends to the "
-                          f"whole context (Ministral 3 is released without a window)")
 
 
 _llama = llama_parameters(ARCH)
@@ -124,6 +123,7 @@ FAMILY = Family(
     parameters=parameters,
     vocab=llama_vocab,
     generated=llama3_rope_freqs,
+    refuse=REFUSE,
     check=check,
     normalise=normalise,
     notes={"query temperature": "Llama 4's: written as attention.temperature_scale, floored by the yarn "

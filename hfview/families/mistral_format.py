@@ -18,7 +18,7 @@ from pathlib import Path
 
 from ..config import ANY, Harmless
 from ..errors import CheckpointError, ConfigError
-from ..family import Family, Tensor
+from ..family import Family, Refuse, Tensor
 from ..names import GGUF, Keys
 from ..params import f32, string, text_model_parameters, u32
 from ..shards import StoredTensor, read_header, select_weights
@@ -74,23 +74,25 @@ def consolidated_tensors(model_dir: Path) -> dict[str, StoredTensor]:
     return tensors
 
 
+REFUSE = (
+    Refuse("llama_4_scaling", lambda v: v is None, "makes the converter write llama.cpp's mistral3 architecture, which "
+           "hfview's view does not present yet; use the Transformers-format upload"),
+    Refuse("vision_encoder", lambda v: v is None, "a multimodal Mistral checkpoint; hfview reads text-only models in "
+           "Mistral's format"),
+    Refuse("yarn", lambda v: v is None or isinstance(v, dict) and all(k in v for k in _YARN_KEYS),
+           f"must be an object with {', '.join(_YARN_KEYS)}"),
+)
+
+
 def check(h: dict, path: Path) -> None:
-    if h.get("llama_4_scaling") is not None:
-        raise ConfigError(f"{path}: 'llama_4_scaling' makes the converter write llama.cpp's mistral3 architecture, "
-                          f"which hfview's view does not present yet; use the Transformers-format upload")
-    if h.get("vision_encoder") is not None:
-        raise ConfigError(f"{path}: 'vision_encoder': a multimodal Mistral checkpoint; hfview reads text-only "
-                          f"models in Mistral's format")
     missing = [k for k in _REQUIRED if k not in h]
     if missing:
         raise ConfigError(f"{path}: {', '.join(missing)} missing; Mistral's params.json states them all")
+    # code, not a Refuse: the message works out the head width from dim and n_heads
     if h.get("head_dim") is None:
         raise ConfigError(f"{path}: no head_dim; the converter fails on such a params.json (it looks for "
                           f"hidden_size, a Transformers key); add \"head_dim\": {h['dim'] // h['n_heads']} if the "
                           f"heads are dim / n_heads wide")
-    yarn = h.get("yarn")
-    if yarn is not None and (not isinstance(yarn, dict) or any(k not in yarn for k in _YARN_KEYS)):
-        raise ConfigError(f"{path}: 'yarn' must be an object with {', '.join(_YARN_KEYS)}")
 
 
 def parameters(h: dict, block_count: int, file_type: int) -> list:
@@ -126,6 +128,7 @@ FAMILY = Family(
     tensors=TENSORS,
     parameters=parameters,
     vocab=vocab,
+    refuse=REFUSE,
     check=check,
     config_file="params.json",
     index=consolidated_tensors,

@@ -24,7 +24,7 @@ from pathlib import Path
 
 from ..config import ANY, Harmless
 from ..errors import ConfigError
-from ..family import Family, Skip, Split, Stacked, Tensor
+from ..family import Family, Refuse, Skip, Split, Stacked, Tensor, stated, unset
 from ..names import GGUF, Keys
 from ..params import f32, string, u32
 from ._parts.deepseek_moe import check_groups, check_mixture
@@ -116,10 +116,25 @@ def normalise(h: dict) -> dict:
     return h
 
 
+REFUSE = (
+    Refuse("moe", lambda v: isinstance(v, dict), "must be an object (Mistral's mixture: num_experts, ...)"),
+    # yarn's shape is checked after its presence (check); a yarn that is no object reads apply_scale as absent
+    Refuse("yarn.apply_scale", unset, "the converter's own mapping of it is mscale_all_dim 0 (plain YaRN, the "
+           "rotations scaled), but for a mixture it writes yarn_log_multiplier 0.1 (mscale_all_dim 1, the softmax "
+           "scaled by (1 + 0.1 ln factor)^2) whatever apply_scale says, so llama.cpp would compute otherwise than the "
+           "model; every release states false"),
+    Refuse("q_lora_rank", stated, "with no q_lora_rank the queries have no bottleneck, but "
+           "Mistral's mixtures read queries through wq_a / wq_b, and llama.cpp's deepseek2 requires the rank at this "
+           "layer count"),
+    Refuse("llama_4_scaling", lambda v: v is None or isinstance(v, dict) and "beta" in v
+           and "original_max_position_embeddings" in v, "must be an object with beta and "
+           "original_max_position_embeddings"),
+    Refuse("vision_encoder", lambda v: v is None or isinstance(v, dict), "must be an object (the tower's parameters)"),
+)
+
+
 def check(h: dict, path: Path) -> None:
     moe = h["moe"]
-    if not isinstance(moe, dict):
-        raise ConfigError(f"{path}: 'moe' must be an object (Mistral's mixture: num_experts, ...), not {moe!r}")
     unknown = sorted(set(moe) - set(MOE_KEYS) - MOE_HARMLESS)
     if unknown:
         raise ConfigError(f"{path}: 'moe' key {unknown[0]!r} is not one the converter reads or hfview knows to be "
@@ -132,26 +147,13 @@ def check(h: dict, path: Path) -> None:
     yarn = h["yarn"]
     if not isinstance(yarn, dict) or any(k not in yarn for k in _YARN_KEYS):
         raise ConfigError(f"{path}: 'yarn' must be an object with {', '.join(_YARN_KEYS)}")
-    if yarn["apply_scale"]:
-        raise ConfigError(f"{path}: yarn.apply_scale true: the converter's own mapping of it is mscale_all_dim 0 "
-                          f"(plain YaRN, the rotations scaled), but for a mixture it writes yarn_log_multiplier 0.1 "
-                          f"(mscale_all_dim 1, the softmax scaled by (1 + 0.1 ln factor)^2) whatever apply_scale "
-                          f"says, so llama.cpp would compute otherwise than the model; every release states false")
-    if h.get("q_lora_rank") is None:
-        raise ConfigError(f"{path}: no q_lora_rank (queries without a bottleneck): Mistral's mixtures read queries "
-                          f"through wq_a / wq_b, and llama.cpp's deepseek2 requires the rank at this layer count")
-    if (l4 := h.get("llama_4_scaling")) is not None:
-        if not isinstance(l4, dict) or "beta" not in l4 or "original_max_position_embeddings" not in l4:
-            raise ConfigError(f"{path}: 'llama_4_scaling' must be an object with beta and "
-                              f"original_max_position_embeddings")
-        if l4["original_max_position_embeddings"] != yarn["original_max_position_embeddings"]:
-            raise ConfigError(f"{path}: llama_4_scaling.original_max_position_embeddings "
-                              f"{l4['original_max_position_embeddings']} differs from yarn's "
-                              f"{yarn['original_max_position_embeddings']}: the converter writes yarn's as the "
-                              f"attention temperature length, so llama.cpp would scale queries at other positions "
-                              f"than the model does")
-    if h.get("vision_encoder") is not None and not isinstance(h["vision_encoder"], dict):
-        raise ConfigError(f"{path}: 'vision_encoder' must be an object (the tower's parameters)")
+    l4 = h.get("llama_4_scaling")
+    if l4 is not None and l4["original_max_position_embeddings"] != yarn["original_max_position_embeddings"]:
+        raise ConfigError(f"{path}: llama_4_scaling.original_max_position_embeddings "
+                          f"{l4['original_max_position_embeddings']} differs from yarn's "
+                          f"{yarn['original_max_position_embeddings']}: the converter writes yarn's as the "
+                          f"attention temperature length, so llama.cpp would scale queries at other positions "
+                          f"than the model does")
     expected = h["qk_nope_head_dim"] + h["qk_rope_head_dim"]
     if h.get("head_dim") is not None and h["head_dim"] != expected:
         raise ConfigError(f"{path}: head_dim {h['head_dim']} is not qk_nope_head_dim + qk_rope_head_dim = "
@@ -199,6 +201,7 @@ FAMILY = Family(
     tensors=TENSORS,
     parameters=parameters,
     vocab=vocab,
+    refuse=REFUSE,
     check=check,
     normalise=normalise,
     config_file="params.json",

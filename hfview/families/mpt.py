@@ -11,7 +11,7 @@ from pathlib import Path
 
 from ..config import ANY, Harmless
 from ..errors import ConfigError
-from ..family import Family, Tensor
+from ..family import Family, Refuse, Tensor
 from ..names import GGUF, Keys
 from ..params import f32, u32
 
@@ -62,21 +62,15 @@ def normalise(h: dict) -> dict:
     return h
 
 
-def check(h: dict, path: Path) -> None:
-    attn = h["attn_config"]
-    wrong = [f"{k} {v!r}" for k, v, ok in (
-        ("attn_config.alibi", attn["alibi"], True), ("attn_config.qk_ln", attn["qk_ln"], False),
-        ("attn_config.softmax_scale", attn["softmax_scale"], None), ("attn_config.prefix_lm", attn["prefix_lm"], False),
-        ("attn_config.kv_n_heads", attn.get("kv_n_heads"), None), ("logit_scale", h["logit_scale"], None),
-        ("no_bias", h["no_bias"], True), ("expansion_ratio", h["expansion_ratio"], 4),
-        ("layer_norm_epsilon", h["layer_norm_epsilon"], 1e-5), ("embedding_fraction", h["embedding_fraction"], 1.0),
-        ("ffn_config.ffn_type", (h.get("ffn_config") or {}).get("ffn_type", "mptmlp"), "mptmlp"),
-        ("ffn_config.fc_type", (h.get("ffn_config") or {}).get("fc_type", "torch"), "torch"),
-    ) if v != ok]
-    if wrong:
-        raise ConfigError(f"{path}: {', '.join(wrong)}: transformers' MPT and llama.cpp's mpt, fed what the converter "
-                          f"writes (ALiBi, 1/sqrt(head) scaling, no biases, FFN 4 x d_model, LayerNorm eps 1e-5), "
-                          f"agree only without these; this checkpoint would run wrong")
+# normalise states every attn_config field; an absent ffn_config reads as the plain MLP
+REFUSE = tuple(
+    Refuse(key, (ok,), "transformers' MPT and llama.cpp's mpt, fed what the converter writes (ALiBi, 1/sqrt(head) "
+           "scaling, no biases, FFN 4 x d_model, LayerNorm eps 1e-5), agree only without this value; this checkpoint "
+           "would run wrong", default=ok)
+    for key, ok in (("attn_config.alibi", True), ("attn_config.qk_ln", False), ("attn_config.softmax_scale", None),
+                    ("attn_config.prefix_lm", False), ("attn_config.kv_n_heads", None), ("logit_scale", None),
+                    ("no_bias", True), ("expansion_ratio", 4), ("layer_norm_epsilon", 1e-5),
+                    ("embedding_fraction", 1.0), ("ffn_config.ffn_type", "mptmlp"), ("ffn_config.fc_type", "torch")))
 
 
 def parameters(h: dict, block_count: int, file_type: int) -> list:
@@ -108,6 +102,6 @@ FAMILY = Family(
     tensors=TENSORS,
     parameters=parameters,
     vocab=vocab,
-    check=check,
+    refuse=REFUSE,
     normalise=normalise,
 )

@@ -30,7 +30,7 @@ import numpy as np
 
 from ..config import ANY, Harmless
 from ..errors import ConfigError
-from ..family import Family, RunnerFacts, Skip, Split, Tensor, rope_pairs
+from ..family import Family, Refuse, RunnerFacts, Skip, Split, Tensor, rope_pairs, stated, unset
 from ..gguf_layout import KV, ValueType
 from ..names import GGUF, Keys
 from ..params import f32, text_model_parameters, u32
@@ -104,34 +104,32 @@ def normalise(h: dict) -> dict:
     return h
 
 
+def _number(value: object) -> bool:
+    """A number, not a bool (which isinstance counts as an int)."""
+    return isinstance(value, (int, float)) and not isinstance(value, bool)
+
+
+REFUSE = (
+    Refuse("hidden_activation", ("silu",), f"llama.cpp's {ARCH} computes a SiLU-gated MLP only"),
+    Refuse("attention_bias", unset, f"llama.cpp's {ARCH} has no attention biases"),
+    Refuse("tie_word_embeddings", unset, f"llama.cpp's {ARCH} needs output.weight, which the converter writes from "
+           f"lm_head.weight, and a tied checkpoint stores none"),
+    Refuse("head_dim", stated, "the converter writes the q/k norms head_dim wide"),
+    Refuse("post_norm_eps", (1e-8,), f"llama.cpp's {ARCH} normalises the attention and MLP outputs with a fixed "
+           f"epsilon of 1e-8 (it reads no post-norm epsilon)"),
+    *(Refuse(key, stated, "the converter writes it as a number (and transformers' Muse Glimmer "
+             "computes with it)") for key in ("final_logit_softcapping", "sliding_window")),
+    *(Refuse(key, _number, "a number is needed (the converter writes it)")
+      for key in ("qk_scale_factor", "output_multiplier")),
+    Refuse("layer_types", lambda v: set(v) <= {SLIDING, FULL}, "Muse Glimmer's layers slide or attend fully"),
+)
+
+
 def check(h: dict, path: Path) -> None:
-    if h.get("hidden_activation") != "silu":
-        raise ConfigError(f"{path}: hidden_activation {h.get('hidden_activation')!r}: llama.cpp's {ARCH} computes a "
-                          f"SiLU-gated MLP only")
-    if h.get("attention_bias"):
-        raise ConfigError(f"{path}: attention_bias true: llama.cpp's {ARCH} has no attention biases")
-    if h.get("tie_word_embeddings"):
-        raise ConfigError(f"{path}: tie_word_embeddings true: llama.cpp's {ARCH} needs output.weight, which the "
-                          f"converter writes from lm_head.weight, and a tied checkpoint stores none")
-    if h.get("head_dim") is None:
-        raise ConfigError(f"{path}: head_dim null: the converter writes the q/k norms head_dim wide")
-    if h.get("post_norm_eps") != 1e-8:
-        raise ConfigError(f"{path}: post_norm_eps {h.get('post_norm_eps')!r}: llama.cpp's {ARCH} normalises the "
-                          f"attention and MLP outputs with a fixed epsilon of 1e-8 (it reads no post-norm epsilon)")
-    for key in ("final_logit_softcapping", "sliding_window"):
-        if h.get(key) is None:
-            raise ConfigError(f"{path}: {key} null: the converter writes it as a number (and transformers' Muse "
-                              f"Glimmer computes with it)")
-    for key in ("qk_scale_factor", "output_multiplier"):
-        if not isinstance(h.get(key), (int, float)) or isinstance(h.get(key), bool):
-            raise ConfigError(f"{path}: {key} {h.get(key)!r}: a number is needed (the converter writes it)")
     rope = h["rope_parameters"]
     if set(rope) - {"rope_type", "rope_theta"} or rope.get("rope_type", "default") != "default":
         raise ConfigError(f"{path}: rope_parameters {rope!r}: the view presents Muse Glimmer's plain rope only "
                           f"(rope_theta, as released)")
-    kinds = set(h["layer_types"])
-    if not kinds <= {SLIDING, FULL}:
-        raise ConfigError(f"{path}: layer_types {sorted(kinds)}: Muse Glimmer's layers slide or attend fully")
     thetas = h["layer_rope_theta"]
     nope = [i for i, t in enumerate(thetas) if t == 0]
     full = [i for i, kind in enumerate(h["layer_types"]) if kind == FULL]
@@ -185,6 +183,7 @@ FAMILY = Family(
     tensors=TENSORS,
     parameters=parameters,
     vocab=vocab,
+    refuse=REFUSE,
     check=check,
     normalise=normalise,
     notes={"image-text": "MuseGlimmerForConditionalGeneration is presented as its text model; the vision tower, "

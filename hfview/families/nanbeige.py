@@ -20,10 +20,10 @@ from pathlib import Path
 
 from ..config import ANY, Harmless
 from ..errors import ConfigError
-from ..family import Family, Skip
+from ..family import Family, Refuse, Skip, stated, unset
 from ..names import Keys
 from ..params import boolean, u32
-from ._parts.checks import check_silu
+from ._parts.checks import silu_only
 from ._parts.decoder import LM_HEAD, decoder_tensors, llama_parameters
 from ._parts.rope import llama3_rope_freqs
 from ._parts.vocab import llama_vocab
@@ -66,24 +66,23 @@ _REQUIRED = ("vocab_size", "hidden_size", "intermediate_size", "num_hidden_layer
              "num_key_value_heads", "max_position_embeddings", "rms_norm_eps")
 
 
+REFUSE = (
+    silu_only("nanbeige"),
+    # a stated null refused too: the checks and KV below compute with these values
+    *(Refuse(key, stated, "missing; the converter reads Nanbeige's config.json as written (no "
+             "NanbeigeConfig defaults apply) and llama.cpp's nanbeige needs it") for key in _REQUIRED),
+    *(Refuse(key, unset, f"llama.cpp's nanbeige architecture loads no {part} biases, so this checkpoint would not "
+             f"run as written") for key, part in (("attention_bias", "attention"), ("mlp_bias", "feed-forward"))),
+    Refuse("rope_parameters.rope_type", _ROPE_TYPES, f"not one llama.cpp's nanbeige computes "
+           f"({', '.join(_ROPE_TYPES)})", default="default"),
+)
+
+
 def check(h: dict, path: Path) -> None:
-    check_silu(h, path, "nanbeige")
-    for key in _REQUIRED:
-        if key not in h:
-            raise ConfigError(f"{path}: {key} is missing; the converter reads Nanbeige's config.json as written "
-                              f"(no NanbeigeConfig defaults apply) and llama.cpp's nanbeige needs it")
-    for key, part in (("attention_bias", "attention"), ("mlp_bias", "feed-forward")):
-        if h.get(key):
-            raise ConfigError(f"{path}: {key} is true; llama.cpp's nanbeige architecture loads no {part} biases, "
-                              f"so this checkpoint would not run as written")
     head_dim = h.get("head_dim") or h["hidden_size"] // h["num_attention_heads"]
     if h.get("kv_channels") not in (None, head_dim):
         raise ConfigError(f"{path}: kv_channels {h['kv_channels']} differs from the head width {head_dim} "
                           f"(head_dim); Nanbeige's modeling code and the converter use head_dim")
-    rope_type = h["rope_parameters"].get("rope_type", "default")
-    if rope_type not in _ROPE_TYPES:
-        raise ConfigError(f"{path}: rope scaling {rope_type!r} is not one llama.cpp's nanbeige computes "
-                          f"({', '.join(_ROPE_TYPES)})")
 
 
 def parameters(h: dict, block_count: int, file_type: int) -> list:
@@ -103,6 +102,7 @@ FAMILY = Family(
     parameters=parameters,
     vocab=llama_vocab,
     generated=llama3_rope_freqs,
+    refuse=REFUSE,
     check=check,
     notes={"num_loops": "the stored layers run num_loops times (llama.cpp counts num_loops x block_count "
                         "layers, each with its own cache slots)"},

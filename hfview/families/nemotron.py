@@ -10,8 +10,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from ..config import Harmless
-from ..errors import ConfigError
-from ..family import Family, Skip, Tensor
+from ..family import Family, Refuse, Skip, Tensor
 from ..names import GGUF, Keys
 from ..params import f32, first, string, text_model_parameters, u32
 from ..views import OFFSET_ONE
@@ -64,14 +63,12 @@ def normalise(h: dict) -> dict:
     return h
 
 
-def check(h: dict, path: Path) -> None:
-    if h.get("hidden_act") != "relu2":
-        raise ConfigError(f"{path}: hidden_act {h.get('hidden_act')!r}: llama.cpp's nemotron architecture computes "
-                          f"squared ReLU (relu2) only; this checkpoint would run wrong")
-    rope_type = h["rope_parameters"].get("rope_type", "default")
-    if rope_type not in ("default", "linear"):
-        raise ConfigError(f"{path}: rope_parameters.rope_type {rope_type!r}: the converter writes Nemotron's rope "
-                          f"as unscaled or linear only; this checkpoint would run wrong")
+REFUSE = (
+    Refuse("hidden_act", ("relu2",), "llama.cpp's nemotron architecture computes squared ReLU (relu2) only; this "
+           "checkpoint would run wrong"),
+    Refuse("rope_parameters.rope_type", ("default", "linear"), "the converter writes Nemotron's rope as unscaled or "
+           "linear only; this checkpoint would run wrong", default="default"),
+)
 
 
 def parameters(h: dict, block_count: int, file_type: int) -> list:
@@ -112,6 +109,6 @@ FAMILY = Family(
     tensors=TENSORS,
     parameters=parameters,
     vocab=vocab,
-    check=check,
+    refuse=REFUSE,
     normalise=normalise,
 )

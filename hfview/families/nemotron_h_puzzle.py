@@ -21,7 +21,7 @@ from pathlib import Path
 
 from ..config import ANY, Harmless
 from ..errors import ConfigError
-from ..family import Family, Skip
+from ..family import Family, Refuse, Skip, stated
 from ..gguf_layout import KV, ValueType
 from ..names import Keys
 from ..params import boolean, f32, u32
@@ -66,11 +66,17 @@ def normalise(h: dict) -> dict:
     return nh.normalise(h)
 
 
+REFUSE = (
+    Refuse("block_configs", bool, "a Nemotron-H Puzzle lists its layers there (block_type, and each mixture layer's "
+           "moe_intermediate_size and num_experts_per_tok)"),
+    # a stated null only (absent reads as "unstated", which passes): where absent, check reads attention_head_dim
+    Refuse("head_dim", stated, "the converter finds the key and fails on its value",
+           default="unstated"),
+)
+
+
 def check(h: dict, path: Path) -> None:
-    blocks = h.get("block_configs")
-    if not blocks:
-        raise ConfigError(f"{path}: no block_configs: a Nemotron-H Puzzle lists its layers there (block_type, and "
-                          f"each mixture layer's moe_intermediate_size and num_experts_per_tok)")
+    blocks = h["block_configs"]
     if h["num_hidden_layers"] != len(blocks):
         raise ConfigError(f"{path}: block_configs lists {len(blocks)} layers, num_hidden_layers says "
                           f"{h['num_hidden_layers']}: the converter would take block_configs' count")
@@ -78,8 +84,6 @@ def check(h: dict, path: Path) -> None:
     if missing:
         raise ConfigError(f"{path}: {', '.join(missing)} not stated: the converter reads a Puzzle's config.json as "
                           f"written (transformers has no class for it to fill defaults) and needs them")
-    if "head_dim" in h and h["head_dim"] is None:
-        raise ConfigError(f"{path}: head_dim null: the converter finds the key and fails on its value")
     if h.get("head_dim", h.get("attention_head_dim")) is None:
         raise ConfigError(f"{path}: head_dim not stated: the converter would take mamba_head_dim for the attention "
                           f"heads' width")
@@ -164,6 +168,7 @@ FAMILY = Family(
     tensors=TENSORS,
     parameters=parameters,
     vocab=vocab,
+    refuse=REFUSE,
     check=check,
     normalise=normalise,
     rename=rename,

@@ -9,10 +9,10 @@ from __future__ import annotations
 from pathlib import Path
 
 from ..config import Harmless
-from ..errors import ConfigError
-from ..family import Family, Skip, Tensor, rope_pairs
+from ..family import Family, Refuse, Skip, Tensor, rope_pairs, unset
 from ..names import GGUF, Keys
 from ..params import f32, text_model_parameters
+from ._parts.checks import silu_only
 
 # transformers 5.24's OlmoConfig defaults
 DEFAULTS = {
@@ -50,17 +50,13 @@ def normalise(h: dict) -> dict:
     return h
 
 
-def check(h: dict, path: Path) -> None:
-    if h.get("hidden_act", "silu") != "silu":
-        raise ConfigError(f"{path}: hidden_act {h['hidden_act']!r}: llama.cpp's olmo architecture computes SiLU "
-                          f"only; this checkpoint would run wrong")
-    if h.get("attention_bias"):
-        raise ConfigError(f"{path}: attention_bias true: the converter regroups OLMo's q/k weights into rotation "
-                          f"pairs but not their biases, so its output would be wrong; no released OLMo has biases")
-    rope_type = h["rope_parameters"].get("rope_type", "default")
-    if rope_type not in ("default", "linear", "yarn"):
-        raise ConfigError(f"{path}: rope_parameters.rope_type {rope_type!r} is not one llama.cpp computes here "
-                          f"(default, linear, yarn)")
+REFUSE = (
+    silu_only("olmo"),
+    Refuse("attention_bias", unset, "the converter regroups OLMo's q/k weights into rotation pairs but not their "
+           "biases, so its output would be wrong; no released OLMo has biases"),
+    Refuse("rope_parameters.rope_type", ("default", "linear", "yarn"), "not one llama.cpp computes here (default, "
+           "linear, yarn)", default="default"),
+)
 
 
 def parameters(h: dict, block_count: int, file_type: int) -> list:
@@ -87,6 +83,6 @@ FAMILY = Family(
     tensors=TENSORS,
     parameters=parameters,
     vocab=vocab,
-    check=check,
+    refuse=REFUSE,
     normalise=normalise,
 )

@@ -14,6 +14,7 @@ from ..family import Family, RunnerFacts, Skip, Tensor
 from ..gguf_layout import KV, ValueType
 from ..names import GGUF, Keys
 from ..params import text_model_parameters, u32
+from ._parts.checks import silu_only
 
 _COMMON = dict(vocab_size=50304, hidden_size=4096, intermediate_size=11008, num_hidden_layers=32,
                num_attention_heads=32, num_key_value_heads=None, hidden_act="silu", max_position_embeddings=2048,
@@ -78,10 +79,10 @@ def normalise(h: dict) -> dict:
 _FULL_ATTENTION_ROPE = {"olmo2": ("default",), "olmo3": ("default", "yarn")}
 
 
+REFUSE = (silu_only("olmo2"),)
+
+
 def check(h: dict, path: Path) -> None:
-    if h.get("hidden_act", "silu") != "silu":
-        raise ConfigError(f"{path}: hidden_act {h['hidden_act']!r}: llama.cpp's olmo2 architecture computes SiLU "
-                          f"only; this checkpoint would run wrong")
     rope = h["rope_parameters"]
     full, sliding = rope.get("full_attention", rope), rope.get("sliding_attention")
     allowed = _FULL_ATTENTION_ROPE[h["model_type"]]
@@ -125,6 +126,7 @@ FAMILY = Family(
     tensors=TENSORS,
     parameters=parameters,
     vocab=vocab,
+    refuse=REFUSE,
     check=check,
     normalise=normalise,
     # llama.cpp's olmo2 slides whenever the converter writes a window (OLMo 3)

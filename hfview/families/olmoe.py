@@ -11,10 +11,10 @@ from pathlib import Path
 
 from ..config import Harmless
 from ..errors import ConfigError
-from ..family import Family, Tensor
+from ..family import Family, Refuse, Tensor, unset
 from ..names import GGUF, Keys
 from ..params import f32, text_model_parameters
-from ._parts.checks import check_rope, check_silu
+from ._parts.checks import rope_types, silu_only
 from ._parts.mixture import attention_tensors, check_topk_norm, mixture_tensors
 from ._parts.vocab import gpt2_vocab
 
@@ -45,28 +45,26 @@ TENSORS = (*attention_tensors(extra=_QK_NORMS), Tensor("lm_head.weight", GGUF.OU
 _EPS = 1e-5  # OlmoeModel.set_gguf_parameters writes this whatever the config says
 
 
+REFUSE = (
+    silu_only("olmoe"),
+    rope_types("olmoe"),
+    Refuse("clip_qkv", lambda v: v is None, "the converter writes no clamp for olmoe and llama.cpp's olmoe applies "
+           "none, so this checkpoint would run wrong"),
+    Refuse("rms_norm_eps", (_EPS,), f"the converter writes olmoe's RMS epsilon as {_EPS} whatever the config says, so "
+           f"this checkpoint would run wrong"),
+    Refuse("attention_bias", unset, "llama.cpp's olmoe has no attention output bias; no released OLMoE has biases"),
+    Refuse("tie_word_embeddings", unset, "llama.cpp's olmoe needs an output matrix of its own, which a tied checkpoint "
+           "does not store"),
+    Refuse("num_experts", bool, "llama.cpp's olmoe needs experts"),
+)
+
+
 def check(h: dict, path: Path) -> None:
-    check_silu(h, path, "olmoe")
-    check_rope(h, path, "olmoe")
     check_topk_norm(h, path, "olmoe", False)
     if h["num_key_value_heads"] != h["num_attention_heads"]:
         raise ConfigError(f"{path}: {h['num_key_value_heads']} KV heads for {h['num_attention_heads']} query heads: "
                           f"llama.cpp's olmoe normalises K over n_embd (no grouped KV heads, as OLMoE is released), "
                           f"so a narrower k_norm cannot load there")
-    if h.get("clip_qkv") is not None:
-        raise ConfigError(f"{path}: clip_qkv {h['clip_qkv']!r}: the converter writes no clamp for olmoe and "
-                          f"llama.cpp's olmoe applies none, so this checkpoint would run wrong")
-    if h.get("rms_norm_eps") != _EPS:
-        raise ConfigError(f"{path}: rms_norm_eps {h.get('rms_norm_eps')!r}: the converter writes olmoe's RMS "
-                          f"epsilon as {_EPS} whatever the config says, so this checkpoint would run wrong")
-    if h.get("attention_bias"):
-        raise ConfigError(f"{path}: attention_bias true: llama.cpp's olmoe has no attention output bias; no "
-                          f"released OLMoE has biases")
-    if h.get("tie_word_embeddings"):
-        raise ConfigError(f"{path}: tie_word_embeddings true: llama.cpp's olmoe needs an output matrix of its own, "
-                          f"which a tied checkpoint does not store")
-    if not h.get("num_experts"):
-        raise ConfigError(f"{path}: num_experts {h.get('num_experts')!r}: llama.cpp's olmoe needs experts")
 
 
 def normalise(h: dict) -> dict:
@@ -93,6 +91,7 @@ FAMILY = Family(
     tensors=TENSORS,
     parameters=parameters,
     vocab=gpt2_vocab,
+    refuse=REFUSE,
     check=check,
     normalise=normalise,
 )

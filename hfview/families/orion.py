@@ -11,9 +11,10 @@ from pathlib import Path
 
 from ..config import Harmless
 from ..errors import ConfigError
-from ..family import Family, Skip, Tensor
+from ..family import Family, Refuse, Skip, Tensor, stated
 from ..names import GGUF, Keys
 from ..params import f32, string, u32
+from ._parts.checks import silu_only
 
 DEFAULTS = {"orion": {}}  # no transformers class: nothing is filled in
 
@@ -48,17 +49,18 @@ def _context_length(h: dict) -> int | None:
     return None
 
 
+REFUSE = (
+    *(Refuse(key, stated, f"Orion needs {key!r} (read as stated: transformers has no Orion class "
+             f"to fill it in); add it as the released config.json has it")
+      for key in ("hidden_size", "intermediate_size", "num_attention_heads", "num_hidden_layers", "rms_norm_eps")),
+    silu_only("orion"),
+)
+
+
 def check(h: dict, path: Path) -> None:
-    for key in ("hidden_size", "intermediate_size", "num_attention_heads", "num_hidden_layers", "rms_norm_eps"):
-        if h.get(key) is None:
-            raise ConfigError(f"{path}: Orion needs {key!r} (read as stated: transformers has no Orion class to "
-                              f"fill it in); add it as the released config.json has it")
     if _context_length(h) is None:
         raise ConfigError(f"{path}: no context length (max_sequence_length, max_position_embeddings or "
                           f"model_max_length); the converter refuses this too")
-    if h.get("hidden_act", "silu") != "silu":
-        raise ConfigError(f"{path}: hidden_act {h['hidden_act']!r}: llama.cpp's orion architecture computes SiLU "
-                          f"only; this checkpoint would run wrong")
     rope = h["rope_parameters"]
     if rope.get("rope_type", "default") != "default" or rope.get("rope_theta", 10000.0) != 10000.0:
         raise ConfigError(f"{path}: rope {rope!r}: the converter writes no rope parameters for Orion, so llama.cpp "
@@ -98,5 +100,6 @@ FAMILY = Family(
     tensors=TENSORS,
     parameters=parameters,
     vocab=vocab,
+    refuse=REFUSE,
     check=check,
 )

@@ -18,10 +18,10 @@ from pathlib import Path
 
 from ..config import Harmless
 from ..errors import ConfigError
-from ..family import Family, Skip, Tensor
+from ..family import Family, Refuse, Skip, Tensor, stated
 from ..names import GGUF, Keys
 from ..params import text_model_parameters, u32
-from ._parts.checks import check_silu
+from ._parts.checks import silu_only
 from ._parts.decoder import decoder_tensors
 
 READS = frozenset({
@@ -45,25 +45,25 @@ _REQUIRED = ("vocab_size", "hidden_size", "intermediate_size", "num_hidden_layer
              "num_key_value_heads", "max_position_embeddings", "rms_norm_eps")
 
 
+REFUSE = (
+    silu_only("pangu-embedded"),
+    # a stated null refused too: the KV below compute with these values
+    *(Refuse(key, stated, "missing; the converter reads openPangu-Embedded's config.json as written "
+             "(no PanguEmbeddedConfig defaults apply), so llama.cpp would not get it") for key in _REQUIRED),
+    Refuse("rope_parameters.rope_theta", stated, "missing; PanguEmbeddedConfig then rotates at base "
+           "1.6e7, while the converter writes no base and llama.cpp would rotate at 10000"),
+    # `is True`, not (True,): 1 == True would pass a tuple
+    Refuse("bias", lambda v: v is True, "llama.cpp's pangu-embedded architecture requires the attention output bias, "
+           "so this checkpoint would not load", default=True),
+    Refuse("rope_parameters.rope_type", _ROPE_TYPES, f"not one the view presents to llama.cpp's pangu-embedded "
+           f"({', '.join(_ROPE_TYPES)})", default="default"),
+)
+
+
 def check(h: dict, path: Path) -> None:
-    check_silu(h, path, "pangu-embedded")
-    for key in _REQUIRED:
-        if key not in h:
-            raise ConfigError(f"{path}: {key} is missing; the converter reads openPangu-Embedded's config.json as "
-                              f"written (no PanguEmbeddedConfig defaults apply), so llama.cpp would not get it")
-    if h["rope_parameters"].get("rope_theta") is None:
-        raise ConfigError(f"{path}: rope_theta is missing; PanguEmbeddedConfig then rotates at base 1.6e7, while the "
-                          f"converter writes no base and llama.cpp would rotate at 10000")
-    if h.get("bias", True) is not True:
-        raise ConfigError(f"{path}: bias is {h['bias']!r}; llama.cpp's pangu-embedded architecture requires the "
-                          f"attention output bias, so this checkpoint would not load")
     if "qkv_bias" in h and h["qkv_bias"] is not h.get("bias", True):
         raise ConfigError(f"{path}: qkv_bias {h['qkv_bias']!r} differs from bias; the view reads openPangu-Embedded "
                           f"as the release's modeling code computes it, with one bias switch for q, k, v and o")
-    rope_type = h["rope_parameters"].get("rope_type", "default")
-    if rope_type not in _ROPE_TYPES:
-        raise ConfigError(f"{path}: rope scaling {rope_type!r} is not one the view presents to llama.cpp's "
-                          f"pangu-embedded ({', '.join(_ROPE_TYPES)})")
 
 
 def head_dim(h: dict) -> int:
@@ -107,5 +107,6 @@ FAMILY = Family(
     tensors=TENSORS,
     parameters=parameters,
     vocab=vocab,
+    refuse=REFUSE,
     check=check,
 )

@@ -32,7 +32,7 @@ from pathlib import Path
 
 from ..config import ANY, Harmless
 from ..errors import CheckpointError, ConfigError
-from ..family import Family
+from ..family import Family, Refuse
 from . import bailing_moe_v2, sarvam_moe
 
 ARCHITECTURES = ("Param2MoEForCausalLM",)
@@ -105,6 +105,23 @@ def normalise(h: dict) -> dict:
     return h
 
 
+_ABSENT = object()  # a partial_rotary_factor in rope_parameters is refused where stated at all
+
+REFUSE = (
+    # transformers' later Param2MoEConfig spelling
+    Refuse("scoring_func", (None, "sigmoid"), "Param2's router scores experts by sigmoid (score_function), as "
+           "llama.cpp's bailingmoe2 is told"),
+    # `is`: the layout flag must be the boolean itself (1 or 0 are refused); absent is the layout's value
+    *(Refuse(key, lambda v, off=off: v is off, f"Param2's layout has it {str(off).lower()}, which is what llama.cpp's "
+             f"bailingmoe2 computes (it loads no output/FFN biases and norms by RMS)", default=off)
+      for key, off in (("use_bias", False), ("use_rmsnorm", True))),
+    Refuse("sliding_window", lambda v: v is None, "Param2's inference code (vLLM, SGLang) attends over the whole "
+           "context, and so does llama.cpp's bailingmoe2; a window would be ignored"),
+    Refuse("rope_parameters.partial_rotary_factor", lambda v: v is _ABSENT, "stated inside rope_scaling: Param2's "
+           "code reads it at the top level only (the converter would take this one)", default=_ABSENT),
+)
+
+
 def check(h: dict, path: Path) -> None:
     missing = [k for k in _NEEDED if h.get(k) is None]
     if missing:
@@ -112,21 +129,6 @@ def check(h: dict, path: Path) -> None:
                           f"Param2's own copies default it differently); add it as the released config.json has it")
     h = {"hidden_act": "silu", "attention_bias": False, **h}
     sarvam_moe.check_block(h, path, one_shared=False)
-    for key in ("scoring_func",):  # transformers' later Param2MoEConfig spelling
-        if h.get(key) not in (None, "sigmoid"):
-            raise ConfigError(f"{path}: {key} {h[key]!r}: Param2's router scores experts by sigmoid (score_function), "
-                              f"as llama.cpp's bailingmoe2 is told")
-    for key, off in (("use_bias", False), ("use_rmsnorm", True)):
-        if key in h and h[key] is not off:
-            raise ConfigError(f"{path}: {key} {h[key]!r}: Param2's layout has it {str(off).lower()}, which is what "
-                              f"llama.cpp's bailingmoe2 computes (it loads no output/FFN biases and norms by RMS)")
-    if h.get("sliding_window") is not None:
-        raise ConfigError(f"{path}: sliding_window {h['sliding_window']!r}: Param2's inference code (vLLM, SGLang) "
-                          f"attends over the whole context, and so does llama.cpp's bailingmoe2; a window would be "
-                          f"ignored")
-    if "partial_rotary_factor" in (h.get("rope_parameters") or {}):
-        raise ConfigError(f"{path}: partial_rotary_factor inside rope_scaling: Param2's code reads it at the top "
-                          f"level only (the converter would take this one)")
     factor = rotary_factor(h)
     if not 0 < factor <= 1 or rope_dim(h) % 2:
         raise ConfigError(f"{path}: partial_rotary_factor {factor!r}: an even number of rotated dims per head is "
@@ -135,6 +137,7 @@ def check(h: dict, path: Path) -> None:
         raise ConfigError(f"{path}: rotary_dim {h['rotary_dim']} is not head_dim x partial_rotary_factor = "
                           f"{rope_dim(h)}: Param2's copies disagree on which one wins (vLLM: the factor, SGLang: the "
                           f"factor where stated)")
+    # code, not a Refuse: read once the presence check above has named it if absent
     n_shared = h["n_shared_experts"]
     if n_shared < 1:
         raise ConfigError(f"{path}: num_shared_experts {n_shared}: llama.cpp's bailingmoe2 always adds a shared FFN")
@@ -154,6 +157,7 @@ FAMILY = Family(
     tensors=TENSORS,
     parameters=parameters,
     vocab=sarvam_moe.gpt2_vocab,
+    refuse=REFUSE,
     check=check,
     normalise=normalise,
     stored_kv=check_layers,

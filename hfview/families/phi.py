@@ -11,7 +11,7 @@ from pathlib import Path
 
 from ..config import ANY, Harmless
 from ..errors import ConfigError
-from ..family import Family, Tensor
+from ..family import Family, Refuse, Tensor, unset
 from ..names import GGUF, Keys
 from ..params import GELU, boolean, f32, u32
 
@@ -55,22 +55,22 @@ def normalise(h: dict) -> dict:
     return h
 
 
+REFUSE = (
+    Refuse("qk_layernorm", unset, "llama.cpp's phi2 has no Q/K norms; this checkpoint would run wrong"),
+    Refuse("hidden_act", GELU, "llama.cpp's phi2 computes GELU only"),
+    Refuse("tie_word_embeddings", unset, "llama.cpp's phi2 needs its own output matrix and bias"),
+)
+
+
 def check(h: dict, path: Path) -> None:
     rope = h["rope_parameters"]
     if rope.get("rope_type", "default") != "default" or float(rope.get("rope_theta", 10000.0)) != 10000.0:
         raise ConfigError(f"{path}: rope {rope}: the converter writes no rope base or scaling for Phi, so llama.cpp's "
                           f"phi2 rotates with base 10000 unscaled; this checkpoint would run wrong")
-    if h["qk_layernorm"]:
-        raise ConfigError(f"{path}: qk_layernorm true: llama.cpp's phi2 has no Q/K norms; this checkpoint would run "
-                          f"wrong")
     if h["num_key_value_heads"] != h["num_attention_heads"] or h["intermediate_size"] != 4 * h["hidden_size"]:
         raise ConfigError(f"{path}: num_key_value_heads {h['num_key_value_heads']} / intermediate_size "
                           f"{h['intermediate_size']}: the converter writes as many KV heads as heads and a "
                           f"feed-forward width of 4 x hidden for Phi, so llama.cpp could not run these weights")
-    if h["hidden_act"] not in GELU:
-        raise ConfigError(f"{path}: hidden_act {h['hidden_act']!r}: llama.cpp's phi2 computes GELU only")
-    if h["tie_word_embeddings"]:
-        raise ConfigError(f"{path}: tie_word_embeddings true: llama.cpp's phi2 needs its own output matrix and bias")
 
 
 def parameters(h: dict, block_count: int, file_type: int) -> list:
@@ -102,6 +102,7 @@ FAMILY = Family(
     tensors=TENSORS,
     parameters=parameters,
     vocab=vocab,
+    refuse=REFUSE,
     check=check,
     normalise=normalise,
 )

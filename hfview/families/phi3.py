@@ -14,7 +14,7 @@ import numpy as np
 
 from ..config import ANY, Harmless
 from ..errors import ConfigError
-from ..family import Family, Skip, Tensor
+from ..family import Family, Refuse, Skip, Tensor
 from ..names import GGUF, Keys
 from ..params import f32, first, u32
 
@@ -81,19 +81,18 @@ def rope_dims(h: dict) -> int:
     return int(h["rope_parameters"].get("partial_rotary_factor", 1.0) * h["hidden_size"]) // h["num_attention_heads"]
 
 
+REFUSE = (
+    Refuse("hidden_act", ("silu",), "llama.cpp's phi3 architecture computes SwiGLU (SiLU) only; this checkpoint "
+           "would run wrong", default="silu"),
+    Refuse("rope_parameters.rope_type", lambda t: t != "su", "transformers 5.24 cannot load this config (it renames "
+           "'su' to 'longrope' only after checking for original_max_position_embeddings), so the converter's reading "
+           "of it is not defined here; write \"type\": \"longrope\" as current Phi-3 releases do"),
+    Refuse("rope_parameters.rope_type", ("default", "longrope"), "Phi-3 computes default or longrope rope only"),
+)
+
+
 def check(h: dict, path: Path) -> None:
-    if h.get("hidden_act", "silu") != "silu":
-        raise ConfigError(f"{path}: hidden_act {h['hidden_act']!r}: llama.cpp's phi3 architecture computes "
-                          f"SwiGLU (SiLU) only; this checkpoint would run wrong")
     rope = h["rope_parameters"]
-    rope_type = rope.get("rope_type")
-    if rope_type == "su":
-        raise ConfigError(f"{path}: rope_scaling type 'su': transformers 5.24 cannot load this config (it renames "
-                          f"'su' to 'longrope' only after checking for original_max_position_embeddings), so the "
-                          f"converter's reading of it is not defined here; write \"type\": \"longrope\" as current "
-                          f"Phi-3 releases do")
-    if rope_type not in ("default", "longrope"):
-        raise ConfigError(f"{path}: rope type {rope_type!r}: Phi-3 computes default or longrope rope only")
     if rope.get("long_factor"):
         want = rope_dims(h) // 2
         for key in ("long_factor", "short_factor"):
@@ -159,6 +158,7 @@ FAMILY = Family(
     parameters=parameters,
     vocab=vocab,
     generated=generated,
+    refuse=REFUSE,
     check=check,
     normalise=normalise,
     tensor_time_kv=tensor_time_kv,

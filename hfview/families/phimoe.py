@@ -19,7 +19,7 @@ from pathlib import Path
 
 from ..config import ANY, Harmless
 from ..errors import ConfigError
-from ..family import Experts, Family, Tensor
+from ..family import Experts, Family, Refuse, Tensor, stated, unset
 from ..names import GGUF, Keys
 from ..params import u32
 from . import phi3
@@ -81,25 +81,25 @@ def normalise(h: dict) -> dict:
     return h
 
 
+REFUSE = (
+    *phi3.REFUSE,
+    Refuse("original_max_position_embeddings", stated, "not stated (top level or in the rope "
+           "parameters): the converter's Phi-3 list writes it and fails without it (KeyError)"),
+    *(Refuse(key, bool, f"llama.cpp's phimoe architecture requires an {what}, which this checkpoint does not store "
+             f"(every released Phi-3.5-MoE has it)")
+      for key, what in (("attention_bias", "attention output bias (attn_output.bias)"),
+                        ("lm_head_bias", "output bias (output.bias)"))),
+    Refuse("tie_word_embeddings", unset, "llama.cpp's phimoe needs an output matrix of its own, which a tied "
+           "checkpoint does not store"),
+    Refuse("num_local_experts", bool, "llama.cpp's phimoe needs experts"),
+)
+
+
 def check(h: dict, path: Path) -> None:
-    # the pinned converter registers the released (remote-code) name only, not transformers' PhimoeForCausalLM
     phi3.check(h, path)
-    if h.get("original_max_position_embeddings") is None:
-        raise ConfigError(f"{path}: no original_max_position_embeddings (top level or in the rope parameters): the "
-                          f"converter's Phi-3 list writes it and fails without it (KeyError)")
-    for key, what in (("attention_bias", "attention output bias (attn_output.bias)"),
-                      ("lm_head_bias", "output bias (output.bias)")):
-        if not h.get(key):
-            raise ConfigError(f"{path}: {key} {h.get(key)!r}: llama.cpp's phimoe architecture requires an {what}, "
-                              f"which this checkpoint does not store (every released Phi-3.5-MoE has it)")
-    if h.get("tie_word_embeddings"):
-        raise ConfigError(f"{path}: tie_word_embeddings true: llama.cpp's phimoe needs an output matrix of its own, "
-                          f"which a tied checkpoint does not store")
     if h.get("head_dim") is not None and h["head_dim"] * h["num_attention_heads"] != h["hidden_size"]:
         raise ConfigError(f"{path}: head_dim {h['head_dim']} x {h['num_attention_heads']} heads is not hidden_size "
                           f"{h['hidden_size']}; llama.cpp's phimoe sizes its heads hidden_size / heads")
-    if not h.get("num_local_experts"):
-        raise ConfigError(f"{path}: num_local_experts {h.get('num_local_experts')!r}: llama.cpp's phimoe needs experts")
 
 
 def _as_phimoe(kv: list) -> list:
@@ -116,6 +116,7 @@ def parameters(h: dict, block_count: int, file_type: int) -> list:
 FAMILY = Family(
     name="phimoe",
     gguf_arch="phimoe",
+    # the released (remote-code) name only: the pinned converter does not register transformers' PhimoeForCausalLM
     architectures=("PhiMoEForCausalLM",),
     defaults=DEFAULTS,
     reads=READS,
@@ -124,6 +125,7 @@ FAMILY = Family(
     parameters=parameters,
     vocab=phi3.vocab,
     generated=phi3.generated,
+    refuse=REFUSE,
     check=check,
     normalise=normalise,
     tensor_time_kv=lambda h: _as_phimoe(phi3.tensor_time_kv(h)),

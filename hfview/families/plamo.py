@@ -27,7 +27,7 @@ from pathlib import Path
 
 from ..config import ANY, Harmless
 from ..errors import CheckpointError, ConfigError
-from ..family import Family, Skip, Tensor
+from ..family import Family, Refuse, Skip, Tensor, stated, unset
 from ..names import GGUF, Keys
 from ..params import f32, u32
 from ..views import ColumnSelection, RowPermutation, Stored, tiled_kv_grouped
@@ -111,14 +111,15 @@ TENSORS = (
 )
 
 
+REFUSE = (
+    *(Refuse(key, stated, "missing; the converter reads PLaMo's config.json as written (no "
+             "PlamoConfig defaults apply) and fails without it: add it as the release states it") for key in _REQUIRED),
+    Refuse("tie_word_embeddings", unset, f"llama.cpp's {ARCH} loads output.weight, which the converter writes only "
+           f"from a stored lm_head.weight; use a checkpoint with its own head"),
+)
+
+
 def check(h: dict, path: Path) -> None:
-    if h.get("architectures") and h["architectures"][0] not in ARCHITECTURES:
-        raise ConfigError(f"{path}: architectures {h['architectures'][0]!r}: the plamo family reads "
-                          f"{' or '.join(ARCHITECTURES)}")
-    for key in _REQUIRED:
-        if h.get(key) is None:
-            raise ConfigError(f"{path}: {key} is missing; the converter reads PLaMo's config.json as written (no "
-                              f"PlamoConfig defaults apply) and fails without it: add it as the release states it")
     n_head, shared = h["num_attention_heads"], n_shared_head(h)
     if n_head % shared:
         raise ConfigError(f"{path}: n_shared_head {shared} does not divide num_attention_heads {n_head}: PLaMo "
@@ -127,9 +128,6 @@ def check(h: dict, path: Path) -> None:
     if h["hidden_size"] % n_head:
         raise ConfigError(f"{path}: num_attention_heads {n_head} does not divide hidden_size {h['hidden_size']} "
                           f"(PLaMo's head width is hidden_size / num_attention_heads)")
-    if h.get("tie_word_embeddings"):
-        raise ConfigError(f"{path}: tie_word_embeddings true: llama.cpp's plamo loads output.weight, which the "
-                          f"converter writes only from a stored lm_head.weight; use a checkpoint with its own head")
 
 
 def parameters(h: dict, block_count: int, file_type: int) -> list:
@@ -159,6 +157,7 @@ FAMILY = Family(
     tensors=TENSORS,
     parameters=parameters,
     vocab=vocab,
+    refuse=REFUSE,
     check=check,
     notes={"shared KV heads": "attn_q rows and attn_output columns regrouped from tiled to grouped KV sharing",
            "hard-coded": "context_length 4096 and head_count_kv num_attention_heads / n_shared_head (5), as the "

@@ -32,7 +32,7 @@ from pathlib import Path
 
 from ..config import ANY, Harmless
 from ..errors import ConfigError
-from ..family import Family, RunnerFacts, Skip, Tensor
+from ..family import Family, Refuse, RunnerFacts, Skip, Tensor
 from ..gguf_layout import KV, ValueType
 from ..names import GGUF, Keys
 from ..params import f32, u32
@@ -125,17 +125,18 @@ TENSORS = (
 # suffix, so the converter's renaming consumes it, and llama.cpp's plamo2 loads them by those bare names.
 
 
+REFUSE = (
+    Refuse("mamba_step", lambda v: isinstance(v, int) and not isinstance(v, bool) and v >= 1, "a positive layer "
+           "count is needed (the release runs attention where layer % mamba_step == mamba_step // 2)",
+           default=CONVERTER_FALLBACKS["mamba_step"]),
+)
+
+
 def check(h: dict, path: Path) -> None:
-    if h.get("architectures") and h["architectures"][0] not in ARCHITECTURES:
-        raise ConfigError(f"{path}: architectures {h['architectures'][0]!r}: the plamo2 family reads "
-                          f"{' or '.join(ARCHITECTURES)}")
     if h.get("num_hidden_layers") is None or h.get("vocab_size") is None:
         raise ConfigError(f"{path}: num_hidden_layers and vocab_size are needed; the converter reads PLaMo 2's "
                           f"config.json as written and fails without them")
     step = _get(h, "mamba_step")
-    if not isinstance(step, int) or isinstance(step, bool) or step < 1:
-        raise ConfigError(f"{path}: mamba_step {step!r}: a positive layer count is needed (the release runs "
-                          f"attention where layer % mamba_step == mamba_step // 2)")
     kinds = is_mamba(h)
     if not _get(h, "mamba_enabled") or not any(kinds):
         raise ConfigError(f"{path}: mamba_enabled {_get(h, 'mamba_enabled')!r}, mamba_step {step} over "
@@ -204,6 +205,7 @@ FAMILY = Family(
     tensors=TENSORS,
     parameters=parameters,
     vocab=vocab,
+    refuse=REFUSE,
     check=check,
     runner=RunnerFacts(load_arrays=load_arrays, window_key="attention_window_size"),
     notes={"hybrid": "Mamba layers where layer % mamba_step != mamba_step // 2, written as head counts 0",

@@ -27,7 +27,7 @@ from pathlib import Path
 
 from ..config import Harmless
 from ..errors import ConfigError
-from ..family import Family, RunnerFacts, Skip, Tensor
+from ..family import Family, Refuse, RunnerFacts, Skip, Tensor, unset
 from ..names import GGUF, Keys
 from ..params import text_model_parameters, u32
 from ..views import OFFSET_ONE, offset
@@ -105,10 +105,24 @@ def normalise(h: dict) -> dict:
     return h
 
 
+def _layer_count(v) -> bool:
+    # None passes here: check names it among the keys not stated
+    return v is None or (isinstance(v, int) and not isinstance(v, bool) and v >= 1)
+
+
+REFUSE = (
+    Refuse("sliding_window_pattern", _layer_count, "a positive layer count is needed (every "
+           "sliding_window_pattern-th layer attends fully)"),
+    Refuse("linear_type", ("normal",), "llama.cpp's plamo3 has plain linear layers only (linear_type normal)",
+           default="normal"),
+    Refuse("scale_embedding", unset, "the remote code multiplies the embedding by sqrt(hidden_size), which "
+           "llama.cpp's plamo3 graph does not and the converter does not fold in"),
+    Refuse("attention_bias", unset, "llama.cpp's plamo3 has no attention biases"),
+    Refuse("hidden_activation", ("swiglu",), "llama.cpp's plamo3 computes SwiGLU only", default="swiglu"),
+)
+
+
 def check(h: dict, path: Path) -> None:
-    if h.get("architectures") and h["architectures"][0] not in ARCHITECTURES:
-        raise ConfigError(f"{path}: architectures {h['architectures'][0]!r}: the plamo3 family reads "
-                          f"{' or '.join(ARCHITECTURES)}")
     for key in _REQUIRED:
         if h.get(key) is None and not (key == "rope_theta" and h["rope_parameters"].get("rope_theta") is not None):
             raise ConfigError(f"{path}: {key} is missing; the converter reads PLaMo 3's config.json as written (no "
@@ -119,26 +133,12 @@ def check(h: dict, path: Path) -> None:
                           f"{h['window_size']}; the converter writes window_size, mlx-lm's PLaMo 3 attends through "
                           f"sliding_window")
     pattern = h["sliding_window_pattern"]
-    if not isinstance(pattern, int) or isinstance(pattern, bool) or pattern < 1:
-        raise ConfigError(f"{path}: sliding_window_pattern {pattern!r}: a positive layer count is needed (every "
-                          f"sliding_window_pattern-th layer attends fully)")
     # Plamo3Config computes this list from window_size and the pattern, but a stated one overrides its attribute
     # (vLLM reads it per layer); the converter and llama.cpp know only the two keys, so it must agree with them
     if (stated := h.get("interleaved_sliding_window")) is not None and stated != layer_windows(h):
         raise ConfigError(f"{path}: interleaved_sliding_window {stated!r} is not the per-layer windows window_size "
                           f"{h['window_size']} and sliding_window_pattern {pattern} give over "
                           f"{h['num_hidden_layers']} layers ({layer_windows(h)!r}), which is all llama.cpp reads")
-    if (linear := h.get("linear_type", "normal")) != "normal":
-        raise ConfigError(f"{path}: linear_type {linear!r}: llama.cpp's plamo3 has plain linear layers only "
-                          f"(linear_type normal)")
-    if h.get("scale_embedding"):
-        raise ConfigError(f"{path}: scale_embedding true: the remote code multiplies the embedding by "
-                          f"sqrt(hidden_size), which llama.cpp's plamo3 graph does not and the converter does not "
-                          f"fold in")
-    if h.get("attention_bias"):
-        raise ConfigError(f"{path}: attention_bias true: llama.cpp's plamo3 has no attention biases")
-    if (act := h.get("hidden_activation", "swiglu")) != "swiglu":
-        raise ConfigError(f"{path}: hidden_activation {act!r}: llama.cpp's plamo3 computes SwiGLU only")
     factor = h.get("rope_scaling_factor", 1)
     if factor is not None and factor != 1 and h.get("initial_context_length") is None:
         raise ConfigError(f"{path}: rope_scaling_factor {factor} without initial_context_length: PLaMo 3's YaRN "
@@ -172,6 +172,7 @@ FAMILY = Family(
     tensors=TENSORS,
     parameters=parameters,
     vocab=vocab,
+    refuse=REFUSE,
     check=check,
     normalise=normalise,
     notes={"fused projections": "attn_qkv and ffn_up (gate rows, then up rows) as stored; llama.cpp splits them",

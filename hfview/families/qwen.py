@@ -37,7 +37,7 @@ from pathlib import Path
 
 from ..config import ANY, Harmless
 from ..errors import ConfigError
-from ..family import Family, RunnerFacts, Tensor
+from ..family import Family, Refuse, RunnerFacts, Tensor, stated, unset
 from ..names import GGUF, Keys
 from ..params import text_model_parameters
 
@@ -89,10 +89,29 @@ _REQUIRED = ("vocab_size", "hidden_size", "intermediate_size", "num_hidden_layer
              "max_position_embeddings", "layer_norm_epsilon", "kv_channels", "seq_length")
 
 
+_ABSENT = object()  # stated at all, even as null, the key is refused
+
+REFUSE = (
+    *(Refuse(key, lambda v: v is _ABSENT, f"a Qwen-{what} checkpoint (its {key} encoder's tensors beside the "
+             f"language model); the view presents Qwen-1's text model only", default=_ABSENT)
+      for key, what in (("visual", "VL"), ("audio", "Audio"))),
+    Refuse("rotary_pct", (1.0,), "the converter writes no rope width, and llama.cpp's qwen rotates the whole head; "
+           "only rotary_pct 1.0 (every release's) runs as the model", default=1.0),
+    # absent: refused by check as missing
+    Refuse("intermediate_size", lambda v: v is None or v % 2 == 0, "odd: Qwen-1's MLP is intermediate_size / 2 wide "
+           "(w1 and w2), and llama.cpp's qwen halves it too"),
+    # `is True`, not (True,): 1 == True would pass a tuple
+    Refuse("no_bias", lambda v: v is True, "the release's code then puts biases on c_proj, w1 and w2, which "
+           "llama.cpp's qwen does not have (it has c_attn's only)", default=True),
+    Refuse("tie_word_embeddings", unset, "llama.cpp's qwen needs its own output matrix and the converter writes none "
+           "for a tied Qwen-1 (no release ties them)"),
+    Refuse("rotary_emb_base", stated, "rotary_emb_base is missing; Qwen-1's config.json states it "
+           "(the release's code rotates at it)"),
+)
+
+
 def check(h: dict, path: Path) -> None:
-    arch = (h.get("architectures") or [None])[0]
-    if arch not in ("QWenLMHeadModel", None):
-        raise ConfigError(f"{path}: architecture {arch!r} is not one the qwen family reads (QWenLMHeadModel)")
+    # before the required keys: Qwen-7B's first release lacks intermediate_size among them
     if "ffn_hidden_size" in h and "intermediate_size" not in h:
         raise ConfigError(f"{path}: ffn_hidden_size {h['ffn_hidden_size']} (Qwen-7B's first release, n_embd / "
                           f"n_layer names): the converter finds no feed-forward length among these names and writes "
@@ -102,32 +121,12 @@ def check(h: dict, path: Path) -> None:
         if h.get(key) is None:
             raise ConfigError(f"{path}: {key} is missing; Qwen-1's config.json states it (no config class fills "
                               f"defaults: the converter reads the file as written)")
-    for key in ("visual", "audio"):
-        if key in h:
-            raise ConfigError(f"{path}: {key!r} config: a Qwen-{'VL' if key == 'visual' else 'Audio'} checkpoint "
-                              f"(its {key} encoder's tensors beside the language model); the view presents "
-                              f"Qwen-1's text model only")
     hidden, heads = h["hidden_size"], h["num_attention_heads"]
     if h["kv_channels"] * heads != hidden:
         raise ConfigError(f"{path}: kv_channels {h['kv_channels']} x num_attention_heads {heads} is not hidden_size "
                           f"{hidden}: the release's attention splits c_attn in hidden_size parts, and llama.cpp's qwen "
                           f"has heads of hidden_size / num_attention_heads")
-    if h.get("rotary_pct", 1.0) != 1.0:
-        raise ConfigError(f"{path}: rotary_pct {h['rotary_pct']}: the converter writes no rope width, and llama.cpp's "
-                          f"qwen rotates the whole head; only rotary_pct 1.0 (every release's) runs as the model")
-    if h["intermediate_size"] % 2:
-        raise ConfigError(f"{path}: intermediate_size {h['intermediate_size']} is odd: Qwen-1's MLP is "
-                          f"intermediate_size / 2 wide (w1 and w2), and llama.cpp's qwen halves it too")
-    if h.get("no_bias", True) is not True:
-        raise ConfigError(f"{path}: no_bias {h['no_bias']!r}: the release's code then puts biases on c_proj, w1 and "
-                          f"w2, which llama.cpp's qwen does not have (it has c_attn's only)")
-    if h.get("tie_word_embeddings", False):
-        raise ConfigError(f"{path}: tie_word_embeddings true: llama.cpp's qwen needs its own output matrix and the "
-                          f"converter writes none for a tied Qwen-1 (no release ties them)")
     base, theta = h.get("rotary_emb_base"), h["rope_parameters"].get("rope_theta")
-    if base is None:
-        raise ConfigError(f"{path}: rotary_emb_base is missing; Qwen-1's config.json states it (the release's code "
-                          f"rotates at it)")
     if theta != base:
         raise ConfigError(f"{path}: rope_theta {theta} and rotary_emb_base {base} differ: the converter writes "
                           f"rope_theta, the release's code rotates at rotary_emb_base")
@@ -230,6 +229,7 @@ FAMILY = Family(
     tensors=TENSORS,
     parameters=parameters,
     vocab=vocab,
+    refuse=REFUSE,
     check=check,
     normalise=normalise,
     runner=RunnerFacts(load_kv=load_kv),

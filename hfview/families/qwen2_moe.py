@@ -12,9 +12,9 @@ from pathlib import Path
 
 from ..config import Harmless
 from ..errors import ConfigError
-from ..family import Family, Tensor
+from ..family import Family, Refuse, Tensor, unset
 from ..names import GGUF
-from ._parts.checks import check_no_pooling, check_no_sliding, check_rope, check_silu
+from ._parts.checks import check_no_pooling, check_no_sliding, rope_types, silu_only
 from ._parts.mixture import (SHARED_EXPERT, attention_tensors, check_every_layer_a_mixture, check_topk_norm,
                              mixture_parameters, mixture_tensors)
 from ._parts.vocab import gpt2_vocab
@@ -47,16 +47,19 @@ LM_HEAD = Tensor("lm_head.weight", GGUF.OUTPUT.weight)
 TENSORS = (*attention_tensors(), LM_HEAD, *mixture_tensors("num_experts"), *SHARED_EXPERT)
 
 
+REFUSE = (
+    silu_only("qwen2moe"),
+    rope_types("qwen2moe"),
+    Refuse("tie_word_embeddings", unset, "llama.cpp's qwen2moe architecture needs an output matrix of its own, which a "
+           "tied checkpoint does not store"),
+)
+
+
 def check(h: dict, path: Path) -> None:
-    check_silu(h, path, "qwen2moe")
-    check_rope(h, path, "qwen2moe")
     check_no_sliding(h, path, "qwen2moe")
     check_no_pooling(path)
     check_every_layer_a_mixture(h, path, "qwen2moe", "num_experts")
     check_topk_norm(h, path, "qwen2moe", False)
-    if h.get("tie_word_embeddings"):
-        raise ConfigError(f"{path}: tie_word_embeddings true: llama.cpp's qwen2moe architecture needs an output "
-                          f"matrix of its own, which a tied checkpoint does not store")
     if h.get("head_dim") is not None and h["head_dim"] * h["num_attention_heads"] != h["hidden_size"]:
         raise ConfigError(f"{path}: head_dim {h['head_dim']} x {h['num_attention_heads']} heads is not "
                           f"hidden_size {h['hidden_size']}; llama.cpp's qwen2moe architecture assumes it is")
@@ -78,6 +81,7 @@ FAMILY = Family(
     tensors=TENSORS,
     parameters=mixture_parameters("qwen2moe"),
     vocab=gpt2_vocab,
+    refuse=REFUSE,
     check=check,
     normalise=normalise,
 )

@@ -11,7 +11,7 @@ from ..errors import ConfigError
 from ..family import Family, Tensor
 from ..names import GGUF
 from ..params import text_model_parameters
-from ._parts.checks import architecture, check_no_pooling, check_no_sliding, check_rope, check_silu
+from ._parts.checks import architecture, check_no_pooling, check_no_sliding, rope_types, silu_only
 from ._parts.decoder import LM_HEAD, decoder_tensors
 from ._parts.vocab import gpt2_or_sentencepiece_vocab
 
@@ -63,9 +63,10 @@ def _reranker_hint(h: dict, path: Path) -> str | None:
     return None
 
 
+REFUSE = (silu_only("qwen3"), rope_types("qwen3"))
+
+
 def check(h: dict, path: Path) -> None:
-    check_silu(h, path, "qwen3")
-    check_rope(h, path, "qwen3")
     check_no_sliding(h, path, "qwen3")
     check_no_pooling(path)
     if (hint := _reranker_hint(h, path)) is not None:
@@ -93,6 +94,7 @@ FAMILY = Family(
     tensors=TENSORS,
     parameters=parameters,
     vocab=gpt2_or_sentencepiece_vocab,
+    refuse=REFUSE,
     check=check,
     normalise=normalise,
 )

@@ -13,7 +13,7 @@ from pathlib import Path
 
 from ..config import Harmless
 from ..family import Family
-from ._parts.checks import check_no_pooling, check_rope, check_silu
+from ._parts.checks import check_no_pooling, rope_types, silu_only
 from ._parts.gated_delta import check_hybrid, hybrid_normalise
 from ._parts.mixture import SHARED_EXPERT, mixture_tensors
 from ._parts.nextn import extra_mtp_blocks, mtp_rename, stored_mtp_layers
@@ -59,10 +59,11 @@ TENSORS = (
 )
 
 
+REFUSE = (silu_only("qwen35moe"), rope_types("qwen35moe", ("default",)))
+
+
 def check(h: dict, path: Path) -> None:
     from ..errors import ConfigError
-    check_silu(h, path, "qwen35moe")
-    check_rope(h, path, "qwen35moe", allowed=("default",))
     check_no_pooling(path)
     check_hybrid(h, path, "qwen35moe")
     if h["num_experts"] < 1 or h["num_experts_per_tok"] > h["num_experts"]:
@@ -81,6 +82,7 @@ FAMILY = Family(
     tensors=TENSORS,
     parameters=mrope_parameters("qwen35moe"),
     vocab=gpt2_vocab,
+    refuse=REFUSE,
     check=check,
     normalise=hybrid_normalise,
     extra_blocks=extra_mtp_blocks,

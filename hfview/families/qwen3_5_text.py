@@ -27,11 +27,11 @@ import numpy as np
 
 from ..config import ANY, Harmless
 from ..errors import ConfigError
-from ..family import Family, Skip, Tensor
+from ..family import Family, Refuse, Skip, Tensor
 from ..gguf_layout import KV, ValueType
 from ..names import GGUF, Keys
 from ..views import NEG_EXP, OFFSET_ONE, ColumnSelection, RowPermutation, RowSelection
-from ._parts.checks import check_no_pooling, check_rope, check_silu
+from ._parts.checks import check_no_pooling, rope_types, silu_only
 from ._parts.gated_delta import check_hybrid, hybrid_normalise, hybrid_parameters, on
 from ._parts.nextn import MTP_TENSORS, extra_mtp_blocks, mtp_rename, stored_mtp_layers
 from ._parts.vocab import gpt2_vocab
@@ -148,14 +148,18 @@ TENSORS = (
 DEFAULT_MROPE_SECTION = [11, 11, 10, 0]
 
 
+REFUSE = (
+    silu_only("qwen35"),
+    rope_types("qwen35", ("default",)),
+    # `is not`: false itself only, not 0
+    Refuse("rope_parameters.mrope_interleaved", lambda v: v is not False, "llama.cpp's qwen35 rotates interleaved "
+           "M-RoPE sections only"),
+)
+
+
 def check(h: dict, path: Path) -> None:
-    check_silu(h, path, "qwen35")
-    check_rope(h, path, "qwen35", allowed=("default",))
     check_no_pooling(path)
     check_hybrid(h, path, "qwen35")
-    if h["rope_parameters"].get("mrope_interleaved") is False:
-        raise ConfigError(f"{path}: rope_parameters.mrope_interleaved false: llama.cpp's qwen35 rotates interleaved "
-                          f"M-RoPE sections only")
 
 
 def mrope_parameters(arch: str):
@@ -190,6 +194,7 @@ FAMILY = Family(
     tensors=TENSORS,
     parameters=parameters,
     vocab=gpt2_vocab,
+    refuse=REFUSE,
     check=check,
     normalise=hybrid_normalise,
     extra_blocks=extra_mtp_blocks,

@@ -12,7 +12,7 @@ from pathlib import Path
 from ..config import ANY, Harmless
 from ..family import Family, Tensor
 from ..names import GGUF
-from ._parts.checks import check_no_pooling, check_no_sliding, check_rope, check_silu
+from ._parts.checks import check_no_pooling, check_no_sliding, rope_types, silu_only
 from ._parts.decoder import LM_HEAD
 from ._parts.mixture import (attention_tensors, check_every_layer_a_mixture, check_topk_norm, mixture_parameters,
                              mixture_tensors)
@@ -52,9 +52,10 @@ def _qk_norms() -> tuple[Tensor, ...]:
 TENSORS = (*attention_tensors(extra=_qk_norms()), LM_HEAD, *mixture_tensors("num_local_experts"))
 
 
+REFUSE = (silu_only("qwen3moe"), rope_types("qwen3moe"))
+
+
 def check(h: dict, path: Path) -> None:
-    check_silu(h, path, "qwen3moe")
-    check_rope(h, path, "qwen3moe")
     check_no_sliding(h, path, "qwen3moe")
     check_no_pooling(path)
     check_every_layer_a_mixture(h, path, "qwen3moe", "num_local_experts")
@@ -80,6 +81,7 @@ FAMILY = Family(
     tensors=TENSORS,
     parameters=mixture_parameters("qwen3moe"),
     vocab=gpt2_vocab,
+    refuse=REFUSE,
     check=check,
     normalise=normalise,
 )

@@ -28,7 +28,7 @@ from ..errors import ConfigError
 from ..family import Family, Split, Tensor
 from ..names import GGUF
 from ..views import NEG_EXP, OFFSET_ONE, RowSelection
-from ._parts.checks import check_no_pooling, check_rope, check_silu
+from ._parts.checks import check_no_pooling, rope_types, silu_only
 from ._parts.gated_delta import check_hybrid, hybrid_normalise, hybrid_parameters, on
 from ._parts.mixture import SHARED_EXPERT, check_every_layer_a_mixture, check_topk_norm, mixture_tensors
 from ._parts.nextn import MTP_TENSORS, extra_mtp_blocks, mtp_rename, stored_mtp_layers
@@ -121,9 +121,10 @@ TENSORS = (
 )
 
 
+REFUSE = (silu_only("qwen3next"), rope_types("qwen3next"))
+
+
 def check(h: dict, path: Path) -> None:
-    check_silu(h, path, "qwen3next")
-    check_rope(h, path, "qwen3next")
     check_no_pooling(path)
     check_every_layer_a_mixture(h, path, "qwen3next", "num_experts")
     check_topk_norm(h, path, "qwen3next", True)
@@ -144,6 +145,7 @@ FAMILY = Family(
     tensors=TENSORS,
     parameters=parameters,
     vocab=gpt2_vocab,
+    refuse=REFUSE,
     check=check,
     normalise=hybrid_normalise,
     extra_blocks=extra_mtp_blocks,

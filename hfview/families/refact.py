@@ -21,7 +21,7 @@ import numpy as np
 
 from ..config import ANY, Harmless
 from ..errors import CheckpointError, ConfigError
-from ..family import Family, Split, Tensor
+from ..family import Family, Refuse, Split, Tensor, stated
 from ..names import GGUF, Keys
 from ..params import f32, u32
 from ..views import RowSelection
@@ -91,20 +91,22 @@ TENSORS = (
 )
 
 
+REFUSE = (
+    *(Refuse(key, stated, "missing; Refact's config.json states it (the converter reads it, no "
+             "defaults apply)") for key in _REQUIRED),
+    # `is True`: a tuple (True,) would also let 1 pass
+    Refuse("multi_query", lambda v: v is True, "Refact's modeling code and llama.cpp's refact (the converter writes "
+           "one KV head) compute multi-query attention only", default=True),
+)
+
+
 def check(h: dict, path: Path) -> None:
-    for key in _REQUIRED:
-        if h.get(key) is None:
-            raise ConfigError(f"{path}: {key} is missing; Refact's config.json states it (the converter reads it, "
-                              f"no defaults apply)")
     n_embd, n_head = h["n_embd"], h["n_head"]
     if n_embd % n_head:
         raise ConfigError(f"{path}: n_embd {n_embd} does not split into n_head {n_head} heads")
     if h.get("n_inner") not in (None, 4 * n_embd):
         raise ConfigError(f"{path}: n_inner {h['n_inner']}: the converter sizes Refact's MLP from 4 x n_embd = "
                           f"{4 * n_embd} (ffn {ff_width(n_embd)}), so llama.cpp could not load these MLP weights")
-    if h.get("multi_query", True) is not True:
-        raise ConfigError(f"{path}: multi_query {h['multi_query']}: Refact's modeling code and llama.cpp's refact "
-                          f"(the converter writes one KV head) compute multi-query attention only")
 
 
 def parameters(h: dict, block_count: int, file_type: int) -> list:
@@ -151,6 +153,7 @@ FAMILY = Family(
     tensors=TENSORS,
     parameters=parameters,
     vocab=vocab,
+    refuse=REFUSE,
     check=check,
     notes={"norm": "llama.cpp's refact normalises by RMS; the release's norms are bias-free LayerNorms (mean "
                    "subtracted): the converter's file computes so too"},

@@ -23,8 +23,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from ..config import ANY, Harmless
-from ..errors import ConfigError
-from ..family import Family
+from ..family import Family, Refuse
 from . import deepseek_v3
 from ._parts.deepseek_moe import check_groups, check_mixture, check_sigmoid_router
 from ._parts.latent import check_latent_attention, latent_normalise, latent_parameters
@@ -71,13 +70,16 @@ def parameters(h: dict, block_count: int, file_type: int) -> list:
     return latent_parameters(rank_stated(h), block_count, file_type)
 
 
+REFUSE = (
+    Refuse("rope_interleave", bool, "llama.cpp's deepseek2 rotates interleaved pairs, and the view presents q_pe / "
+           "k_pe as stored without regrouping them", default=True),
+)
+
+
 def check(h: dict, path: Path) -> None:
     check_latent_attention(rank_stated(h), path, "Sarvam MLA")
     check_mixture(h, path)
     check_sigmoid_router(h, path, "DeepseekV3")
-    if not h.get("rope_interleave", True):
-        raise ConfigError(f"{path}: rope_interleave false: llama.cpp's deepseek2 rotates interleaved pairs, and the "
-                          f"view presents q_pe / k_pe as stored without regrouping them")
     check_groups(h, path)
 
 
@@ -92,6 +94,7 @@ FAMILY = Family(
     tensors=deepseek_v3.TENSORS,  # DeepseekV2Model's table, as DeepSeek-V3 reads it
     parameters=parameters,
     vocab=gpt2_vocab,
+    refuse=REFUSE,
     check=check,
     normalise=normalise,
     no_converter="the pinned converter has no class for SarvamMLAForCausalLM; hfview's own mapping presents it as "

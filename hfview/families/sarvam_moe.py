@@ -20,7 +20,7 @@ from pathlib import Path
 
 from ..config import Harmless
 from ..errors import CheckpointError, ConfigError
-from ..family import Experts, Family, Tensor
+from ..family import Experts, Family, Refuse, Tensor
 from ..names import GGUF, Keys
 from ..params import boolean, f32, text_model_parameters, u32
 from ..views import MINUS_MEAN
@@ -136,12 +136,10 @@ def check_block(h: dict, path: Path, arch: str = ARCH, *, one_shared: bool = Tru
                           f"experts")
 
 
-def check(h: dict, path: Path) -> None:
-    check_block(h, path)
-    factor = (h.get("rope_parameters") or {}).get("partial_rotary_factor", 1.0)
-    if factor != 1.0:
-        raise ConfigError(f"{path}: partial_rotary_factor {factor!r}: the converter writes Sarvam's rope over the "
-                          f"whole head, so a partial rotary would run wrong in llama.cpp")
+REFUSE = (
+    Refuse("rope_parameters.partial_rotary_factor", (1.0,), "the converter writes Sarvam's rope over the whole head, "
+           "so a partial rotary would run wrong in llama.cpp", default=1.0),
+)
 
 
 def check_layers(h: dict, stored: dict) -> list:
@@ -194,7 +192,8 @@ FAMILY = Family(
     tensors=TENSORS,
     parameters=bailing_v2_parameters(head_dim),  # SarvamMoEModel: the whole head rotates
     vocab=gpt2_vocab,
-    check=check,
+    refuse=REFUSE,
+    check=check_block,
     stored_kv=check_layers,
     aliases=ALIASES,
 )

@@ -11,7 +11,7 @@ from ..config import ANY, Harmless
 from ..errors import ConfigError
 from ..family import Family
 from ..params import text_model_parameters
-from ._parts.checks import check_no_pooling, check_rope, check_silu
+from ._parts.checks import check_no_pooling, rope_types, silu_only
 from ._parts.decoder import LM_HEAD, decoder_tensors
 
 DEFAULTS = {
@@ -43,9 +43,10 @@ def normalise(h: dict) -> dict:
     return h
 
 
+REFUSE = (silu_only("seed_oss"), rope_types("seed_oss"))
+
+
 def check(h: dict, path: Path) -> None:
-    check_silu(h, path, "seed_oss")
-    check_rope(h, path, "seed_oss")
     check_no_pooling(path)
     if h.get("attention_out_bias") or h.get("mlp_bias"):
         raise ConfigError(f"{path}: attention_out_bias / mlp_bias: llama.cpp's seed_oss has biases on q, k, v only")
@@ -70,6 +71,7 @@ FAMILY = Family(
     tensors=TENSORS,
     parameters=parameters,
     vocab=vocab,
+    refuse=REFUSE,
     check=check,
     normalise=normalise,
 )

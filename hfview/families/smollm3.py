@@ -9,8 +9,8 @@ from pathlib import Path
 
 from ..config import Harmless
 from ..errors import ConfigError
-from ..family import Family
-from ._parts.checks import check_no_pooling, check_rope, check_silu
+from ..family import Family, Refuse
+from ._parts.checks import check_no_pooling, rope_types, silu_only
 from ._parts.decoder import LM_HEAD, decoder_tensors, llama_parameters
 from ._parts.vocab import llama_vocab
 
@@ -52,9 +52,15 @@ def normalise(h: dict) -> dict:
     return h
 
 
+REFUSE = (
+    silu_only("smollm3"),
+    rope_types("smollm3"),
+    Refuse("layer_types", lambda v: "sliding_attention" not in v, "sliding-window layers; llama.cpp's smollm3 attends "
+           "to the whole context, so they would run wrong"),
+)
+
+
 def check(h: dict, path: Path) -> None:
-    check_silu(h, path, "smollm3")
-    check_rope(h, path, "smollm3")
     check_no_pooling(path)
     expected = [int((i + 1) % _LLAMA_CPP_NOPE_STEP != 0) for i in range(h["num_hidden_layers"])]
     if list(h["no_rope_layers"]) != expected:
@@ -63,9 +69,6 @@ def check(h: dict, path: Path) -> None:
                           f"this checkpoint would run wrong")
     if h.get("mlp_bias") or h.get("attention_bias"):
         raise ConfigError(f"{path}: attention_bias / mlp_bias: llama.cpp's smollm3 has no biases")
-    if "sliding_attention" in h["layer_types"]:
-        raise ConfigError(f"{path}: sliding-window layers (layer_types); llama.cpp's smollm3 attends to the "
-                          f"whole context, so they would run wrong")
 
 
 parameters = llama_parameters("smollm3")
@@ -81,6 +84,7 @@ FAMILY = Family(
     tensors=TENSORS,
     parameters=parameters,
     vocab=llama_vocab,
+    refuse=REFUSE,
     check=check,
     normalise=normalise,
 )

@@ -23,10 +23,9 @@ from __future__ import annotations
 from pathlib import Path
 
 from ..config import Harmless
-from ..errors import ConfigError
-from ..family import Family
+from ..family import Family, Refuse, unset
 from . import glm4_moe
-from ._parts.checks import check_rope, check_silu
+from ._parts.checks import rope_types, silu_only
 from ._parts.glm_common import glm_special_vocab
 
 ARCH = glm4_moe.ARCH
@@ -48,24 +47,16 @@ READS = glm4_moe.READS - {"use_qk_norm"}
 HARMLESS: Harmless = {"use_qk_norm": (False,)}  # SolarOpen builds no q/k norms; the converter never reads it
 
 
-def check(h: dict, path: Path) -> None:
-    check_silu(h, path, ARCH)
-    check_rope(h, path, ARCH, allowed=("default", "yarn"))  # Solar-Open-100B states yarn
-    rope = h["rope_parameters"]
-    head_dim = h.get("head_dim") or h["hidden_size"] // h["num_attention_heads"]
-    if rope.get("partial_rotary_factor") != 1.0:
-        stated = rope.get("partial_rotary_factor")
-        written = int(head_dim * (0.5 if stated is None else stated))
-        raise ConfigError(f"{path}: partial_rotary_factor {stated!r}: transformers' SolarOpen rotates the whole head "
-                          f"({head_dim} dims: its rotation has no pass-through part, so no other width runs), but "
-                          f"the converter writes head_dim x partial_rotary_factor (0.5 when none is stated) = "
-                          f"{written} rotary dims, so llama.cpp would run another function; Solar-Open-100B "
-                          f"states 1.0")
-    if h.get("first_k_dense_replace"):
-        raise ConfigError(f"{path}: first_k_dense_replace {h['first_k_dense_replace']!r}: transformers' SolarOpen "
-                          f"builds a mixture in every layer, but llama.cpp's glm4moe would run the first "
-                          f"{h['first_k_dense_replace']} as dense layers; Solar-Open-100B states 0")
-    glm4_moe.check_mixture(h, path)
+REFUSE = (
+    silu_only(ARCH),
+    rope_types(ARCH, ("default", "yarn")),  # Solar-Open-100B states yarn
+    Refuse("rope_parameters.partial_rotary_factor", (1.0,), "transformers' SolarOpen rotates the whole head (its "
+           "rotation has no pass-through part, so no other width runs), but the converter writes head_dim x "
+           "partial_rotary_factor (0.5 when none is stated) rotary dims, so llama.cpp would run another function; "
+           "Solar-Open-100B states 1.0"),
+    Refuse("first_k_dense_replace", unset, f"transformers' SolarOpen builds a mixture in every layer, but llama.cpp's "
+           f"{ARCH} would run that many leading layers as dense ones; Solar-Open-100B states 0"),
+)
 
 
 def normalise(h: dict) -> dict:
@@ -98,7 +89,8 @@ FAMILY = Family(
     tensors=glm4_moe.TENSORS,
     parameters=glm4_moe.parameters,
     vocab=vocab,
-    check=check,
+    refuse=REFUSE,
+    check=glm4_moe.check_mixture,
     normalise=normalise,
     extra_blocks=glm4_moe.mtp_layers,
 )

@@ -13,10 +13,10 @@ from __future__ import annotations
 from pathlib import Path
 
 from ..config import Harmless
-from ..errors import ConfigError
-from ..family import Family, Skip, Stacked, Tensor
+from ..family import Family, Refuse, Skip, Stacked, Tensor
 from ..names import GGUF, Keys
 from ..params import boolean, f32, first, u32
+from ._parts.checks import silu_only
 
 # transformers 5.24's StableLmConfig defaults
 DEFAULTS = {
@@ -68,14 +68,11 @@ def normalise(h: dict) -> dict:
     return h
 
 
-def check(h: dict, path: Path) -> None:
-    if h.get("hidden_act", "silu") != "silu":
-        raise ConfigError(f"{path}: hidden_act {h['hidden_act']!r}: llama.cpp's stablelm architecture computes "
-                          f"SiLU only; this checkpoint would run wrong")
-    rope_type = h["rope_parameters"].get("rope_type", "default")
-    if rope_type != "default":
-        raise ConfigError(f"{path}: rope_parameters.rope_type {rope_type!r}: the converter writes no rope scaling "
-                          f"for StableLM, so llama.cpp would compute unscaled rope; this checkpoint would run wrong")
+REFUSE = (
+    silu_only("stablelm"),
+    Refuse("rope_parameters.rope_type", ("default",), "the converter writes no rope scaling for StableLM, so "
+           "llama.cpp would compute unscaled rope; this checkpoint would run wrong", default="default"),
+)
 
 
 def parameters(h: dict, block_count: int, file_type: int) -> list:
@@ -115,7 +112,7 @@ FAMILY = Family(
     tensors=TENSORS,
     parameters=parameters,
     vocab=vocab,
-    check=check,
+    refuse=REFUSE,
     normalise=normalise,
     notes={"qk_layernorm": "the pinned converter fails on qk_layernorm checkpoints ('Unprocessed norms'); the "
                            "view stacks the per-head norms as the converter's code means to"},

@@ -7,7 +7,7 @@ from pathlib import Path
 
 from ..config import ANY, Harmless
 from ..errors import ConfigError
-from ..family import Family, Skip, Tensor
+from ..family import Family, Refuse, Skip, Tensor
 from ..names import GGUF
 from ..params import text_model_parameters
 
@@ -54,22 +54,22 @@ TENSORS = (
 )
 
 
+REFUSE = (
+    Refuse("use_bias", bool, "llama.cpp's starcoder2 architecture requires the attention and MLP biases (it refuses "
+           "to load without blk.N.attn_output.bias); this checkpoint cannot run", default=True),
+    # ggml's GELU is the tanh approximation
+    Refuse("hidden_act", ("gelu_pytorch_tanh",), "llama.cpp's starcoder2 architecture computes GELU with the tanh "
+           "approximation (gelu_pytorch_tanh) only; this checkpoint would run wrong"),
+    Refuse("rope_parameters.rope_type", ("default", "linear", "yarn"), "not one llama.cpp computes here (default, "
+           "linear, yarn)", default="default"),
+)
+
+
 def check(h: dict, path: Path) -> None:
     if "layer_norm_epsilon" in h and h["layer_norm_epsilon"] != h["norm_epsilon"]:
         raise ConfigError(f"{path}: layer_norm_epsilon {h['layer_norm_epsilon']} differs from norm_epsilon "
                           f"{h['norm_epsilon']}: the converter writes the first, transformers computes with the "
                           f"second; this checkpoint would run with another epsilon than its model's")
-    if not h.get("use_bias", True):
-        raise ConfigError(f"{path}: use_bias false: llama.cpp's starcoder2 architecture requires the attention and "
-                          f"MLP biases (it refuses to load without blk.N.attn_output.bias); this checkpoint cannot run")
-    # ggml's GELU is the tanh approximation
-    if h.get("hidden_act") != "gelu_pytorch_tanh":
-        raise ConfigError(f"{path}: hidden_act {h.get('hidden_act')!r}: llama.cpp's starcoder2 architecture computes "
-                          f"GELU with the tanh approximation (gelu_pytorch_tanh) only; this checkpoint would run wrong")
-    rope_type = h["rope_parameters"].get("rope_type", "default")
-    if rope_type not in ("default", "linear", "yarn"):
-        raise ConfigError(f"{path}: rope_parameters.rope_type {rope_type!r} is not one llama.cpp computes here "
-                          f"(default, linear, yarn)")
 
 
 def parameters(h: dict, block_count: int, file_type: int) -> list:
@@ -91,6 +91,7 @@ FAMILY = Family(
     tensors=TENSORS,
     parameters=parameters,
     vocab=vocab,
+    refuse=REFUSE,
     check=check,
     notes={"sliding_window": "the converter writes no sliding window for StarCoder2 and llama.cpp's starcoder2 "
                              "attends to the whole context: prompts longer than sliding_window differ"},

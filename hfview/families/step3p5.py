@@ -24,7 +24,7 @@ from pathlib import Path
 
 from ..config import ANY, Harmless
 from ..errors import ConfigError
-from ..family import Family, RunnerFacts, Skip, Tensor
+from ..family import Family, Refuse, RunnerFacts, Skip, Tensor, stated
 from ..gguf_layout import KV, ValueType
 from ..names import GGUF, Keys
 from ..params import boolean, f32, text_model_parameters, u32
@@ -101,14 +101,20 @@ def normalise(h: dict) -> dict:
     return h
 
 
+REFUSE = (
+    *(Refuse(key, stated, "missing; the converter reads Step-3.5's config.json as written (no "
+             "Step3p5Config defaults apply)") for key in _REQUIRED),
+    Refuse("num_nextn_predict_layers", lambda v: not (v or 0) > 0, "the appended MTP layers the converter writes are "
+           "not presented by hfview yet"),
+    Refuse("use_qk_norm", bool, "the release's attention always normalises q and k", default=True),
+    # `is True`: 1 is not the flag the release states
+    Refuse("norm_expert_weight", lambda v: v is True, "the release renormalises the chosen experts' weights always, "
+           "llama.cpp only where norm_expert_weight is true"),
+    Refuse("moe_every_n_layer", (1,), "the release places its mixtures by moe_layers_enum alone", default=1),
+)
+
+
 def check(h: dict, path: Path) -> None:
-    if h.get("architectures") and h["architectures"][0] not in ARCHITECTURES:
-        raise ConfigError(f"{path}: architectures {h['architectures'][0]!r}: the step3p5 family reads "
-                          f"{' or '.join(ARCHITECTURES)}")
-    for key in _REQUIRED:
-        if h.get(key) is None:
-            raise ConfigError(f"{path}: {key} is missing; the converter reads Step-3.5's config.json as written (no "
-                              f"Step3p5Config defaults apply)")
     n = h["num_hidden_layers"]
     types, factors = h["layer_types"], h["partial_rotary_factors"]
     if len(types) < n or any(t not in ("full_attention", "sliding_attention") for t in types[:n]):
@@ -120,9 +126,6 @@ def check(h: dict, path: Path) -> None:
         raise ConfigError(f"{path}: partial_rotary_factors {factors!r}: llama.cpp's step35 rotates half the head "
                           f"on full_attention layers and all of it on sliding ones (0.5 / 1.0), as the converter "
                           f"asserts")
-    if (nextn := h.get("num_nextn_predict_layers") or 0) > 0:
-        raise ConfigError(f"{path}: num_nextn_predict_layers {nextn}: the appended MTP layers the converter writes "
-                          f"are not presented by hfview yet")
     rope = h["rope_parameters"]
     if h.get("yarn_only_types") or rope.get("rope_type", "default") not in ("default", None) or any(
             k in rope for k in ("factor", "type")):
@@ -140,20 +143,12 @@ def check(h: dict, path: Path) -> None:
     if (rope_layers := h.get("use_rope_layers")) and not all(rope_layers[:n]):
         raise ConfigError(f"{path}: use_rope_layers {rope_layers!r}: the release skips rotation on the layers it "
                           f"marks false, llama.cpp's step35 rotates every layer")
-    if not h.get("use_qk_norm", True):
-        raise ConfigError(f"{path}: use_qk_norm false: the release's attention always normalises q and k")
     if not h.get("use_moe_router_bias") and h.get("moe_router_activation") != "sigmoid":
         raise ConfigError(f"{path}: softmax routing (no use_moe_router_bias, moe_router_activation "
                           f"{h.get('moe_router_activation')!r}): llama.cpp's step35 gates by sigmoid")
-    if h.get("norm_expert_weight") is not True:
-        raise ConfigError(f"{path}: norm_expert_weight {h.get('norm_expert_weight')!r}: the release renormalises the "
-                          f"chosen experts' weights always, llama.cpp only where norm_expert_weight is true")
     layers = moe_layers(h)
     if layers != sorted(set(layers)) or any(i < 0 or i >= n for i in layers):
         raise ConfigError(f"{path}: moe_layers_enum {h['moe_layers_enum']!r}: layer indices below {n} are needed")
-    if h.get("moe_every_n_layer", 1) != 1:
-        raise ConfigError(f"{path}: moe_every_n_layer {h['moe_every_n_layer']}: the release places its mixtures by "
-                          f"moe_layers_enum alone")
     for key in ("swiglu_limits", "swiglu_limits_shared"):
         if (limits := h.get(key)) is not None and len(limits) < n:
             raise ConfigError(f"{path}: {key} lists {len(limits)} values for {n} layers")
@@ -231,6 +226,7 @@ FAMILY = Family(
     tensors=TENSORS,
     parameters=parameters,
     vocab=vocab,
+    refuse=REFUSE,
     check=check,
     normalise=normalise,
     notes={"norm offsets": "1 + w on every RMSNorm, as the converter adds",

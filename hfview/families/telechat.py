@@ -29,7 +29,7 @@ import numpy as np
 
 from ..config import ANY, Harmless
 from ..errors import ConfigError
-from ..family import Family, Skip, Split, Tensor, rope_pairs
+from ..family import Family, Refuse, Skip, Split, Tensor, rope_pairs, stated, unset
 from ..names import GGUF, Keys
 from ..params import f32, u32
 from ..shards import StoredTensor
@@ -123,15 +123,17 @@ def normalise(h: dict) -> dict:
     return h
 
 
+REFUSE = (
+    Refuse("base_seqlen", stated, "TeleChat's rotary base depends on it (the NTK factor from "
+           "training_seqlen / base_seqlen), and TeleChat 1's modeling code fixes it in the code (4096 for 7B, 8192 for "
+           "12B) rather than in config.json, where base_seqlen is missing; add base_seqlen as the release's modeling "
+           "code states it"),
+    Refuse("embed_layernorm", unset, "the code normalises the embeddings before the first block "
+           "(word_embeddings_layernorm), which llama.cpp's llama architecture does not compute"),
+)
+
+
 def check(h: dict, path: Path) -> None:
-    if h.get("base_seqlen") is None:
-        raise ConfigError(f"{path}: base_seqlen is missing: TeleChat's rotary base depends on it (the NTK factor "
-                          f"from training_seqlen / base_seqlen), and TeleChat 1's modeling code fixes it in the code "
-                          f"(4096 for 7B, 8192 for 12B) rather than in config.json; add base_seqlen as the "
-                          f"release's modeling code states it")
-    if h["embed_layernorm"]:
-        raise ConfigError(f"{path}: embed_layernorm true: the code normalises the embeddings before the first "
-                          f"block (word_embeddings_layernorm), which llama.cpp's llama architecture does not compute")
     n_head, n_kv = h["n_head"], h["num_key_value_heads"]
     if h["hidden_size"] % n_head or n_head % n_kv:
         raise ConfigError(f"{path}: hidden_size {h['hidden_size']}, n_head {n_head} and num_key_value_heads {n_kv} "
@@ -176,6 +178,7 @@ FAMILY = Family(
     tensors=TENSORS,
     parameters=parameters,
     vocab=vocab,
+    refuse=REFUSE,
     check=check,
     normalise=normalise,
     no_converter="the pinned converter has no class for TeleChat2ForCausalLM / TelechatForCausalLM; hfview's own "

@@ -39,9 +39,10 @@ from pathlib import Path
 
 from ..config import Harmless
 from ..errors import ConfigError
-from ..family import Family, Skip, Tensor, rope_pairs
+from ..family import Family, Refuse, Skip, Tensor, rope_pairs
 from ..names import GGUF, Keys
 from ..params import f32, string, u32
+from ._parts.checks import silu_only
 from ._parts.sentencepiece_only import sentencepiece_only
 
 # The release's Telechat3Config (configuration_telechat3.py) defaults, as data, for the keys the 36B's decoder reads;
@@ -126,6 +127,13 @@ def normalise(h: dict) -> dict:
     return h
 
 
+REFUSE = (
+    silu_only("llama"),
+    Refuse("rope_parameters.rope_type", ("default", YARN), f"hfview presents TeleChat3 with plain rope or its own "
+           f"{YARN!r} only", default="default"),
+)
+
+
 def check(h: dict, path: Path) -> None:
     n_head, n_kv = h["num_attention_heads"], h["num_key_value_heads"]
     if h["head_dim"] != h["hidden_size"] // n_head:
@@ -134,16 +142,9 @@ def check(h: dict, path: Path) -> None:
     if h["hidden_size"] % n_head or n_head % n_kv or h["head_dim"] % 2:
         raise ConfigError(f"{path}: hidden_size {h['hidden_size']}, num_attention_heads {n_head} and "
                           f"num_key_value_heads {n_kv} do not split into whole heads (of even width) and KV groups")
-    if h.get("hidden_act", "silu") != "silu":
-        raise ConfigError(f"{path}: hidden_act {h['hidden_act']!r}: llama.cpp's llama architecture computes SiLU "
-                          f"only; this checkpoint would run wrong")
     rope = h["rope_parameters"]
-    rope_type = rope.get("rope_type", "default")
-    if rope_type == "default":
+    if rope.get("rope_type", "default") == "default":
         return
-    if rope_type != YARN:
-        raise ConfigError(f"{path}: rope_scaling rope_type {rope_type!r}: hfview presents TeleChat3 with plain rope or "
-                          f"its own {YARN!r} only")
     if rope.get("type", YARN) != YARN:
         raise ConfigError(f"{path}: rope_scaling states type {rope['type']!r} and rope_type {YARN!r}; the release's "
                           f"code reads rope_type: make them agree")
@@ -216,6 +217,7 @@ FAMILY = Family(
     tensors=TENSORS,
     parameters=parameters,
     vocab=vocab,
+    refuse=REFUSE,
     check=check,
     normalise=normalise,
     no_converter="the pinned converter has no class for Telechat3ForCausalLM; hfview's own mapping presents it as "

@@ -22,9 +22,10 @@ from pathlib import Path
 
 from ..config import Harmless
 from ..errors import ConfigError
-from ..family import Family
+from ..family import Family, Refuse, stated
 from ..names import Keys
 from ..params import f32, text_model_parameters, u32
+from ._parts.checks import silu_only
 from .granite import TENSORS
 
 DEFAULTS = {"TeleFLM": {}}  # no transformers class: nothing is filled in
@@ -48,23 +49,26 @@ def normalise(h: dict) -> dict:
     return h
 
 
+REFUSE = (
+    *(Refuse(key, stated, f"TeleFLM needs {key!r} (read as stated: transformers has no TeleFLM "
+             f"class to fill it in); add it as the released config.json has it") for key in _NEEDED),
+    silu_only("granite"),
+    Refuse("rope_parameters.rope_type", ("default",), "hfview presents TeleFLM with plain rope only",
+           default="default"),
+)
+
+
 def check(h: dict, path: Path) -> None:
-    for key in _NEEDED + (("input_mult", "output_mult", "mup_scale_factor") if h.get("use_mup") else ()):
+    for key in ("input_mult", "output_mult", "mup_scale_factor") if h.get("use_mup") else ():
         if h.get(key) is None:
             raise ConfigError(f"{path}: TeleFLM needs {key!r} (read as stated: transformers has no TeleFLM class to "
                               f"fill it in); add it as the released config.json has it")
     if h.get("use_mup") and (not h["output_mult"] or not h["mup_scale_factor"]):
         raise ConfigError(f"{path}: output_mult {h['output_mult']} and mup_scale_factor {h['mup_scale_factor']}: "
                           f"the logits are scaled by their quotient, which needs both nonzero")
-    if h.get("hidden_act", "silu") != "silu":
-        raise ConfigError(f"{path}: hidden_act {h['hidden_act']!r}: llama.cpp's granite architecture computes SiLU "
-                          f"only; this checkpoint would run wrong")
     if h["hidden_size"] % h["num_attention_heads"] or h["num_attention_heads"] % h["num_key_value_heads"]:
         raise ConfigError(f"{path}: hidden_size {h['hidden_size']}, num_attention_heads {h['num_attention_heads']} "
                           f"and num_key_value_heads {h['num_key_value_heads']} do not split into whole heads")
-    rope = h["rope_parameters"]
-    if rope.get("rope_type", "default") != "default":
-        raise ConfigError(f"{path}: rope_scaling {rope!r}: hfview presents TeleFLM with plain rope only")
 
 
 def _scales(h: dict) -> tuple[float, float]:
@@ -98,6 +102,7 @@ FAMILY = Family(
     tensors=TENSORS,
     parameters=parameters,
     vocab=vocab,
+    refuse=REFUSE,
     check=check,
     normalise=normalise,
     no_converter="the pinned converter has no class for TeleFLMForCausalLM; hfview's own mapping presents it as "

@@ -22,7 +22,7 @@ from pathlib import Path
 
 from ..config import ANY, Harmless
 from ..errors import ConfigError
-from ..family import Family, Skip, Tensor
+from ..family import Family, Refuse, Skip, Tensor
 from ..names import GGUF
 from ._parts.gemma_common import NORM, check_gemma_common, gemma_parameters
 from .gemma import vocab
@@ -74,24 +74,24 @@ def normalise(h: dict) -> dict:
     return h
 
 
+REFUSE = (
+    Refuse("attn_logit_softcapping", lambda v: v is None, f"llama.cpp's gemma caps no attention scores, and the "
+           f"graphs that do (gemma2, grok) add {_POST_NORMS}"),
+    Refuse("final_logit_softcapping", lambda v: v is None, f"llama.cpp's gemma caps no logits, and the graphs that "
+           f"do (gemma2, gemma3, gemma4, grok) add {_POST_NORMS}"),
+    Refuse("layer_types", lambda v: set(v) <= {"full_attention", "sliding_attention"}, "VaultGemma's layers are "
+           "full_attention or sliding_attention"),
+)
+
+
 def check(h: dict, path: Path) -> None:
     check_gemma_common(h, path, "gemma", "hidden_activation")
-    if h.get("attn_logit_softcapping") is not None:
-        raise ConfigError(f"{path}: attn_logit_softcapping {h['attn_logit_softcapping']}: llama.cpp's gemma caps no "
-                          f"attention scores, and the graphs that do (gemma2, grok) add {_POST_NORMS}")
-    if h.get("final_logit_softcapping") is not None:
-        raise ConfigError(f"{path}: final_logit_softcapping {h['final_logit_softcapping']}: llama.cpp's gemma caps no "
-                          f"logits, and the graphs that do (gemma2, gemma3, gemma4, grok) add {_POST_NORMS}")
     if h["query_pre_attn_scalar"] != h["head_dim"]:
         raise ConfigError(f"{path}: query_pre_attn_scalar {h['query_pre_attn_scalar']} is not head_dim "
                           f"{h['head_dim']}: llama.cpp's gemma scales the scores by 1/sqrt(head width) only")
     types = h["layer_types"]
     if len(types) != h["num_hidden_layers"]:
         raise ConfigError(f"{path}: layer_types has {len(types)} entries for {h['num_hidden_layers']} layers")
-    unknown = sorted(set(types) - {"full_attention", "sliding_attention"})
-    if unknown:
-        raise ConfigError(f"{path}: layer_types {unknown}: VaultGemma's layers are full_attention or "
-                          f"sliding_attention")
     window = h.get("sliding_window")
     if "sliding_attention" in types and (window is not None and window < h["max_position_embeddings"]):
         raise ConfigError(f"{path}: layer_types has sliding_attention layers with sliding_window {window} below "
@@ -113,6 +113,7 @@ FAMILY = Family(
     tensors=TENSORS,
     parameters=parameters,
     vocab=vocab,
+    refuse=REFUSE,
     check=check,
     normalise=normalise,
     no_converter="the pinned converter has no class for VaultGemmaForCausalLM; hfview's own mapping presents it as "

@@ -10,7 +10,7 @@ from ...family import Skip, Split, Tensor
 from ...names import GGUF, Keys
 from ...params import boolean, f32, first, text_model_parameters, u32
 from ...views import BlocksTransposed, RowSelection, latent_kv_halves
-from .._parts.checks import check_rope, check_silu
+from .checks import check_rope, check_silu
 
 ARCH = "deepseek2"  # llama.cpp's architecture of DeepSeek-V2's latent attention
 

@@ -9,7 +9,7 @@ from ...family import Experts, Stacked, Tensor
 from ...names import GGUF, Keys
 from ...params import text_model_parameters, u32
 from ...views import RowSelection, expert_part
-from .._parts.decoder import decoder_tensors
+from .decoder import decoder_tensors
 
 
 def attention_tensors(prefix: str = "model.", **kw) -> tuple[Tensor, ...]:
