@@ -96,7 +96,7 @@ def _with_text_config(src, dst, **changes):
     ({"block_dim": 128}, "block_dim 128 differs from hidden_size 64"),
     ({"num_heads": 8}, "num_heads 8 differs from num_attention_heads 4"),
     ({"block_use_swiglu": False}, "block_use_swiglu"),
-    ({"conv_bias": True}, "conv_bias true"),
+    ({"conv_bias": True}, "conv_bias True"),
 ], ids=["all_attention", "block_dim", "num_heads", "no_swiglu", "conv_bias"])
 def test_text_config_values_llama_cpp_cannot_run_are_refused(changes, message, checkpoint, tmp_path):
     """The text decoder's checks apply through text_config; the first releases' duplicated widths (block_dim,

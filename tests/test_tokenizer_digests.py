@@ -1,4 +1,4 @@
-"""The generated tables (tokenizer/digests.py, tokenizer/hf_classes.py) against their sources."""
+"""The generated tables (hfview/tokenizer/digests.py, hfview/tokenizer/hf_classes.py) against their sources."""
 from __future__ import annotations
 
 import re

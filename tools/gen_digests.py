@@ -1,9 +1,9 @@
 """Generate the tables the tokenizer package takes from its two oracles.
 
-  tokenizer/digests.py     from the pinned converter's source: the pre-tokenizer probe text and the chain of
+  hfview/tokenizer/digests.py     from the pinned converter's source: the pre-tokenizer probe text and the chain of
                            `if chkhsh == "...": res = "..."` in `get_vocab_base_pre` (conversion/base.py),
                            read with `ast` (nothing is executed).
-  tokenizer/hf_classes.py  from the installed transformers (pinned 5.24.0, as where the converter runs): the
+  hfview/tokenizer/hf_classes.py  from the installed transformers (pinned 5.24.0, as where the converter runs): the
                            tokenizer class AutoTokenizer registers per model_type and the lists that
                            override a checkpoint's declared class. The converter's digest depends on the
                            class AutoTokenizer picks (a class may rebuild the pre-tokenizer).
@@ -19,8 +19,8 @@ import sys
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parent.parent
-DIGESTS = REPO / "tokenizer" / "digests.py"
-HF_CLASSES = REPO / "tokenizer" / "hf_classes.py"
+DIGESTS = REPO / "hfview" / "tokenizer" / "digests.py"
+HF_CLASSES = REPO / "hfview" / "tokenizer" / "hf_classes.py"
 
 
 def default_converter_root() -> Path:

@@ -24,7 +24,7 @@ from pathlib import Path
 
 from ..config import ANY, Harmless
 from ..errors import ConfigError
-from ..family import Family, Refuse, Skip, Split, Stacked, Tensor, stated, unset
+from ..family import Family, Refuse, Skip, Split, Stacked, Tensor, unset
 from ..names import GGUF, Keys
 from ..params import f32, string, u32
 from ._parts.deepseek_moe import check_groups, check_mixture
@@ -123,9 +123,6 @@ REFUSE = (
            "rotations scaled), but for a mixture it writes yarn_log_multiplier 0.1 (mscale_all_dim 1, the softmax "
            "scaled by (1 + 0.1 ln factor)^2) whatever apply_scale says, so llama.cpp would compute otherwise than the "
            "model; every release states false"),
-    Refuse("q_lora_rank", stated, "with no q_lora_rank the queries have no bottleneck, but "
-           "Mistral's mixtures read queries through wq_a / wq_b, and llama.cpp's deepseek2 requires the rank at this "
-           "layer count"),
     Refuse("llama_4_scaling", lambda v: v is None or isinstance(v, dict) and "beta" in v
            and "original_max_position_embeddings" in v, "must be an object with beta and "
            "original_max_position_embeddings"),
@@ -147,6 +144,10 @@ def check(h: dict, path: Path) -> None:
     yarn = h["yarn"]
     if not isinstance(yarn, dict) or any(k not in yarn for k in _YARN_KEYS):
         raise ConfigError(f"{path}: 'yarn' must be an object with {', '.join(_YARN_KEYS)}")
+    # here, not in REFUSE: a params.json missing several keys is better told so by the list above
+    if h.get("q_lora_rank") is None:
+        raise ConfigError(f"{path}: no q_lora_rank (queries without a bottleneck): Mistral's mixtures read queries "
+                          f"through wq_a / wq_b, and llama.cpp's deepseek2 requires the rank at this layer count")
     l4 = h.get("llama_4_scaling")
     if l4 is not None and l4["original_max_position_embeddings"] != yarn["original_max_position_embeddings"]:
         raise ConfigError(f"{path}: llama_4_scaling.original_max_position_embeddings "
