@@ -2,7 +2,8 @@
 
 Every module in this package that defines `FAMILY` (a hfview.family.Family) is a family; they are
 found by listing the package, so adding a family is adding one file. The architecture gate, the
-README table and `hfview inspect` all read this registry.
+family table (docs/families.md) and `hfview inspect` all read this registry; hfview/families/_parts/ holds
+what families share.
 """
 from __future__ import annotations
 
@@ -15,6 +16,8 @@ from ..family import Family
 def _discover() -> tuple[Family, ...]:
     found = []
     for info in sorted(pkgutil.iter_modules(__path__), key=lambda m: m.name):
+        if info.name.startswith("_"):  # _parts: what families share, no family of its own
+            continue
         module = importlib.import_module(f"{__name__}.{info.name}")
         if isinstance(getattr(module, "FAMILY", None), Family):
             found.append(module.FAMILY)
