@@ -3,8 +3,10 @@ from __future__ import annotations
 
 import bisect
 import itertools
+import os
+from concurrent.futures import FIRST_EXCEPTION, ThreadPoolExecutor, wait
 from pathlib import Path
-from typing import Iterator
+from typing import Callable, Iterator
 
 import numpy as np
 
@@ -15,7 +17,7 @@ from .family import Family, plan_tensors
 from .gguf_layout import (KEPT_ENCODED, KV, EncodedArray, FileSpan, GGMLType, Pieces, ValueType, encode_header,
                           encode_kv, encode_tensor_info, encoded_kv_pieces, pad_to)
 from .shards import StoredTensor, index_shards
-from .views import Presented
+from .views import Generated, Presented, Stack, Stored
 from .vocab_cache import vocab_kv
 from .names import Keys
 
@@ -46,6 +48,23 @@ def _rows_per_chunk(t: Presented, read_ahead: bool = False) -> int:
     work = t.row_bytes if t.via is None else max(t.row_bytes, (t.shape[-1] if t.shape else 1) * 4)
     budget = min(_CHUNK_BYTES, _READ_AHEAD_BYTES) if read_ahead and t.via is None else _CHUNK_BYTES
     return max(1, budget // work)
+
+
+# a job of the parallel fill (HfCheckpoint.fill_into) covers at most this many bytes of a tensor: small enough that
+# the threads share a large tensor evenly, large enough that a job's reads are few and long
+_FILL_JOB_BYTES = 16 << 20
+
+# views with no state kept between calls: their row ranges can be made by several threads at once (the others keep
+# a block or their norms between calls, so one thread makes all of such a tensor, front to back)
+_STATELESS_VIEWS = (Stored, Stack, Generated)
+
+
+def _fill_threads() -> int:
+    """Threads filling a file: every CPU this process may use."""
+    try:
+        return len(os.sched_getaffinity(0))
+    except AttributeError:  # macOS
+        return os.cpu_count() or 1
 
 
 def _bytes_view(array: np.ndarray) -> memoryview:
@@ -113,6 +132,13 @@ class LoadTimeView:
 
     def read(self, offset: int, n: int) -> bytes:
         return _read(self, offset, n)
+
+    def fill_into(self, out: memoryview, *, threads: int | None = None,
+                  on_bytes: Callable[[int], None] | None = None) -> None:
+        """HfCheckpoint.fill_into, with these arrays' values in the header."""
+        self.ckpt.fill_into(out, threads=threads, on_bytes=on_bytes)
+        for start, data in self._patches:
+            out[start:start + len(data)] = data
 
     def __repr__(self) -> str:
         return f"{self.ckpt!r} with {', '.join(self.ckpt.load_arrays)} as llama.cpp must read them"
@@ -464,6 +490,55 @@ class HfCheckpoint:
             self._chunk_buffer = np.empty(n, np.uint8)
         t.rows_into(first, stop, self._chunk_buffer[:n])
         return memoryview(self._chunk_buffer[:n]).cast("B")
+
+    def fill_into(self, out: memoryview, *, threads: int | None = None,
+                  on_bytes: Callable[[int], None] | None = None) -> None:
+        """Write the whole file into `out`, a writable buffer of exactly `size` bytes (a mapped memory file:
+        hfview.memfile), on `threads` threads (default: every CPU). A tensor whose bytes are the stored bits is read
+        from its shards straight into its place; every other one is made a chunk at a time and copied into its place.
+        `on_bytes(n)` is called (from any of the threads) as each n bytes of tensor data are in place."""
+        out = memoryview(out).cast("B")
+        if len(out) != self.size or out.readonly:
+            raise ValueError(f"fill_into needs a writable buffer of {self.size} bytes, got {len(out)}"
+                             f"{' (read-only)' if out.readonly else ''}")
+        self._header.readinto(0, out[:self.data_start])
+        jobs: dict[object, list[tuple[Presented, int, int, int]]] = {}  # what one thread does, in order
+        for t, rel in zip(self.tensors, self._data_offsets):
+            start = self.data_start + rel
+            out[start + t.nbytes:start + pad_to(t.nbytes)] = bytes(pad_to(t.nbytes) - t.nbytes)
+            step = max(1, min(_rows_per_chunk(t), _FILL_JOB_BYTES // max(1, t.row_bytes)))
+            for first in range(0, t.view.n_rows, step):
+                stop = min(t.view.n_rows, first + step)
+                # a view keeping state between calls (and any tensor sharing it) is one job, made front to back
+                key = (id(t.view), first) if isinstance(t.view, _STATELESS_VIEWS) else id(t.view)
+                jobs.setdefault(key, []).append((t, first, stop, start + first * t.row_bytes))
+
+        def run(job: list[tuple[Presented, int, int, int]]) -> None:
+            for t, first, stop, at in job:
+                n = (stop - first) * t.row_bytes
+                place = np.frombuffer(out, np.uint8, n, at)
+                if t.stored_bits:
+                    t.rows_into(first, stop, place)
+                else:
+                    place[:] = np.frombuffer(_bytes_view(t.rows(first, stop)), np.uint8)
+                if on_bytes is not None:
+                    on_bytes(n)
+
+        ordered = sorted(jobs.values(), key=lambda job: -sum((stop - first) * t.row_bytes
+                                                             for t, first, stop, _ in job))  # longest first
+        threads = threads or _fill_threads()
+        if threads == 1:
+            for job in ordered:
+                run(job)
+            return
+        with ThreadPoolExecutor(max_workers=threads, thread_name_prefix="hfview-fill") as pool:
+            futures = [pool.submit(run, job) for job in ordered]
+            wait(futures, return_when=FIRST_EXCEPTION)
+            for f in futures:  # once one failed, the jobs not yet started are not started
+                f.cancel()
+        for f in futures:
+            if not f.cancelled() and f.exception() is not None:
+                raise f.exception()
 
     def for_llama_cpp(self) -> "HfCheckpoint | LoadTimeView":
         """What hfview's runner hands llama.cpp: this view, or where the family declares load-time array values
