@@ -138,6 +138,32 @@ def test_lora_logits_match_peft(checkpoint, adapter, name):
         assert nmse(plain, ref) > 1e-2  # the adapter really changes the logits
 
 
+def test_adapter_is_read_as_the_model_is_on_both_data_paths(checkpoint, adapter, monkeypatch):
+    """With the model from a memory file, the adapter's GGUF goes through one too (llama_adapter_lora_init by path);
+    through a FILE*, neither does: the same logits either way."""
+    from hfview import memfile
+    from hfview.runner.api import load
+
+    if not memfile.supported():
+        pytest.skip("no memfd on this system")
+    fill, filled = memfile.fill, []
+
+    def counted(source, **kwargs):
+        filled.append(type(source).__name__)
+        return fill(source, **kwargs)
+
+    monkeypatch.setattr(memfile, "fill", counted)
+    base, lora = checkpoint("llama-spm"), adapter("llama-spm")
+    got = {}
+    for path in ("memfd", "stream"):
+        filled.clear()
+        with load(base, precision="f32", kv_cache="f32", lora=[str(lora)], data_path=path) as r:
+            assert r.data_path == path
+            got[path] = r.logits(r.tokenize(PROMPT))
+        assert filled == (["HfCheckpoint", "LoraFile"] if path == "memfd" else []), filled
+    assert np.array_equal(got["memfd"], got["stream"])
+
+
 def test_generate_lora_greedy_follows_peft(checkpoint, adapter):
     from hfview.runner.api import load
 

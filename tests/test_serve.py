@@ -379,3 +379,24 @@ def test_refusal_is_one_line(tmp_path):
     assert result.exit_code == 1
     assert result.output.startswith("hfview: ") and result.output.count("\n") == 1, result.output
     assert "Traceback" not in result.output
+
+
+def test_the_server_loads_the_view_from_a_memory_file_with_the_familys_kv(checkpoint):
+    """In process: the server's Llama is a plain one over the view's memory file, Qwen-1's load-time RMS epsilon
+    (which llama.cpp refuses the view without) passed as the server's kv_overrides."""
+    from hfview import HfCheckpoint, memfile
+    from hfview.runner.serve import create_app
+
+    if not memfile.supported():
+        pytest.skip("no memfd on this system")
+    qwen = checkpoint("qwen")
+    app, proxy = create_app(str(qwen), n_ctx=64)
+    try:
+        llm = proxy()
+        assert app.state.data_path == "memfd"
+        assert os.readlink(llm.model_path).startswith("/memfd:hfview:")
+        assert llm.kv_overrides == HfCheckpoint(qwen).load_kv
+        assert llm.create_completion("Hello", max_tokens=2, temperature=0)["choices"][0]["text"] is not None
+    finally:
+        proxy.free()
+        app.state.memory_file.close()

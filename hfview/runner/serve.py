@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import json
 import re
-from contextlib import nullcontext
 from typing import Any
 
 from hfview.errors import HfviewError
@@ -194,7 +193,10 @@ def create_app(model: str | None = None, *, n_ctx: int | None = None, api_key: s
     from llama_cpp.server.settings import ModelSettings, ServerSettings
 
     from .api import DEFAULT_N_CTX
-    from .llama_object import CHAT_FORMAT, NO_TEMPLATE, add_rpc_servers, from_view, open_view
+    from hfview.checkpoint import override_kv_flags
+
+    from .llama_object import (CHAT_FORMAT, NO_TEMPLATE, _cpu_repack_where_safe, add_rpc_servers, from_view,
+                               memory_file_for, open_view)
     from .options import default_threads
     from .sampling import Sampling, from_metadata
 
@@ -221,14 +223,31 @@ def create_app(model: str | None = None, *, n_ctx: int | None = None, api_key: s
                      f"the whole context, unlike the model")
     threads = n_threads or default_threads()
     alias = str(model) if model is not None else "default"
+    # the view in a memory file the server's Llama loads by path (llama_object.memory_file_for), the family's
+    # load-time KV as its kv_overrides ("KEY=TYPE:VALUE", which the server's settings split at '=' and ':');
+    # else through the FILE* seam (from_view)
+    memory_file, data_path_reason = memory_file_for(view, offload=bool(rpc)) if view is not None else (None, "")
+    if data_path_reason.startswith("fallback"):
+        why = data_path_reason.removeprefix("fallback: ")
+        notes.append(f"loading through a FILE* instead of a memory file: {why}")
+    overrides = [flag.split(" ", 1)[1] for flag in override_kv_flags(view.load_kv)] if memory_file else []
     model_settings = ModelSettings(
-        model=str(path), model_alias=alias, n_ctx=n_ctx, n_batch=min(n_ctx, 512), n_threads=threads,
-        n_threads_batch=threads, chat_format=CHAT_FORMAT, logits_all=True,  # logits_all: for logprobs
+        model=memory_file.path if memory_file else str(path), model_alias=alias, n_ctx=n_ctx,
+        n_batch=min(n_ctx, 512), n_threads=threads, n_threads_batch=threads, chat_format=CHAT_FORMAT,
+        logits_all=True,  # logits_all: for logprobs
         n_gpu_layers=-1 if rpc else 0,  # with --rpc: every layer, split over the servers
-        last_n_tokens_size=max(sampling.repeat_last_n, 0), verbose=False)
+        last_n_tokens_size=max(sampling.repeat_last_n, 0), verbose=False, use_mmap=True,
+        kv_overrides=overrides or None)
     server_settings = ServerSettings(host=host, port=port, api_key=api_key, interrupt_requests=False)
-    with from_view(path, view) if view is not None else nullcontext():
-        app = server_app.create_app(server_settings=server_settings, model_settings=[model_settings])
+    try:
+        with from_view(path, view) if view is not None and memory_file is None else _cpu_repack_where_safe():
+            app = server_app.create_app(server_settings=server_settings, model_settings=[model_settings])
+    except BaseException:
+        if memory_file is not None:
+            memory_file.close()
+        raise
+    app.state.memory_file = memory_file  # open as long as the app: the Llama's model_path names it
+    app.state.data_path = "memfd" if memory_file else "stream" if view is not None else "file"
     proxy = server_app._llama_proxy  # create_app keeps its LlamaProxy in this module global (no accessor)
     if lora:
         from .lora import apply_to_llama
@@ -284,3 +303,5 @@ def serve(model: str | None = None, *, host: str = "127.0.0.1", port: int = 8080
         pass  # uvicorn re-raises the Ctrl-C it shut down on (or not, depending on timing): stopped as asked
     finally:
         proxy.free()
+        if app.state.memory_file is not None:
+            app.state.memory_file.close()
