@@ -54,6 +54,10 @@ def _rows_per_chunk(t: Presented, read_ahead: bool = False) -> int:
 # the threads share a large tensor evenly, large enough that a job's reads are few and long
 _FILL_JOB_BYTES = 16 << 20
 
+# stored bits are read (and their bf16 NaNs looked for) this much at a time: the look reads them while they are
+# still in the CPU's cache (1.07 GB on 2 threads: 0.08 s of user time instead of 0.18 s with 16 MiB reads)
+_FILL_READ_BYTES = 1 << 20
+
 # views with no state kept between calls: their row ranges can be made by several threads at once (the others keep
 # a block or their norms between calls, so one thread makes all of such a tensor, front to back)
 _STATELESS_VIEWS = (Stored, Stack, Generated)
@@ -518,7 +522,10 @@ class HfCheckpoint:
                 n = (stop - first) * t.row_bytes
                 place = np.frombuffer(out, np.uint8, n, at)
                 if t.stored_bits:
-                    t.rows_into(first, stop, place)
+                    rows = max(1, _FILL_READ_BYTES // max(1, t.row_bytes))
+                    for r in range(first, stop, rows):
+                        end = min(stop, r + rows)
+                        t.rows_into(r, end, place[(r - first) * t.row_bytes:(end - first) * t.row_bytes])
                 else:
                     place[:] = np.frombuffer(_bytes_view(t.rows(first, stop)), np.uint8)
                 if on_bytes is not None:
