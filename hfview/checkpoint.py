@@ -545,9 +545,11 @@ class HfCheckpoint:
             return
         with ThreadPoolExecutor(max_workers=threads, thread_name_prefix="hfview-fill") as pool:
             futures = [pool.submit(run, job) for job in ordered]
-            wait(futures, return_when=FIRST_EXCEPTION)
-            for f in futures:  # once one failed, the jobs not yet started are not started
-                f.cancel()
+            try:
+                wait(futures, return_when=FIRST_EXCEPTION)
+            finally:  # once one failed (or Ctrl-C came), the jobs not yet started are not started
+                for f in futures:
+                    f.cancel()
         for f in futures:
             if not f.cancelled() and f.exception() is not None:
                 raise f.exception()
