@@ -340,3 +340,19 @@ def test_quantized_view_with_an_adapter_is_the_quantized_file_with_the_converted
         theirs = m.logits(ids)
     assert np.array_equal(ours, theirs)
     assert nmse(plain, theirs) > 1e-2  # the adapter really changes the logits
+
+
+def test_runtime_gets_each_adapter_as_a_memory_file(checkpoint, adapter, tmp_path):
+    """hfview serve --runtime: a stand-in llama-server (tests/test_serve.py) gets the adapter's GGUF as an inherited
+    memory file with its scale, byte for byte the file export-lora writes."""
+    from hfview import HfCheckpoint, memfile
+    from hfview.runner.lora import LoraFile
+    from test_serve import run_runtime
+
+    if not memfile.supported():
+        pytest.skip("no memfd on this system")
+    base, lora = checkpoint("llama-spm"), adapter("llama-spm")
+    code, output, got = run_runtime(tmp_path, "--model", str(base), "--lora", f"{lora}:0.5")
+    assert code == 0, output
+    want = hashlib.sha256(LoraFile(lora, HfCheckpoint(base, "f32"), "f32").bytes).hexdigest()
+    assert got["lora"] == [[want, "0.5"]]

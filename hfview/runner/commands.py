@@ -163,12 +163,25 @@ def parity(ctx, model, prompt, threshold, precision, revision, lora, as_json):
               help="llama.cpp rpc-servers to split the layers over (needs a build with -DGGML_RPC=ON).")
 @click.option("--lora", "lora", multiple=True, metavar="DIR[:SCALE]",
               help="A PEFT LoRA adapter directory applied to every request (see hfview generate --lora).")
+@click.option("--runtime", default=None, metavar="PATH",
+              help="Run this llama-server binary (your own llama.cpp build) on the view instead: it opens the view's "
+                   "memory file (/proc/self/fd/N, inherited; Linux), no file written. Arguments after -- go to it.")
+@click.argument("runtime_args", nargs=-1, type=click.UNPROCESSED)
 @click.pass_context
-def serve(ctx, model, host, port, n_ctx, api_key, precision, revision, rpc, lora):
+def serve(ctx, model, host, port, n_ctx, api_key, precision, revision, rpc, lora, runtime, runtime_args):
     """OpenAI-compatible server (llama-cpp-python's) over the view: /v1/models, /v1/completions,
-    /v1/chat/completions, /health. Ctrl-C stops it (exit 0)."""
+    /v1/chat/completions, /health. Ctrl-C stops it (exit 0). With --runtime, your own llama-server serves it."""
     from .serve import serve as run
+    from .serve import serve_runtime
 
+    if runtime is None and runtime_args:
+        raise HfviewError(f"unexpected arguments {' '.join(runtime_args)}: only --runtime takes arguments after --")
+    if runtime is not None:
+        if rpc:
+            raise HfviewError("--rpc with --runtime: pass llama-server's own --rpc after -- instead")
+        ctx.exit(serve_runtime(model, runtime, host=host, port=port, n_ctx=n_ctx, api_key=api_key,
+                               precision=precision, revision=revision, lora=list(lora) or None,
+                               extra=tuple(runtime_args), log=_note))
     try:
         run(model, host=host, port=port, n_ctx=n_ctx, api_key=api_key, precision=precision, revision=revision,
             rpc=[e.strip() for e in rpc.split(",") if e.strip()] if rpc else None, log=_note, lora=list(lora) or None)
