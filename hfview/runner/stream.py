@@ -513,7 +513,7 @@ def load_model(source: Any, *, n_gpu_layers: int = 0, progress: bool | Callable[
     memory_file = None
     if path == "memfd":
         try:
-            memory_file = _filled(source, desc, progress, verbose)
+            memory_file = _filled(source, desc, progress)
         except memfile.NoMemoryFiles as exc:
             if why.startswith("asked"):
                 raise
@@ -574,7 +574,7 @@ _DATA_PATH_WORDS = {"memfd": "memory file (memfd) mapped by llama.cpp's file loa
                     "stream": "FILE* stream over the view", "file": "llama.cpp's file loader"}
 
 
-def _filled(source: Any, desc: str, progress, verbose: bool):
+def _filled(source: Any, desc: str, progress):
     """The memory file holding `source`, with a bar over its bytes when progress is True."""
     bar = None
     if progress is True:
