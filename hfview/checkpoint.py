@@ -138,10 +138,9 @@ class LoadTimeView:
         return _read(self, offset, n)
 
     def fill_into(self, out: memoryview, *, threads: int | None = None,
-                  on_bytes: Callable[[int], None] | None = None,
-                  before_write: Callable[[int, int], None] | None = None) -> None:
+                  on_bytes: Callable[[int], None] | None = None) -> None:
         """HfCheckpoint.fill_into, with these arrays' values in the header."""
-        self.ckpt.fill_into(out, threads=threads, on_bytes=on_bytes, before_write=before_write)
+        self.ckpt.fill_into(out, threads=threads, on_bytes=on_bytes)
         for start, data in self._patches:
             out[start:start + len(data)] = data
 
@@ -497,13 +496,11 @@ class HfCheckpoint:
         return memoryview(self._chunk_buffer[:n]).cast("B")
 
     def fill_into(self, out: memoryview, *, threads: int | None = None,
-                  on_bytes: Callable[[int], None] | None = None,
-                  before_write: Callable[[int, int], None] | None = None) -> None:
+                  on_bytes: Callable[[int], None] | None = None) -> None:
         """Write the whole file into `out`, a writable buffer of exactly `size` bytes (a mapped memory file:
         hfview.memfile), on `threads` threads (default: every CPU). A tensor whose bytes are the stored bits is read
         from its shards straight into its place; every other one is made a chunk at a time and copied into its place.
-        `on_bytes(n)` is called (from any of the threads) as each n bytes of tensor data are in place;
-        `before_write(start, end)` before a thread writes bytes [start, end) (e.g. to fault their pages in at once)."""
+        `on_bytes(n)` is called (from any of the threads) as each n bytes of tensor data are in place."""
         out = memoryview(out).cast("B")
         if len(out) != self.size or out.readonly:
             raise ValueError(f"fill_into needs a writable buffer of {self.size} bytes, got {len(out)}"
@@ -523,8 +520,6 @@ class HfCheckpoint:
         def run(job: list[tuple[Presented, int, int, int]]) -> None:
             for t, first, stop, at in job:
                 n = (stop - first) * t.row_bytes
-                if before_write is not None:
-                    before_write(at, at + n)
                 place = np.frombuffer(out, np.uint8, n, at)
                 if t.stored_bits:
                     rows = max(1, _FILL_READ_BYTES // max(1, t.row_bytes))
