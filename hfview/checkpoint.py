@@ -16,8 +16,8 @@ from .errors import CheckpointError, ConfigError
 from .family import Family, plan_tensors
 from .gguf_layout import (KEPT_ENCODED, KV, EncodedArray, FileSpan, GGMLType, Pieces, ValueType, encode_header,
                           encode_kv, encode_tensor_info, encoded_kv_pieces, pad_to)
-from .shards import StoredTensor, index_shards
-from .views import Generated, Presented, Stack, Stored
+from .shards import StoredTensor, index_shards, read_bytes_into, send_bytes
+from .views import Generated, Presented, Stack, Stored, quiet_bf16_nans
 from .vocab_cache import vocab_kv
 from .names import Keys
 
@@ -69,6 +69,35 @@ def _fill_threads() -> int:
         return len(os.sched_getaffinity(0))
     except AttributeError:  # macOS
         return os.cpu_count() or 1
+
+
+def _stored_spans(t: Presented, first: int, stop: int) -> list[tuple[StoredTensor, int, int]] | None:
+    """(stored tensor, byte offset in its data, length) whose bytes in a row are rows [first, stop) of a stored-bits
+    tensor; None where its view rearranges them."""
+    rb = t.row_bytes
+    if type(t.view) is Stored:
+        return [(t.view.source, first * rb, (stop - first) * rb)]
+    if type(t.view) is Stack and len(t.view.parts[0].shape) == 2:
+        per, spans, row = t.view.parts[0].shape[0], [], first
+        while row < stop:
+            part, within = divmod(row, per)
+            take = min(stop - row, per - within)
+            spans.append((t.view.parts[part], within * rb, take * rb))
+            row += take
+        return spans
+    return None
+
+
+def _has_bf16_nan(spans: list[tuple[StoredTensor, int, int]], buffer: np.ndarray) -> bool:
+    """Whether the stored bf16 bits of `spans` hold a NaN, read a buffer at a time (one the CPU's cache holds)."""
+    for source, start, n in spans:
+        for at in range(start, start + n, buffer.nbytes):
+            take = min(buffer.nbytes, start + n - at)
+            piece = buffer[:take // 2]
+            read_bytes_into(source, at, memoryview(piece).cast("B"))
+            if quiet_bf16_nans(piece) is not piece:  # a copy comes back only where a NaN was made quiet
+                return True
+    return False
 
 
 def _bytes_view(array: np.ndarray) -> memoryview:
@@ -138,9 +167,9 @@ class LoadTimeView:
         return _read(self, offset, n)
 
     def fill_into(self, out: memoryview, *, threads: int | None = None,
-                  on_bytes: Callable[[int], None] | None = None) -> None:
+                  on_bytes: Callable[[int], None] | None = None, fd: int | None = None) -> None:
         """HfCheckpoint.fill_into, with these arrays' values in the header."""
-        self.ckpt.fill_into(out, threads=threads, on_bytes=on_bytes)
+        self.ckpt.fill_into(out, threads=threads, on_bytes=on_bytes, fd=fd)
         for start, data in self._patches:
             out[start:start + len(data)] = data
 
@@ -496,11 +525,14 @@ class HfCheckpoint:
         return memoryview(self._chunk_buffer[:n]).cast("B")
 
     def fill_into(self, out: memoryview, *, threads: int | None = None,
-                  on_bytes: Callable[[int], None] | None = None) -> None:
+                  on_bytes: Callable[[int], None] | None = None, fd: int | None = None) -> None:
         """Write the whole file into `out`, a writable buffer of exactly `size` bytes (a mapped memory file:
         hfview.memfile), on `threads` threads (default: every CPU). A tensor whose bytes are the stored bits is read
         from its shards straight into its place; every other one is made a chunk at a time and copied into its place.
-        `on_bytes(n)` is called (from any of the threads) as each n bytes of tensor data are in place."""
+        `fd`: a file whose bytes `out` maps (the memory file): stored bits that lie in a row in a shard then go from
+        the shard to it by sendfile, page cache to page cache (bf16 ones read once more, a cached buffer at a time,
+        to look for a NaN to make quiet). `on_bytes(n)` is called (from any of the threads) as each n bytes of
+        tensor data are in place."""
         out = memoryview(out).cast("B")
         if len(out) != self.size or out.readonly:
             raise ValueError(f"fill_into needs a writable buffer of {self.size} bytes, got {len(out)}"
@@ -518,10 +550,24 @@ class HfCheckpoint:
                 jobs.setdefault(key, []).append((t, first, stop, start + first * t.row_bytes))
 
         def run(job: list[tuple[Presented, int, int, int]]) -> None:
+            buffer = None
             for t, first, stop, at in job:
                 n = (stop - first) * t.row_bytes
                 place = np.frombuffer(out, np.uint8, n, at)
-                if t.stored_bits:
+                spans = _stored_spans(t, first, stop) if fd is not None and t.stored_bits else None
+                if spans is not None:
+                    writer = os.open(f"/proc/self/fd/{fd}", os.O_WRONLY)  # its own file position, this job's
+                    try:
+                        os.lseek(writer, at, os.SEEK_SET)
+                        for source, start, length in spans:
+                            send_bytes(source, start, length, writer)
+                    finally:
+                        os.close(writer)
+                    if t.ggml_type == GGMLType.BF16:
+                        buffer = np.empty(_FILL_READ_BYTES // 2, np.uint16) if buffer is None else buffer
+                        if _has_bf16_nan(spans, buffer):
+                            t.rows_into(first, stop, place)  # again, through the mapping: its NaNs made quiet
+                elif t.stored_bits:
                     rows = max(1, _FILL_READ_BYTES // max(1, t.row_bytes))
                     for r in range(first, stop, rows):
                         end = min(stop, r + rows)

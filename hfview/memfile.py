@@ -150,7 +150,7 @@ def fill(source: Any, *, description: str | None = None, threads: int | None = N
             view = memoryview(mapping)
             try:
                 if hasattr(source, "fill_into"):
-                    source.fill_into(view, threads=threads, on_bytes=on_bytes)
+                    source.fill_into(view, threads=threads, on_bytes=on_bytes, fd=fd)
                 else:
                     _copy(source, view, on_bytes)
             finally:

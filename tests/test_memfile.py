@@ -141,3 +141,26 @@ def test_no_memfd_is_a_clear_refusal(monkeypatch):
     monkeypatch.setattr(memfile, "supported", lambda: False)
     with pytest.raises(memfile.MemoryFileError, match="no memory files"):
         memfile.fill(type("S", (), {"size": 1, "read": lambda self, o, n: b"x"})(), description="x")
+
+
+def test_bf16_nans_are_made_quiet_in_the_memory_file_as_in_the_export(checkpoint, tmp_path):
+    """Stored bf16 bits go from the shard to the memory file by the kernel (sendfile); where they hold a signalling
+    NaN, the converter's f32 -> bf16 round trip makes it quiet, and so does the fill: a plain matrix and an expert
+    of a stack, each with a NaN of either sign."""
+    copy = tmp_path / "mixtral"
+    shutil.copytree(checkpoint("mixtral"), copy)
+    ckpt = HfCheckpoint(copy, "auto")
+    stored = [t for t in ckpt.tensors if t.stored_bits and t.ggml_type.name == "BF16"]
+    plain = next(t for t in stored if type(t.view).__name__ == "Stored")
+    stack = next(t for t in stored if type(t.view).__name__ == "Stack")
+    for source in (plain.view.source, stack.view.parts[1]):
+        with open(source.path, "r+b") as f:  # a signalling NaN of each sign in its second row
+            f.seek(source.offset + source.row_bytes)
+            f.write(np.array([0x7F81, 0xFF81], np.uint16).tobytes())
+    ckpt = HfCheckpoint(copy, "auto")
+    exported = export(ckpt, tmp_path / "export.gguf")
+    with memfile.fill(ckpt, threads=2) as mf:
+        assert sha256_of_memory_file(mf) == sha256_of(exported)
+    data = exported.read_bytes()
+    at = ckpt.data_offset(plain.name) + plain.row_bytes
+    assert np.frombuffer(data, np.uint16, 2, at).tolist() == [0x7FC1, 0xFFC1]
