@@ -257,18 +257,22 @@ def convert(ckpt: Path, out: Path, outtype: str = "bf16") -> tuple[float, int]:
     return wall, rss
 
 
-# A child that loads a model (the view, or a GGUF file with or without mmap) and computes first logits.
+# A child that loads a model and computes first logits: the view ("view": as the runner chooses, HFVIEW_DATA_PATH;
+# "view-stream": through the FILE*; "view-memfd": from a memory file), or a GGUF file with ("mmap") or without
+# ("nommap") mmap.
 FIRST_LOGITS = r"""
 import sys, time, json
 t0 = time.perf_counter()
 mode, path = sys.argv[1], sys.argv[2]
-from hfview.runner.stream import StreamModel, load_model_from_path
-if mode == "view":
+from hfview.runner.stream import StreamModel, load_model, load_model_from_path
+if mode.startswith("view"):
     from hfview import HfCheckpoint
-    src = HfCheckpoint(path)
+    src = load_model(HfCheckpoint(path), data_path=mode.partition("-")[2] or None)
 else:
     src = load_model_from_path(path, use_mmap=(mode == "mmap"))
 with StreamModel(src, n_ctx=32) as m:
     logits = m.logits([1, 450, 4996])
-print(json.dumps({"seconds": time.perf_counter() - t0, "finite": bool(abs(logits).max() < 1e30)}))
+    data_path = m.model.data_path
+print(json.dumps({"seconds": time.perf_counter() - t0, "finite": bool(abs(logits).max() < 1e30),
+                  "data_path": data_path}))
 """

@@ -3,8 +3,10 @@ from __future__ import annotations
 
 import bisect
 import itertools
+import os
+from concurrent.futures import FIRST_EXCEPTION, ThreadPoolExecutor, wait
 from pathlib import Path
-from typing import Iterator
+from typing import Callable, Iterator
 
 import numpy as np
 
@@ -14,8 +16,8 @@ from .errors import CheckpointError, ConfigError
 from .family import Family, plan_tensors
 from .gguf_layout import (KEPT_ENCODED, KV, EncodedArray, FileSpan, GGMLType, Pieces, ValueType, encode_header,
                           encode_kv, encode_tensor_info, encoded_kv_pieces, pad_to)
-from .shards import StoredTensor, index_shards
-from .views import Presented
+from .shards import StoredTensor, index_shards, read_bytes_into, send_bytes
+from .views import Generated, Presented, Stack, Stored, quiet_bf16_nans
 from .vocab_cache import vocab_kv
 from .names import Keys
 
@@ -46,6 +48,56 @@ def _rows_per_chunk(t: Presented, read_ahead: bool = False) -> int:
     work = t.row_bytes if t.via is None else max(t.row_bytes, (t.shape[-1] if t.shape else 1) * 4)
     budget = min(_CHUNK_BYTES, _READ_AHEAD_BYTES) if read_ahead and t.via is None else _CHUNK_BYTES
     return max(1, budget // work)
+
+
+# a job of the parallel fill (HfCheckpoint.fill_into) covers at most this many bytes of a tensor: small enough that
+# the threads share a large tensor evenly, large enough that a job's reads are few and long
+_FILL_JOB_BYTES = 16 << 20
+
+# stored bits are read (and their bf16 NaNs looked for) this much at a time: the look reads them while they are
+# still in the CPU's cache (1.07 GB on 2 threads: 0.08 s of user time instead of 0.18 s with 16 MiB reads)
+_FILL_READ_BYTES = 1 << 20
+
+# views with no state kept between calls: their row ranges can be made by several threads at once (the others keep
+# a block or their norms between calls, so one thread makes all of such a tensor, front to back)
+_STATELESS_VIEWS = (Stored, Stack, Generated)
+
+
+def _fill_threads() -> int:
+    """Threads filling a file: every CPU this process may use."""
+    try:
+        return len(os.sched_getaffinity(0))
+    except AttributeError:  # macOS
+        return os.cpu_count() or 1
+
+
+def _stored_spans(t: Presented, first: int, stop: int) -> list[tuple[StoredTensor, int, int]] | None:
+    """(stored tensor, byte offset in its data, length) whose bytes in a row are rows [first, stop) of a stored-bits
+    tensor; None where its view rearranges them."""
+    rb = t.row_bytes
+    if type(t.view) is Stored:
+        return [(t.view.source, first * rb, (stop - first) * rb)]
+    if type(t.view) is Stack and len(t.view.parts[0].shape) == 2:
+        per, spans, row = t.view.parts[0].shape[0], [], first
+        while row < stop:
+            part, within = divmod(row, per)
+            take = min(stop - row, per - within)
+            spans.append((t.view.parts[part], within * rb, take * rb))
+            row += take
+        return spans
+    return None
+
+
+def _has_bf16_nan(spans: list[tuple[StoredTensor, int, int]], buffer: np.ndarray) -> bool:
+    """Whether the stored bf16 bits of `spans` hold a NaN, read a buffer at a time (one the CPU's cache holds)."""
+    for source, start, n in spans:
+        for at in range(start, start + n, buffer.nbytes):
+            take = min(buffer.nbytes, start + n - at)
+            piece = buffer[:take // 2]
+            read_bytes_into(source, at, memoryview(piece).cast("B"))
+            if quiet_bf16_nans(piece) is not piece:  # a copy comes back only where a NaN was made quiet
+                return True
+    return False
 
 
 def _bytes_view(array: np.ndarray) -> memoryview:
@@ -113,6 +165,13 @@ class LoadTimeView:
 
     def read(self, offset: int, n: int) -> bytes:
         return _read(self, offset, n)
+
+    def fill_into(self, out: memoryview, *, threads: int | None = None,
+                  on_bytes: Callable[[int], None] | None = None, fd: int | None = None) -> None:
+        """HfCheckpoint.fill_into, with these arrays' values in the header."""
+        self.ckpt.fill_into(out, threads=threads, on_bytes=on_bytes, fd=fd)
+        for start, data in self._patches:
+            out[start:start + len(data)] = data
 
     def __repr__(self) -> str:
         return f"{self.ckpt!r} with {', '.join(self.ckpt.load_arrays)} as llama.cpp must read them"
@@ -464,6 +523,77 @@ class HfCheckpoint:
             self._chunk_buffer = np.empty(n, np.uint8)
         t.rows_into(first, stop, self._chunk_buffer[:n])
         return memoryview(self._chunk_buffer[:n]).cast("B")
+
+    def fill_into(self, out: memoryview, *, threads: int | None = None,
+                  on_bytes: Callable[[int], None] | None = None, fd: int | None = None) -> None:
+        """Write the whole file into `out`, a writable buffer of exactly `size` bytes (a mapped memory file:
+        hfview.memfile), on `threads` threads (default: every CPU). A tensor whose bytes are the stored bits is read
+        from its shards straight into its place; every other one is made a chunk at a time and copied into its place.
+        `fd`: a file whose bytes `out` maps (the memory file): stored bits that lie in a row in a shard then go from
+        the shard to it by sendfile, page cache to page cache (bf16 ones read once more, a cached buffer at a time,
+        to look for a NaN to make quiet). `on_bytes(n)` is called (from any of the threads) as each n bytes of
+        tensor data are in place."""
+        out = memoryview(out).cast("B")
+        if len(out) != self.size or out.readonly:
+            raise ValueError(f"fill_into needs a writable buffer of {self.size} bytes, got {len(out)}"
+                             f"{' (read-only)' if out.readonly else ''}")
+        self._header.readinto(0, out[:self.data_start])
+        jobs: dict[object, list[tuple[Presented, int, int, int]]] = {}  # what one thread does, in order
+        for t, rel in zip(self.tensors, self._data_offsets):
+            start = self.data_start + rel
+            out[start + t.nbytes:start + pad_to(t.nbytes)] = bytes(pad_to(t.nbytes) - t.nbytes)
+            step = max(1, min(_rows_per_chunk(t), _FILL_JOB_BYTES // max(1, t.row_bytes)))
+            for first in range(0, t.view.n_rows, step):
+                stop = min(t.view.n_rows, first + step)
+                # a view keeping state between calls (and any tensor sharing it) is one job, made front to back
+                key = (id(t.view), first) if isinstance(t.view, _STATELESS_VIEWS) else id(t.view)
+                jobs.setdefault(key, []).append((t, first, stop, start + first * t.row_bytes))
+
+        def run(job: list[tuple[Presented, int, int, int]]) -> None:
+            buffer = None
+            for t, first, stop, at in job:
+                n = (stop - first) * t.row_bytes
+                place = np.frombuffer(out, np.uint8, n, at)
+                spans = _stored_spans(t, first, stop) if fd is not None and t.stored_bits else None
+                if spans is not None:
+                    writer = os.open(f"/proc/self/fd/{fd}", os.O_WRONLY)  # its own file position, this job's
+                    try:
+                        os.lseek(writer, at, os.SEEK_SET)
+                        for source, start, length in spans:
+                            send_bytes(source, start, length, writer)
+                    finally:
+                        os.close(writer)
+                    if t.ggml_type == GGMLType.BF16:
+                        buffer = np.empty(_FILL_READ_BYTES // 2, np.uint16) if buffer is None else buffer
+                        if _has_bf16_nan(spans, buffer):
+                            t.rows_into(first, stop, place)  # again, through the mapping: its NaNs made quiet
+                elif t.stored_bits:
+                    rows = max(1, _FILL_READ_BYTES // max(1, t.row_bytes))
+                    for r in range(first, stop, rows):
+                        end = min(stop, r + rows)
+                        t.rows_into(r, end, place[(r - first) * t.row_bytes:(end - first) * t.row_bytes])
+                else:
+                    place[:] = np.frombuffer(_bytes_view(t.rows(first, stop)), np.uint8)
+                if on_bytes is not None:
+                    on_bytes(n)
+
+        ordered = sorted(jobs.values(), key=lambda job: -sum((stop - first) * t.row_bytes
+                                                             for t, first, stop, _ in job))  # longest first
+        threads = threads or _fill_threads()
+        if threads == 1:
+            for job in ordered:
+                run(job)
+            return
+        with ThreadPoolExecutor(max_workers=threads, thread_name_prefix="hfview-fill") as pool:
+            futures = [pool.submit(run, job) for job in ordered]
+            try:
+                wait(futures, return_when=FIRST_EXCEPTION)
+            finally:  # once one failed (or Ctrl-C came), the jobs not yet started are not started
+                for f in futures:
+                    f.cancel()
+        for f in futures:
+            if not f.cancelled() and f.exception() is not None:
+                raise f.exception()
 
     def for_llama_cpp(self) -> "HfCheckpoint | LoadTimeView":
         """What hfview's runner hands llama.cpp: this view, or where the family declares load-time array values

@@ -228,15 +228,21 @@ def test_the_view_declares_the_rms_epsilon_llama_cpp_needs(checkpoint):
     assert f"--override-kv {RMS_EPS_KEY}=float:{eps!r}" in render(describe(ckpt))
 
 
-def test_without_the_override_llama_cpp_refuses_the_view(checkpoint):
-    """What the override does: the same view with no load-time KV fails in llama.cpp on the missing key."""
-    from hfview import HfCheckpoint
+@pytest.mark.parametrize("data_path", ["memfd", "stream"])
+def test_without_the_override_llama_cpp_refuses_the_view(checkpoint, data_path):
+    """What the override does, on either data path (a memory file llama.cpp maps, or the FILE*): the view loads
+    with it; the same view with no load-time KV fails in llama.cpp on the missing key."""
+    from hfview import HfCheckpoint, memfile
     from hfview.runner.stream import load_model
 
+    if data_path == "memfd" and not memfile.supported():
+        pytest.skip("no memfd on this system")
     ckpt = HfCheckpoint(checkpoint(FIXTURE), "f32")
+    with load_model(ckpt, data_path=data_path) as model:
+        assert model.data_path == data_path
     ckpt.load_kv = {}
     with pytest.raises(ModelLoadError, match=RMS_EPS_KEY):
-        load_model(ckpt)
+        load_model(ckpt, data_path=data_path)
 
 
 def test_a_callers_override_wins_and_others_are_kept(checkpoint):

@@ -53,11 +53,57 @@ def ref(llama3):
 
 
 def test_is_a_llama_over_the_checkpoint_with_no_file_written(llama3, llm):
+    from hfview import memfile
+
     assert type(llm) is llama_cpp.Llama
-    assert llm.model_path == str(llama3)
+    if memfile.supported():  # a plain Llama over the memory file holding the view, with llama_cpp's own model
+        assert llm.hfview_data_path == "memfd" and type(llm._model) is internals.LlamaModel
+        assert os.readlink(llm.model_path).startswith(f"/memfd:hfview:{llama3.name}")
+    else:
+        assert llm.hfview_data_path == "stream" and llm.model_path == str(llama3)
     assert not [p for p in llama3.rglob("*") if p.suffix == ".gguf" or p.name.endswith(".partial")]
     assert llm.metadata["general.architecture"] == "llama"
     assert llm.n_ctx() == N_CTX
+
+
+def test_the_stream_seam_where_asked(llama3, ref, monkeypatch):
+    """HFVIEW_DATA_PATH=stream (as where there are no memory files): the Llama's model is read through the FILE*
+    seam, from the checkpoint's path, with the same logits."""
+    monkeypatch.setenv("HFVIEW_DATA_PATH", "stream")
+    with closing(runner.llama(llama3, n_ctx=N_CTX, logits_all=True, flash_attn=True)) as llm:
+        assert llm.hfview_data_path == "stream" and llm.model_path == str(llama3)
+        assert type(llm._model) is not internals.LlamaModel
+        ids = ref.tokenize("The capital of France is")
+        llm.eval(ids)
+        np.testing.assert_allclose(np.asarray(llm.eval_logits, dtype=np.float32), ref.logits(ids), rtol=0, atol=1e-4)
+
+
+def test_the_familys_load_time_kv_reaches_the_llama(checkpoint):
+    """Qwen-1's view loads only with its RMS epsilon as a load-time override (HfCheckpoint.load_kv): a plain Llama
+    over the memory file gets it as kv_overrides, and its logits are runner.load's."""
+    qwen = checkpoint("qwen")
+    with load(qwen, precision="f32", n_ctx=64) as r, \
+            closing(runner.llama(qwen, precision="f32", n_ctx=64, logits_all=True, flash_attn=True)) as llm:
+        assert HfCheckpoint(qwen).load_kv and llm.kv_overrides == HfCheckpoint(qwen).load_kv
+        ids = r.tokenize("The capital of France is")
+        llm.eval(ids)
+        np.testing.assert_allclose(np.asarray(llm.eval_logits, dtype=np.float32), r.logits(ids), rtol=0, atol=1e-4)
+
+
+def test_memory_file_closes_with_the_llama(llama3):
+    from hfview import memfile
+
+    if not memfile.supported():
+        pytest.skip("no memfd on this system")
+    llm = runner.llama(llama3, n_ctx=32)
+    fd = int(Path(llm.model_path).name)
+    os.fstat(fd)
+    llm.close()
+    del llm
+    import gc
+    gc.collect()
+    with pytest.raises(OSError):
+        os.fstat(fd)
 
 
 def test_logits_are_the_views(llm, ref):

@@ -138,6 +138,32 @@ def test_lora_logits_match_peft(checkpoint, adapter, name):
         assert nmse(plain, ref) > 1e-2  # the adapter really changes the logits
 
 
+def test_adapter_is_read_as_the_model_is_on_both_data_paths(checkpoint, adapter, monkeypatch):
+    """With the model from a memory file, the adapter's GGUF goes through one too (llama_adapter_lora_init by path);
+    through a FILE*, neither does: the same logits either way."""
+    from hfview import memfile
+    from hfview.runner.api import load
+
+    if not memfile.supported():
+        pytest.skip("no memfd on this system")
+    fill, filled = memfile.fill, []
+
+    def counted(source, **kwargs):
+        filled.append(type(source).__name__)
+        return fill(source, **kwargs)
+
+    monkeypatch.setattr(memfile, "fill", counted)
+    base, lora = checkpoint("llama-spm"), adapter("llama-spm")
+    got = {}
+    for path in ("memfd", "stream"):
+        filled.clear()
+        with load(base, precision="f32", kv_cache="f32", lora=[str(lora)], data_path=path) as r:
+            assert r.data_path == path
+            got[path] = r.logits(r.tokenize(PROMPT))
+        assert filled == (["HfCheckpoint", "LoraFile"] if path == "memfd" else []), filled
+    assert np.array_equal(got["memfd"], got["stream"])
+
+
 def test_generate_lora_greedy_follows_peft(checkpoint, adapter):
     from hfview.runner.api import load
 
@@ -314,3 +340,19 @@ def test_quantized_view_with_an_adapter_is_the_quantized_file_with_the_converted
         theirs = m.logits(ids)
     assert np.array_equal(ours, theirs)
     assert nmse(plain, theirs) > 1e-2  # the adapter really changes the logits
+
+
+def test_runtime_gets_each_adapter_as_a_memory_file(checkpoint, adapter, tmp_path):
+    """hfview serve --runtime: a stand-in llama-server (tests/test_serve.py) gets the adapter's GGUF as an inherited
+    memory file with its scale, byte for byte the file export-lora writes."""
+    from hfview import HfCheckpoint, memfile
+    from hfview.runner.lora import LoraFile
+    from test_serve import run_runtime
+
+    if not memfile.supported():
+        pytest.skip("no memfd on this system")
+    base, lora = checkpoint("llama-spm"), adapter("llama-spm")
+    code, output, got = run_runtime(tmp_path, "--model", str(base), "--lora", f"{lora}:0.5")
+    assert code == 0, output
+    want = hashlib.sha256(LoraFile(lora, HfCheckpoint(base, "f32"), "f32").bytes).hexdigest()
+    assert got["lora"] == [[want, "0.5"]]

@@ -5,6 +5,7 @@ and every request goes there; each loop that waits has a deadline.
 """
 from __future__ import annotations
 
+import hashlib
 import json
 import os
 import re
@@ -379,3 +380,103 @@ def test_refusal_is_one_line(tmp_path):
     assert result.exit_code == 1
     assert result.output.startswith("hfview: ") and result.output.count("\n") == 1, result.output
     assert "Traceback" not in result.output
+
+
+def test_the_server_loads_the_view_from_a_memory_file_with_the_familys_kv(checkpoint):
+    """In process: the server's Llama is a plain one over the view's memory file, Qwen-1's load-time RMS epsilon
+    (which llama.cpp refuses the view without) passed as the server's kv_overrides."""
+    from hfview import HfCheckpoint, memfile
+    from hfview.runner.serve import create_app
+
+    if not memfile.supported():
+        pytest.skip("no memfd on this system")
+    qwen = checkpoint("qwen")
+    app, proxy = create_app(str(qwen), n_ctx=64)
+    try:
+        llm = proxy()
+        assert app.state.data_path == "memfd"
+        assert os.readlink(llm.model_path).startswith("/memfd:hfview:")
+        assert llm.kv_overrides == HfCheckpoint(qwen).load_kv
+        assert llm.create_completion("Hello", max_tokens=2, temperature=0)["choices"][0]["text"] is not None
+    finally:
+        proxy.free()
+        app.state.memory_file.close()
+
+
+# ---------------------------------------------------------------- --runtime: the user's own llama-server on the view
+
+# A stand-in for llama-server (none ships here): it reads the model file it is given, as llama-server would, and
+# reports what it got.
+STAND_IN = """#!{python}
+import hashlib, json, os, sys
+args = sys.argv[1:]
+model = args[args.index("--model") + 1]
+with open(model, "rb") as f:
+    digest = hashlib.file_digest(f, "sha256").hexdigest()
+loras = [(hashlib.sha256(open(args[i + 1], "rb").read()).hexdigest(), args[i + 2])
+         for i, a in enumerate(args) if a == "--lora-scaled"]
+with open(os.environ["STAND_IN_OUT"], "w") as out:
+    json.dump({{"args": args, "sha256": digest, "link": os.readlink(model), "lora": loras,
+               "key": os.environ.get("LLAMA_API_KEY")}}, out)
+sys.exit(int(os.environ.get("STAND_IN_EXIT", "0")))
+"""
+
+
+def stand_in(tmp_path):
+    exe = tmp_path / "llama-server"
+    exe.write_text(STAND_IN.format(python=sys.executable))
+    exe.chmod(0o755)
+    return exe
+
+
+def run_runtime(tmp_path, *args, env=None):
+    """`hfview serve --runtime <stand-in> ARGS` in process; (exit code, output, what the stand-in reported)."""
+    report = tmp_path / "report.json"
+    result = CliRunner().invoke(main, ["serve", "--runtime", str(stand_in(tmp_path)), *args],
+                                env={"STAND_IN_OUT": str(report), **(env or {})})
+    return result.exit_code, result.output, (json.loads(report.read_text()) if report.is_file() else None)
+
+
+def test_runtime_reads_the_view_from_the_inherited_memory_file(llama3, tmp_path):
+    from hfview import HfCheckpoint, memfile
+    from hfview.export import export
+
+    if not memfile.supported():
+        pytest.skip("no memfd on this system")
+    code, output, got = run_runtime(tmp_path, "--model", str(llama3), "--n-ctx", "128", "--api-key", KEY,
+                                    "--", "--jinja", "--threads", "2", env={"STAND_IN_EXIT": "3"})
+    assert code == 3, output  # its exit status is the command's
+    want = export(HfCheckpoint(llama3, "auto"), tmp_path / "view.gguf")
+    with open(want, "rb") as f:
+        assert got["sha256"] == hashlib.file_digest(f, "sha256").hexdigest()
+    assert got["link"].startswith("/memfd:hfview:")  # the parent's memory file, no file on disk
+    args = got["args"]
+    assert args[args.index("--ctx-size") + 1] == "128" and args[args.index("--host") + 1] == "127.0.0.1"
+    assert args[-3:] == ["--jinja", "--threads", "2"]
+    assert got["key"] == KEY and KEY not in " ".join(args) and KEY not in output  # in its environment only
+    assert not [p for p in llama3.rglob("*") if p.suffix == ".gguf"]
+
+
+def test_runtime_gets_the_familys_load_time_kv(checkpoint, tmp_path):
+    from hfview import HfCheckpoint, memfile
+
+    if not memfile.supported():
+        pytest.skip("no memfd on this system")
+    qwen = checkpoint("qwen")
+    code, output, got = run_runtime(tmp_path, "--model", str(qwen))
+    assert code == 0, output
+    (key, value), = HfCheckpoint(qwen).load_kv.items()
+    args = got["args"]
+    assert args[args.index("--override-kv") + 1] == f"{key}=float:{value!r}"
+
+
+@pytest.mark.parametrize("args, needle", [
+    (["--runtime", "/nonexistent/llama-server"], "not an executable file"),
+    (["--runtime", "/bin/true", "--rpc", "127.0.0.1:5"], "pass llama-server's own --rpc after --"),
+    (["--", "--jinja"], "only --runtime takes arguments after --"),
+])
+def test_runtime_refusals_are_one_line(args, needle):
+    result = CliRunner().invoke(main, ["serve", *args])
+    assert result.exit_code == 1, result.output
+    assert result.output.startswith("hfview: ") and result.output.count("\n") == 1, result.output
+    assert needle in result.output

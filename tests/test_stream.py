@@ -400,7 +400,7 @@ _SHARD_CHANGED = textwrap.dedent("""
                 os.replace(ckpt_dir / "new", shard)
 
     try:
-        load_model(ckpt, progress=change)
+        load_model(ckpt, progress=change, data_path="stream")  # the stream reads the shards during the load
     except BaseException as exc:
         print("RAISED", type(exc).__name__, "|", exc)
     else:
@@ -424,3 +424,107 @@ def test_shard_changed_during_load_is_a_stream_error_and_the_process_lives_on(ho
     assert str(ckpt / "model.safetensors") in raised and "changed after hfview opened it" in raised
     assert re.search(r"at offset \d+ of the GGUF stream", raised) and re.search(r"at byte \d+", raised)
     assert "AFTER (3, 2000)" in proc.stdout
+
+
+# ---------------------------------------------------------------- the data path: memory file or FILE*
+
+
+def test_a_view_loads_from_a_memory_file_with_the_streams_logits(monkeypatch):
+    from hfview import HfCheckpoint, memfile
+
+    if not memfile.supported():
+        pytest.skip("no memfd on this system")
+    monkeypatch.delenv("HFVIEW_DATA_PATH", raising=False)
+    default = REPO / "fixtures" / "default"
+    ids = [1, 450, 1996, 17, 1701]
+    logits = {}
+    for asked in (None, "memfd", "stream"):
+        with load_model(HfCheckpoint(default), data_path=asked) as model:
+            assert model.data_path == (asked or "memfd"), model.data_path_reason
+            with StreamModel(model, n_ctx=16, owns_model=False) as m:
+                logits[asked] = m.logits(ids)
+    assert np.array_equal(logits[None], logits["stream"]) and np.array_equal(logits["memfd"], logits["stream"])
+    monkeypatch.setenv("HFVIEW_DATA_PATH", "stream")
+    with load_model(HfCheckpoint(default)) as model:
+        assert model.data_path == "stream" and "HFVIEW_DATA_PATH" in model.data_path_reason
+    monkeypatch.setenv("HFVIEW_DATA_PATH", "disk")
+    with pytest.raises(Exception, match="data path 'disk' .HFVIEW_DATA_PATH.: choose one of auto, memfd, stream"):
+        load_model(HfCheckpoint(default))
+
+
+def test_what_auto_reads_through_the_stream(monkeypatch, tiny_llama):
+    from hfview import HfCheckpoint
+
+    monkeypatch.delenv("HFVIEW_DATA_PATH", raising=False)
+    _, gguf, _, _ = tiny_llama
+    src = FileSource(gguf)
+    with load_model(src) as model:  # a byte source that is not a view
+        assert model.data_path == "stream"
+    src.close()
+    with load_model(HfCheckpoint(REPO / "fixtures" / "default"), vocab_only=True) as model:
+        assert model.data_path == "stream" and "vocabulary only" in model.data_path_reason
+
+
+@pytest.mark.parametrize("how", ["no memfd", "memfd refused"])
+def test_without_memory_files_the_stream_is_the_fallback(how, monkeypatch):
+    """Where this system has no memory files (macOS) or refuses one (a sandbox), auto loads through the FILE*, and
+    the runner says so; asking for the memory file there is a one-line refusal."""
+    from hfview import HfCheckpoint, memfile
+    from hfview.runner.api import load
+
+    monkeypatch.delenv("HFVIEW_DATA_PATH", raising=False)
+    if how == "no memfd":
+        monkeypatch.setattr(memfile, "supported", lambda: False)
+    else:
+        if not memfile.supported():
+            pytest.skip("no memfd on this system")
+
+        def refused(*_args):
+            raise PermissionError(1, "Operation not permitted")
+
+        monkeypatch.setattr(os, "memfd_create", refused)
+    with load(None, n_ctx=16) as r:
+        assert r.data_path == "stream" and r.data_path_reason.startswith("fallback")
+        assert any("FILE* instead of a memory file" in note for note in r.notes)
+        assert r.logits([1, 450]).shape == (2, 2000)
+    with pytest.raises(memfile.NoMemoryFiles):
+        load_model(HfCheckpoint(REPO / "fixtures" / "default"), data_path="memfd")
+
+
+def test_memory_short_is_a_one_line_refusal_before_filling(monkeypatch):
+    from click.testing import CliRunner
+
+    from hfview import HfCheckpoint, memfile
+    from hfview.cli import main
+
+    if not memfile.supported():
+        pytest.skip("no memfd on this system")
+    monkeypatch.delenv("HFVIEW_DATA_PATH", raising=False)
+    monkeypatch.setattr(memfile, "memory_available", lambda: (1000, "MemAvailable in /proc/meminfo"))
+    monkeypatch.setattr(HfCheckpoint, "fill_into", lambda *a, **k: pytest.fail("filled"))
+    result = CliRunner().invoke(main, ["generate", "--prompt", "Once", "--max-tokens", "1", "--json"])
+    assert result.exit_code != 0
+    out = result.output.strip()
+    assert "Traceback" not in out and len(out.splitlines()) == 1, out
+    assert "needs" in out and "MemAvailable" in out and "HFVIEW_DATA_PATH=stream" in out
+
+
+def test_generate_json_names_the_data_path(monkeypatch):
+    import json
+
+    from click.testing import CliRunner
+
+    from hfview import memfile
+    from hfview.cli import main
+
+    monkeypatch.delenv("HFVIEW_DATA_PATH", raising=False)
+    args = ["generate", "--prompt", "Once upon a time", "--max-tokens", "4", "--temperature", "0", "--json"]
+    got = {}
+    for env in ({}, {"HFVIEW_DATA_PATH": "stream"}):
+        result = CliRunner().invoke(main, args, env=env)
+        assert result.exit_code == 0, result.output
+        info = json.loads(result.output.strip().splitlines()[-1])
+        got[env.get("HFVIEW_DATA_PATH", "auto")] = info
+    assert got["auto"]["data_path"] == ("memfd" if memfile.supported() else "stream")
+    assert got["stream"]["data_path"] == "stream"
+    assert got["auto"]["tokens"] == got["stream"]["tokens"]

@@ -102,6 +102,16 @@ class Runner:
         return self.sm.n_ctx
 
     @property
+    def data_path(self) -> str:
+        """How llama.cpp got the model's bytes: "memfd" (a memory file it mapped), "stream" (a FILE*) or "file" (a
+        GGUF file's path); ``data_path_reason`` says why (runner.stream.choose_data_path)."""
+        return self.sm.model.data_path
+
+    @property
+    def data_path_reason(self) -> str:
+        return self.sm.model.data_path_reason
+
+    @property
     def n_vocab(self) -> int:
         return self.sm.n_vocab
 
@@ -181,7 +191,7 @@ def load(model: str | os.PathLike | None = None, *, precision: str = "auto", dev
          n_ctx: int | None = None, revision: str | None = None, progress: bool = False,
          n_threads: int | None = None, verbose: bool = False, backend: str = "auto",
          steer=None, steer_layers: tuple[int, int] | None = None, kv_cache: str = "f16", lora=None,
-         quant: str | None = None, imatrix: str | None = None) -> Runner:
+         quant: str | None = None, imatrix: str | None = None, data_path: str | None = None) -> Runner:
     """Load MODEL (a checkpoint directory, a Hub id, or None for the embedded default) into llama.cpp.
 
     precision: the view's outtype (auto | f32 | f16 | bf16 | q8_0). quant: a llama-quantize file type (Q4_K_M,
@@ -193,7 +203,10 @@ def load(model: str | os.PathLike | None = None, *, precision: str = "auto", dev
     residual stream after layers steer_layers (inclusive; default all llama.cpp steers, 1..n_layer-1).
     kv_cache: "f16" (llama.cpp's default) or "f32" (with no flash attention: exact to float32, see StreamModel).
     lora: PEFT LoRA adapter directories, each ``"DIR[:SCALE]"`` or a runner.lora.LoraSpec, presented as the GGUF
-    convert_lora_to_gguf.py writes (runner.lora) and loaded through a FILE*.
+    convert_lora_to_gguf.py writes (runner.lora) and loaded the same way as the model.
+    data_path: how llama.cpp gets the view's bytes: "auto" (default, or HFVIEW_DATA_PATH): a memory file it maps
+    where the weights stay in this machine's memory, else a FILE*; "memfd" or "stream" to choose
+    (runner.stream.choose_data_path). ``Runner.data_path`` says which was used.
     """
     import llama_cpp.llama_cpp as ll
 
@@ -250,12 +263,15 @@ def load(model: str | os.PathLike | None = None, *, precision: str = "auto", dev
         if lora:  # read and checked before llama.cpp loads anything
             from .lora import lora_files
             adapters = lora_files([lora] if isinstance(lora, (str, os.PathLike)) else list(lora), ckpt)
-        lm = load_model(ckpt, n_gpu_layers=layers, progress=progress, verbose=verbose)
+        lm = load_model(ckpt, n_gpu_layers=layers, progress=progress, verbose=verbose, data_path=data_path)
+        if lm.data_path_reason.startswith("fallback"):
+            why = lm.data_path_reason.removeprefix("fallback: ")
+            notes.append(f"loaded through a FILE* instead of a memory file: {why}")
     try:
         lora_ptrs = []
         if adapters:
             from .lora import load_adapter
-            lora_ptrs = [load_adapter(lm, f) for _, f in adapters]
+            lora_ptrs = [load_adapter(lm, f, data_path=lm.data_path) for _, f in adapters]
         n_train = int(ll.llama_model_n_ctx_train(lm.ptr))
         asked = n_ctx
         if n_ctx is None:

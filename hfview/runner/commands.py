@@ -107,6 +107,7 @@ def generate(ctx, model, prompt, system, max_tokens, temperature, top_k, top_p, 
                 "quant": runner.checkpoint.quant if runner.checkpoint is not None else None,
                 "device": device.lower(), "n_ctx": runner.n_ctx, "seed": result.sampling["seed"],
                 "sampling": result.sampling, "backend": runner.backend,
+                "data_path": getattr(runner, "data_path", None),
             }, ensure_ascii=False))
         else:
             sys.stdout.write("\n")
@@ -162,12 +163,25 @@ def parity(ctx, model, prompt, threshold, precision, revision, lora, as_json):
               help="llama.cpp rpc-servers to split the layers over (needs a build with -DGGML_RPC=ON).")
 @click.option("--lora", "lora", multiple=True, metavar="DIR[:SCALE]",
               help="A PEFT LoRA adapter directory applied to every request (see hfview generate --lora).")
+@click.option("--runtime", default=None, metavar="PATH",
+              help="Run this llama-server binary (your own llama.cpp build) on the view instead: it opens the view's "
+                   "memory file (/proc/self/fd/N, inherited; Linux), no file written. Arguments after -- go to it.")
+@click.argument("runtime_args", nargs=-1, type=click.UNPROCESSED)
 @click.pass_context
-def serve(ctx, model, host, port, n_ctx, api_key, precision, revision, rpc, lora):
+def serve(ctx, model, host, port, n_ctx, api_key, precision, revision, rpc, lora, runtime, runtime_args):
     """OpenAI-compatible server (llama-cpp-python's) over the view: /v1/models, /v1/completions,
-    /v1/chat/completions, /health. Ctrl-C stops it (exit 0)."""
+    /v1/chat/completions, /health. Ctrl-C stops it (exit 0). With --runtime, your own llama-server serves it."""
     from .serve import serve as run
+    from .serve import serve_runtime
 
+    if runtime is None and runtime_args:
+        raise HfviewError(f"unexpected arguments {' '.join(runtime_args)}: only --runtime takes arguments after --")
+    if runtime is not None:
+        if rpc:
+            raise HfviewError("--rpc with --runtime: pass llama-server's own --rpc after -- instead")
+        ctx.exit(serve_runtime(model, runtime, host=host, port=port, n_ctx=n_ctx, api_key=api_key,
+                               precision=precision, revision=revision, lora=list(lora) or None,
+                               extra=tuple(runtime_args), log=_note))
     try:
         run(model, host=host, port=port, n_ctx=n_ctx, api_key=api_key, precision=precision, revision=revision,
             rpc=[e.strip() for e in rpc.split(",") if e.strip()] if rpc else None, log=_note, lora=list(lora) or None)
@@ -236,9 +250,10 @@ def decide(model, prompt, options, by, chat, system, precision, device, revision
     with _load_for(model, precision, device, revision, n_ctx, steer, steer_layers, kv_cache, lora) as runner:
         scores = run(runner, prompt, list(options), chat=chat, system=system_text, by=by)
         model_name = str(model) if model is not None else str(runner.model_path)
+        data_path = runner.data_path
     if as_json:
         click.echo(json.dumps({"model": model_name, "prompt": prompt, "by": by, "chat": chat,
-                               "precision": precision, "choice": scores[0].option,
+                               "precision": precision, "data_path": data_path, "choice": scores[0].option,
                                "options": [s.as_dict() for s in scores]}, ensure_ascii=False))
         return
     width = max(len(repr(s.option)) for s in scores)
@@ -272,13 +287,14 @@ def capture(model, prompt, layer_spec, out, chat, precision, device, revision, k
         ids = runner.prompt_ids(prompt, chat=chat)
         states = run(runner, ids, layers)
         model_name = str(model) if model is not None else str(runner.model_path)
+        data_path = runner.data_path
     tensors = {f"l_out.{n}": a for n, a in states.items()}
     tensors["tokens"] = np.asarray(ids, dtype=np.int64)
     meta = {"model": model_name, "prompt": prompt, "layers": layers, "precision": precision, "chat": chat,
             "steer": [str(s) for s in steer], "lora": list(lora), "producer": "hfview capture (llama.cpp l_out-N)"}
     write_safetensors(out, tensors, meta)
     info = {"out": str(out), "layers": layers, "n_tokens": len(ids),
-            "hidden": int(next(iter(states.values())).shape[1])}
+            "hidden": int(next(iter(states.values())).shape[1]), "data_path": data_path}
     click.echo(json.dumps(info) if as_json else
                f"wrote {out}: layers {','.join(map(str, layers))} x {info['n_tokens']} tokens x {info['hidden']}")
 
@@ -320,9 +336,11 @@ def steer_vector(model, positive, negative, positive_file, negative_file, out, p
         directions = run(runner, list(zip(pos, neg)))
         from .capture import _arch
         hint = _arch(runner.sm.model)  # llama.cpp's general.architecture, as the generator's model_hint
+        data_path = runner.data_path
     write_control_vector(out, directions, hint)
     layers = sorted(directions)
-    info = {"out": str(out), "pairs": len(pos), "directions": [f"direction.{n}" for n in layers]}
+    info = {"out": str(out), "pairs": len(pos), "directions": [f"direction.{n}" for n in layers],
+            "data_path": data_path}
     click.echo(json.dumps(info) if as_json else
                f"wrote {out}: {len(layers)} directions (direction.{layers[0]}..{layers[-1]}) from {len(pos)} pairs")
 

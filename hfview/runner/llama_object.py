@@ -1,7 +1,12 @@
 """``runner.llama(MODEL, **kwargs)``: a real ``llama_cpp.Llama`` whose model is read from the view.
 
-The seam is the one place llama_cpp opens a model: ``Llama.__init__`` builds
-``llama_cpp._internals.LlamaModel(path_model=..., params=..., verbose=...)``. While ``from_view(path, ckpt)``
+Where this system has memory files (Linux), the view is filled into one (hfview.memfile) and the Llama is a plain
+``llama_cpp.Llama(model_path="/proc/self/fd/N", kv_overrides=...)``: llama.cpp's own loader maps it, and the
+family's load-time KV (HfCheckpoint.load_kv) goes in as the Llama's kv_overrides, under the caller's own. The memory
+file stays open as long as the Llama (``memory_file_llama``).
+
+Elsewhere, or with HFVIEW_DATA_PATH=stream, the seam is the one place llama_cpp opens a model: ``Llama.__init__``
+builds ``llama_cpp._internals.LlamaModel(path_model=..., params=..., verbose=...)``. While ``from_view(path, ckpt)``
 is active that name builds a ``ViewModel`` for ``path``, which reads the model through the view's ``FILE*``
 (runner.stream.load_model) with the params the Llama built, and loads any other path as llama_cpp always does.
 Everything else (context, batch, sampler, tokenizer, completion, streaming, logprobs, the server) is
@@ -15,6 +20,7 @@ from __future__ import annotations
 
 import os
 import threading
+import weakref
 from contextlib import ExitStack, contextmanager
 from functools import lru_cache
 from pathlib import Path
@@ -29,7 +35,8 @@ from hfview.errors import HfviewError
 from .api import PRECISIONS, _resolve
 from .chat import ChatTemplateError, render
 
-__all__ = ["llama", "open_view", "from_view", "ViewModel", "chat_prompt_ids", "add_rpc_servers", "NO_TEMPLATE"]
+__all__ = ["llama", "open_view", "from_view", "memory_file_for", "ViewModel", "chat_prompt_ids", "add_rpc_servers",
+           "NO_TEMPLATE"]
 
 CHAT_FORMAT = "hfview"
 NO_TEMPLATE = "this model has no chat template (tokenizer.chat_template)"
@@ -47,7 +54,7 @@ class ViewModel(internals.LlamaModel):
         self.sampler, self.custom_samplers = None, []
         self.view = view  # the HfCheckpoint lives as long as the model
         loaded = load_model(view, n_gpu_layers=params.n_gpu_layers, vocab_only=params.vocab_only,
-                            params=params, verbose=verbose)
+                            params=params, verbose=verbose, data_path="stream")
         self.model, self.vocab = loaded.ptr, loaded.vocab
 
         def free_model():  # `loaded` owns the llama_model*: freed once, on the Llama's close()
@@ -94,9 +101,13 @@ def from_view(path: str | os.PathLike, view) -> Iterator[str]:
 @contextmanager
 def _cpu_repack_where_safe() -> Iterator[None]:
     """Inside, a ``llama_cpp.Llama`` built from a GGUF file loads it as runner.stream loads every model: without
-    weight repacking where ggml's AMX kernels would take the weights (runner.stream.cpu_repack_is_safe)."""
+    weight repacking where ggml's AMX kernels would take the weights (runner.stream.cpu_repack_is_safe). Llama has
+    no setting for it: only there is llama_cpp's LlamaModel swapped for one that clears params.use_extra_bufts."""
     from .stream import cpu_repack_is_safe
 
+    if cpu_repack_is_safe():
+        yield
+        return
     original = internals.LlamaModel
 
     def make(*, path_model: str, params, **kwargs):
@@ -121,14 +132,53 @@ def open_view(model: str | os.PathLike | None = None, *, precision: str = "auto"
     return Path(path), HfCheckpoint(path, precision)
 
 
+def memory_file_for(view, *, offload: bool = False, verbose: bool = False):
+    """(memory file, why) where a Llama over ``view`` is to load from one (runner.stream.choose_data_path: not when
+    HFVIEW_DATA_PATH=stream, the weights go to a device, or this system has no memory files; then (None, why)).
+    Refuses (hfview.memfile.MemoryFileError) when the memory is not free."""
+    import sys
+
+    from hfview import memfile
+
+    from .stream import _describe, choose_data_path
+
+    source = view.for_llama_cpp()
+    path, why = choose_data_path(source, offload=offload)
+    memory_file = None
+    if path == "memfd":
+        try:
+            memory_file = memfile.fill(source, description=_describe(view))
+        except memfile.NoMemoryFiles as exc:
+            if why.startswith("asked"):
+                raise
+            why = f"fallback: {exc}"
+    if verbose:
+        sys.stderr.write(f"hfview: data path: {'memory file (memfd)' if memory_file else 'FILE* stream'} ({why})\n")
+    return memory_file, why
+
+
+def _llama_over_memory_file(memory_file, view, kwargs: dict) -> llama_cpp.Llama:
+    """A plain Llama over the memory file, with the family's load-time KV under the caller's kv_overrides; the file
+    closes with the Llama (its mapping holds the pages; the fd keeps ``model_path`` naming this file)."""
+    overrides = {**view.load_kv, **(kwargs.pop("kv_overrides", None) or {})}
+    kwargs.pop("use_mmap", None)  # mapped: a copy besides the file's pages would hold the model twice
+    with _cpu_repack_where_safe():
+        llm = llama_cpp.Llama(memory_file.path, kv_overrides=overrides or None, use_mmap=True, **kwargs)
+    llm.hfview_data_path = "memfd"
+    weakref.finalize(llm, memory_file.close)
+    return llm
+
+
 def llama(model: str | os.PathLike | None = None, *, precision: str = "auto", revision: str | None = None,
           rpc: list[str] | None = None, lora: list | None = None, **kwargs: Any) -> llama_cpp.Llama:
     """A ``llama_cpp.Llama`` over MODEL's view (no converted file). ``kwargs`` are Llama's own (n_ctx,
     n_threads, logits_all, seed, chat_format, ...), with two defaults of hfview's: ``verbose=False`` and
     ``chat_format="hfview"`` (the model's chat template as ``hfview generate`` renders it). The model is
-    read through the FILE* once, so ``use_mmap`` has no effect. ``rpc``: ["HOST:PORT", ...], llama.cpp
-    rpc-servers the layers are split over (n_gpu_layers then defaults to all). ``lora``: PEFT adapter
-    directories ("DIR[:SCALE]", runner.lora) set on its context. Close it with ``close()``."""
+    read from a memory file llama.cpp maps, or through the FILE* once, so ``use_mmap`` has no effect.
+    ``rpc``: ["HOST:PORT", ...], llama.cpp rpc-servers the layers are split over (n_gpu_layers then defaults to
+    all). ``lora``: PEFT adapter directories ("DIR[:SCALE]", runner.lora) set on its context. Close it with ``close()``. Its
+    ``hfview_data_path`` says how llama.cpp read the view: "memfd" (a memory file it mapped) or "stream" (a FILE*;
+    see the module's docstring)."""
     if rpc:
         add_rpc_servers(rpc)
         kwargs.setdefault("n_gpu_layers", -1)
@@ -146,8 +196,18 @@ def llama(model: str | os.PathLike | None = None, *, precision: str = "auto", re
     if lora:  # checked before llama.cpp loads anything
         from .lora import lora_files
         files = lora_files(lora, view)
-    with from_view(path, view) as model_path:
-        llm = llama_cpp.Llama(model_path, **kwargs)
+    memory_file, _why = memory_file_for(view, offload=kwargs.get("n_gpu_layers", 0) != 0,
+                                        verbose=kwargs.get("verbose", False))
+    if memory_file is not None:
+        try:
+            llm = _llama_over_memory_file(memory_file, view, kwargs)
+        except BaseException:
+            memory_file.close()
+            raise
+    else:
+        with from_view(path, view) as model_path:
+            llm = llama_cpp.Llama(model_path, **kwargs)
+        llm.hfview_data_path = "stream"
     if files:
         from .lora import apply_to_llama
         try:

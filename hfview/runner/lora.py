@@ -235,16 +235,28 @@ def export_lora(path, base, out, outtype: str = "f32") -> Path:
     return out
 
 
-def load_adapter(model, source: Any):
-    """``llama_adapter_lora_init_from_file_ptr`` over ``source`` (a LoraFile or any byte source): the adapter
-    handle, owned by ``model`` (llama.cpp frees it with the model)."""
+def load_adapter(model, source: Any, data_path: str | None = None):
+    """The adapter's GGUF (a LoraFile or any byte source) loaded into ``model``: the handle, owned by ``model``
+    (llama.cpp frees it with the model). Read the way the model was (``data_path``, default: HFVIEW_DATA_PATH, else
+    a memory file where this system has them): "memfd" fills a memory file that ``llama_adapter_lora_init`` opens
+    by path, "stream" (or "file") feeds ``llama_adapter_lora_init_from_file_ptr`` through a FILE*."""
     import llama_cpp.llama_cpp as ll
 
-    from .stream import ModelLoadError, _describe, _LlamaLog, open_stream
+    from hfview import memfile
 
-    with open_stream(source) as stream, _LlamaLog(getattr(model, "verbose", False)) as log:
-        ptr = ll.llama_adapter_lora_init_from_file_ptr(model.ptr, stream)
-        stream.raise_if_failed()
+    from .stream import DATA_PATH_ENV, ModelLoadError, _describe, _LlamaLog, open_stream
+
+    how = data_path or os.environ.get(DATA_PATH_ENV) or "auto"
+    if how == "auto":
+        how = "memfd" if memfile.supported() else "stream"
+    if how == "memfd":
+        with memfile.fill(source, description=_describe(source)) as memory_file, \
+                _LlamaLog(getattr(model, "verbose", False)) as log:
+            ptr = ll.llama_adapter_lora_init(model.ptr, os.fsencode(memory_file.path))
+    else:
+        with open_stream(source) as stream, _LlamaLog(getattr(model, "verbose", False)) as log:
+            ptr = ll.llama_adapter_lora_init_from_file_ptr(model.ptr, stream)
+            stream.raise_if_failed()
     if not ptr:
         raise ModelLoadError(f"llama.cpp could not load the LoRA adapter {_describe(source)}: "
                              f"{log.errors() or 'no error message'}")

@@ -50,6 +50,7 @@ class ParityReport:
     candidate: str = CANDIDATE   # the backend under test
     reference: str = REFERENCE   # the backend it is measured against
     note: str | None = None      # e.g. the prompt was cut to the sliding window llama.cpp does not apply
+    data_path: str | None = None  # how llama.cpp got the view's bytes: "memfd" or "stream" (Runner.data_path)
 
     def __post_init__(self):
         if self.candidate.split()[0] == self.reference.split()[0]:
@@ -164,7 +165,7 @@ def compare(model: str | None = None, *, prompt: str = DEFAULT_PROMPT, threshold
         t0 = time.perf_counter()
         a = runner.logits(ids)
         t1 = time.perf_counter()
-        path, revision_seen = runner.model_path, runner.model_revision
+        path, revision_seen, data_path = runner.model_path, runner.model_revision, runner.data_path
     b = torch_logits(path, ids, lora)
     t2 = time.perf_counter()
     if b.shape[1] != a.shape[1]:
@@ -174,6 +175,6 @@ def compare(model: str | None = None, *, prompt: str = DEFAULT_PROMPT, threshold
     return ParityReport(model=str(model if model is not None else path), model_revision=revision_seen,
                         precision=precision, n_tokens=len(ids), n_vocab=a.shape[1], threshold=threshold,
                         passed=bool(m["nmse"] < threshold), seconds_llama_cpp=t1 - t0,
-                        seconds_transformers=t2 - t1, note=note,
+                        seconds_transformers=t2 - t1, note=note, data_path=data_path,
                         **({"reference": "transformers + peft (" + ", ".join(map(str, lora)) + ")"} if lora else {}),
                         **m)

@@ -10,8 +10,8 @@ Requests queue on the one context (the library's lock), each answered in full (i
 from __future__ import annotations
 
 import json
+import os
 import re
-from contextlib import nullcontext
 from typing import Any
 
 from hfview.errors import HfviewError
@@ -194,7 +194,10 @@ def create_app(model: str | None = None, *, n_ctx: int | None = None, api_key: s
     from llama_cpp.server.settings import ModelSettings, ServerSettings
 
     from .api import DEFAULT_N_CTX
-    from .llama_object import CHAT_FORMAT, NO_TEMPLATE, add_rpc_servers, from_view, open_view
+    from hfview.checkpoint import override_kv_flags
+
+    from .llama_object import (CHAT_FORMAT, NO_TEMPLATE, _cpu_repack_where_safe, add_rpc_servers, from_view,
+                               memory_file_for, open_view)
     from .options import default_threads
     from .sampling import Sampling, from_metadata
 
@@ -221,14 +224,31 @@ def create_app(model: str | None = None, *, n_ctx: int | None = None, api_key: s
                      f"the whole context, unlike the model")
     threads = n_threads or default_threads()
     alias = str(model) if model is not None else "default"
+    # the view in a memory file the server's Llama loads by path (llama_object.memory_file_for), the family's
+    # load-time KV as its kv_overrides ("KEY=TYPE:VALUE", which the server's settings split at '=' and ':');
+    # else through the FILE* seam (from_view)
+    memory_file, data_path_reason = memory_file_for(view, offload=bool(rpc)) if view is not None else (None, "")
+    if data_path_reason.startswith("fallback"):
+        why = data_path_reason.removeprefix("fallback: ")
+        notes.append(f"loading through a FILE* instead of a memory file: {why}")
+    overrides = [flag.split(" ", 1)[1] for flag in override_kv_flags(view.load_kv)] if memory_file else []
     model_settings = ModelSettings(
-        model=str(path), model_alias=alias, n_ctx=n_ctx, n_batch=min(n_ctx, 512), n_threads=threads,
-        n_threads_batch=threads, chat_format=CHAT_FORMAT, logits_all=True,  # logits_all: for logprobs
+        model=memory_file.path if memory_file else str(path), model_alias=alias, n_ctx=n_ctx,
+        n_batch=min(n_ctx, 512), n_threads=threads, n_threads_batch=threads, chat_format=CHAT_FORMAT,
+        logits_all=True,  # logits_all: for logprobs
         n_gpu_layers=-1 if rpc else 0,  # with --rpc: every layer, split over the servers
-        last_n_tokens_size=max(sampling.repeat_last_n, 0), verbose=False)
+        last_n_tokens_size=max(sampling.repeat_last_n, 0), verbose=False, use_mmap=True,
+        kv_overrides=overrides or None)
     server_settings = ServerSettings(host=host, port=port, api_key=api_key, interrupt_requests=False)
-    with from_view(path, view) if view is not None else nullcontext():
-        app = server_app.create_app(server_settings=server_settings, model_settings=[model_settings])
+    try:
+        with from_view(path, view) if view is not None and memory_file is None else _cpu_repack_where_safe():
+            app = server_app.create_app(server_settings=server_settings, model_settings=[model_settings])
+    except BaseException:
+        if memory_file is not None:
+            memory_file.close()
+        raise
+    app.state.memory_file = memory_file  # open as long as the app: the Llama's model_path names it
+    app.state.data_path = "memfd" if memory_file else "stream" if view is not None else "file"
     proxy = server_app._llama_proxy  # create_app keeps its LlamaProxy in this module global (no accessor)
     if lora:
         from .lora import apply_to_llama
@@ -284,3 +304,87 @@ def serve(model: str | None = None, *, host: str = "127.0.0.1", port: int = 8080
         pass  # uvicorn re-raises the Ctrl-C it shut down on (or not, depending on timing): stopped as asked
     finally:
         proxy.free()
+        if app.state.memory_file is not None:
+            app.state.memory_file.close()
+
+
+def runtime_command(runtime: str, model_path: str, *, host: str, port: int, n_ctx: int, load_kv: dict,
+                    adapters: list[tuple[float, str]] = (), extra: tuple[str, ...] = ()) -> list[str]:
+    """llama-server's arguments (llama.cpp's common/arg.cpp names) for the model at ``model_path``: the family's
+    load-time KV as --override-kv, each adapter as --lora-scaled FILE SCALE, then the caller's own ``extra``."""
+    from hfview.checkpoint import override_kv_flags
+
+    cmd = [runtime, "--model", model_path, "--host", host, "--port", str(port), "--ctx-size", str(n_ctx)]
+    for flag in override_kv_flags(load_kv):
+        cmd += flag.split(" ", 1)
+    for scale, path in adapters:
+        cmd += ["--lora-scaled", path, repr(float(scale))]
+    return cmd + list(extra)
+
+
+def _executable(runtime: str) -> str:
+    import shutil
+
+    found = shutil.which(runtime) if os.sep not in runtime else (runtime if os.access(runtime, os.X_OK) and
+                                                                 os.path.isfile(runtime) else None)
+    if found is None:
+        raise HfviewError(f"--runtime {runtime}: not an executable file (give the path of a llama-server binary, "
+                          f"e.g. llama.cpp's build/bin/llama-server)")
+    return os.path.abspath(found)
+
+
+def serve_runtime(model: str | None, runtime: str, *, host: str = "127.0.0.1", port: int = 8080,
+                  n_ctx: int | None = None, api_key: str | None = None, precision: str = "auto",
+                  revision: str | None = None, lora: list | None = None, extra: tuple[str, ...] = (),
+                  log=print) -> int:
+    """Run the user's own llama-server (``runtime``: a llama.cpp build newer than the pinned bindings, say) on the
+    view: the view is filled into a memory file the child inherits and opens as /proc/self/fd/N, as are LoRA
+    adapters; no file is written. Its exit status is returned (Ctrl-C reaches it as it reaches this process)."""
+    import signal
+    import subprocess
+
+    from hfview import memfile
+
+    from .api import DEFAULT_N_CTX
+    from .llama_object import open_view
+
+    runtime = _executable(runtime)
+    if not memfile.supported():
+        raise HfviewError("--runtime hands llama-server the view as a memory file (/proc/self/fd/N): this system "
+                          "has none (Linux's memfd); use hfview serve without --runtime")
+    path, view = open_view(model, precision=precision, revision=revision)
+    files = []
+    if lora:  # read and checked before anything is filled
+        from .lora import lora_files
+        files = lora_files(lora, view)
+    _sampling, n_train, window = _model_facts(path, view)
+    if n_ctx is None:
+        n_ctx = min(DEFAULT_N_CTX, n_train) if n_train else DEFAULT_N_CTX
+        if window is not None and window < n_ctx:
+            log(f"context limited to the sliding window, {window} tokens (--n-ctx goes further)")
+            n_ctx = window
+    opened: list[memfile.MemoryFile] = []
+    try:
+        if view is not None:
+            opened.append(memfile.fill(view.for_llama_cpp(), description=f"the view of {path}"))
+        adapters = []
+        for spec, lora_file in files:
+            opened.append(memfile.fill(lora_file, description=f"the LoRA adapter {spec.path}"))
+            adapters.append((spec.scale, opened[-1].path))
+        cmd = runtime_command(runtime, opened[0].path if view is not None else str(path), host=host, port=port,
+                              n_ctx=n_ctx, load_kv=view.load_kv if view is not None else {}, adapters=adapters,
+                              extra=extra)
+        env = dict(os.environ, **({"LLAMA_API_KEY": api_key} if api_key else {}))  # not on the command line
+        log(f"running {' '.join(cmd)}" + ("" if api_key else " (no API key)"))
+        child = subprocess.Popen(cmd, pass_fds=[f.fd for f in opened], env=env)
+        try:
+            return child.wait()
+        except KeyboardInterrupt:  # the terminal sent it to the child too: let it stop as it does
+            try:
+                return child.wait(timeout=10)
+            except subprocess.TimeoutExpired:
+                child.send_signal(signal.SIGKILL)
+                return child.wait()
+    finally:
+        for f in opened:
+            f.close()

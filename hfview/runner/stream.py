@@ -1,10 +1,12 @@
-"""Feed llama.cpp a GGUF that exists only as a byte source: no file is written.
+"""Feed llama.cpp a GGUF that exists only as a byte source: no file is written to disk.
 
 A *byte source* is any object with ``size: int`` and ``read(offset, n) -> bytes``; when it also has
 ``readinto(offset, memoryview) -> int | None`` that is used instead, so bytes land straight in
-llama.cpp's buffer. ``open_stream`` wraps a source in a C ``FILE*`` whose read/seek/close are Python
-functions (glibc ``fopencookie``, macOS ``funopen``); ``load_model`` hands that ``FILE*`` to
-``llama_model_load_from_file_ptr``; ``StreamModel`` owns model + context and computes logits.
+llama.cpp's buffer. ``load_model`` takes one of two data paths (``choose_data_path``): a view (HfCheckpoint)
+whose weights stay on the CPU is filled into a memory file (hfview.memfile) that llama.cpp loads by path with its
+ordinary loader and mmap; anything else goes through ``open_stream``, a C ``FILE*`` whose read/seek/close are
+Python functions (glibc ``fopencookie``, macOS ``funopen``), handed to ``llama_model_load_from_file_ptr``.
+``StreamModel`` owns model + context and computes logits.
 
 ctypes rules that matter here (see NOTES.md): every callback object and every array llama.cpp may
 touch must stay referenced from Python for as long as C can use it, and an exception must never
@@ -21,6 +23,7 @@ from typing import Any, Callable, Protocol
 
 import numpy as np
 
+from hfview import memfile
 from hfview.errors import HfviewError
 
 from .devices import backend_init, check_device, llama_bindings, n_gpu_layers as layers_for
@@ -374,11 +377,13 @@ class _Closing:
 class Model(_Closing):
     """A loaded ``llama_model*`` with its vocabulary. Free it with ``close()`` (or ``with``)."""
 
-    def __init__(self, ptr, description: str, vocab_only: bool):
+    def __init__(self, ptr, description: str, vocab_only: bool, data_path: tuple[str, str] = ("file", "a path")):
         ll = llama_bindings()
         self.ptr = ptr
         self.description = description
         self.vocab_only = vocab_only
+        # how llama.cpp got the bytes ("memfd", "stream" or "file") and why that way (load_model's choose_data_path)
+        self.data_path, self.data_path_reason = data_path
         self.vocab = ll.llama_model_get_vocab(ptr)
         self.n_vocab: int = ll.llama_vocab_n_tokens(self.vocab)
 
@@ -454,35 +459,78 @@ def _with_kv_overrides(params, kv: dict) -> Any:
     return arr
 
 
+DATA_PATHS = ("auto", "memfd", "stream")
+DATA_PATH_ENV = "HFVIEW_DATA_PATH"
+
+
+def choose_data_path(source: Any, data_path: str | None = None, *, vocab_only: bool = False,
+                     offload: bool = False) -> tuple[str, str]:
+    """("memfd" | "stream", why): how ``load_model`` hands ``source`` to llama.cpp. ``data_path`` (else the
+    HFVIEW_DATA_PATH environment variable, else "auto"): "memfd" fills a memory file with the view and llama.cpp
+    maps it (hfview.memfile, then llama.cpp's own loader); "stream" feeds it through a FILE*; "auto" takes the
+    memory file for a view whose weights stay in this machine's memory, and the stream for anything else."""
+    asked = data_path or os.environ.get(DATA_PATH_ENV) or "auto"
+    if asked not in DATA_PATHS:
+        raise HfviewError(f"data path {asked!r} ({'argument' if data_path else DATA_PATH_ENV}): choose one of "
+                          f"{', '.join(DATA_PATHS)}")
+    if asked != "auto":
+        return asked, f"asked ({'argument' if data_path else DATA_PATH_ENV})"
+    if not hasattr(source, "fill_into"):
+        return "stream", "a byte source, not a view"
+    if vocab_only:
+        return "stream", "vocabulary only: llama.cpp reads the header alone"
+    if offload:
+        return "stream", ("weights offloaded to a device: a memory file would keep all of them in this machine's "
+                          "memory as long as the model lives")
+    if not memfile.supported():
+        return "stream", "fallback: no memory files (memfd) on this system"
+    return "memfd", "auto: a view whose weights stay in this machine's memory"
+
+
 def load_model(source: Any, *, n_gpu_layers: int = 0, progress: bool | Callable[[float], Any] | None = None,
                vocab_only: bool = False, offload: bool | None = None, verbose: bool = False,
-               buffer_size: int = 1 << 18, params=None) -> Model:
-    """Load a GGUF served by ``source`` into llama.cpp, reading it through a ``FILE*`` (no mmap).
+               buffer_size: int = 1 << 18, params=None, data_path: str | None = None) -> Model:
+    """Load a GGUF served by ``source`` into llama.cpp: a view filled into a memory file that llama.cpp maps, or
+    any byte source read through a ``FILE*`` (``choose_data_path``; ``data_path`` "auto", "memfd" or "stream",
+    default HFVIEW_DATA_PATH or auto). The returned Model's ``data_path`` says which was used, and why.
 
     n_gpu_layers: layers to offload (-1: all). offload=False pins everything to the CPU even on a
     GPU build (default: offload only when n_gpu_layers != 0). progress: True for a tqdm bar, or a
     callable taking the loaded fraction. verbose: echo llama.cpp's log to stderr. buffer_size: the
     stdio buffer of the stream, i.e. the size of the reads the source sees (see StreamFile).
     params: ``llama_model_params`` to start from (a copy; e.g. llama_cpp.Llama's, with its kv_overrides
-    and split); the arguments above and the FILE* settings (no mmap, no lazy reads) are laid over it.
-    Raises the source's own exception if a read failed, ModelLoadError if llama.cpp refused the data.
+    and split); the arguments above and the data path's settings (mmap or not, no lazy reads) are laid over it.
+    Raises the source's own exception if a read failed, ModelLoadError if llama.cpp refused the data,
+    hfview.memfile.MemoryFileError where the memory file does not fit in the memory free.
     """
     ll = llama_bindings()
     desc = _describe(source)
     if hasattr(source, "for_llama_cpp"):  # a view (HfCheckpoint): its family may declare load-time array values
         source = source.for_llama_cpp()
+    if offload is None:
+        offload = n_gpu_layers != 0
+    path, why = choose_data_path(source, data_path, vocab_only=vocab_only, offload=offload)
+    memory_file = None
+    if path == "memfd":
+        try:
+            memory_file = _filled(source, desc, progress)
+        except memfile.NoMemoryFiles as exc:
+            if why.startswith("asked"):
+                raise
+            path, why = "stream", f"fallback: {exc}"
+    if verbose:
+        sys.stderr.write(f"hfview: data path: {_DATA_PATH_WORDS[path]} ({why})\n")
     backend_init()
     params = ll.llama_model_default_params() if params is None else type(params).from_buffer_copy(params)
-    params.load_mode = ll.LLAMA_LOAD_MODE_NONE  # mmap needs a real file descriptor
-    params.lazy_mode = ll.LLAMA_LAZY_MODE_OFF  # lazy reads need mmap and would outlive the stream
+    # the memory file is a real file llama.cpp maps (its pages are already memory); a FILE* cannot be mapped
+    params.load_mode = ll.LLAMA_LOAD_MODE_MMAP if memory_file is not None else ll.LLAMA_LOAD_MODE_NONE
+    params.lazy_mode = ll.LLAMA_LAZY_MODE_OFF  # every tensor read at load, as the file loader compared against
     params.use_extra_bufts = params.use_extra_bufts and cpu_repack_is_safe()
     params.n_gpu_layers = n_gpu_layers
     params.vocab_only = vocab_only
     keep_alive = []
     if getattr(source, "load_kv", None):
         keep_alive.append(_with_kv_overrides(params, source.load_kv))
-    if offload is None:
-        offload = n_gpu_layers != 0
     if not offload:
         devs = _no_offload_devices()
         keep_alive.append(devs)
@@ -492,27 +540,51 @@ def load_model(source: Any, *, n_gpu_layers: int = 0, progress: bool | Callable[
         params.progress_callback = prog.c_callback
     ptr = None
     try:
-        with open_stream(source, buffer_size) as stream, _LlamaLog(verbose) as log:
-            ptr = ll.llama_model_load_from_file_ptr(stream, params)
-            stream.raise_if_failed()  # our exception first: it is the cause of anything llama.cpp says
-            if prog is not None and prog.error is not None:
-                raise prog.error
-            if not ptr:
-                ptr = None
-                if prog is not None and prog.cancelled:
-                    raise ModelLoadError(f"loading {desc} was cancelled by the progress callback")
-                why = log.errors() or "no error message from llama.cpp"
-                raise ModelLoadError(f"llama.cpp could not load the GGUF from {desc} "
-                                     f"({stream.size} bytes): {why}")
+        if memory_file is not None:
+            with _LlamaLog(verbose) as log:
+                ptr = ll.llama_model_load_from_file(os.fsencode(memory_file.path), params)
+            size, how = memory_file.size, "from a memory file"
+        else:
+            with open_stream(source, buffer_size) as stream, _LlamaLog(verbose) as log:
+                ptr = ll.llama_model_load_from_file_ptr(stream, params)
+                stream.raise_if_failed()  # our exception first: it is the cause of anything llama.cpp says
+            size, how = stream.size, "through a FILE*"
+        if prog is not None and prog.error is not None:
+            raise prog.error
+        if not ptr:
+            ptr = None
+            if prog is not None and prog.cancelled:
+                raise ModelLoadError(f"loading {desc} was cancelled by the progress callback")
+            why_not = log.errors() or "no error message from llama.cpp"
+            raise ModelLoadError(f"llama.cpp could not load the GGUF from {desc} ({size} bytes) {how}: {why_not}")
     except BaseException:
         if ptr:  # loaded, but a callback failed late: do not leak the model
             ll.llama_model_free(ptr)
         raise
     finally:
+        if memory_file is not None:
+            memory_file.close()  # llama.cpp's own mapping holds the pages from here on
         if prog is not None:
             prog.close()
         del keep_alive
-    return Model(ptr, desc, vocab_only)
+    return Model(ptr, desc, vocab_only, data_path=(path, why))
+
+
+_DATA_PATH_WORDS = {"memfd": "memory file (memfd) mapped by llama.cpp's file loader",
+                    "stream": "FILE* stream over the view", "file": "llama.cpp's file loader"}
+
+
+def _filled(source: Any, desc: str, progress):
+    """The memory file holding `source`, with a bar over its bytes when progress is True."""
+    bar = None
+    if progress is True:
+        from tqdm.auto import tqdm
+        bar = tqdm(total=source.size, desc=f"filling memory with {desc}", unit="B", unit_scale=True, leave=False)
+    try:
+        return memfile.fill(source, description=desc, on_bytes=bar.update if bar is not None else None)
+    finally:
+        if bar is not None:
+            bar.close()
 
 
 def load_model_from_path(path: str | os.PathLike, *, n_gpu_layers: int = 0, use_mmap: bool = False,
@@ -529,7 +601,7 @@ def load_model_from_path(path: str | os.PathLike, *, n_gpu_layers: int = 0, use_
         ptr = ll.llama_model_load_from_file(os.fsencode(path), params)
     if not ptr:
         raise ModelLoadError(f"llama.cpp could not load {path}: {log.errors() or 'no error message'}")
-    return Model(ptr, str(path), False)
+    return Model(ptr, str(path), False, data_path=("file", "a GGUF file"))
 
 
 KV_CACHE_TYPES = ("f16", "f32")

@@ -1,0 +1,166 @@
+"""hfview.memfile / HfCheckpoint.fill_into: the view filled into a memory file holds exactly the bytes `hfview export`
+writes (sha256), whatever the thread count; stored bits are read straight into their place on several threads; a
+fill that cannot fit is refused before anything is filled."""
+from __future__ import annotations
+
+import hashlib
+import os
+import shutil
+import threading
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from hfview import HfCheckpoint, memfile
+from hfview.errors import CheckpointError
+from hfview.export import export
+
+pytestmark = pytest.mark.skipif(not memfile.supported(), reason="no memfd on this system")
+
+REPO = Path(__file__).resolve().parents[1]
+
+
+def sha256_of_memory_file(mf: memfile.MemoryFile) -> str:
+    with open(mf.path, "rb") as f:  # by its path, as llama.cpp opens it
+        return hashlib.file_digest(f, "sha256").hexdigest()
+
+
+def sha256_of(path: Path) -> str:
+    with open(path, "rb") as f:
+        return hashlib.file_digest(f, "sha256").hexdigest()
+
+
+# what each fixture puts through the fill: plain stored matrices and converted norms (llama-spm), a mixture's
+# expert stacks (mixtral), a computed tensor (llama3-bpe's rope_freqs), views that keep a block between calls
+# (gpt_oss' expert columns, transposed), a whole-tensor step (bailing_moe's column-normalised head), value steps
+# (gemma's 1 + w norms)
+@pytest.mark.parametrize("name, outtype", [
+    ("llama-spm", "auto"), ("llama-spm", "f32"), ("mixtral", "auto"), ("llama3-bpe", "auto"), ("gpt_oss", "f32"),
+    ("bailing_moe", "auto"), ("gemma", "auto"),
+])
+def test_memory_file_is_the_exported_file(name, outtype, checkpoint, tmp_path):
+    ckpt = HfCheckpoint(checkpoint(name), outtype)
+    want = sha256_of(export(ckpt, tmp_path / "export.gguf"))
+    for threads in (1, 4):
+        with memfile.fill(ckpt, threads=threads) as mf:
+            assert mf.size == ckpt.size
+            assert sha256_of_memory_file(mf) == want, f"{threads} threads"
+
+
+def test_quantized_view_fills_as_exported(checkpoint, tmp_path):
+    ckpt = HfCheckpoint(checkpoint("llama-spm"), "f32", quant="Q4_K_M")
+    want = sha256_of(export(ckpt, tmp_path / "export.gguf"))
+    with memfile.fill(ckpt, threads=3) as mf:
+        assert sha256_of_memory_file(mf) == want
+
+
+def test_load_time_values_are_in_the_memory_file(checkpoint, tmp_path):
+    """A family's load-time arrays (plamo2: RunnerFacts.load_arrays) reach the memory file llama.cpp loads: the
+    exported bytes but for those arrays' values in the header."""
+    ckpt = HfCheckpoint(checkpoint("plamo2"), "auto")
+    assert ckpt.load_arrays
+    loaded = ckpt.for_llama_cpp()
+    exported = (export(ckpt, tmp_path / "export.gguf")).read_bytes()
+    with memfile.fill(loaded, threads=2) as mf:
+        with open(mf.path, "rb") as f:
+            got = f.read()
+    assert got == loaded.read(0, loaded.size)
+    differ = [i for i in range(len(got)) if got[i] != exported[i]] if len(got) == len(exported) else None
+    assert differ and max(differ) < ckpt.data_start  # only header bytes differ from the converter's file
+
+
+def test_stored_bits_go_straight_into_place_on_several_threads(checkpoint, monkeypatch):
+    """Every stored-bits tensor is read by preadv into the destination buffer itself (no buffer in between), and
+    the reads run on more than one thread."""
+    ckpt = HfCheckpoint(checkpoint("mixtral"), "auto")
+    stored = sum(t.nbytes for t in ckpt.tensors if t.stored_bits)
+    assert stored > ckpt.size // 2
+    dest = np.zeros(ckpt.size, np.uint8)
+    lo, hi = dest.ctypes.data, dest.ctypes.data + dest.nbytes
+    into_place, threads, lock = [0], set(), threading.Lock()
+    preadv = os.preadv
+
+    def watched(fd, buffers, offset):
+        n = preadv(fd, buffers, offset)
+        address = np.frombuffer(buffers[0], np.uint8).ctypes.data
+        with lock:
+            threads.add(threading.get_ident())
+            if lo <= address < hi:
+                into_place[0] += n
+        return n
+
+    monkeypatch.setattr(os, "preadv", watched)
+    ckpt.fill_into(memoryview(dest), threads=4)
+    assert into_place[0] >= stored
+    assert len(threads) > 1
+    assert dest.tobytes() == ckpt.read(0, ckpt.size)
+
+
+def test_generic_byte_source_is_copied():
+    class Source:
+        def __init__(self, data):
+            self.data, self.size = data, len(data)
+
+        def read(self, offset, n):
+            return self.data[offset:offset + n]
+
+    data = os.urandom(3 << 20) + b"end"
+    with memfile.fill(Source(data), description="bytes") as mf:
+        assert open(mf.path, "rb").read() == data
+
+
+def test_refused_before_filling_when_memory_is_short(checkpoint, monkeypatch):
+    ckpt = HfCheckpoint(checkpoint("llama-spm"), "auto")
+    monkeypatch.setattr(memfile, "memory_available", lambda: (ckpt.size - 1, "MemAvailable in /proc/meminfo"))
+    monkeypatch.setattr(HfCheckpoint, "fill_into", lambda *a, **k: pytest.fail("filled"))
+    with pytest.raises(memfile.MemoryFileError) as info:
+        memfile.fill(ckpt, description="the view of llama-spm")
+    msg = str(info.value)
+    assert "the view of llama-spm needs" in msg and "MemAvailable" in msg and "HFVIEW_DATA_PATH=stream" in msg
+    assert "--quant" in msg
+
+
+def test_memory_available_reads_meminfo():
+    free, where = memfile.memory_available()
+    assert free > 0 and where
+
+
+def test_shard_changed_before_the_fill_is_named(checkpoint, tmp_path):
+    ckpt_dir = tmp_path / "default"
+    shutil.copytree(REPO / "fixtures" / "default", ckpt_dir)
+    ckpt = HfCheckpoint(ckpt_dir)
+    shard = ckpt_dir / "model.safetensors"
+    os.truncate(shard, shard.stat().st_size // 2)
+    with pytest.raises(CheckpointError, match="changed after hfview opened it") as info:
+        memfile.fill(ckpt, threads=2)
+    assert str(shard) in str(info.value)
+
+
+def test_no_memfd_is_a_clear_refusal(monkeypatch):
+    monkeypatch.setattr(memfile, "supported", lambda: False)
+    with pytest.raises(memfile.MemoryFileError, match="no memory files"):
+        memfile.fill(type("S", (), {"size": 1, "read": lambda self, o, n: b"x"})(), description="x")
+
+
+def test_bf16_nans_are_made_quiet_in_the_memory_file_as_in_the_export(checkpoint, tmp_path):
+    """Stored bf16 bits go from the shard to the memory file by the kernel (sendfile); where they hold a signalling
+    NaN, the converter's f32 -> bf16 round trip makes it quiet, and so does the fill: a plain matrix and an expert
+    of a stack, each with a NaN of either sign."""
+    copy = tmp_path / "mixtral"
+    shutil.copytree(checkpoint("mixtral"), copy)
+    ckpt = HfCheckpoint(copy, "auto")
+    stored = [t for t in ckpt.tensors if t.stored_bits and t.ggml_type.name == "BF16"]
+    plain = next(t for t in stored if type(t.view).__name__ == "Stored")
+    stack = next(t for t in stored if type(t.view).__name__ == "Stack")
+    for source in (plain.view.source, stack.view.parts[1]):
+        with open(source.path, "r+b") as f:  # a signalling NaN of each sign in its second row
+            f.seek(source.offset + source.row_bytes)
+            f.write(np.array([0x7F81, 0xFF81], np.uint16).tobytes())
+    ckpt = HfCheckpoint(copy, "auto")
+    exported = export(ckpt, tmp_path / "export.gguf")
+    with memfile.fill(ckpt, threads=2) as mf:
+        assert sha256_of_memory_file(mf) == sha256_of(exported)
+    data = exported.read_bytes()
+    at = ckpt.data_offset(plain.name) + plain.row_bytes
+    assert np.frombuffer(data, np.uint16, 2, at).tolist() == [0x7FC1, 0xFFC1]
