@@ -11,13 +11,13 @@ from typing import Callable, Iterator
 import numpy as np
 
 from . import config_values, families
-from .config import check_keys, read_checkpoint_config, read_config, refuse_quantized, with_defaults
+from .config import check_keys, quantized_form, read_checkpoint_config, read_config, with_defaults
 from .errors import CheckpointError, ConfigError
 from .family import Family, plan_tensors
 from .gguf_layout import (KEPT_ENCODED, KV, EncodedArray, FileSpan, GGMLType, Pieces, ValueType, encode_header,
                           encode_kv, encode_tensor_info, encoded_kv_pieces, pad_to)
 from .shards import StoredTensor, index_shards, read_bytes_into, send_bytes
-from .views import Generated, Presented, Stack, Stored, quiet_bf16_nans
+from .views import Generated, Presented, Stack, Stored, fp8_dequantized, quiet_bf16_nans
 from .vocab_cache import vocab_kv
 from .names import Keys
 
@@ -240,7 +240,7 @@ class HfCheckpoint:
         if not self.path.is_dir():
             raise CheckpointError(f"{self.path}: not a checkpoint directory")
         config, config_path = _read_config(self.path)
-        refuse_quantized(config, config_path)
+        fp8 = quantized_form(config, config_path)  # every other quantized form is refused here
         family = families.family_for(config.get("model_type"), config.get("architectures"))
         if family is None:
             why = families.NOT_PRESENTED.get(config.get("model_type"))
@@ -270,6 +270,10 @@ class HfCheckpoint:
             config_values.check_against_tensors(config, None, config_path)
             family.validate(family.normalise(hparams), config_path)
             raise
+        # the outtype auto reads is the stored dtypes', before the converter dequantizes (FP8 and scales are skipped)
+        self.outtype = self._resolve_outtype(outtype)
+        if fp8 is not None:  # each FP8 weight read dequantized in its place, its scale consumed
+            self._stored = fp8_dequantized(self._stored, fp8.block)
         config_values.check_against_tensors(config, [t.shape for t in self._stored.values()], config_path)
         self.hparams = family.normalise(hparams)
         family.validate(self.hparams, config_path)
@@ -281,7 +285,6 @@ class HfCheckpoint:
                               f"the converter needs one")
         self.block_count += family.extra_blocks(self.hparams)
 
-        self.outtype = self._resolve_outtype(outtype)
         out_type, self.file_type = OUTTYPES[self.outtype]
         self._out_type = out_type
         self.tensors: list[Presented] = plan_tensors(family, self._stored, self.hparams, self.block_count,
@@ -309,9 +312,11 @@ class HfCheckpoint:
             return outtype
         if outtype != "auto":
             raise ValueError(f"outtype {outtype!r}: use one of {', '.join(OUTTYPES)}, auto")
+        # the converter's guess: the first matrix stored as bf16 or f16 (a matrix of another dtype, f32 or FP8 and
+        # its scales, is passed over), else f16
         for name, t in self._stored.items():
-            if len(t.shape) >= 2:
-                return {"BF16": "bf16", "F16": "f16"}.get(t.dtype, "f16")
+            if len(t.shape) >= 2 and t.dtype in ("BF16", "F16"):
+                return t.dtype.lower()
         return "f16"
 
     def _type_for(self, gguf_name: str, shape: tuple[int, ...]) -> GGMLType:

@@ -7,6 +7,7 @@ data (each family lists its config class's defaults) without importing transform
 from __future__ import annotations
 
 import json
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Mapping
 
@@ -192,9 +193,40 @@ def _modelopt_record(path: Path) -> dict[str, Any]:
     return {"quant_method": "modelopt", **quant} if isinstance(quant, dict) else {"quant_method": "modelopt"}
 
 
+@dataclass(frozen=True)
+class Fp8Form:
+    """The converter's quant_method "fp8" (conversion/base.py dequant_model): weights with a float scale
+    `<weight>_scale_inv`, over blocks of `block` (weight_block_size) or, with none, per tensor or per row."""
+    block: tuple[int, ...] | None
+
+
+def quantized_form(config: dict[str, Any], config_path: Path) -> Fp8Form | None:
+    """The quantized form hfview reads (the converter's fp8: config.json's own quantization_config with
+    quant_method "fp8"), or None for an unquantized checkpoint; every other quantization is refused by name."""
+    quant = config.get("quantization_config")
+    if isinstance(quant, dict) and quant.get("quant_method") == "fp8" and config.get("expert_dtype") is not None:
+        # DeepSeek-V4's releases: FP8 linears, but experts in another form (fp4), which hfview does not read
+        _refuse_other(config, config_path, also=f" with expert_dtype {shown(config['expert_dtype'])}")
+    if isinstance(quant, dict) and quant.get("quant_method") == "fp8":
+        block = quant.get("weight_block_size")
+        if block is not None and not (isinstance(block, list) and block
+                                      and all(isinstance(b, int) and not isinstance(b, bool) and b > 0
+                                              for b in block)):
+            raise QuantizedCheckpoint(f"{config_path}: quantization_config weight_block_size {shown(block)} is "
+                                      f"not a list of positive integers (e.g. [128, 128])")
+        return Fp8Form(tuple(block) if block is not None else None)
+    _refuse_other(config, config_path)
+    return None
+
+
 def refuse_quantized(config: dict[str, Any], config_path: Path) -> None:
-    """Refuse any quantized checkpoint: a quantization_config (top level or text_config), Mistral's
-    params.json `quantization`, or a ModelOpt hf_quant_config.json beside the config."""
+    """Refuse any quantized checkpoint hfview does not read: a quantization_config (top level or text_config)
+    other than the converter's fp8 form (quantized_form), Mistral's params.json `quantization`, or a ModelOpt
+    hf_quant_config.json beside the config."""
+    quantized_form(config, config_path)
+
+
+def _refuse_other(config: dict[str, Any], config_path: Path, also: str = "") -> None:
     config_path = Path(config_path)
     merged = merge_text_config(config)
     quant = merged.get("quantization_config") or config.get("quantization_config")
@@ -216,8 +248,9 @@ def refuse_quantized(config: dict[str, Any], config_path: Path) -> None:
     method_part = stated[0] if stated else "no quant_method stated"
     raise QuantizedCheckpoint(
         f"quantized checkpoints are unsupported: {where} declares {source} ({_quant_scheme(quant)}, "
-        f"{method_part}); hfview reads unquantized weights only. Use a BF16 export of this model "
-        "(the unquantized BF16/F16 upload of the same checkpoint) instead")
+        f"{method_part}){also}; of quantized forms hfview reads only the converter's block-scaled or per-tensor FP8 "
+        "(quant_method \"fp8\"). Use a BF16 export of this model (the unquantized BF16/F16 upload of the same "
+        "checkpoint) instead")
 
 
 def read_checkpoint_config(model_dir: Path) -> tuple[dict, Path]:

@@ -808,3 +808,105 @@ def _exp(x: np.ndarray) -> np.ndarray:
 
 
 EXP = ValueStep("exp(w)", _exp)
+
+
+# ---------------------------------------------------------------- block-scaled FP8 (quant_method "fp8")
+def _e4m3_table() -> np.ndarray:
+    """The 256 float8_e4m3fn values as float32, bit for bit as torch's CPU `.float()` gives them (c10's
+    fp8e4m3fn_to_fp32_value, whose NaN is 0x7FF00000 with the sign): exact, since each is a float32."""
+    w = np.arange(256, dtype=np.uint32) << 24
+    sign, nonsign = w & np.uint32(0x80000000), (w & 0x7FFFFFFF).astype(np.int64)
+    leading_zeros = np.where(nonsign > 0, 31 - np.floor(np.log2(np.maximum(nonsign, 1))).astype(np.int64), 32)
+    renorm = np.where(leading_zeros > 4, leading_zeros - 4, 0)  # subnormals shifted to normal form
+    inf_nan = np.where(nonsign + 0x01000000 >= 2 ** 31, 0x7F800000, 0)
+    value = (((nonsign << renorm) >> 4) + ((0x78 - renorm) << 23)) | inf_nan
+    return (sign | np.where(nonsign == 0, 0, value & 0xFFFFFFFF).astype(np.uint32)).view(np.float32)
+
+
+E4M3 = _e4m3_table()
+
+
+def _as_f32(raw: np.ndarray, dtype: str) -> np.ndarray:
+    """A stored tensor's values as torch's `.float()` gives them."""
+    if dtype == "F8_E4M3":
+        return E4M3[raw]
+    if dtype.startswith("F8_"):
+        raise CheckpointError(f"{dtype} weights are not read (the FP8 form read is e4m3)")
+    return to_working(raw, dtype).astype(np.float32, copy=False)
+
+
+@dataclass(frozen=True)
+class FP8Dequantized(StoredTensor):
+    """A weight stored as FP8 with its float32 scale (`weight_scale_inv`), read as the converter's dequant_model
+    computes it: weight.float() * scale, the scale repeated over its `block` (each of the weight's last
+    len(block) axes, trimmed where a width is not whole blocks) or, with no block, broadcast from its leading
+    axes (a per-tensor or per-row scale). Computed on read, a row range at a time; it stands in for the stored
+    weight (dtype F32, as the converter sees it), so every view over it works unchanged."""
+    weight: StoredTensor | None = None
+    scale: StoredTensor | None = None
+    block: tuple[int, ...] | None = None
+
+    @classmethod
+    def of(cls, weight: StoredTensor, scale: StoredTensor, block: tuple[int, ...] | None) -> "FP8Dequantized":
+        w, s = weight.shape, scale.shape
+        if block is not None:
+            lead = len(w) - len(block)
+            want = (*w[:lead], *(-(-n // b) for n, b in zip(w[lead:], block)))
+            if lead < 0 or s != want:
+                raise CheckpointError(
+                    f"{scale.path.name}: scale {scale.name!r} has shape {list(s)}; weight {weight.name!r} "
+                    f"{list(w)} in blocks of {list(block)} (weight_block_size) needs {list(want)}")
+        elif len(s) > len(w) or any(a not in (1, b) for a, b in zip(s, w)):
+            raise CheckpointError(f"{scale.path.name}: scale {scale.name!r} has shape {list(s)}, which does not "
+                                  f"broadcast over weight {weight.name!r} {list(w)} from its leading axes")
+        if weight.dtype.startswith("F8_") and weight.dtype != "F8_E4M3":
+            raise CheckpointError(f"{weight.path.name}: weight {weight.name!r} is stored as {weight.dtype}; of the "
+                                  f"FP8 formats hfview reads e4m3 (F8_E4M3)")
+        if scale.dtype not in ("F32", "BF16", "F16"):
+            raise CheckpointError(f"{scale.path.name}: scale {scale.name!r} is stored as {scale.dtype}; "
+                                  f"hfview reads float scales")
+        return cls(weight.name, weight.path, "F32", w, weight.offset, math.prod(w) * 4, weight.stamp,
+                   weight=weight, scale=scale, block=block)
+
+    def read_rows(self, start: int, stop: int) -> np.ndarray:
+        w, s = self.weight, self.scale
+        if not self.shape:
+            return _as_f32(w.read_rows(0, 0), w.dtype) * _as_f32(s.read_rows(0, 0), s.dtype)
+        values = _as_f32(w.read_rows(start, stop), w.dtype)
+        if self.block is None:
+            scale = _as_f32(s.read_rows(0, s.shape[0]) if s.shape else s.read_rows(0, 0), s.dtype)
+            scale = scale.reshape(*scale.shape, *(1,) * (len(self.shape) - scale.ndim))
+            if scale.ndim and scale.shape[0] > 1:
+                scale = scale[start:stop]
+        else:
+            lead = len(self.shape) - len(self.block)
+            # each axis' scale index: the element's block (a blocked axis) or the element itself
+            steps = [(1 if i < lead else self.block[i - lead]) for i in range(len(self.shape))]
+            first = start // steps[0]
+            scale = _as_f32(s.read_rows(first, (stop - 1) // steps[0] + 1), s.dtype) if stop > start \
+                else np.zeros((0, *s.shape[1:]), np.float32)
+            index = [np.arange(start, stop) // steps[0] - first,
+                     *(np.arange(n) // b for n, b in zip(self.shape[1:], steps[1:]))]
+            scale = scale[np.ix_(*index)]
+        return values * scale  # float32 times float32, rounded once, as torch multiplies them
+
+    def read_rows_into(self, start: int, stop: int, out: np.ndarray) -> None:
+        out[...] = self.read_rows(start, stop).reshape(out.shape)
+
+
+def fp8_dequantized(stored: dict[str, StoredTensor], block: tuple[int, ...] | None) -> dict[str, StoredTensor]:
+    """The tensors the converter's dequant_model leaves for quant_method "fp8", in its order: each weight with a
+    `<weight>_scale_inv` read dequantized where it stands, the scales consumed, the unused activation scales
+    (`.activation_scale`, `_activation_scale`) dropped."""
+    out = dict(stored)
+    for name, scale in stored.items():
+        if name.endswith("_scale_inv"):
+            weight = name.removesuffix("_scale_inv")
+            if weight not in stored:
+                raise CheckpointError(f"{scale.path.name}: scale {name!r} has no weight {weight!r} beside it; "
+                                      f"a shard may be missing")
+            out[weight] = FP8Dequantized.of(stored[weight], scale, block)
+            del out[name]
+        elif name.endswith((".activation_scale", "_activation_scale")):
+            del out[name]
+    return out

@@ -1,6 +1,6 @@
 """DeepSeek-V3 (latent attention; sigmoid, group-limited router with a selection bias): converter bytes at every
 outtype, llama.cpp logits against transformers, the next-token-prediction layers skipped as the converter skips
-them, released configs through the view's config path, refusals by name (a config without scoring_func, FP8)."""
+them, released configs through the view's config path, refusals by name (a config without scoring_func); FP8 releases read dequantized."""
 import json
 from pathlib import Path
 
@@ -92,27 +92,21 @@ def test_refuses_what_deepseek2_cannot_run_as_transformers_does(changes, reason,
         HfCheckpoint(variant(checkpoint("deepseek_v3"), tmp_path / "v", **changes))
 
 
-def test_fp8_release_is_refused_naming_the_bf16_export(checkpoint, tmp_path):
-    """DeepSeek-V3 / R1 as released (block-wise FP8, quantization_config fp8): refused from config.json alone,
-    before a shard is read, pointing at the BF16 export."""
+def test_fp8_release_is_read_as_the_same_tensors(checkpoint):
+    """DeepSeek-V3 / R1 as released (block-wise FP8, quantization_config fp8): read dequantized, it presents the
+    tensors the BF16 checkpoint presents (names, shapes, types), no scale among them; its bytes and logits are
+    tests/test_fp8.py's (deepseek_v3-fp8)."""
     from hfview import HfCheckpoint
-    from hfview.errors import QuantizedCheckpoint
 
-    fp8 = {"activation_scheme": "dynamic", "fmt": "e4m3", "quant_method": "fp8", "weight_block_size": [128, 128]}
-    with pytest.raises(QuantizedCheckpoint, match=r"fp8.*BF16 export"):
-        HfCheckpoint(variant(checkpoint("deepseek_v3"), tmp_path / "v", quantization_config=fp8))
+    fp8 = HfCheckpoint(checkpoint("deepseek_v3-fp8"), "auto")
+    bf16 = HfCheckpoint(checkpoint("deepseek_v3"), "auto")
+    assert [(t.name, t.shape, t.ggml_type) for t in fp8.tensors] == [(t.name, t.shape, t.ggml_type) for t in bf16.tensors]
 
 
 @pytest.mark.parametrize("path", released_configs("deepseek_v3"), ids=lambda p: p.stem)
 def test_released_config(path: Path):
-    """Each released config: an FP8 release refused by name; a BF16 one accepted with its values in the KV."""
-    from hfview.errors import QuantizedCheckpoint
-
+    """Each released config, FP8 (read dequantized) or BF16: accepted with its values in the KV."""
     released = json.loads(path.read_text(encoding="utf-8"))
-    if (released.get("quantization_config") or {}).get("quant_method") == "fp8":
-        with pytest.raises(QuantizedCheckpoint, match="BF16 export"):
-            config_path_kv(path)
-        return
     kv = config_path_kv(path)
     assert kv["deepseek2.expert_gating_func"] == 2
     assert kv["deepseek2.expert_count"] == released["n_routed_experts"]
@@ -148,11 +142,10 @@ def test_logits_four_groups_keeping_two_within_the_converter_files_measured_ceil
     assert value <= ceiling * (1 + 1e-6)
 
 
-def test_fp8_release_on_the_hub_is_refused_before_any_weight_request(checkpoint, tmp_path, monkeypatch):
-    """DeepSeek-V3 / R1 as published (FP8): resolving the repository fetches config.json alone, then refuses
-    naming the BF16 export; no shard is requested (the fake Hub of tests/test_resolve_hub.py)."""
+def test_fp8_release_on_the_hub_is_resolved(checkpoint, tmp_path, monkeypatch):
+    """DeepSeek-V3 / R1 as published (FP8): the quantization the view reads does not stop resolution (the fake Hub
+    of tests/test_resolve_hub.py); the shards are fetched as for a BF16 upload."""
     from hub_server import FakeHub, tiny_checkpoint
-    from hfview.runner.errors import QuantizedCheckpoint
     from hfview.runner.resolve import resolve
 
     server = FakeHub().start()
@@ -168,9 +161,8 @@ def test_fp8_release_on_the_hub_is_refused_before_any_weight_request(checkpoint,
         config["quantization_config"] = {"activation_scheme": "dynamic", "fmt": "e4m3", "quant_method": "fp8",
                                          "weight_block_size": [128, 128]}
         server.add_repo("acme/tiny-deepseek-v3-fp8", tiny_checkpoint(config, shards=2))
-        with pytest.raises(QuantizedCheckpoint, match="BF16 export"):
-            resolve("acme/tiny-deepseek-v3-fp8", progress=False)
-        assert server.weight_requests() == []
-        assert server.files_requested() == ["config.json"]
+        resolved = resolve("acme/tiny-deepseek-v3-fp8", progress=False)
+        assert resolved.raw_config["quantization_config"]["quant_method"] == "fp8"
+        assert server.weight_requests() != []
     finally:
         server.stop()

@@ -142,25 +142,22 @@ def test_tokenizer_without_bos_is_refused_as_the_converter_refuses_it(checkpoint
         HfCheckpoint(path, "f32").kv
 
 
-def test_fp8_release_is_refused_naming_the_bf16_export(checkpoint, tmp_path):
-    """DeepSeek-V3.2 / V3.2-Exp as released (block-wise FP8): refused from config.json alone, before a shard is read."""
+def test_fp8_quantization_config_is_read_not_refused(checkpoint, tmp_path):
+    """DeepSeek-V3.2 / V3.2-Exp as released state block-wise FP8 (quant_method fp8), the form the view reads as the
+    converter does (tests/test_fp8.py); over weights with no scales beside them it reads them as stored, as the
+    converter's dequant_model leaves them."""
     from hfview import HfCheckpoint
-    from hfview.errors import QuantizedCheckpoint
 
     fp8 = {"activation_scheme": "dynamic", "fmt": "e4m3", "quant_method": "fp8", "weight_block_size": [128, 128]}
-    with pytest.raises(QuantizedCheckpoint, match=r"fp8.*BF16 export"):
-        HfCheckpoint(variant(checkpoint("deepseek_v32"), tmp_path / "v", quantization_config=fp8))
+    view = HfCheckpoint(variant(checkpoint("deepseek_v32"), tmp_path / "v", quantization_config=fp8), "f32")
+    plain = HfCheckpoint(checkpoint("deepseek_v32"), "f32")
+    assert [(t.name, t.shape) for t in view.tensors] == [(t.name, t.shape) for t in plain.tensors]
 
 
 @pytest.mark.parametrize("path", released_configs("deepseek_v32"), ids=lambda p: p.stem)
 def test_released_config(path: Path):
-    from hfview.errors import QuantizedCheckpoint
-
+    """Each released config, FP8 (read dequantized) or BF16: accepted with its values in the KV."""
     released = json.loads(path.read_text(encoding="utf-8"))
-    if (released.get("quantization_config") or {}).get("quant_method") == "fp8":
-        with pytest.raises(QuantizedCheckpoint, match="BF16 export"):
-            config_path_kv(path)
-        return
     kv = config_path_kv(path)
     assert kv["deepseek32.attention.indexer.top_k"] == released["index_topk"]
     assert kv["deepseek32.attention.indexer.head_count"] == released["index_n_heads"]

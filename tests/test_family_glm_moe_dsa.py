@@ -80,15 +80,9 @@ def test_indexer_schedule_keys_give_the_config_class_kinds():
 
 @pytest.mark.parametrize("path", released_configs("glm_moe_dsa"), ids=lambda p: p.stem)
 def test_released_config(path: Path):
-    """Each released config: an FP8 upload refused by name; a BF16 one accepted with its values in the KV (GLM-5.2's
+    """Each released config, FP8 upload (read dequantized) or BF16: accepted with its values in the KV (GLM-5.2's
     indexer kinds as it lists them)."""
-    from hfview.errors import QuantizedCheckpoint
-
     released = json.loads(path.read_text(encoding="utf-8"))
-    if (released.get("quantization_config") or {}).get("quant_method") == "fp8":
-        with pytest.raises(QuantizedCheckpoint, match="BF16 export"):
-            config_path_kv(path)
-        return
     kv = config_path_kv(path)
     assert kv["glm-dsa.attention.indexer.top_k"] == released["index_topk"]
     assert kv["glm-dsa.block_count"] == released["num_hidden_layers"] + released.get("num_nextn_predict_layers", 0)

@@ -159,11 +159,12 @@ def test_refuses_by_name(changes, reason, checkpoint, tmp_path):
         view.kv  # the vocabulary is read with the KV
 
 
-def test_fp8_release_is_refused_naming_the_bf16_export(checkpoint, tmp_path):
-    """Kimi-K2 as released (block-wise FP8): refused from config.json alone, pointing at a BF16 export."""
+def test_fp8_quantization_config_is_read_not_refused(checkpoint, tmp_path):
+    """Kimi-K2 as released states block-wise FP8 (quant_method fp8), the form the view reads as the converter does
+    (tests/test_fp8.py, on DeepSeek-V3's structure); over weights with no scales beside them it reads them as stored."""
     from hfview import HfCheckpoint
-    from hfview.errors import QuantizedCheckpoint
 
     fp8 = {"activation_scheme": "dynamic", "fmt": "e4m3", "quant_method": "fp8", "weight_block_size": [128, 128]}
-    with pytest.raises(QuantizedCheckpoint, match=r"fp8.*BF16 export"):
-        HfCheckpoint(variant(checkpoint(FIXTURE), tmp_path / "v", quantization_config=fp8))
+    view = HfCheckpoint(variant(checkpoint(FIXTURE), tmp_path / "v", quantization_config=fp8), "f32")
+    plain = HfCheckpoint(checkpoint(FIXTURE), "f32")
+    assert [(t.name, t.shape) for t in view.tensors] == [(t.name, t.shape) for t in plain.tensors]

@@ -246,17 +246,14 @@ RELEASE_SHAPED = {
 }
 
 
-def test_release_shaped_config_is_refused_as_fp8_and_accepted_as_its_bf16_export(tmp_path):
+def test_release_shaped_config_is_accepted_as_fp8_and_as_its_bf16_export(tmp_path):
     """No released config.json file is collected (tests/test_released_configs.py FEWER); a config with the keys and
-    published sizes of MiMo-V2-Flash is refused as FP8 by name, and its BF16 export (the same without the
-    quantization) passes the key check and the family's checks and carries its values."""
-    from hfview.errors import QuantizedCheckpoint
-
+    published sizes of MiMo-V2-Flash, in its FP8 form (quant_method fp8, which the view reads dequantized) and as its
+    BF16 export (the same without the quantization), passes the key check and the family's checks, with the same KV."""
     path = tmp_path / "mimo_v2_flash" / "config.json"
     path.parent.mkdir()
     path.write_text(json.dumps(RELEASE_SHAPED), encoding="utf-8")
-    with pytest.raises(QuantizedCheckpoint, match="FP8"):
-        config_path_kv(path)
+    fp8_kv = config_path_kv(path)
     path.write_text(json.dumps({k: v for k, v in RELEASE_SHAPED.items() if k != "quantization_config"}),
                     encoding="utf-8")
     kv = config_path_kv(path)
@@ -267,6 +264,7 @@ def test_release_shaped_config_is_refused_as_fp8_and_accepted_as_its_bf16_export
     assert kv["mimo2.attention.key_length"] == 192 and kv["mimo2.attention.value_length"] == 128
     assert kv["mimo2.rope.dimension_count"] == 64 and kv["mimo2.expert_count"] == 256
     assert kv["mimo2.rope.freq_base"] == 5000000 and kv["mimo2.rope.freq_base_swa"] == 10000
+    assert fp8_kv == kv
 
 
 def test_refuses_layers_whose_mlp_is_of_the_other_kind(checkpoint, tmp_path):

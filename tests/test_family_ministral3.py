@@ -102,14 +102,16 @@ def test_refuses_what_mistral3_runs_otherwise(changes, words, checkpoint, tmp_pa
         HfCheckpoint(variant(checkpoint("ministral3"), tmp_path / "v", **changes), "f32")
 
 
-def test_fp8_checkpoint_is_refused_as_quantized(checkpoint, tmp_path):
-    """Ministral 3's Instruct uploads are FP8 (quantization_config fp8): refused by name, not misread."""
+def test_fp8_quantization_config_is_read_not_refused(checkpoint, tmp_path):
+    """Ministral 3's Instruct uploads are per-tensor FP8 (quant_method fp8, no weight_block_size, static activation
+    scales), the form the view reads as the converter does (tests/test_fp8.py's qwen3-fp8-tensor); over weights with
+    no scales beside them it reads them as stored."""
     from hfview import HfCheckpoint
-    from hfview.errors import QuantizedCheckpoint
 
     quant = {"quant_method": "fp8", "activation_scheme": "static", "weight_block_size": None}
-    with pytest.raises(QuantizedCheckpoint, match="FP8"):
-        HfCheckpoint(variant(checkpoint("ministral3"), tmp_path / "v", quantization_config=quant), "f32")
+    view = HfCheckpoint(variant(checkpoint("ministral3"), tmp_path / "v", quantization_config=quant), "f32")
+    plain = HfCheckpoint(checkpoint("ministral3"), "f32")
+    assert [(t.name, t.shape) for t in view.tensors] == [(t.name, t.shape) for t in plain.tensors]
 
 
 def _wrapper_config(tmp_path, **top):
@@ -144,11 +146,10 @@ def test_wrapper_config_kv_carries_yarn_and_temperature(tmp_path):
     assert kv["mistral3.attention.key_length"] == 128
 
 
-def test_fp8_wrapper_config_is_refused_as_quantized(tmp_path):
-    """The Instruct uploads' FP8 quantization_config, at the wrapper's top level: refused before any weight."""
+def test_fp8_wrapper_config_is_accepted(tmp_path):
+    """The Instruct uploads' FP8 quantization_config, at the wrapper's top level: the converter's per-tensor fp8
+    form, read (the config path accepts it)."""
     from released_config import config_path_kv
-    from hfview.errors import QuantizedCheckpoint
     quant = {"activation_scheme": "static", "quant_method": "fp8", "weight_block_size": None,
              "modules_to_not_convert": ["model.vision_tower", "model.multi_modal_projector", "lm_head"]}
-    with pytest.raises(QuantizedCheckpoint, match="FP8"):
-        config_path_kv(_wrapper_config(tmp_path, quantization_config=quant))
+    assert config_path_kv(_wrapper_config(tmp_path, quantization_config=quant))

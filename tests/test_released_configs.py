@@ -26,7 +26,6 @@ CONFIGS = [p.relative_to(DATA).as_posix() for family in FAMILIES for p in releas
 REFUSED: dict[str, tuple[str, str]] = {
     "llama/nvidia__Llama-3.1-70B-Instruct-FP8.json": (
         "quantized checkpoints are unsupported", "ModelOpt FP8: stated in hf_quant_config.json, not config.json"),
-    "qwen3/Qwen__Qwen3-32B-FP8.json": ("quantized checkpoints are unsupported", "quantization_config fp8 (block)"),
     "falcon/tiiuae__falcon-7b.json": (
         'model architecture "RefinedWebModel" is unsupported', "Falcon-7B's first (remote-code) revision; the Hub's current file is "
                                             "model_type falcon, which the view reads"),
@@ -73,8 +72,6 @@ FEWER["glm4_moe_lite"] = "no copy of a released config.json file reached, only c
 REFUSED.update({
     "gpt_oss/openai__gpt-oss-120b.json": ("quantized checkpoints are unsupported",
                                           "MXFP4 as released (quantization_config quant_method mxfp4)"),
-    "deepseek_v3/deepseek-ai__DeepSeek-R1-0528.json": ("quantized checkpoints are unsupported",
-                                                       "block-wise FP8 as released (quant_method fp8)"),
 })
 
 
@@ -107,17 +104,26 @@ def test_refusal_table_names_collected_files():
 FEWER.update(dict.fromkeys(("deepseek", "deepseek_v2"), _UNREACHED))
 FEWER["minicpm3"] = "one released text model (MiniCPM3-4B); its copy reached (sgl-project/ome's test data)"
 # latent attention, second pass: ai-dynamo/aiconfigurator keeps whole copies of DeepSeek-V3's, R1's, V3.2's,
-# Kimi-K2-Instruct's and GLM-5 / 5.1 / 5.2's config.json files (BF16 and FP8 uploads); the FP8 ones are refused as
-# every quantized checkpoint is (the view reads their BF16 exports)
-REFUSED.update({rel: ("quantized checkpoints are unsupported", why) for rel, why in {
-    "deepseek_v3/deepseek-ai__DeepSeek-V3.json": "block-wise FP8 as released (quant_method fp8)",
-    "deepseek_v3/deepseek-ai__DeepSeek-R1.json": "block-wise FP8 as released (quant_method fp8)",
-    "deepseek_v3/moonshotai__Kimi-K2-Instruct.json": "block-wise FP8 as released (quant_method fp8); model_type kimi_k2",
-    "deepseek_v32/deepseek-ai__DeepSeek-V3.2.json": "block-wise FP8 with ue8m0 scales as released (quant_method fp8)",
-    "glm_moe_dsa/zai-org__GLM-5-FP8.json": "zai-org's FP8 upload (quant_method fp8, block 128)",
-    "glm_moe_dsa/zai-org__GLM-5.1-FP8.json": "zai-org's FP8 upload (quant_method fp8, block 128)",
-    "glm_moe_dsa/zai-org__GLM-5.2-FP8.json": "zai-org's FP8 upload (quant_method fp8, block 128)",
-}.items()})
+# Kimi-K2-Instruct's and GLM-5 / 5.1 / 5.2's config.json files (BF16 and FP8 uploads). The FP8 ones (and
+# Qwen3-32B-FP8, DeepSeek-R1-0528) state the converter's quant_method "fp8" (e4m3 over [128, 128]
+# blocks), which the view reads as the converter does, before any family code (tests/test_fp8.py: bytes and logits
+# on Qwen3 and DeepSeek-V3 fixtures); so they are accepted as their BF16 exports are.
+FP8_ACCEPTED = [
+    "qwen3/Qwen__Qwen3-32B-FP8.json", "deepseek_v3/deepseek-ai__DeepSeek-R1-0528.json",
+    "deepseek_v3/deepseek-ai__DeepSeek-V3.json", "deepseek_v3/deepseek-ai__DeepSeek-R1.json",
+    "deepseek_v3/moonshotai__Kimi-K2-Instruct.json", "deepseek_v32/deepseek-ai__DeepSeek-V3.2.json",
+    "glm_moe_dsa/zai-org__GLM-5-FP8.json", "glm_moe_dsa/zai-org__GLM-5.1-FP8.json",
+    "glm_moe_dsa/zai-org__GLM-5.2-FP8.json",
+]
+
+
+@pytest.mark.parametrize("rel", FP8_ACCEPTED)
+def test_fp8_release_is_accepted(rel):
+    config = read_config(DATA / rel)
+    assert config["quantization_config"]["quant_method"] == "fp8" and rel not in REFUSED
+    _through_the_config_path(rel)
+
+
 # Ling-style mixtures: Sarvam-30B, Ling 2.0 and Hy3 publish on the Hub only; no copy reached
 FEWER.update(dict.fromkeys(("sarvam_moe", "bailing_moe_v2", "hy_v3"), _UNREACHED))
 # Hy4: Hy4-preview publishes on the Hub only; copies found only as other projects' toy test configs
@@ -324,8 +330,9 @@ FEWER["hyperclovax"] = _UNREACHED
 # are other projects' hand-written test configs (tests/data/released_configs/glm5_next_text/SOURCES.md)
 FEWER["glm5_next_text"] = "one copy reached (GLM-5.3-Flash's FP8 config.json, kept by tt-metal's reference code)"
 REFUSED["glm5_next_text/zai-org__GLM-5.3-Flash.json"] = (
-    "quantized checkpoints are unsupported", "FP8 as kept (quant_method fp8, block 128); its layer_types name the latent "
-    "layers deepseek_sparse_attention, which the family refuses by name too (transformers 5.24 masks by indexed_attention)")
+    'one of "linear_attention" / "indexed_attention" per layer', "its layer_types name the latent layers "
+    "deepseek_sparse_attention, which the family refuses by name (transformers 5.24 masks by indexed_attention); its "
+    "FP8 (quant_method fp8, block 128) is read")
 
 
 # MiMo-7B: its checkpoints publish config.json on the Hub only; one copy reached (XiaomiMiMo/MiMo's

@@ -375,7 +375,7 @@ def test_non_finite_numbers_are_read_as_unstated(tmp_path):
 
 
 @pytest.mark.parametrize("quant, named", [
-    ({"quant_method": "fp8", "activation_scheme": "dynamic", "weight_block_size": [128, 128]}, "FP8"),
+    ({"quant_method": "fbgemm_fp8", "activation_scale_ub": 1200.0}, "FP8 (FBGEMM)"),
     ({"quant_method": "mxfp4"}, "MXFP4"),
     ({"quant_method": "gptq", "bits": 4, "group_size": 128}, "GPTQ 4-bit"),
     ({"quant_method": "awq", "bits": 4, "version": "gemm"}, "AWQ 4-bit"),
@@ -409,9 +409,25 @@ def test_quantization_in_text_config_params_and_modelopt_record(tmp_path):
 
 
 def test_local_quantized_checkpoint_is_refused(tmp_path):
-    config = {**LLAMA_CONFIG, "quantization_config": {"quant_method": "fp8"}}
+    config = {**LLAMA_CONFIG, "quantization_config": {"quant_method": "gptq", "bits": 4}}
     with pytest.raises(QuantizedCheckpoint):
-        resolve(str(write_dir(tmp_path / "fp8", tiny_checkpoint(config))))
+        resolve(str(write_dir(tmp_path / "gptq", tiny_checkpoint(config))))
+
+
+def test_the_converters_fp8_form_is_read_not_refused(tmp_path):
+    """quant_method "fp8" in config.json (block-scaled or per-tensor) is the form the view reads
+    (tests/test_fp8.py); a weight_block_size that is not positive integers, or FP8 beside another expert form
+    (DeepSeek-V4's expert_dtype), is refused by name."""
+    path = tmp_path / "config.json"
+    for quant in ({"quant_method": "fp8", "activation_scheme": "dynamic", "fmt": "e4m3", "weight_block_size": [128, 128]},
+                  {"quant_method": "fp8", "activation_scheme": "static", "weight_block_size": None}):
+        refuse_quantized({**LLAMA_CONFIG, "quantization_config": quant}, path)
+    with pytest.raises(QuantizedCheckpoint, match=r"weight_block_size \[128\] is not|weight_block_size"):
+        refuse_quantized({**LLAMA_CONFIG, "quantization_config": {"quant_method": "fp8", "weight_block_size": [0]}},
+                         path)
+    with pytest.raises(QuantizedCheckpoint, match=r'quant_method "fp8"\) with expert_dtype \'fp4\''):
+        refuse_quantized({**LLAMA_CONFIG, "expert_dtype": "fp4", "quantization_config": {"quant_method": "fp8"}},
+                         path)
 
 
 

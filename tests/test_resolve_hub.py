@@ -166,12 +166,12 @@ def test_gate_refuses_plamo2_before_any_weight_request(hub, monkeypatch):
     assert fetched == api_requests(hub)[0].body_bytes + len(files["config.json"])
 
 
-def test_quantized_fp8_refused_before_any_weight_request(hub):
-    config = {**LLAMA_CONFIG, "quantization_config": {
-        "quant_method": "fp8", "activation_scheme": "dynamic", "fmt": "e4m3", "weight_block_size": [128, 128]}}
+def test_quantized_refused_before_any_weight_request(hub):
+    """A form hfview does not read (FBGEMM's FP8; the converter's own quant_method fp8 is read, tests/test_fp8.py)."""
+    config = {**LLAMA_CONFIG, "quantization_config": {"quant_method": "fbgemm_fp8", "activation_scale_ub": 1200.0}}
     message, fetched = refused_before_weights(hub, "acme/tiny-llama-fp8", tiny_checkpoint(config, shards=2),
                                               QuantizedCheckpoint)
-    assert "(FP8, quant_method \"fp8\")" in message and "BF16 export" in message
+    assert "(FP8 (FBGEMM), quant_method \"fbgemm_fp8\")" in message and "BF16 export" in message
     assert hub.files_requested() == ["config.json"]
     assert fetched == api_requests(hub)[0].body_bytes + len(json.dumps(config))
 
@@ -228,7 +228,7 @@ def test_offline_with_a_cold_cache_is_refused(hub, monkeypatch):
 
 
 def test_offline_after_a_gate_refusal_has_no_weights(hub, monkeypatch):
-    hub.add_repo("acme/tiny-fp8", tiny_checkpoint({**LLAMA_CONFIG, "quantization_config": {"quant_method": "fp8"}}))
+    hub.add_repo("acme/tiny-fp8", tiny_checkpoint({**LLAMA_CONFIG, "quantization_config": {"quant_method": "gptq"}}))
     with pytest.raises(QuantizedCheckpoint):
         resolve("acme/tiny-fp8", progress=False)
     monkeypatch.setenv("HF_HUB_OFFLINE", "1")

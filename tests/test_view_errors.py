@@ -77,8 +77,8 @@ def test_unsupported_rope(tmp_path):
 
 
 def test_quantized_checkpoint(tmp_path):
-    cfg = {**CONFIG, "quantization_config": {"quant_method": "fp8", "weight_block_size": [128, 128]}}
-    refused(make(tmp_path, cfg), "quantized", "fp8", "BF16", exc=ConfigError)
+    cfg = {**CONFIG, "quantization_config": {"quant_method": "awq", "bits": 4}}
+    refused(make(tmp_path, cfg), "quantized", "AWQ 4-bit", "awq", "BF16", exc=ConfigError)
 
 
 def test_unknown_model_type(tmp_path):

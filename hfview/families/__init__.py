@@ -105,7 +105,7 @@ NOT_COMPUTABLE["mimo_v2"] = (
     "from the plain config.json, hence the stated sliding_window (128, as sliding_window_size) where transformers' "
     "MiMoV2FlashForCausalLM over the same weights attends sliding_window_size + 1 (129) keys, so the converter's "
     "file and that equivalent class compute different functions; its released weights are FP8 (quantization_config "
-    "quant_method fp8, refused as quantized) with a fused qkv_proj sharded by tensor-parallel rank "
+    "quant_method fp8) with a fused qkv_proj sharded by tensor-parallel rank "
     "(attention_projection_layout fused_qkv), which the converter regroups into q, k, v only while dequantizing FP8")
 
 # Remote-code families with no transformers class, each read from its public ports (vLLM, SGLang, mlx-lm):

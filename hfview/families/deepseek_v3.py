@@ -8,8 +8,8 @@ weights taken unbiased, renormalised where norm_topk_prob says, times routed_sca
 function is KV the converter writes from scoring_func as the release states it: transformers' DeepseekV3 always
 scores by sigmoid, but without the key the converter writes no gating function and llama.cpp falls back to
 softmax, so a config without it is refused by name. The next-token-prediction layers stored after
-num_hidden_layers are skipped, as the converter skips them. FP8 releases are refused before any download
-(hfview.config.refuse_quantized), naming the BF16 export to use.
+num_hidden_layers are skipped, as the converter skips them. FP8 releases (quant_method fp8, e4m3 over [128, 128]
+blocks) are read dequantized as the converter reads them (hfview.views.FP8Dequantized; tests/test_fp8.py).
 
 Kimi-K2 (Kimi-K2-Base / -Instruct / -Instruct-0905 / -Thinking as BF16 exports) states "model_type": "kimi_k2" with
 DeepseekV3ForCausalLM and an auto_map to its own configuration_deepseek.py. transformers 5.24 has no kimi_k2 config

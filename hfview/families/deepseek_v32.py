@@ -9,8 +9,8 @@ query keeps the index_topk keys the indexer scores best. The converter writes th
 sizes as KV (attention.indexer.head_count, key_length, top_k). Unlike DeepseekV2Model it keeps the
 next-token-prediction layers stored after num_hidden_layers: block_count counts them, nextn_predict_layers says
 how many, llama.cpp runs the trunk. llama.cpp's deepseek32 reads the gating function as a required key, so a
-config without scoring_func is refused by name. FP8 releases are refused before any download
-(hfview.config.refuse_quantized), naming the BF16 export to use.
+config without scoring_func is refused by name. FP8 releases (quant_method fp8) are read dequantized as the
+converter reads them (hfview.views.FP8Dequantized).
 """
 from __future__ import annotations
 
