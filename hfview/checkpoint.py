@@ -75,6 +75,8 @@ def _stored_spans(t: Presented, first: int, stop: int) -> list[tuple[StoredTenso
     """(stored tensor, byte offset in its data, length) whose bytes in a row are rows [first, stop) of a stored-bits
     tensor; None where its view rearranges them."""
     rb = t.row_bytes
+    if any(type(source) is not StoredTensor for source in t.view.sources):
+        return None  # a stand-in computed on read (an FP8 weight dequantized): its bytes are not the shard's
     if type(t.view) is Stored:
         return [(t.view.source, first * rb, (stop - first) * rb)]
     if type(t.view) is Stack and len(t.view.parts[0].shape) == 2:
