@@ -1,7 +1,8 @@
 """quant_method "fp8" (conversion/base.py dequant_model): block-scaled and per-tensor / per-row FP8 read dequantized
-on read, byte-identical to the pinned converter's file at every outtype; llama.cpp's logits from the view against
-transformers loading the same FP8 checkpoint (on the CPU its finegrained-FP8 path dequantizes the weights).
-Every other quantized form stays refused, naming the form."""
+on read, byte-identical to the pinned converter's file at every outtype (Qwen3 and DeepSeek-V3 fixtures, widths
+that are not whole blocks among them); llama.cpp's logits from the view against transformers loading the same FP8
+checkpoint where its loader can (whole blocks: on the CPU its finegrained-FP8 path dequantizes the weights), else
+against transformers over a torch-dequantized float32 twin. Every other quantized form stays refused, naming it."""
 import json
 import shutil
 
@@ -126,9 +127,8 @@ def test_bad_weight_block_size_is_refused(checkpoint, tmp_path):
 @pytest.mark.parametrize("outtype", ["f32", "f16"])
 def test_logits_deepseek_v3_against_dequantized_f32_twin(outtype, checkpoint, tmp_path_factory, record_property):
     """deepseek_v3-fp8 (widths of 24 and 88 over [16, 16] blocks, which transformers' FP8 loader refuses) against
-    transformers over its torch-dequantized float32 twin. At bf16 llama.cpp's bf16 activations flip this router's
-    choices even over the converter's own file (tests/test_family_deepseek_v3.py's measured ceiling), so f32 and
-    f16 only here."""
+    transformers over its torch-dequantized float32 twin, at f32 and f16: at bf16 llama.cpp's bf16 activations flip
+    this router's choices even over the converter's own file, as tests/test_family_deepseek_v3.py measures."""
     record_property("family", "deepseek_v3")
     record_property("oracle", "logits")
     path = checkpoint("deepseek_v3-fp8")
