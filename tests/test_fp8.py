@@ -136,3 +136,32 @@ def test_logits_deepseek_v3_against_dequantized_f32_twin(outtype, checkpoint, tm
     if not (twin / "model.safetensors").is_file():
         _dequantized_twin(path, twin)
     check_logits("deepseek_v3-fp8", outtype, checkpoint, reference=twin, against="its dequantized-F32 twin")
+
+
+def test_activation_scales_dropped_and_a_1d_row_scale_as_the_converter(checkpoint, tmp_path):
+    """Static FP8 as Ministral 3 / Mistral-Small-4 release it: `.activation_scale` and `_activation_scale` tensors
+    beside the weights (the converter drops both, unused), and a per-row scale stored 1-D ([rows], which the
+    converter broadcasts over the row): export byte-identical to the converter's file."""
+    import oracle
+    import torch
+    from family_variants import variant
+    from safetensors.torch import load_file, save_file
+
+    from hfview import HfCheckpoint
+    from hfview.export import export
+
+    src = checkpoint("qwen3-fp8-tensor")
+    path = variant(src, tmp_path / "static", quantization_config={
+        "activation_scheme": "static", "fmt": "e4m3", "quant_method": "fp8"})
+    tensors = load_file(str(src / "model.safetensors"))
+    tensors["lm_head.weight_scale_inv"] = tensors["lm_head.weight_scale_inv"].reshape(-1).contiguous()
+    tensors["model.layers.0.self_attn.q_proj.activation_scale"] = torch.tensor(0.02)
+    tensors["model.layers.1.mlp.down_proj.input_activation_scale"] = torch.tensor([0.03])
+    (path / "model.safetensors").unlink()
+    save_file(tensors, str(path / "model.safetensors"), metadata={"format": "pt"})
+
+    view = HfCheckpoint(path, "f32")
+    assert not [t.name for t in view.tensors if "scale" in t.name]
+    ours = export(view, tmp_path / "ours.gguf")
+    theirs = oracle.convert(path, tmp_path / "theirs.gguf", "f32")
+    assert oracle.sha256(ours) == oracle.sha256(theirs), oracle.first_difference(ours, theirs)
