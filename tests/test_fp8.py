@@ -33,7 +33,6 @@ def _dequantized_twin(src, dst):
     """The FP8 checkpoint dequantized by torch as its release's own recipe states it (scale repeated over its
     block, trimmed at the edge, times the e4m3 value in float32), saved in float32 without quantization_config:
     transformers' loader refuses widths that are not whole blocks, so it reads this twin instead."""
-    import torch
     from safetensors import safe_open
     from safetensors.torch import save_file
 
