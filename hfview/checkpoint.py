@@ -272,8 +272,6 @@ class HfCheckpoint:
             config_values.check_against_tensors(config, None, config_path)
             family.validate(family.normalise(hparams), config_path)
             raise
-        # the outtype auto reads is the stored dtypes', before the converter dequantizes (FP8 and scales are skipped)
-        self.outtype = self._resolve_outtype(outtype)
         if fp8 is not None:  # each FP8 weight read dequantized in its place, its scale consumed
             self._stored = fp8_dequantized(self._stored, fp8.block)
         config_values.check_against_tensors(config, [t.shape for t in self._stored.values()], config_path)
@@ -287,6 +285,8 @@ class HfCheckpoint:
                               f"the converter needs one")
         self.block_count += family.extra_blocks(self.hparams)
 
+        # (auto's guess passes over f32 matrices: the same over the dequantized weights as over the FP8 ones)
+        self.outtype = self._resolve_outtype(outtype)
         out_type, self.file_type = OUTTYPES[self.outtype]
         self._out_type = out_type
         self.tensors: list[Presented] = plan_tensors(family, self._stored, self.hparams, self.block_count,

@@ -553,6 +553,10 @@ class Presented:
 
     def describe(self) -> str:
         parts = [self.view.describe()] + [s.name for s in self.steps]
+        scaled = [src for src in self.view.sources if isinstance(src, FP8Dequantized)]
+        if scaled:  # (inspect's account of where the values come from)
+            block = scaled[0].block
+            parts.insert(0, f"FP8 x weight_scale_inv{' per ' + 'x'.join(map(str, block)) + ' block' if block else ''}")
         return ", ".join(parts)
 
 

@@ -1,7 +1,8 @@
 """quant_method "fp8" (conversion/base.py dequant_model): block-scaled and per-tensor / per-row FP8 read dequantized
-on read, byte-identical to the pinned converter's file at every outtype; llama.cpp's logits from the view against
-transformers loading the same FP8 checkpoint (on the CPU its finegrained-FP8 path dequantizes the weights).
-Every other quantized form stays refused, naming the form."""
+on read, byte-identical to the pinned converter's file at every outtype (Qwen3 and DeepSeek-V3 fixtures, widths
+that are not whole blocks among them); llama.cpp's logits from the view against transformers loading the same FP8
+checkpoint where its loader can (whole blocks: on the CPU its finegrained-FP8 path dequantizes the weights), else
+against transformers over a torch-dequantized float32 twin. Every other quantized form stays refused, naming it."""
 import json
 import shutil
 
@@ -32,7 +33,6 @@ def _dequantized_twin(src, dst):
     """The FP8 checkpoint dequantized by torch as its release's own recipe states it (scale repeated over its
     block, trimmed at the edge, times the e4m3 value in float32), saved in float32 without quantization_config:
     transformers' loader refuses widths that are not whole blocks, so it reads this twin instead."""
-    import torch
     from safetensors import safe_open
     from safetensors.torch import save_file
 
@@ -126,9 +126,8 @@ def test_bad_weight_block_size_is_refused(checkpoint, tmp_path):
 @pytest.mark.parametrize("outtype", ["f32", "f16"])
 def test_logits_deepseek_v3_against_dequantized_f32_twin(outtype, checkpoint, tmp_path_factory, record_property):
     """deepseek_v3-fp8 (widths of 24 and 88 over [16, 16] blocks, which transformers' FP8 loader refuses) against
-    transformers over its torch-dequantized float32 twin. At bf16 llama.cpp's bf16 activations flip this router's
-    choices even over the converter's own file (tests/test_family_deepseek_v3.py's measured ceiling), so f32 and
-    f16 only here."""
+    transformers over its torch-dequantized float32 twin, at f32 and f16: at bf16 llama.cpp's bf16 activations flip
+    this router's choices even over the converter's own file, as tests/test_family_deepseek_v3.py measures."""
     record_property("family", "deepseek_v3")
     record_property("oracle", "logits")
     path = checkpoint("deepseek_v3-fp8")
@@ -136,3 +135,32 @@ def test_logits_deepseek_v3_against_dequantized_f32_twin(outtype, checkpoint, tm
     if not (twin / "model.safetensors").is_file():
         _dequantized_twin(path, twin)
     check_logits("deepseek_v3-fp8", outtype, checkpoint, reference=twin, against="its dequantized-F32 twin")
+
+
+def test_activation_scales_dropped_and_a_1d_row_scale_as_the_converter(checkpoint, tmp_path):
+    """Static FP8 as Ministral 3 / Mistral-Small-4 release it: `.activation_scale` and `_activation_scale` tensors
+    beside the weights (the converter drops both, unused), and a per-row scale stored 1-D ([rows], which the
+    converter broadcasts over the row): export byte-identical to the converter's file."""
+    import oracle
+    import torch
+    from family_variants import variant
+    from safetensors.torch import load_file, save_file
+
+    from hfview import HfCheckpoint
+    from hfview.export import export
+
+    src = checkpoint("qwen3-fp8-tensor")
+    path = variant(src, tmp_path / "static", quantization_config={
+        "activation_scheme": "static", "fmt": "e4m3", "quant_method": "fp8"})
+    tensors = load_file(str(src / "model.safetensors"))
+    tensors["lm_head.weight_scale_inv"] = tensors["lm_head.weight_scale_inv"].reshape(-1).contiguous()
+    tensors["model.layers.0.self_attn.q_proj.activation_scale"] = torch.tensor(0.02)
+    tensors["model.layers.1.mlp.down_proj.input_activation_scale"] = torch.tensor([0.03])
+    (path / "model.safetensors").unlink()
+    save_file(tensors, str(path / "model.safetensors"), metadata={"format": "pt"})
+
+    view = HfCheckpoint(path, "f32")
+    assert not [t.name for t in view.tensors if "scale" in t.name]
+    ours = export(view, tmp_path / "ours.gguf")
+    theirs = oracle.convert(path, tmp_path / "theirs.gguf", "f32")
+    assert oracle.sha256(ours) == oracle.sha256(theirs), oracle.first_difference(ours, theirs)
