@@ -24,7 +24,7 @@ from ..family import Experts, Family, Refuse, Tensor
 from ..names import GGUF, Keys
 from ..params import boolean, f32, text_model_parameters, u32
 from ..views import MINUS_MEAN
-from ._parts.checks import check_no_pooling, check_rope, check_silu
+from ._parts.checks import check_no_pooling, rope_types, silu_only
 from ._parts.vocab import gpt2_vocab
 
 ARCH = "bailingmoe2"
@@ -92,8 +92,8 @@ def head_dim(h: dict) -> int:
 def check_block(h: dict, path: Path, arch: str = ARCH, *, one_shared: bool = True) -> None:
     """What llama.cpp's bailingmoe2 graph computes, against a config transformers computes otherwise.
     `one_shared` False: the family checks its shared experts' count and width itself (Param2's two, fused)."""
-    check_silu(h, path, arch)
-    check_rope(h, path, arch, allowed=("default", "linear", "yarn"))
+    silu_only(arch).apply(h, path)
+    rope_types(arch).apply(h, path)
     check_no_pooling(path)
     if h.get("attention_bias"):
         raise ConfigError(f"{path}: attention_bias true: llama.cpp's {arch} loads no q/k/v biases, so they would "

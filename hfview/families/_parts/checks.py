@@ -1,5 +1,6 @@
-"""Refusals shared by many families that span more than one key (a single key's refusal is a family's
-`refuse` table): the activation, the rope type, sliding layers, a sentence-transformers pooling head."""
+"""Refusals many families share: the one-key ones as Refuse factories for a family's table (the activation, the
+rope type), and the checks that read more than one key or a file (sliding layers, a sentence-transformers
+pooling head)."""
 from __future__ import annotations
 
 from pathlib import Path
@@ -23,19 +24,6 @@ def rope_types(arch: str, allowed: tuple[str, ...] = ("default", "linear", "yarn
     """The rope types the view presents for an architecture (plain rope where unstated)."""
     return Refuse("rope_parameters.rope_type", allowed, f"not one the view presents for llama.cpp's {arch} "
                   f"architecture ({', '.join(allowed)})", default="default")
-
-
-def check_silu(h: dict, path: Path, arch: str) -> None:
-    if h.get("hidden_act", "silu") != "silu":
-        raise ConfigError(f"{path}: hidden_act {h['hidden_act']!r}: llama.cpp's {arch} architecture computes "
-                          f"SiLU only; this checkpoint would run wrong")
-
-
-def check_rope(h: dict, path: Path, arch: str, allowed=("default", "linear", "yarn")) -> None:
-    rope_type = h["rope_parameters"].get("rope_type", "default")
-    if rope_type not in allowed:
-        raise ConfigError(f"{path}: rope_parameters.rope_type {rope_type!r} is not one the view presents for "
-                          f"llama.cpp's {arch} architecture ({', '.join(allowed)})")
 
 
 def check_no_sliding(h: dict, path: Path, arch: str) -> None:

@@ -10,7 +10,7 @@ from ...family import Skip, Split, Tensor
 from ...names import GGUF, Keys
 from ...params import boolean, f32, first, text_model_parameters, u32
 from ...views import BlocksTransposed, RowSelection, latent_kv_halves
-from .checks import check_rope, check_silu
+from .checks import rope_types, silu_only
 
 ARCH = "deepseek2"  # llama.cpp's architecture of DeepSeek-V2's latent attention
 
@@ -96,8 +96,8 @@ def _is_lite(h: dict) -> bool:
 def check_latent_attention(h: dict, path: Path, family: str, arch: str = ARCH) -> None:
     """What llama.cpp's deepseek2 (or `arch`, one of its sparse-attention successors) runs of DeepSeek's latent
     attention."""
-    check_silu(h, path, arch)
-    check_rope(h, path, arch, allowed=("default", "yarn"))
+    silu_only(arch).apply(h, path)
+    rope_types(arch, ("default", "yarn")).apply(h, path)
     if h["num_key_value_heads"] != h["num_attention_heads"]:
         raise ConfigError(f"{path}: num_key_value_heads {h['num_key_value_heads']} is not num_attention_heads "
                           f"{h['num_attention_heads']}: latent attention expands the key and value of every "
