@@ -11,7 +11,8 @@ from typing import Callable, Iterator
 import numpy as np
 
 from . import config_values, families
-from .config import check_keys, quantized_form, read_checkpoint_config, read_config, with_defaults
+from .config import check_keys, read_checkpoint_config, read_config, with_defaults
+from .quantized import quantized_form
 from .errors import CheckpointError, ConfigError
 from .family import Family, plan_tensors
 from .gguf_layout import (KEPT_ENCODED, KV, EncodedArray, FileSpan, GGMLType, Pieces, ValueType, encode_header,

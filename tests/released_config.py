@@ -25,7 +25,8 @@ def config_path_kv(path: Path, file_type: int = 32) -> dict:
     HfCheckpoint would raise on it (ConfigError, QuantizedCheckpoint)."""
     from hfview import families
     from hfview.checkpoint import _read_config  # the directory -> config step HfCheckpoint takes
-    from hfview.config import read_as, read_config, refuse_quantized
+    from hfview.config import read_as, read_config
+    from hfview.quantized import refuse_quantized
     from hfview.config_values import layer_count
     from hfview.runner.resolve import gate
 

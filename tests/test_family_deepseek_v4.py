@@ -24,7 +24,8 @@ from click.testing import CliRunner
 
 import oracle
 from hfview.cli import main
-from hfview.config import QuantizedCheckpoint, refuse_quantized
+from hfview.errors import QuantizedCheckpoint
+from hfview.quantized import refuse_quantized
 
 # tiny, in the released configs' own keys (the converter reads compress_ratios, num_hash_layers and
 # qk_rope_head_dim from config.json, which transformers' DeepseekV4Config folds into other fields)

@@ -8,7 +8,7 @@ columns picked and transposed expert by expert (views.Transposed with columns); 
 hidden] is transposed the same way; the biases' columns are picked alike (views.ColumnSelection).
 
 The released checkpoints are MXFP4-quantized (quantization_config quant_method mxfp4): refused before any
-weight is read or downloaded (hfview.config.refuse_quantized), as every quantized checkpoint is.
+weight is read or downloaded (hfview.quantized.refuse_quantized), as every quantized checkpoint is.
 """
 from __future__ import annotations
 

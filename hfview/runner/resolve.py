@@ -19,7 +19,8 @@ from pathlib import Path
 from typing import Any, Literal
 from urllib.parse import urlparse
 
-from hfview.config import merge_text_config, read_config, refuse_quantized  # noqa: F401 (public here too)
+from hfview.config import merge_text_config, read_config  # noqa: F401 (public here too)
+from hfview.quantized import refuse_quantized  # noqa: F401 (public here too)
 from hfview.shards import is_candidate_weight, select_weights
 from hfview.runner.errors import (
     HubError,
