@@ -245,7 +245,7 @@ def warm_bytecode() -> None:
     its Python from source on each start, hfview's ~100 modules (0.25 s) more than llama.cpp's loader alone."""
     import compileall
 
-    for d in (ROOT / "hfview", ROOT / "runner", ROOT / "tokenizer", oracle.converter_root()):
+    for d in (ROOT / "hfview", oracle.converter_root()):
         compileall.compile_dir(d, quiet=1)
 
 

@@ -17,7 +17,7 @@ from .errors import CheckpointError, ConfigError
 from .family import Family, plan_tensors
 from .gguf_layout import (KEPT_ENCODED, KV, EncodedArray, FileSpan, GGMLType, Pieces, ValueType, encode_header,
                           encode_kv, encode_tensor_info, encoded_kv_pieces, pad_to)
-from .shards import StoredTensor, index_shards, read_bytes_into, send_bytes
+from .shards import StoredTensor, index_shards, read_bytes_into
 from .views import Generated, Presented, Stack, Stored, fp8_dequantized, quiet_bf16_nans
 from .vocab_cache import vocab_kv
 from .names import Keys
@@ -91,16 +91,20 @@ def _stored_spans(t: Presented, first: int, stop: int) -> list[tuple[StoredTenso
     return None
 
 
-def _has_bf16_nan(spans: list[tuple[StoredTensor, int, int]], buffer: np.ndarray) -> bool:
-    """Whether the stored bf16 bits of `spans` hold a NaN, read a buffer at a time (one the CPU's cache holds)."""
+def _write_stored(spans: list[tuple[StoredTensor, int, int]], quiet_nans: bool, buffer: np.ndarray, fd: int,
+                  at: int) -> None:
+    """The stored bytes of `spans` written to `fd` from offset `at`, a buffer the CPU's cache holds at a time: read
+    in, any bf16 NaN made quiet while the bytes are in the cache, written out (one pass over the shard's bytes)."""
     for source, start, n in spans:
-        for at in range(start, start + n, buffer.nbytes):
-            take = min(buffer.nbytes, start + n - at)
-            piece = buffer[:take // 2]
-            read_bytes_into(source, at, memoryview(piece).cast("B"))
-            if quiet_bf16_nans(piece) is not piece:  # a copy comes back only where a NaN was made quiet
-                return True
-    return False
+        for offset in range(start, start + n, buffer.nbytes):
+            take = min(buffer.nbytes, start + n - offset)
+            piece = buffer[:take]
+            read_bytes_into(source, offset, memoryview(piece))
+            if quiet_nans:
+                quiet_bf16_nans(piece.view(np.uint16), in_place=True)
+            if os.pwrite(fd, memoryview(piece), at) != take:  # a memory file of the full size takes every byte
+                raise OSError(f"short write to the memory file at byte {at}")
+            at += take
 
 
 def _bytes_view(array: np.ndarray) -> memoryview:
@@ -537,10 +541,10 @@ class HfCheckpoint:
         """Write the whole file into `out`, a writable buffer of exactly `size` bytes (a mapped memory file:
         hfview.memfile), on `threads` threads (default: every CPU). A tensor whose bytes are the stored bits is read
         from its shards straight into its place; every other one is made a chunk at a time and copied into its place.
-        `fd`: a file whose bytes `out` maps (the memory file): stored bits that lie in a row in a shard then go from
-        the shard to it by sendfile, page cache to page cache (bf16 ones read once more, a cached buffer at a time,
-        to look for a NaN to make quiet). `on_bytes(n)` is called (from any of the threads) as each n bytes of
-        tensor data are in place."""
+        `fd`: a file whose bytes `out` maps (the memory file): stored bits that lie in a row in a shard are then
+        written to it (pwrite) from a buffer the CPU's cache holds, their bf16 NaNs made quiet on the way, rather
+        than faulted into the mapping page by page. `on_bytes(n)` is called (from any of the threads) as each n bytes
+        of tensor data are in place."""
         out = memoryview(out).cast("B")
         if len(out) != self.size or out.readonly:
             raise ValueError(f"fill_into needs a writable buffer of {self.size} bytes, got {len(out)}"
@@ -564,17 +568,8 @@ class HfCheckpoint:
                 place = np.frombuffer(out, np.uint8, n, at)
                 spans = _stored_spans(t, first, stop) if fd is not None and t.stored_bits else None
                 if spans is not None:
-                    writer = os.open(f"/proc/self/fd/{fd}", os.O_WRONLY)  # its own file position, this job's
-                    try:
-                        os.lseek(writer, at, os.SEEK_SET)
-                        for source, start, length in spans:
-                            send_bytes(source, start, length, writer)
-                    finally:
-                        os.close(writer)
-                    if t.ggml_type == GGMLType.BF16:
-                        buffer = np.empty(_FILL_READ_BYTES // 2, np.uint16) if buffer is None else buffer
-                        if _has_bf16_nan(spans, buffer):
-                            t.rows_into(first, stop, place)  # again, through the mapping: its NaNs made quiet
+                    buffer = np.empty(_FILL_READ_BYTES, np.uint8) if buffer is None else buffer
+                    _write_stored(spans, t.ggml_type == GGMLType.BF16, buffer, fd, at)
                 elif t.stored_bits:
                     rows = max(1, _FILL_READ_BYTES // max(1, t.row_bytes))
                     for r in range(first, stop, rows):

@@ -96,24 +96,6 @@ def _open_shard(t: StoredTensor, offset: int) -> int:
     return fd
 
 
-def send_bytes(t: StoredTensor, start: int, n: int, out_fd: int) -> None:
-    """n bytes of `t` from byte `start` of its data written to `out_fd` at its file position by the kernel
-    (sendfile: from the shard's page cache into the other file's pages, through no buffer of ours)."""
-    offset = t.offset + start
-    fd = _open_shard(t, offset)
-    try:
-        done = 0
-        while done < n and (step := os.sendfile(out_fd, fd, offset + done, n - done)) > 0:
-            done += step
-    except OSError as e:
-        raise CheckpointError(f"{t.path}: cannot read tensor {t.name!r} at byte {offset}: {e.strerror}") from e
-    finally:
-        os.close(fd)
-    if done != n:
-        raise CheckpointError(f"{t.path}: shard is truncated: tensor {t.name!r} needs bytes "
-                              f"{offset}..{offset + n}, the file ends first; re-download it")
-
-
 def read_bytes_into(t: StoredTensor, start: int, out: memoryview) -> None:
     """len(out) bytes of `t` from byte `start` of its data, read into `out`."""
     _pread(t, t.offset + start, len(out), into=out)
