@@ -146,7 +146,7 @@ def test_no_memfd_is_a_clear_refusal(monkeypatch):
 
 
 def test_bf16_nans_are_made_quiet_in_the_memory_file_as_in_the_export(checkpoint, tmp_path):
-    """Stored bf16 bits go from the shard to the memory file by the kernel (sendfile); where they hold a signalling
+    """Stored bf16 bits go from the shard to the memory file through a buffer (pwrite); where they hold a signalling
     NaN, the converter's f32 -> bf16 round trip makes it quiet, and so does the fill: a plain matrix and an expert
     of a stack, each with a NaN of either sign."""
     copy = tmp_path / "mixtral"
