@@ -42,14 +42,24 @@ def fuse_missing() -> str | None:
     if not Path("/dev/fuse").exists():
         return "no /dev/fuse on this machine (the fuse kernel module is not loaded, or a container does not pass it)"
     try:
-        import mfusepy  # noqa: F401 - loads libfuse itself
+        mfusepy = _mfusepy()
     except ImportError:
         return f"the FUSE binding mfusepy is not installed: {INSTALL}"
     except OSError as e:  # mfusepy found no libfuse
         return f"libfuse is not installed ({e}): {INSTALL}"
+    if mfusepy.fuse_version_major != 3:
+        return f"mfusepy loaded libfuse {mfusepy.fuse_version_major}, not libfuse 3: {INSTALL}"
     if os.geteuid() != 0 and shutil.which("fusermount3") is None:
         return f"fusermount3 is not installed (a user's mount needs it): {INSTALL}"
     return None
+
+
+def _mfusepy():
+    # mfusepy takes libfuse 2 where both are installed unless told: this module speaks libfuse 3
+    os.environ.setdefault("FUSE_LIBRARY_NAME", "fuse3")
+    import mfusepy
+
+    return mfusepy
 
 
 # ---------------------------------------------------------------- what is mounted
@@ -90,9 +100,7 @@ class GgufTree:
 
     # the mount's life
     def init_with_config(self, conn, config) -> None:
-        from mfusepy import _libfuse
-
-        self.fuse = ctypes.c_void_p(_libfuse.fuse_get_context().contents.fuse)
+        self.fuse = ctypes.c_void_p(_mfusepy()._libfuse.fuse_get_context().contents.fuse)
         conn.max_read = conn.max_readahead = _READ_BYTES  # (max_read: as the mount option says, or libfuse refuses)
         conn.max_background = 64  # readahead requests in flight, for the threads to work on at once
         threading.Thread(target=self._watch, name="hfview-watch", daemon=True).start()
@@ -103,19 +111,24 @@ class GgufTree:
     def _watch(self) -> None:
         """Check every file of every checkpoint now and then: where one changed, its mounted files answer EIO and
         the kernel drops what it cached of them (a reader that mapped one then gets SIGBUS, not stale bytes)."""
-        from mfusepy import _libfuse
-
+        libfuse = _mfusepy()._libfuse
         self._readahead()
         log.info("mounted at %s", self.mountpoint)
+        dropped = set()  # files whose cached pages are dropped already
         while not self._stop.wait(_WATCH_SECONDS):
             for path, f in self.files.items():
-                if f.changed:
+                if path in dropped:
                     continue
+                known = f.changed  # (found by a read or an open, which said so)
                 try:
                     f.check()
                 except ChangedUnderMount as e:
-                    log.error("%s: %s", path, e)
-                    _libfuse.fuse_invalidate_path(self.fuse, path.encode())
+                    if not known:
+                        log.error("%s: %s", path, e)
+                    # (here, not in the read or open that found it: the kernel drops the pages in the caller's
+                    # thread, which may wait on reads of them that libfuse's threads are serving)
+                    libfuse.fuse_invalidate_path(self.fuse, path.encode())
+                    dropped.add(path)
 
     def _readahead(self) -> None:
         """The kernel reads ahead of a FUSE reader at most its device's read_ahead_kb (128 KiB by default, whatever
@@ -179,7 +192,7 @@ class GgufTree:
 
 
 def _fuse_class():
-    import mfusepy
+    mfusepy = _mfusepy()
 
     class DirectReadFUSE(mfusepy.FUSE):
         """mfusepy's FUSE, but a read fills libfuse's buffer in place (mfusepy's own read takes bytes back and
