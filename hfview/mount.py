@@ -96,11 +96,14 @@ class GgufTree:
         self.mtime = {path: max(st[3] for st in f.files.values()) for path, f in self.files.items()}
         self.started = time.time_ns()
         self.fuse = None  # libfuse's struct fuse *, for invalidating a changed file's cached pages
+        self.mounted = False
         self._stop = threading.Event()
+        self._said: set[str] = set()  # files whose change is logged already (once each: readers may retry)
 
     # the mount's life
     def init_with_config(self, conn, config) -> None:
         self.fuse = ctypes.c_void_p(_mfusepy()._libfuse.fuse_get_context().contents.fuse)
+        self.mounted = True
         conn.max_read = conn.max_readahead = _READ_BYTES  # (max_read: as the mount option says, or libfuse refuses)
         conn.max_background = 64  # readahead requests in flight, for the threads to work on at once
         threading.Thread(target=self._watch, name="hfview-watch", daemon=True).start()
@@ -119,12 +122,10 @@ class GgufTree:
             for path, f in self.files.items():
                 if path in dropped:
                     continue
-                known = f.changed  # (found by a read or an open, which said so)
                 try:
                     f.check()
                 except ChangedUnderMount as e:
-                    if not known:
-                        log.error("%s: %s", path, e)
+                    self._say(path, e)
                     # (here, not in the read or open that found it: the kernel drops the pages in the caller's
                     # thread, which may wait on reads of them that libfuse's threads are serving)
                     libfuse.fuse_invalidate_path(self.fuse, path.encode())
@@ -179,15 +180,19 @@ class GgufTree:
         """Fill `out` (libfuse's buffer: DirectReadFUSE) from `offset`."""
         return self._checked(path, self.by_handle[fh].readinto, offset, out)
 
-    @staticmethod
-    def _checked(path, call, *args):
+    def _say(self, path: str, e: ChangedUnderMount) -> None:
+        if path not in self._said:
+            self._said.add(path)
+            log.error("%s%s: %s", self.mountpoint, path, e)
+
+    def _checked(self, path, call, *args):
         try:
             return call(*args)
         except ChangedUnderMount as e:
-            log.error("%s: %s", path, e)
+            self._say(path, e)
             raise OSError(errno.EIO, str(e)) from None
         except HfviewError as e:  # a shard unreadable or truncated: said, and EIO to the reader
-            log.error("%s: %s", path, " ".join(str(e).split()))
+            log.error("%s%s: %s", self.mountpoint, path, " ".join(str(e).split()))
             raise OSError(errno.EIO, str(e)) from None
 
 
@@ -212,7 +217,14 @@ def serve(tree: dict[str, dict[str, MountedFile]], mountpoint: Path, *, debug: b
     options = dict(foreground=True, ro=True, fsname="hfview", subtype="hfview", default_permissions=True,
                    allow_other=os.geteuid() == 0,  # root's mount is read by ollama's own user too
                    attr_timeout=86400, entry_timeout=86400, negative_timeout=1, max_read=_READ_BYTES, debug=debug)
-    _fuse_class()(GgufTree(tree, mountpoint), str(mountpoint), raw_fi=True, **options)
+    operations = GgufTree(tree, mountpoint)
+    try:
+        _fuse_class()(operations, str(mountpoint), raw_fi=True, **options)
+    except RuntimeError as e:  # mfusepy: libfuse's fuse_main returned non-zero
+        if not operations.mounted:
+            raise MountError(f"libfuse could not mount {mountpoint} (fuse_main status {e}; libfuse's own message is "
+                             f"above)") from None
+        # a signal (Ctrl-C, SIGTERM) ends libfuse's loop with a non-zero status, once it has unmounted
 
 
 # ---------------------------------------------------------------- the commands' work

@@ -11,6 +11,7 @@ import os
 import random
 import re
 import shutil
+import signal
 import subprocess
 import sys
 import textwrap
@@ -208,18 +209,56 @@ def test_unmount_waits_for_an_open_reader_or_detaches_with_lazy(checkpoint, expo
 
 
 @needs_fuse
+def test_foreground_mount_unmounts_on_ctrl_c(checkpoint, tmp_path):
+    point = tmp_path / "point"
+    point.mkdir()
+    mount = subprocess.Popen([sys.executable, "-m", "hfview.cli", "mount", str(checkpoint("llama-spm")), str(point)],
+                             stderr=subprocess.PIPE, text=True, env=ENV)
+    try:
+        deadline = time.monotonic() + 60
+        while not os.path.ismount(point) and mount.poll() is None and time.monotonic() < deadline:
+            time.sleep(0.05)
+        assert os.path.ismount(point), mount.stderr.read() if mount.poll() is not None else "not mounted in 60 s"
+        mount.send_signal(signal.SIGINT)
+        said = mount.communicate(timeout=30)[1]
+        assert mount.returncode == 0, said
+        assert not os.path.ismount(point) and f"unmounted {point}" in said
+    finally:
+        if mount.poll() is None:
+            mount.kill()
+        if os.path.ismount(point):
+            hfview("umount", "--lazy", str(point), check=False)
+
+
+MAPPED = textwrap.dedent("""
+    import mmap, sys
+    with open(sys.argv[1], "rb") as f:
+        mapping = mmap.mmap(f.fileno(), 0, prot=mmap.PROT_READ)
+    print(mapping[-1], flush=True)  # a page of it mapped in
+    sys.stdin.readline()  # (the checkpoint changes meanwhile)
+    print(mapping[-1], flush=True)  # the same page again: gone from the kernel's cache, so asked of the mount
+""")
+
+
+@needs_fuse
 def test_a_shard_changed_under_the_mount_answers_eio_and_is_logged(checkpoint, tmp_path):
+    """The next open and any read answer EIO, the log says which file changed how; what the kernel had cached is
+    dropped (the mount checks every file each second), so a reader open from before gets EIO and a mapping of the
+    file a bus error, never the bytes of the checkpoint as it was."""
     ckpt = tmp_path / "llama-spm"
     shutil.copytree(checkpoint("llama-spm"), ckpt)
     head = HfCheckpoint(ckpt, vocab_apart=False).read(0, 1 << 20)
     m = Mount([ckpt], tmp_path / "point", tmp_path / "mount.log")
+    mapped = subprocess.Popen([sys.executable, "-c", MAPPED, str(m.file(ckpt))], stdin=subprocess.PIPE,
+                              stdout=subprocess.PIPE, text=True)
     try:
         path = m.file(ckpt)
         reader = os.open(path, os.O_RDONLY)
         try:
             assert os.pread(reader, 1 << 20, 0) == head  # in the kernel's cache now
+            assert mapped.stdout.readline().strip().isdigit()  # the mapping read
             shard = sorted(ckpt.glob("*.safetensors"))[0]
-            with open(shard, "r+b") as f:  # the same size, a different byte: only its mtime (and bytes) tell
+            with open(shard, "r+b") as f:  # the same size, a different byte: its mtime tells
                 f.seek(-1, os.SEEK_END)
                 last = f.read(1)
                 f.seek(-1, os.SEEK_END)
@@ -227,9 +266,8 @@ def test_a_shard_changed_under_the_mount_answers_eio_and_is_logged(checkpoint, t
             with pytest.raises(OSError) as opened:
                 open(path, "rb").close()
             assert opened.value.errno == errno.EIO
-            assert f"{shard} changed after it was opened" in m.log.read_text()
-            # the file open before the change: the kernel's cached pages are dropped (the mount checks every file
-            # each second), so a read comes to the mount and gets EIO rather than the stale bytes
+            said = [line for line in m.log.read_text().splitlines() if "changed after it was opened" in line]
+            assert len(said) == 1 and f"{shard} changed after it was opened" in said[0] and "mtime" in said[0]
             deadline = time.monotonic() + 10
             while time.monotonic() < deadline:
                 try:
@@ -240,9 +278,13 @@ def test_a_shard_changed_under_the_mount_answers_eio_and_is_logged(checkpoint, t
                 time.sleep(0.1)
             else:
                 pytest.fail("a reader open before the change still got bytes 10 s after it")
+            mapped.communicate("\n", timeout=30)
+            assert mapped.returncode == -signal.SIGBUS
         finally:
             os.close(reader)
     finally:
+        if mapped.poll() is None:
+            mapped.kill()
         m.close()
 
 
