@@ -92,7 +92,8 @@ class GgufTree:
     def __init__(self, tree: dict[str, dict[str, MountedFile]], mountpoint: Path):
         self.tree, self.mountpoint = tree, mountpoint
         self.files = {f"/{folder}/{name}": f for folder, files in tree.items() for name, f in files.items()}
-        self.by_handle = list(self.files.values())
+        self.by_handle = list(self.files.values())  # an open file's fh: its index here
+        self.handles = {path: i for i, path in enumerate(self.files)}
         self.mtime = {path: max(st[3] for st in f.files.values()) for path, f in self.files.items()}
         self.started = time.time_ns()
         self.fuse = None  # libfuse's struct fuse *, for invalidating a changed file's cached pages
@@ -172,7 +173,7 @@ class GgufTree:
         if fi.flags & os.O_ACCMODE != os.O_RDONLY:
             raise OSError(errno.EROFS, path)
         self._checked(path, f.check)
-        fi.fh = self.by_handle.index(f)
+        fi.fh = self.handles[path]
         fi.keep_cache = 1  # unchanged since the last open (just checked): what the kernel holds of it is still true
         return 0
 
@@ -228,7 +229,10 @@ def serve(tree: dict[str, dict[str, MountedFile]], mountpoint: Path, *, debug: b
 
 
 # ---------------------------------------------------------------- the commands' work
-def check_mountpoint(mountpoint: Path) -> None:
+def preflight(mountpoint: Path) -> None:
+    """Refuse (MountError) where this machine cannot mount, or `mountpoint` cannot take a mount."""
+    if (why := fuse_missing()) is not None:
+        raise MountError(f"cannot mount: {why}")
     if not mountpoint.is_dir():
         raise MountError(f"{mountpoint}: not a directory (make it first: mkdir -p {mountpoint})")
     if os.path.ismount(mountpoint):
@@ -238,9 +242,7 @@ def check_mountpoint(mountpoint: Path) -> None:
 def mount(models: list[Path], mountpoint: Path, *, outtype: str = "auto", quants: list[str] = (),
           imatrix: str | None = None, cache_mb: int = CACHE_MB, debug: bool = False) -> None:
     """Open every view (a refusal is raised here, before anything is mounted), then serve them in the foreground."""
-    if (why := fuse_missing()) is not None:
-        raise MountError(f"cannot mount: {why}")
-    check_mountpoint(mountpoint)
+    preflight(mountpoint)
     tree = open_files(models, outtype, list(quants), imatrix, ChunkCache(cache_mb << 20))
     for folder, files in tree.items():
         for name, f in files.items():
@@ -317,9 +319,7 @@ def mount_command(models: tuple[str, ...], mountpoint: Path, outtype: str, quant
     (which unmounts), or --daemon."""
     from .runner.resolve import local_dir
 
-    if (why := fuse_missing()) is not None:
-        raise MountError(f"cannot mount: {why}")
-    check_mountpoint(mountpoint)
+    preflight(mountpoint)  # before a Hub model is downloaded
     paths = [Path(local_dir(model, None)[0]) for model in models]
     if not daemon:
         _log_to(sys.stderr)

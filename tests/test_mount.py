@@ -172,12 +172,13 @@ def test_concurrent_readers_get_the_exported_bytes(mounted, exported, checkpoint
             os.close(fd)
 
 
-@pytest.mark.parametrize("name, quant", [("gpt_oss", None), ("mixtral", "Q4_K_M"), ("bailing_moe", None)])
-def test_mounted_file_reads_on_many_threads(name, quant, checkpoint, tmp_path):
+@pytest.mark.parametrize("name, outtype, quant", [
+    ("gpt_oss", "auto", None), ("mixtral", "auto", "Q4_K_M"), ("bailing_moe", "auto", None), ("qwen3-fp8", "f32", None)])
+def test_mounted_file_reads_on_many_threads(name, outtype, quant, checkpoint, tmp_path):
     """hfview.mount_file alone: views that keep a block between calls (gpt_oss' expert columns), a whole-tensor
-    step (bailing_moe's normalised head), quantized chunks, read at random ranges by 8 threads through a cache too
-    small to keep them."""
-    ckpt = HfCheckpoint(checkpoint(name), "auto", quant=quant, vocab_apart=False)
+    step (bailing_moe's normalised head), quantized chunks, FP8 weights dequantized on read, read at random ranges by
+    8 threads through a cache too small to keep them."""
+    ckpt = HfCheckpoint(checkpoint(name), outtype, quant=quant, vocab_apart=False)
     want = export(ckpt, tmp_path / "export.gguf").read_bytes()
     f = MountedFile(ckpt, checkpoint_files(ckpt.path), ChunkCache(64 << 10))
 
@@ -302,5 +303,8 @@ def test_refusals_are_one_line(checkpoint, tmp_path):
         assert missing.returncode == 1 and len(missing.stderr.strip().splitlines()) == 1, missing.stderr
         not_dir = hfview("mount", str(checkpoint("llama-spm")), str(tmp_path / "no-point"), check=False)
         assert not_dir.returncode == 1 and "not a directory" in not_dir.stderr
+        twice = hfview("mount", str(checkpoint("llama-spm")), str(checkpoint("llama-spm")), str(point), check=False)
+        assert twice.returncode == 1 and "two checkpoints are named" in twice.stderr
+        assert not os.path.ismount(point)
     not_mounted = hfview("umount", str(point), check=False)
     assert not_mounted.returncode == 1 and "not a mount point" in not_mounted.stderr
