@@ -106,7 +106,6 @@ class GgufTree:
         self.fuse = ctypes.c_void_p(_mfusepy()._libfuse.fuse_get_context().contents.fuse)
         self.mounted = True
         conn.max_read = conn.max_readahead = _READ_BYTES  # (max_read: as the mount option says, or libfuse refuses)
-        conn.max_background = 64  # readahead requests in flight, for the threads to work on at once
         threading.Thread(target=self._watch, name="hfview-watch", daemon=True).start()
 
     def destroy(self, path) -> None:
@@ -206,18 +205,18 @@ def _fuse_class():
 
         def read(self, path, buf, size, offset, fip):
             out = memoryview((ctypes.c_char * size).from_address(ctypes.addressof(buf.contents))).cast("B")
-            return self.operations.read(path.decode(self.encoding, self.errors) if path else None, out, offset,
-                                             fip.contents.fh)
+            path = path.decode(self.encoding, self.errors) if path else None
+            return self.operations.read(path, out, offset, fip.contents.fh)
 
     return DirectReadFUSE
 
 
-def serve(tree: dict[str, dict[str, MountedFile]], mountpoint: Path, *, debug: bool = False) -> None:
+def serve(tree: dict[str, dict[str, MountedFile]], mountpoint: Path) -> None:
     """Mount `tree` at `mountpoint` and serve it until unmounted (hfview umount) or interrupted (Ctrl-C, SIGTERM:
     libfuse unmounts)."""
     options = dict(foreground=True, ro=True, fsname="hfview", subtype="hfview", default_permissions=True,
                    allow_other=os.geteuid() == 0,  # root's mount is read by ollama's own user too
-                   attr_timeout=86400, entry_timeout=86400, negative_timeout=1, max_read=_READ_BYTES, debug=debug)
+                   attr_timeout=86400, entry_timeout=86400, negative_timeout=1, max_read=_READ_BYTES)
     operations = GgufTree(tree, mountpoint)
     try:
         _fuse_class()(operations, str(mountpoint), raw_fi=True, **options)
@@ -240,14 +239,14 @@ def preflight(mountpoint: Path) -> None:
 
 
 def mount(models: list[Path], mountpoint: Path, *, outtype: str = "auto", quants: list[str] = (),
-          imatrix: str | None = None, cache_mb: int = CACHE_MB, debug: bool = False) -> None:
+          imatrix: str | None = None, cache_mb: int = CACHE_MB) -> None:
     """Open every view (a refusal is raised here, before anything is mounted), then serve them in the foreground."""
     preflight(mountpoint)
     tree = open_files(models, outtype, list(quants), imatrix, ChunkCache(cache_mb << 20))
     for folder, files in tree.items():
         for name, f in files.items():
             log.info("%s/%s/%s: %s bytes%s", mountpoint, folder, name, f"{f.size:,}", _load_note(f))
-    serve(tree, mountpoint, debug=debug)
+    serve(tree, mountpoint)
 
 
 def _load_note(f: MountedFile) -> str:

@@ -290,20 +290,29 @@ def test_a_shard_changed_under_the_mount_answers_eio_and_is_logged(checkpoint, t
 
 
 def test_refusals_are_one_line(checkpoint, tmp_path):
-    """No libfuse (a library name that does not exist), a missing checkpoint, a mount point that is not a
-    directory: one line each, naming what to do, exit 1."""
+    """No libfuse (a library name that does not exist), no binding, a missing checkpoint, a mount point that is not
+    a directory, two checkpoints of one name: one line each, naming what to do, exit 1."""
     point = tmp_path / "point"
     point.mkdir()
-    no_lib = subprocess.run([sys.executable, "-m", "hfview.cli", "mount", str(checkpoint("llama-spm")), str(point)],
-                            capture_output=True, text=True, env={**ENV, "FUSE_LIBRARY_NAME": "hfview-no-such-fuse"})
-    assert no_lib.returncode == 1 and len(no_lib.stderr.strip().splitlines()) == 1
-    assert "apt-get install fuse3" in no_lib.stderr and "hfview[mount]" in no_lib.stderr
+    model = str(checkpoint("llama-spm"))
+    no_lib = subprocess.run([sys.executable, "-m", "hfview.cli", "mount", model, str(point)], capture_output=True,
+                            text=True, env={**ENV, "FUSE_LIBRARY_NAME": "hfview-no-such-fuse"})
+    no_binding = subprocess.run([sys.executable, "-c", "import sys; sys.modules['mfusepy'] = None; "
+                                 "from hfview.cli import main; main()", "mount", model, str(point)],
+                                capture_output=True, text=True, env=ENV)
+    for refused, says in ((no_lib, "libfuse is not installed"), (no_binding, "mfusepy is not installed")):
+        assert refused.returncode == 1 and len(refused.stderr.strip().splitlines()) == 1, refused.stderr
+        if Path("/dev/fuse").exists():
+            assert says in refused.stderr and "apt-get install fuse3" in refused.stderr
+            assert "pip install 'hfview[mount]'" in refused.stderr
+        else:
+            assert "no /dev/fuse" in refused.stderr
     if Path("/dev/fuse").exists():  # (elsewhere every mount is refused for want of FUSE, checked above)
         missing = hfview("mount", str(tmp_path / "nowhere"), str(point), check=False)
         assert missing.returncode == 1 and len(missing.stderr.strip().splitlines()) == 1, missing.stderr
-        not_dir = hfview("mount", str(checkpoint("llama-spm")), str(tmp_path / "no-point"), check=False)
+        not_dir = hfview("mount", model, str(tmp_path / "no-point"), check=False)
         assert not_dir.returncode == 1 and "not a directory" in not_dir.stderr
-        twice = hfview("mount", str(checkpoint("llama-spm")), str(checkpoint("llama-spm")), str(point), check=False)
+        twice = hfview("mount", model, model, str(point), check=False)
         assert twice.returncode == 1 and "two checkpoints are named" in twice.stderr
         assert not os.path.ismount(point)
     not_mounted = hfview("umount", str(point), check=False)
