@@ -10,6 +10,7 @@ of the same chunk share. Before bytes are served, the files they come from are c
 from __future__ import annotations
 
 import bisect
+import contextlib
 import os
 import threading
 from collections import OrderedDict
@@ -31,6 +32,7 @@ _CHUNK_WORK_BYTES = 8 << 20
 # views that keep nothing between calls: any number of threads may read them at once (the others keep a block or
 # their norms, so one thread at a time makes rows of such a view)
 _STATELESS = (Stored, Stack, Generated)
+_NO_LOCK = contextlib.nullcontext()  # what such a view is read under
 
 
 class ChangedUnderMount(HfviewError):
@@ -204,17 +206,6 @@ class MountedFile:
         with self._locks.get(id(t.view)) or _NO_LOCK:
             rows = t.rows(first, stop)
         return memoryview(np.ascontiguousarray(rows)).cast("B").toreadonly()
-
-
-class _NoLock:
-    def __enter__(self):
-        return self
-
-    def __exit__(self, *exc):
-        return False
-
-
-_NO_LOCK = _NoLock()
 
 
 def _difference(then: tuple, now) -> str:

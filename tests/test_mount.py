@@ -24,6 +24,7 @@ import pytest
 
 from hfview import HfCheckpoint
 from hfview.export import export
+from hfview import mount_file
 from hfview.mount_file import ChunkCache, MountedFile, checkpoint_files
 
 REPO = Path(__file__).resolve().parents[1]
@@ -160,6 +161,13 @@ def _read_on_threads(read, want: bytes, threads: int = 8, count: int = 40) -> No
     assert not failures, f"wrong bytes at (offset, length) {failures[:5]}"
 
 
+def _reader(f: MountedFile):
+    def read(offset: int, n: int) -> bytes:
+        buf = bytearray(n)
+        return bytes(buf[:f.readinto(offset, memoryview(buf))])
+    return read
+
+
 @needs_fuse
 def test_concurrent_readers_get_the_exported_bytes(mounted, exported, checkpoint):
     for name, quant in (("mixtral", "Q4_K_M"), ("llama-spm", None)):
@@ -174,19 +182,47 @@ def test_concurrent_readers_get_the_exported_bytes(mounted, exported, checkpoint
 
 @pytest.mark.parametrize("name, outtype, quant", [
     ("gpt_oss", "auto", None), ("mixtral", "auto", "Q4_K_M"), ("bailing_moe", "auto", None), ("qwen3-fp8", "f32", None)])
-def test_mounted_file_reads_on_many_threads(name, outtype, quant, checkpoint, tmp_path):
+def test_mounted_file_reads_on_many_threads(name, outtype, quant, checkpoint, tmp_path, monkeypatch):
     """hfview.mount_file alone: views that keep a block between calls (gpt_oss' expert columns), a whole-tensor
     step (bailing_moe's normalised head), quantized chunks, FP8 weights dequantized on read, read at random ranges by
-    8 threads through a cache too small to keep them."""
+    8 threads through a cache too small to keep them, in chunks of a few rows (so that threads make rows of one
+    tensor at once)."""
+    monkeypatch.setattr(mount_file, "_CHUNK_WORK_BYTES", 4096)
     ckpt = HfCheckpoint(checkpoint(name), outtype, quant=quant, vocab_apart=False)
     want = export(ckpt, tmp_path / "export.gguf").read_bytes()
-    f = MountedFile(ckpt, checkpoint_files(ckpt.path), ChunkCache(64 << 10))
+    _read_on_threads(_reader(MountedFile(ckpt, checkpoint_files(ckpt.path), ChunkCache(64 << 10))), want)
 
-    def read(offset: int, n: int) -> bytes:
-        buf = bytearray(n)
-        return bytes(buf[:f.readinto(offset, memoryview(buf))])
 
-    _read_on_threads(read, want)
+def test_a_view_that_keeps_state_is_made_by_one_thread_at_a_time(checkpoint, monkeypatch):
+    """gpt_oss' expert columns and transposed blocks keep a block between calls: never two threads in one at once
+    (every view's rows slowed down, so that threads would meet there)."""
+    monkeypatch.setattr(mount_file, "_CHUNK_WORK_BYTES", 4096)
+    ckpt = HfCheckpoint(checkpoint("gpt_oss"), "auto", vocab_apart=False)
+    keeping = {id(t.view) for t in ckpt.tensors if not isinstance(t.view, mount_file._STATELESS)}
+    assert keeping, "no view that keeps state in the fixture: nothing checked"
+    inside, met, guard = {}, [], threading.Lock()
+
+    def slowed(view):
+        rows = view.rows
+
+        def entered(start, stop):
+            with guard:
+                inside[id(view)] = inside.get(id(view), 0) + 1
+                if inside[id(view)] > 1 and id(view) in keeping:
+                    met.append(type(view).__name__)
+            time.sleep(0.002)
+            try:
+                return rows(start, stop)
+            finally:
+                with guard:
+                    inside[id(view)] -= 1
+        return entered
+
+    for t in ckpt.tensors:
+        t.view.rows = slowed(t.view)
+    want = HfCheckpoint(checkpoint("gpt_oss"), "auto", vocab_apart=False).read(0, ckpt.size)
+    _read_on_threads(_reader(MountedFile(ckpt, checkpoint_files(ckpt.path), ChunkCache(64 << 10))), want)
+    assert not met, f"two threads in one view at once: {sorted(set(met))}"
 
 
 @needs_fuse
