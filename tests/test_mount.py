@@ -193,6 +193,31 @@ def test_mounted_file_reads_on_many_threads(name, outtype, quant, checkpoint, tm
     _read_on_threads(_reader(MountedFile(ckpt, checkpoint_files(ckpt.path), ChunkCache(64 << 10))), want)
 
 
+def test_chunk_cache_makes_a_chunk_once_and_keeps_its_budget():
+    cache, made = ChunkCache(budget=3000), []
+
+    def make(key):
+        made.append(key)
+        time.sleep(0.05)  # the other threads ask meanwhile
+        return memoryview(bytes(1000))
+
+    workers = [threading.Thread(target=cache.get, args=("a", lambda: make("a"))) for _ in range(8)]
+    for w in workers:
+        w.start()
+    for w in workers:
+        w.join()
+    assert made == ["a"]
+    for key in "bcde":
+        cache.get(key, lambda key=key: make(key))
+    assert cache.held <= 3000
+    cache.get("a", lambda: make("a"))  # the least recently used went first
+    assert made == ["a", "b", "c", "d", "e", "a"]
+    with pytest.raises(ZeroDivisionError):  # a failed make is raised, and not kept
+        cache.get("f", lambda: 1 / 0)
+    cache.get("f", lambda: make("f"))
+    assert made[-1] == "f"
+
+
 def test_a_view_that_keeps_state_is_made_by_one_thread_at_a_time(checkpoint, monkeypatch):
     """gpt_oss' expert columns and transposed blocks keep a block between calls: never two threads in one at once
     (every view's rows slowed down, so that threads would meet there)."""
