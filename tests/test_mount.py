@@ -373,6 +373,13 @@ def test_refusals_are_one_line(checkpoint, tmp_path):
         assert missing.returncode == 1 and len(missing.stderr.strip().splitlines()) == 1, missing.stderr
         not_dir = hfview("mount", model, str(tmp_path / "no-point"), check=False)
         assert not_dir.returncode == 1 and "not a directory" in not_dir.stderr
+        unsupported = tmp_path / "unsupported"
+        unsupported.mkdir()
+        (unsupported / "config.json").write_text('{"model_type": "nope", "architectures": ["NopeForCausalLM"]}')
+        daemon = hfview("mount", str(unsupported), str(point), "--daemon", "--log", str(tmp_path / "log"), check=False)
+        # (--daemon: the refusal the mount process logged, said by the command that started it)
+        assert daemon.returncode == 1 and len(daemon.stderr.strip().splitlines()) == 1, daemon.stderr
+        assert daemon.stderr.startswith("hfview: model architecture 'nope'") and "unsupported" in daemon.stderr
         twice = hfview("mount", model, model, str(point), check=False)
         assert twice.returncode == 1 and "two checkpoints are named" in twice.stderr
         assert not os.path.ismount(point)
