@@ -137,12 +137,13 @@ def families(as_json: bool) -> None:
 
 
 def _register_commands() -> None:
-    """generate / parity / ... live beside their code in runner/, tokenize / tokenizer-check in tokenizer/: the CLI
-    imports their COMMANDS (they never import the CLI)."""
+    """generate / parity / ... live beside their code in runner/, tokenize / tokenizer-check in tokenizer/, mount /
+    umount in mount.py: the CLI imports their COMMANDS (they never import the CLI)."""
+    from .mount import COMMANDS as MOUNT_COMMANDS
     from .runner.commands import COMMANDS as RUNNER_COMMANDS
     from .tokenizer.commands import COMMANDS as TOKENIZER_COMMANDS
 
-    for command in (*RUNNER_COMMANDS, *TOKENIZER_COMMANDS):
+    for command in (*RUNNER_COMMANDS, *TOKENIZER_COMMANDS, *MOUNT_COMMANDS):
         main.add_command(command)
 
 
