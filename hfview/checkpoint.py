@@ -18,7 +18,7 @@ from .family import Family, plan_tensors
 from .gguf_layout import (KEPT_ENCODED, KV, EncodedArray, FileSpan, GGMLType, Pieces, ValueType, encode_header,
                           encode_kv, encode_tensor_info, encoded_kv_pieces, pad_to)
 from .shards import StoredTensor, index_shards, read_bytes_into
-from .views import Generated, Presented, Stack, Stored, fp8_dequantized, quiet_bf16_nans
+from .views import Generated, Presented, RowSelection, Stack, Stored, fp8_dequantized, quiet_bf16_nans
 from .vocab_cache import vocab_kv
 from .names import Keys
 
@@ -88,6 +88,10 @@ def _stored_spans(t: Presented, first: int, stop: int) -> list[tuple[StoredTenso
             spans.append((t.view.parts[part], within * rb, take * rb))
             row += take
         return spans
+    if type(t.view) is RowSelection and len(t.view.shape) > 1:
+        # one part of a fused tensor (each expert's gate half): its runs of consecutive stored rows, where long
+        runs = t.view.runs(first, stop)
+        return None if runs is None else [(t.view.source, row * rb, n * rb) for row, n in runs]
     return None
 
 

@@ -1,9 +1,9 @@
 """A view's bytes in an anonymous memory file (Linux ``memfd_create``), which llama.cpp then opens by path
 (``/proc/self/fd/N``) with its own loader and maps: no file is written to disk, no byte passes through a C stream.
 
-The file is sized, mapped, filled (``HfCheckpoint.fill_into``, on several threads: stored bytes sent from the shards
-straight into the file by the kernel, or read straight into the mapping where a view rearranges them, computed
-tensors made into their place) and unmapped again; what holds its pages from
+The file is sized, mapped, filled (``HfCheckpoint.fill_into``, on several threads: stored bytes read from the shards
+into a buffer the CPU's cache holds and written to the file, or read straight into the mapping where a view rearranges
+them, computed tensors made into their place) and unmapped again; what holds its pages from
 then on is llama.cpp's own mapping. Its pages are memory, not page cache: they cannot be dropped while the model
 lives, so ``fill`` refuses before filling when the system does not have them free (``memory_available``).
 """

@@ -242,17 +242,28 @@ class RowSelection(View):
     def rows(self, start, stop):
         if len(self.shape) == 1:
             return self.source.read()[self.order].reshape(1, -1)
-        picked = self.order[start:stop]
-        cuts = np.flatnonzero(np.diff(picked) != 1) + 1
-        if len(cuts) >= len(picked) // _LONG_RUN:  # short runs (rotation pairs, single rows): one read, a gather
+        runs = self.runs(start, stop)
+        if runs is None:  # short runs (rotation pairs, single rows): one read, a gather
+            picked = self.order[start:stop]
             lo, hi = int(picked.min()), int(picked.max()) + 1
             return _flat_rows(self.source, lo, hi)[picked - lo]
         # long runs of consecutive rows (one part of each expert's fused rows): each run read on its own, so
         # memory holds the result and one run's read, not every stored row between the first and the last
-        out = np.empty((len(picked), self.shape[-1]), self.source.numpy_dtype)
-        for a, b in zip((0, *cuts), (*cuts, len(picked))):
-            out[a:b] = _flat_rows(self.source, int(picked[a]), int(picked[b - 1]) + 1)
+        out = np.empty((stop - start, self.shape[-1]), self.source.numpy_dtype)
+        at = 0
+        for row, n in runs:
+            out[at:at + n] = _flat_rows(self.source, row, row + n)
+            at += n
         return out
+
+    def runs(self, start: int, stop: int) -> list[tuple[int, int]] | None:
+        """Presented rows [start, stop) as runs of consecutive stored rows, (first stored row, count) each; None
+        where the runs are short (under _LONG_RUN rows on average), which one read and a gather serve better."""
+        picked = self.order[start:stop]
+        cuts = np.flatnonzero(np.diff(picked) != 1) + 1
+        if len(cuts) >= len(picked) // _LONG_RUN:
+            return None
+        return [(int(picked[a]), b - a) for a, b in zip((0, *cuts), (*cuts, len(picked)))]
 
 
 _LONG_RUN = 64  # RowSelection reads run by run where its runs of consecutive rows average at least this many

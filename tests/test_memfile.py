@@ -50,6 +50,22 @@ def test_memory_file_is_the_exported_file(name, outtype, checkpoint, tmp_path):
             assert sha256_of_memory_file(mf) == want, f"{threads} threads"
 
 
+@pytest.mark.parametrize("name", ["granitemoe", "internlm2"])
+def test_fused_parts_go_to_the_memory_file_run_by_run(name, checkpoint, tmp_path, monkeypatch):
+    """One part of a fused tensor (GraniteMoE's gate half of each expert, InternLM2's q, k or v of its grouped
+    wqkv) is written to the memory file run by run of consecutive stored rows, as the exported file has it. The
+    fixtures' runs are shorter than the fill's threshold for this, so the threshold is lowered to one row."""
+    from hfview import checkpoint as checkpoint_module
+    from hfview import views
+    monkeypatch.setattr(views, "_LONG_RUN", 1)
+    ckpt = HfCheckpoint(checkpoint(name), "auto")
+    fused = [t for t in ckpt.tensors if isinstance(t.view, views.RowSelection) and len(t.view.shape) > 1]
+    assert fused and all(checkpoint_module._stored_spans(t, 0, t.view.n_rows) for t in fused)
+    want = sha256_of(export(ckpt, tmp_path / "export.gguf"))
+    with memfile.fill(ckpt, threads=3) as mf:
+        assert sha256_of_memory_file(mf) == want
+
+
 def test_quantized_view_fills_as_exported(checkpoint, tmp_path):
     ckpt = HfCheckpoint(checkpoint("llama-spm"), "f32", quant="Q4_K_M")
     want = sha256_of(export(ckpt, tmp_path / "export.gguf"))
