@@ -223,8 +223,10 @@ def test_a_flag_the_family_reads_is_its_business():
 
 
 def test_unknown_key_is_refused_before_a_flag_on():
-    with pytest.raises(ConfigError, match=r"'mystery_scale' \(= 2\.0\) is not one the qwen2 family knows"):
-        _check(_qwen2(mystery_scale=2.0, use_mrope=True))
+    """A key a reference reads (the converter's TextModel takes model_max_length as the context length) is refused
+    by name before a flag on; one neither reads (mystery_scale) is ignored (tests/test_key_policy.py)."""
+    with pytest.raises(ConfigError, match=r"'model_max_length' \(= 8\) is read by the converter's TextModel"):
+        _check(_qwen2(model_max_length=8, mystery_scale=2.0, use_mrope=True))
 
 
 def test_a_family_entry_overrides_the_common_table():
