@@ -115,3 +115,19 @@ def test_inspect_lists_the_ignored_keys(tmp_path):
             "tensors": [], "ignored_keys": {"rope_interleaved": "neither reads it"}}
     assert "ignored config key rope_interleaved: neither reads it" in render(info)
     json.dumps(info)
+
+
+# ---------------------------------------------------------------- values at which a read key changes nothing
+@pytest.mark.parametrize("name", ["mamba2", "falcon-h1", "granite-4.0-h", "nemotron_h-moe"])
+def test_a_step_clamp_past_float32_range_clamps_nothing(checkpoint, tmp_path, name):
+    """time_step_limit [0.0, 1e+308] (Nemotron-3-Ultra's): the step is a softplus (never below 0) held in float32 or
+    narrower, so a clamp to [0, 1e+308] changes no value, as [0, Infinity] does not; the view is the unclamped one,
+    the same KV as the fixture's own. A bound inside float32's range still clamps, and is refused."""
+    from family_variants import assert_refused, variant
+    from hfview import HfCheckpoint
+    base = HfCheckpoint(checkpoint(name), "f32")
+    wide = HfCheckpoint(variant(checkpoint(name), tmp_path / "wide", time_step_limit=[0.0, 1e308]), "f32")
+    def kv(ckpt):  # general.* is named from the directory
+        return [(kv.key, kv.value) for kv in ckpt.kv if not kv.key.startswith("general.")]
+    assert kv(wide) == kv(base)
+    assert_refused(checkpoint(name), tmp_path, "time_step_limit", time_step_limit=[0.0, 1e30])
