@@ -259,9 +259,8 @@ def test_hfcheckpoint_refuses_a_flag_on(tmp_path):
 # older families with their own tensor paths (old-dense)
 REFUSED.update({
     "chatglm/THUDM__chatglm2-6b.json": (
-        "vocab_size is missing", "ChatGLM2 states only padded_vocab_size: the converter writes the tokenizer's own "
-        "token count, fewer than the embedding's rows, and llama.cpp refuses that file (its SentencePiece "
-        "tokenizer is not GLM-4's BPE either)"),
+        "converter fails on it with KeyError: 'vocab_size'", "ChatGLM2 states only padded_vocab_size: the converter "
+        "stops with KeyError: 'vocab_size' (tests/test_converter_refusals.py measures it)"),
 })
 FEWER["codeshell"] = "one released model (CodeShell-7B); its organisation's own copy reached"
 FEWER["chatglm"] = ("one clean copy reached (chatglm2-6b); chatglm3-6b's copy was edited, glm-4-9b-chat's found only "
