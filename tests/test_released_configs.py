@@ -276,8 +276,8 @@ FEWER["ministral3"] = _UNREACHED
 # Qwen's linear-attention hybrids: one byte copy of Qwen3-Next-80B-A3B-Instruct's config.json reached
 # (a model report quoting the file whole); the other copies found are transcriptions or transformers' dumps
 FEWER.update({"qwen3_next": "Qwen3-Next-80B-A3B Instruct and Thinking share one config; one byte copy reached"})
-FEWER.update({"qwen3_5_text": "no byte copy of a Qwen3_5ForCausalLM config.json reached (released Qwen3.5 checkpoints "
-                              "are the image-text wrappers; the copies found are truncated tool outputs)"})
+FEWER.update({"qwen3_5_text": "two byte copies reached (Qwen3.5-9B and 27B, image-text wrappers, in tt-metal); "
+                              "Qwen3.5-0.8B's found only trimmed in other projects' tests"})
 FEWER.update({"qwen3_5_moe_text": "one byte copy reached (Qwen3.5-35B-A3B's image-text wrapper); the other copies found "
                                   "are transcriptions or truncated tool outputs"})
 # converter classes without a transformers class: Nanbeige4.2-3B's config.json is reached only as quoted
