@@ -131,3 +131,36 @@ def test_a_step_clamp_past_float32_range_clamps_nothing(checkpoint, tmp_path, na
         return [(kv.key, kv.value) for kv in ckpt.kv if not kv.key.startswith("general.")]
     assert kv(wide) == kv(base)
     assert_refused(checkpoint(name), tmp_path, "time_step_limit", time_step_limit=[0.0, 1e30])
+
+
+# ---------------------------------------------------------------- what the released configs state, on fixtures
+SMOLLM2 = {"is_llama_config": True, "rope_interleaved": False,
+           "transformers.js_config": {"kv_cache_dtype": {"q4f16": "float16", "fp16": "float16"}}}
+IGNORED_AS_RELEASED = [
+    ("llama3-bpe", SMOLLM2),                                    # SmolLM2-135M/360M/1.7B(-Instruct)
+    ("qwen3_5_text", {"mlp_only_layers": []}),                  # Qwen3.5-0.8B/9B/27B
+    ("phimoe", {"expert_dropout": 0.0}),                        # Phi-mini-MoE
+    ("phi-2", {"attention_bias": False, "rotary_dim": 32}),     # phi-1
+    ("gemma2", {"sliding_window_size": 6}),                     # gemma-2-9b: sliding_window's old name, read by neither
+]
+
+
+@pytest.mark.parametrize("name, keys", IGNORED_AS_RELEASED, ids=[n for n, _ in IGNORED_AS_RELEASED])
+def test_keys_released_configs_state_change_no_byte(checkpoint, builder, tmp_path, name, keys):
+    """A fixture with the keys a released config adds beside its family's own (refused on main): accepted, each
+    listed as ignored by `hfview inspect` (and its --json), and the view's file stays byte-identical to the
+    converter's on the same directory."""
+    from family_variants import variant
+    from hfview import HfCheckpoint
+    from hfview.export import export
+    import oracle
+
+    model = variant(checkpoint(name), tmp_path / name, **keys)
+    from hfview.inspect import describe, render
+    ckpt = HfCheckpoint(model, "f32")
+    info = describe(ckpt)  # hfview inspect --json
+    assert set(keys) <= set(info["ignored_keys"]) and json.loads(json.dumps(info))["ignored_keys"]
+    assert all(f"ignored config key {key}: " in render(info) for key in keys)
+    ours = export(ckpt, tmp_path / "ours.gguf")
+    theirs = oracle.convert_cached(model, "f32", *builder.CONVERTER_ARGS.get(name, ()))
+    assert oracle.sha256(ours) == oracle.sha256(theirs), oracle.first_difference(ours, theirs)
