@@ -186,23 +186,98 @@ def _same(value: Any, harmless: Any) -> bool:
     return value == harmless
 
 
-def check_keys(config: dict, path: Path, family: str, reads: frozenset[str], harmless: Harmless) -> None:
-    """Every key is read, known to leave the computation unchanged at its value, or refused by name."""
+# Sub-configs of the towers beside a text decoder (an image-text or audio-text wrapper's): hfview presents the decoder,
+# whose forward never runs them.
+_OTHER_TOWERS = ("vision_config", "audio_config", "speech_config", "whisper_config", "vision_tower_config",
+                 "audio_tower_config", "perceiver_config")
+
+
+def _references(family: str) -> tuple[dict[str, str], tuple[str, ...]]:
+    """({model type: transformers folder}, the converter's text class chain) read for `family`
+    (hfview/families/_references_read.py, written by tools/key_policy.py)."""
+    from .families import _references_read as R
+    return R.FAMILIES.get(family, ({}, ()))
+
+
+def readers(family: str, key: str) -> list[str]:
+    """Which of the references' code reads `key` for `family`: transformers' model folders or shared code, the
+    converter's classes."""
+    from .families import _references_read as R
+    types, chain = _references(family)
+    found = [f"transformers' {folder} code" for folder in sorted(set(types.values())) if key in R.TRANSFORMERS[folder]]
+    if types and key in R.SHARED:
+        found.append("transformers' shared code (PreTrainedConfig, rope, masks, caches)")
+    return found + [f"the converter's {cls}" for cls in chain if key in R.CONVERTER[cls]]
+
+
+def _family_defaults(family: str, model_type: Any) -> dict:
+    from . import families
+    found = next((f for f in families.FAMILIES if f.name == family), None)
+    return found.defaults.get(model_type, {}) if found is not None and isinstance(model_type, str) else {}
+
+
+def _empty(value: Any) -> bool:
+    return value is None or (isinstance(value, (list, dict, str)) and not value)
+
+
+def _why_ignored(config: dict, family: str, key: str, value: Any) -> str | None:
+    """Why a key hfview neither reads nor knows as harmless changes nothing, or None where it may."""
+    if ("dropout" in key or key.endswith("_pdrop")) and not isinstance(value, bool) and value == 0:
+        return f"a dropout of {value} drops nothing"
+    if key in _OTHER_TOWERS and isinstance(value, dict):
+        return f"the {key.removesuffix('_config')} tower's configuration: hfview presents the text decoder, which " \
+               f"never runs that tower"
+    defaults = _family_defaults(family, config.get("model_type"))
+    if _empty(value) and _empty(defaults.get(key)):
+        return f"{json.dumps(value)} asks for nothing, as the config class's default " \
+               f"({json.dumps(defaults.get(key))}) does"
+    types, chain = _references(family)
+    # Only where both references exist to be read: a family with remote code or without a converter class keeps
+    # every key it does not know refused.
+    if config.get("model_type") in types and chain and not readers(family, key):
+        folders = ", ".join(sorted(set(types.values())))
+        return f"neither transformers' {folders} code nor the converter's {chain[0]} reads it"
+    return None
+
+
+def _sort_keys(config: dict, family: str, reads: frozenset[str], harmless: Harmless):
+    """(ignored {key: why}, refused keys, keys at a value that changes the computation), in the key check's order:
+    read by hfview, known harmless (at any value or at the values listed), ignored with a reason, refused."""
     known = {**COMMON_HARMLESS, **harmless}
-    unknown, changing = [], []
+    ignored, refused, changing = {}, [], []
     for key, value in config.items():
         if key in reads or key == "text_config":
             continue
-        if key not in known:
-            unknown.append(key)
-        elif known[key] is not ANY and not any(_same(value, off) for off in known[key]):
-            changing.append(key)
-    if unknown:
-        unknown.sort()
-        raise ConfigError(f"{path}: config key {unknown[0]!r} (= {shown(config[unknown[0]])}) is not one the {family} "
-                          f"family knows; hfview will not guess whether it changes the model"
-                          + (f" (also unknown: {', '.join(unknown[1:])})" if len(unknown) > 1 else ""))
+        if key in known:
+            if known[key] is not ANY and not any(_same(value, off) for off in known[key]):
+                changing.append(key)
+        elif (why := _why_ignored(config, family, key, value)) is not None:
+            ignored[key] = why
+        else:
+            refused.append(key)
+    return ignored, sorted(refused), changing
+
+
+def ignored_keys(config: dict, family) -> dict[str, str]:  # family: a hfview.family.Family
+    """The config keys the key check accepts without reading them, each with why it changes nothing (what
+    `hfview inspect` lists)."""
+    return _sort_keys(config, family.name, family.reads, family.harmless)[0]
+
+
+def check_keys(config: dict, path: Path, family: str, reads: frozenset[str], harmless: Harmless) -> None:
+    """Every key is read, known to leave the computation unchanged at its value, ignored because it changes nothing
+    (hfview.config.ignored_keys), or refused by name, with the reference that reads it."""
+    _ignored, refused, changing = _sort_keys(config, family, reads, harmless)
+    if refused:
+        key = refused[0]
+        by = readers(family, key)
+        what = (f"is read by {' and '.join(by)}, and the {family} family does not read it" if by else
+                f"is not one the {family} family knows")
+        raise ConfigError(f"{path}: config key {key!r} (= {shown(config[key])}) {what}; hfview will not guess "
+                          f"whether it changes the model"
+                          + (f" (also unknown: {', '.join(refused[1:])})" if len(refused) > 1 else ""))
     if changing:
+        known = {**COMMON_HARMLESS, **harmless}
         key = changing[0]
         offs = " or ".join(json.dumps(off) for off in known[key])
         stated = json.dumps(config[key])

@@ -14,6 +14,7 @@ code that relies on it:
 """
 from __future__ import annotations
 
+import math
 from pathlib import Path
 
 from .errors import ConfigError, shown
@@ -60,7 +61,10 @@ RULES: dict[str, Rule] = {
     # Mamba's step rank: a count, or "auto" (the width / 16, rounded up)
     **{k: Rule("an integer >= 1 or \"auto\"", lambda v: is_int(v) and 1 <= v <= U32_MAX or v == "auto")
        for k in ("time_step_rank", "dt_rank", "mamba_dt_rank")},
-    "time_step_limit": list_of(NUMBER), "full_attn_idxs": list_of(ZERO_OR_COUNT).or_null(),
+    # a clamp's bounds are never written to the file: any finite number, past float32's range too (Nemotron-3-Ultra's
+    # [0.0, 1e+308], whose upper bound clamps nothing; families.state_space.clamps_nothing)
+    "time_step_limit": list_of(Rule("a finite number", lambda v: is_int(v) or isinstance(v, float) and math.isfinite(v))),
+    "full_attn_idxs": list_of(ZERO_OR_COUNT).or_null(),
     "mixer_rms_eps": NON_NEGATIVE, "rotary_emb_base": POSITIVE,
     **{k: BOOL for k in ("use_bias", "use_conv_bias", "norm_before_gate")},
     "summary_activation": STRING.or_null(),

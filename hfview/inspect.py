@@ -4,6 +4,7 @@ from __future__ import annotations
 from typing import Any
 
 from .checkpoint import HfCheckpoint
+from .config import ignored_keys
 from .gguf_layout import ValueType
 
 _LONG = 8  # arrays longer than this are abbreviated
@@ -29,6 +30,8 @@ def describe(ckpt: HfCheckpoint) -> dict:
         **({"load_kv": ckpt.load_kv} if ckpt.load_kv else {}),
         # arrays llama.cpp must read with other values to run the file (RunnerFacts.load_arrays)
         **({"load_arrays": ckpt.load_arrays} if ckpt.load_arrays else {}),
+        # config keys accepted without being read, each with why it changes nothing (hfview.config.check_keys)
+        "ignored_keys": ignored_keys(ckpt.config, ckpt.family),
         "kv": [{"key": kv.key, "type": kv.type.name, "value": _value(kv)} for kv in ckpt.kv],
         "tensors": [{
             "name": t.name, "shape": list(t.ggml_dims), "type": t.ggml_type.name,
@@ -52,6 +55,8 @@ def render(info: dict) -> str:
     for key, values in info.get("load_arrays", {}).items():
         lines.append(f"llama.cpp runs this file only with {key} read as {values} (an array, which llama-cli cannot "
                      f"override; hfview's runner presents it so)")
+    for key, why in info.get("ignored_keys", {}).items():
+        lines.append(f"ignored config key {key}: {why}")
     lines += ["", "KV:"]
     for kv in info["kv"]:
         v = kv["value"]

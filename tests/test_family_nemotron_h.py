@@ -18,7 +18,7 @@ import oracle
 from family_oracle import OUTTYPES, oracle_tests
 from family_variants import DROP, assert_refused
 
-test_export, test_logits = oracle_tests("nemotron_h", ["nemotron_h-moe", "nemotron_h-latent"])
+test_export, test_logits = oracle_tests("nemotron_h", ["nemotron_h-moe", "nemotron_h-latent", "nemotron_h-narrow"])
 _, test_dense_logits = oracle_tests("nemotron_h", ["nemotron_h-dense"])
 
 UNKNOWN_MODEL_TYPE = "hfview-oracle-unregistered"
@@ -124,3 +124,31 @@ def test_nemotron_3_nanos_extra_keys_read_as_the_converter_reads_them(checkpoint
     theirs = oracle.convert_cached(path, "f32")
     ours = export(HfCheckpoint(path, "f32"), tmp_path / "ours.gguf")
     assert oracle.sha256(ours) == oracle.sha256(theirs), oracle.first_difference(ours, theirs)
+
+
+# NVIDIA-Nemotron-3-Nano-30B-A3B's config.json keys as an MLX port's test transcribes them (its nemotron_nano_config:
+# the release's values, less architectures, auto_map and the token ids), found through the search's code corpus;
+# no byte copy of the file reached (tests/test_released_configs.py, FEWER)
+NANO = {"architectures": ["NemotronHForCausalLM"], "attention_bias": False, "chunk_size": 128, "conv_kernel": 4,
+        "eos_token_id": 2, "expand": 2, "head_dim": 128, "hidden_size": 2688,
+        "hybrid_override_pattern": "MEMEM*EMEMEM*EMEMEM*EMEMEM*EMEMEM*EMEMEMEM*EMEMEMEME", "intermediate_size": 1856,
+        "layer_norm_epsilon": 1e-05, "mamba_head_dim": 64, "mamba_hidden_act": "silu", "mamba_num_heads": 64,
+        "mamba_proj_bias": False, "max_position_embeddings": 262144, "mlp_bias": False, "mlp_hidden_act": "relu2",
+        "model_type": "nemotron_h", "moe_intermediate_size": 1856, "moe_shared_expert_intermediate_size": 3712,
+        "n_group": 1, "n_groups": 8, "n_routed_experts": 128, "n_shared_experts": 1, "norm_eps": 1e-05,
+        "norm_topk_prob": True, "num_attention_heads": 32, "num_experts_per_tok": 6, "num_hidden_layers": 52,
+        "num_key_value_heads": 2, "rescale_prenorm_residual": True, "rope_theta": 10000, "routed_scaling_factor": 2.5,
+        "ssm_state_size": 128, "tie_word_embeddings": False, "time_step_floor": 0.0001, "time_step_max": 0.1,
+        "time_step_min": 0.001, "topk_group": 1, "torch_dtype": "bfloat16", "use_bias": False, "use_conv_bias": True,
+        "vocab_size": 131072}
+
+
+def test_nemotron_3_nanos_config_is_read(tmp_path):
+    """Its Mamba width (64 heads of 64 = 4096) is not expand x hidden_size (5376): transformers and the converter take
+    it from the heads, as the view does (the nemotron_h-narrow fixture's oracles); refused on main before."""
+    from hfview import families
+    from hfview.config import read_as
+    family = families.family_for("nemotron_h", NANO["architectures"])
+    h = read_as(family, NANO, tmp_path / "config.json")
+    kv = {k.key: k.value for k in family.parameters(h, 52, 1)}
+    assert kv["nemotron_h_moe.ssm.inner_size"] == 4096 and kv["nemotron_h_moe.ssm.time_step_rank"] == 64

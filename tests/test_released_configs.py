@@ -223,8 +223,10 @@ def test_a_flag_the_family_reads_is_its_business():
 
 
 def test_unknown_key_is_refused_before_a_flag_on():
-    with pytest.raises(ConfigError, match=r"'mystery_scale' \(= 2\.0\) is not one the qwen2 family knows"):
-        _check(_qwen2(mystery_scale=2.0, use_mrope=True))
+    """A key a reference reads (the converter's TextModel takes model_max_length as the context length) is refused
+    by name before a flag on; one neither reads (mystery_scale) is ignored (tests/test_key_policy.py)."""
+    with pytest.raises(ConfigError, match=r"'model_max_length' \(= 8\) is read by the converter's TextModel"):
+        _check(_qwen2(model_max_length=8, mystery_scale=2.0, use_mrope=True))
 
 
 def test_a_family_entry_overrides_the_common_table():
@@ -257,9 +259,8 @@ def test_hfcheckpoint_refuses_a_flag_on(tmp_path):
 # older families with their own tensor paths (old-dense)
 REFUSED.update({
     "chatglm/THUDM__chatglm2-6b.json": (
-        "vocab_size is missing", "ChatGLM2 states only padded_vocab_size: the converter writes the tokenizer's own "
-        "token count, fewer than the embedding's rows, and llama.cpp refuses that file (its SentencePiece "
-        "tokenizer is not GLM-4's BPE either)"),
+        "converter fails on it with KeyError: 'vocab_size'", "ChatGLM2 states only padded_vocab_size: the converter "
+        "stops with KeyError: 'vocab_size' (tests/test_converter_refusals.py measures it)"),
 })
 FEWER["codeshell"] = "one released model (CodeShell-7B); its organisation's own copy reached"
 FEWER["chatglm"] = ("one clean copy reached (chatglm2-6b); chatglm3-6b's copy was edited, glm-4-9b-chat's found only "
@@ -275,8 +276,8 @@ FEWER["ministral3"] = _UNREACHED
 # Qwen's linear-attention hybrids: one byte copy of Qwen3-Next-80B-A3B-Instruct's config.json reached
 # (a model report quoting the file whole); the other copies found are transcriptions or transformers' dumps
 FEWER.update({"qwen3_next": "Qwen3-Next-80B-A3B Instruct and Thinking share one config; one byte copy reached"})
-FEWER.update({"qwen3_5_text": "no byte copy of a Qwen3_5ForCausalLM config.json reached (released Qwen3.5 checkpoints "
-                              "are the image-text wrappers; the copies found are truncated tool outputs)"})
+FEWER.update({"qwen3_5_text": "two byte copies reached (Qwen3.5-9B and 27B, image-text wrappers, in tt-metal); "
+                              "Qwen3.5-0.8B's found only trimmed in other projects' tests"})
 FEWER.update({"qwen3_5_moe_text": "one byte copy reached (Qwen3.5-35B-A3B's image-text wrapper); the other copies found "
                                   "are transcriptions or truncated tool outputs"})
 # converter classes without a transformers class: Nanbeige4.2-3B's config.json is reached only as quoted

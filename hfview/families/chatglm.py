@@ -12,8 +12,8 @@ Vocabulary, as the converter chooses it by `_name_or_path`: where it names THUDM
 -128k siblings), ChatGLM3's SentencePiece tokenizer.model as the release's tokenizer code numbers it
 (set_vocab_chatglm3, padded_vocab_size ids); otherwise GLM-4's BPE from tokenizer.json (a directory with only a
 tiktoken `tokenizer.model` and remote tokenizer code is refused by name). On that second path released configs
-state padded_vocab_size and no vocab_size; the converter then writes the tokenizer's token count, fewer than the
-embedding's rows, a file llama.cpp refuses to load: refused by name here, unless vocab_size is stated.
+state padded_vocab_size and no vocab_size, on which the converter fails (KeyError: 'vocab_size', measured in
+tests/test_converter_refusals.py): refused with its words here, unless vocab_size is stated.
 """
 from __future__ import annotations
 
@@ -83,10 +83,12 @@ REFUSE = (
 
 def check(h: dict, path: Path) -> None:
     if "vocab_size" not in h and not _is_chatglm3(h):
+        # measured in tests/test_converter_refusals.py: the converter looks vocab_size up as the default of its
+        # padded_vocab_size lookup, so it stops before writing anything
         raise ConfigError(f"{path}: vocab_size is missing (ChatGLM releases state only padded_vocab_size): the "
-                          f"converter then writes only as many tokens as the tokenizer has, fewer than the "
-                          f"padded_vocab_size rows of the embedding, and llama.cpp refuses that file "
-                          f"(check_tensor_dims on token_embd.weight). State vocab_size = padded_vocab_size")
+                          f"converter fails on it with KeyError: 'vocab_size' (it writes GLM-4's vocabulary from "
+                          f"hparams.get(\"padded_vocab_size\", hparams[\"vocab_size\"])). State vocab_size = "
+                          f"padded_vocab_size")
     n_embd, n_head = h["hidden_size"], h["num_attention_heads"]
     if n_embd % n_head:
         raise ConfigError(f"{path}: hidden_size {n_embd} does not split into {n_head} heads")

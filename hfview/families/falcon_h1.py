@@ -22,7 +22,7 @@ from ..family import Family, Refuse, Tensor, unset
 from ..names import GGUF, Keys
 from ..params import f32, u32
 from ..views import NEG_EXP, RowSegmentsScaled, ValueStep, scaled
-from ._parts.state_space import by_mamba_n_groups, per_head, squeezed
+from ._parts.state_space import by_mamba_n_groups, clamps_nothing, per_head, squeezed
 
 ARCH = "falcon-h1"
 
@@ -96,7 +96,7 @@ TENSORS = (
 REFUSE = (
     Refuse("tie_word_embeddings", unset, "llama.cpp would compute the logits from the embedding as scaled by "
            "embedding_multiplier, not lm_head_multiplier"),
-    Refuse("time_step_limit", lambda v: v is None or list(v) == [0.0, float("inf")], "llama.cpp's falcon-h1 does "
+    Refuse("time_step_limit", clamps_nothing, "llama.cpp's falcon-h1 does "
            "not clamp the step"),
     Refuse("rope_parameters.rope_type", ("default",), "the converter writes Falcon-H1's rope base only",
            default="default"),

@@ -31,7 +31,7 @@ from ..names import GGUF, Keys
 from ..params import boolean, u32
 from ..views import NEG_EXP
 from ._parts.mixture import half_of_each
-from ._parts.state_space import by_mamba_n_groups, padded_vocab, per_head, squeezed
+from ._parts.state_space import by_mamba_n_groups, clamps_nothing, padded_vocab, per_head, squeezed
 from .granite import granite_parameters
 from .granite import normalise as _granite_normalise
 
@@ -133,7 +133,7 @@ REFUSE = (
     Refuse("vocab_size", lambda v: v is None or padded_vocab({"vocab_size": v, "pad_vocab_size_multiple": 8}) == v,
            "the converter pads a Granite 4.0 hybrid's vocabulary to a multiple of 8 but not the embedding, and "
            "llama.cpp refuses such a file"),
-    Refuse("time_step_limit", lambda v: v is None or list(v) == [0.0, float("inf")], "llama.cpp's granitehybrid "
+    Refuse("time_step_limit", clamps_nothing, "llama.cpp's granitehybrid "
            "does not clamp the step"),
 )
 

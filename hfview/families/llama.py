@@ -3,7 +3,9 @@
 The Mistral 3 image-text model whose text model is a Mistral (Mistral Small 3.1 / 3.2, Devstral Small, Magistral
 Small: Mistral3ForConditionalGeneration, text_config model_type mistral) is read as that text model under
 llama.cpp's `mistral3` architecture, as the converter's Mistral3Model writes it (LlamaModel's keys, nothing else);
-its Pixtral tower and projector are left out. With a Ministral 3 text model it is the ministral3 family's."""
+its Pixtral tower and projector are left out. With a Ministral 3 text model it is the ministral3 family's.
+LLaVA-1.5 (LlavaForConditionalGeneration over a Llama) is read as its text model under `llama`, as the converter's
+LlamaModel writes it; its CLIP tower and projector are left out, and their configuration is ignored."""
 from __future__ import annotations
 
 from ..config import ANY, Harmless
@@ -76,7 +78,8 @@ FAMILY = Family(
     name="llama",
     gguf_arch="llama",
     architectures=("LlamaForCausalLM", "MistralForCausalLM", "MixtralForCausalLM",
-                   "Mistral3ForConditionalGeneration"),  # the last: its Mistral text model (mistral3)
+                   "Mistral3ForConditionalGeneration",  # its Mistral text model (mistral3)
+                   "LlavaForConditionalGeneration"),  # LLaVA-1.5's Llama text model, as the converter's LlamaModel
     defaults=DEFAULTS,
     reads=READS,
     harmless=HARMLESS,

@@ -16,7 +16,7 @@ from ..family import Family, Refuse, Tensor
 from ..names import GGUF, Keys
 from ..params import f32, u32
 from ..views import NEG_EXP
-from ._parts.state_space import by_group, mamba2_dims, padded_vocab, per_head, squeezed
+from ._parts.state_space import by_group, clamps_nothing, mamba2_dims, padded_vocab, per_head, squeezed
 
 # None: config.json is read as written (Mamba2Model avoids AutoConfig); absent keys take the converter's fallbacks.
 DEFAULTS = {"mamba2": {}}
@@ -49,7 +49,7 @@ TENSORS = (
 
 
 REFUSE = (
-    Refuse("time_step_limit", lambda v: v is None or list(v) == [0.0, float("inf")], "llama.cpp's mamba2 does not "
+    Refuse("time_step_limit", clamps_nothing, "llama.cpp's mamba2 does not "
            "clamp the step"),
 )
 

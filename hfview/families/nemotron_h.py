@@ -28,7 +28,7 @@ from ..gguf_layout import KV, ValueType
 from ..names import GGUF, Keys
 from ..params import boolean, f32, text_model_parameters, u32
 from ..views import NEG_EXP, Reshaped
-from ._parts.state_space import padded_vocab, per_head, squeezed
+from ._parts.state_space import clamps_nothing, padded_vocab, per_head, squeezed
 
 # transformers 5.24's NemotronHConfig defaults: what the converter sees (through to_dict) beside a mixture's keys
 CONFIG_DEFAULTS = dict(
@@ -203,12 +203,18 @@ def check_sizes(r: dict, path: Path) -> None:
     if padded_vocab({"vocab_size": r["vocab_size"], "pad_vocab_size_multiple": 8}) != r["vocab_size"]:
         raise ConfigError(f"{path}: vocab_size {r['vocab_size']}: the converter pads a Nemotron-H vocabulary to a "
                           f"multiple of 8 but not the embedding, and llama.cpp refuses such a file")
+    # The Mamba width is heads x head width (expand x hidden_size is not read: Nemotron-3-Nano's differ); the
+    # converter asserts it is whole blocks of 64 (its d_head, as no mamba_d_head is stated) and reshapes the gated
+    # norm into n_groups rows
     d_inner = r.get("mamba_num_heads", 128) * r.get("mamba_head_dim", 64)
-    if d_inner != r.get("expand", 2) * r["hidden_size"] or d_inner % r.get("n_groups", 8):
-        raise ConfigError(f"{path}: mamba_num_heads x mamba_head_dim = {d_inner}: must be expand x hidden_size and "
-                          f"divide into n_groups (the converter's Mamba-2 sizes)")
+    if d_inner % 64:
+        raise ConfigError(f"{path}: mamba_num_heads x mamba_head_dim = {d_inner}: the converter refuses it (SSM inner "
+                          f"size {d_inner} not a multiple of head dim 64)")
+    if d_inner % r.get("n_groups", 8):
+        raise ConfigError(f"{path}: mamba_num_heads x mamba_head_dim = {d_inner} does not divide into n_groups "
+                          f"{r.get('n_groups', 8)}: the converter cannot reshape the gated norm into its groups")
     limit = r.get("time_step_limit")
-    if limit is not None and list(limit) != [0.0, float("inf")]:
+    if not clamps_nothing(limit):
         raise ConfigError(f"{path}: time_step_limit {limit}: llama.cpp's nemotron_h does not clamp the step")
     wrong = [f"{k} {r[k]!r}" for k, ok in (("mamba_proj_bias", False), ("use_conv_bias", True), ("use_bias", False),
                                             ("attention_bias", False), ("mlp_bias", False),

@@ -61,7 +61,13 @@ def is_mistral3_wrapper(h: dict) -> bool:
     return "Mistral3ForConditionalGeneration" in (h.get("architectures") or ())
 
 
-LLAMA_TENSORS = (  # LlamaModel's table: dense or Mixtral's mixture, the Mistral 3 wrapper's vision left out
+def has_vision_tower(h: dict) -> bool:
+    """An image-text wrapper (Mistral 3, LLaVA): a vision tower's config beside the text model's, whose tower and
+    projector tensors the converter's text class leaves out (its mmproj class writes them to another file)."""
+    return is_mistral3_wrapper(h) or isinstance(h.get("vision_config"), dict)
+
+
+LLAMA_TENSORS = (  # LlamaModel's table: dense or Mixtral's mixture, an image-text wrapper's vision left out
     Tensor("model.embed_tokens.weight", GGUF.TOKEN_EMBD.weight),
     Tensor("model.norm.weight", GGUF.OUTPUT_NORM.weight),
     Tensor("lm_head.weight", GGUF.OUTPUT.weight, required=False),  # absent when tied to the embeddings
@@ -82,7 +88,7 @@ LLAMA_TENSORS = (  # LlamaModel's table: dense or Mixtral's mixture, the Mistral
     Experts("model.layers.{bid}.block_sparse_moe.experts.{x}.w3.weight", GGUF.FFN_UP_EXP.weight,
             "num_local_experts", required=_is_mixture),
     Skip("model.layers.{bid}.self_attn.rotary_emb.inv_freq"),
-    # the Mistral 3 image-text model's vision side, as transformers 4 saved it and as 5 does
-    *(Skip(f"{prefix}{part}.{{rest}}", when=is_mistral3_wrapper)
+    # an image-text model's vision side (Mistral 3's, LLaVA's), as transformers 4 saved it and as 5 does
+    *(Skip(f"{prefix}{part}.{{rest}}", when=has_vision_tower)
       for prefix in ("", "model.") for part in ("vision_tower", "multi_modal_projector")),
 )

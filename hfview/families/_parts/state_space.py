@@ -11,6 +11,17 @@ from ...params import first
 from ...views import NEG_EXP, Reshaped
 
 
+# float32's largest finite value
+_F32_MAX = 3.4028234663852886e38
+
+
+def clamps_nothing(limit) -> bool:
+    """For time_step_limit (Mamba-2's clamp of its step): unstated, or a range that holds every step. The step is a
+    softplus, never below 0, so a lower bound at or below 0 clamps nothing; an upper bound at or past float32's largest
+    value clamps nothing a float32 (or narrower) step can hold: [0.0, Infinity] and [0.0, 1e+308] alike."""
+    return limit is None or (len(limit) == 2 and limit[0] <= 0.0 and limit[1] >= _F32_MAX)
+
+
 def squeezed(sources, h):
     src = sources[0]
     return Reshaped(src, tuple(d for d in src.shape if d != 1), "squeezed")
