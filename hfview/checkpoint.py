@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import bisect
+import dataclasses
 import itertools
 import os
 from concurrent.futures import FIRST_EXCEPTION, ThreadPoolExecutor, wait
@@ -12,13 +13,14 @@ import numpy as np
 
 from . import config_values, families
 from .config import check_keys, read_checkpoint_config, read_config, with_defaults
-from .quantized import quantized_form
+from .quantized import Fp8Form, Mxfp4Form, quantized_form
 from .errors import CheckpointError, ConfigError
 from .family import Family, plan_tensors
 from .gguf_layout import (KEPT_ENCODED, KV, EncodedArray, FileSpan, GGMLType, Pieces, ValueType, encode_header,
                           encode_kv, encode_tensor_info, encoded_kv_pieces, pad_to)
 from .shards import StoredTensor, index_shards, read_bytes_into
-from .views import Generated, Presented, RowSelection, Stack, Stored, fp8_dequantized, quiet_bf16_nans
+from .views import (Generated, Presented, RowSelection, Stack, Stored, fp8_dequantized, mxfp4_paired,
+                    quiet_bf16_nans)
 from .vocab_cache import vocab_kv
 from .names import Keys
 
@@ -251,7 +253,7 @@ class HfCheckpoint:
         if not self.path.is_dir():
             raise CheckpointError(f"{self.path}: not a checkpoint directory")
         config, config_path = _read_config(self.path)
-        fp8 = quantized_form(config, config_path)  # every other quantized form is refused here
+        form = quantized_form(config, config_path)  # every other quantized form is refused here
         family = families.family_for(config.get("model_type"), config.get("architectures"))
         if family is None:
             why = families.NOT_PRESENTED.get(config.get("model_type"))
@@ -281,8 +283,10 @@ class HfCheckpoint:
             config_values.check_against_tensors(config, None, config_path)
             family.validate(family.normalise(hparams), config_path)
             raise
-        if fp8 is not None:  # each FP8 weight read dequantized in its place, its scale consumed
-            self._stored = fp8_dequantized(self._stored, fp8.block)
+        if isinstance(form, Fp8Form):  # each FP8 weight read dequantized in its place, its scale consumed
+            self._stored = fp8_dequantized(self._stored, form.block)
+        elif isinstance(form, Mxfp4Form):  # each MXFP4 pair one weight, first, its bits repacked on read
+            self._stored = mxfp4_paired(self._stored)
         config_values.check_against_tensors(config, [t.shape for t in self._stored.values()], config_path)
         self.hparams = family.normalise(hparams)
         family.validate(self.hparams, config_path)
@@ -297,9 +301,13 @@ class HfCheckpoint:
         # (auto's guess passes over f32 matrices: the same over the dequantized weights as over the FP8 ones)
         self.outtype = self._resolve_outtype(outtype)
         out_type, self.file_type = OUTTYPES[self.outtype]
+        if isinstance(form, Mxfp4Form) and out_type != GGMLType.Q8_0:
+            self.file_type = 38  # MOSTLY_MXFP4_MOE: the converter's prepare_metadata over f32, f16 and bf16
         self._out_type = out_type
-        self.tensors: list[Presented] = plan_tensors(family, self._stored, self.hparams, self.block_count,
-                                                     self._type_for)
+        self.tensors: list[Presented] = [
+            # blocks already in a ggml type (MXFP4) are that type whatever the outtype
+            dataclasses.replace(t, ggml_type=t.view.packed_type) if getattr(t.view, "packed_type", None) else t
+            for t in plan_tensors(family, self._stored, self.hparams, self.block_count, self._type_for)]
         self._by_name = {t.name: t for t in self.tensors}
         if (embedding := self._by_name.get("token_embd.weight")) is not None:  # before the tokenizer pads to it
             rows = embedding.shape[0] if embedding.shape else 0
@@ -386,6 +394,14 @@ class HfCheckpoint:
                                    imatrix=imatrix is not None)
         except ValueError as e:
             raise ConfigError(f"{config_path}: --quant {quant}: {e}") from None
+        for t, new in zip(order, types):
+            if new != t.ggml_type and t.ggml_type not in (GGMLType.F32, GGMLType.F16, GGMLType.BF16):
+                # llama_model_quantize copies a tensor already of the type it chooses, and refuses to requantize
+                # one of another quantized type (allow_requantize is false by default)
+                raise ConfigError(f"{config_path}: --quant {quant} would quantize {t.name} ({t.ggml_type.name} as "
+                                  f"the checkpoint stores it) as {new.name}, which llama-quantize refuses: "
+                                  f"\"requantizing from type {t.ggml_type.name.lower()} is disabled\"; "
+                                  f"choose --quant MXFP4_MOE, which keeps the {t.ggml_type.name} experts as they are")
         self.tensors = []
         for t, new in zip(order, types):
             if new != t.ggml_type:

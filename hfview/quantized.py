@@ -57,10 +57,31 @@ class Fp8Form:
     block: tuple[int, ...] | None
 
 
-def quantized_form(config: dict[str, Any], config_path: Path) -> Fp8Form | None:
+@dataclass(frozen=True)
+class Mxfp4Form:
+    """The converter's quant_method "mxfp4" as it reads it, for gpt-oss only (GptOssModel): each layer's experts
+    stored as `<proj>_blocks` / `<proj>_scales` and repacked, bits only, into ggml's MXFP4; the file's type
+    MOSTLY_MXFP4_MOE at f32/f16/bf16."""
+
+
+# the architectures whose MXFP4 the pinned converter reads (GptOssModel skips dequant_model and repacks the experts);
+# for any other its dequant_model raises NotImplementedError("Quant method is not yet supported: 'mxfp4'")
+_MXFP4_ARCHITECTURES = ("GptOssForCausalLM",)
+
+
+def quantized_form(config: dict[str, Any], config_path: Path) -> Fp8Form | Mxfp4Form | None:
     """The quantized form hfview reads (the converter's fp8: config.json's own quantization_config with
-    quant_method "fp8"), or None for an unquantized checkpoint; every other quantization is refused by name."""
+    quant_method "fp8"; gpt-oss's mxfp4), or None for an unquantized checkpoint; every other quantization is
+    refused by name."""
     quant = config.get("quantization_config")
+    if isinstance(quant, dict) and quant.get("quant_method") == "mxfp4":
+        architectures = config.get("architectures") or []
+        arch = architectures[0] if isinstance(architectures, list) and architectures else None
+        if arch in _MXFP4_ARCHITECTURES:
+            return Mxfp4Form()
+        _refuse_other(config, config_path, also=(
+            f" for {shown(arch)}: the pinned converter reads MXFP4 only for gpt-oss (GptOssForCausalLM, its experts "
+            f"repacked) and refuses it for any other architecture (\"Quant method is not yet supported: 'mxfp4'\")"))
     if isinstance(quant, dict) and quant.get("quant_method") == "fp8" and config.get("expert_dtype") is not None:
         # DeepSeek-V4's releases: FP8 linears, but experts in another form (fp4), which hfview does not read
         _refuse_other(config, config_path, also=f" with expert_dtype {shown(config['expert_dtype'])}")
@@ -105,6 +126,6 @@ def _refuse_other(config: dict[str, Any], config_path: Path, also: str = "") -> 
     method_part = stated[0] if stated else "no quant_method stated"
     raise QuantizedCheckpoint(
         f"quantized checkpoints are unsupported: {where} declares {source} ({_quant_scheme(quant)}, "
-        f"{method_part}){also}; of quantized forms hfview reads only the converter's block-scaled or per-tensor FP8 "
-        "(quant_method \"fp8\"). Use a BF16 export of this model (the unquantized BF16/F16 upload of the same "
+        f"{method_part}){also}; of quantized forms hfview reads the converter's block-scaled or per-tensor FP8 "
+        "(quant_method \"fp8\") and gpt-oss's MXFP4 (quant_method \"mxfp4\"). Use a BF16 export of this model (the unquantized BF16/F16 upload of the same "
         "checkpoint) instead")

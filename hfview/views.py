@@ -549,6 +549,11 @@ class Presented:
     def _converted(self, start: int, stop: int, ggml_type: GGMLType) -> np.ndarray:
         """Rows [start, stop) as the converter writes them in `ggml_type`."""
         raw = self.view.rows(start, stop)
+        packed = getattr(self.view, "packed_type", None)
+        if packed is not None:  # already ggml's blocks (MXFP4Rows): written as they are, never requantized
+            if packed != ggml_type:
+                raise ValueError(f"{self.name}: {packed.name} blocks cannot be written as {ggml_type.name}")
+            return raw
         if self._passes_through(ggml_type):
             return quiet_bf16_nans(raw) if ggml_type == GGMLType.BF16 else raw
         values = to_working(raw, self.stored_dtype) if self.view.sources else raw
@@ -925,3 +930,109 @@ def fp8_dequantized(stored: dict[str, StoredTensor], block: tuple[int, ...] | No
         elif name.endswith((".activation_scale", "_activation_scale")):
             del out[name]
     return out
+
+
+# ---------------------------------------------------------------- MXFP4 (quant_method "mxfp4": gpt-oss's experts)
+@dataclass(frozen=True)
+class MXFP4Pair(StoredTensor):
+    """A weight stored as OpenAI's MXFP4 pair, standing in under the name of the unquantized weight (`<name>` for
+    `<name>_blocks` and `<name>_scales`) with its shape in elements, [experts, rows, cols]: `blocks` uint8
+    [experts, rows, cols / 32, 16] holds two e2m1 codes a byte (element 2i in the low nibble, 2i + 1 in the high),
+    `scales` uint8 [experts, rows, cols / 32] one e8m0 exponent per 32 elements. Its rows are never widened:
+    MXFP4Rows moves their bits into ggml's blocks."""
+    blocks: StoredTensor | None = None
+    scales: StoredTensor | None = None
+
+    @classmethod
+    def of(cls, name: str, blocks: StoredTensor, scales: StoredTensor) -> "MXFP4Pair":
+        b, s = blocks.shape, scales.shape
+        if blocks.dtype != "U8" or scales.dtype != "U8":
+            raise CheckpointError(f"{blocks.path.name}: MXFP4 pair {blocks.name!r} ({blocks.dtype}) and "
+                                  f"{scales.name!r} ({scales.dtype}): both are stored as U8 in the MXFP4 form")
+        if len(b) < 2 or b[-1] != 16 or tuple(s) != tuple(b[:-1]):
+            raise CheckpointError(f"{blocks.path.name}: MXFP4 blocks {blocks.name!r} {list(b)} and scales "
+                                  f"{scales.name!r} {list(s)}: blocks are [..., groups, 16] and scales [..., groups]")
+        shape = (*b[:-2], b[-2] * 32)
+        return cls(name, blocks.path, "MXFP4", shape, blocks.offset, blocks.nbytes + scales.nbytes, blocks.stamp,
+                   blocks=blocks, scales=scales)
+
+    def _flat(self, t: StoredTensor, width: int) -> StoredTensor:
+        """`t` as [rows, width]: row r of the weight (counted over its leading axes) is its row r."""
+        return StoredTensor(t.name, t.path, t.dtype, (math.prod(self.shape[:-1]), width), t.offset, t.nbytes,
+                            t.stamp)
+
+    def packed_rows(self, start: int, stop: int) -> tuple[np.ndarray, np.ndarray]:
+        """Rows [start, stop) (over all but the last axis): their blocks [n, groups, 16] and scales [n, groups]."""
+        groups = self.shape[-1] // 32
+        blocks = self._flat(self.blocks, groups * 16).read_rows(start, stop).reshape(-1, groups, 16)
+        return blocks, self._flat(self.scales, groups).read_rows(start, stop)
+
+
+def mxfp4_blocks(blocks: np.ndarray, scales: np.ndarray) -> np.ndarray:
+    """OpenAI's MXFP4 rows ([n, groups, 16] codes, [n, groups] exponents) as ggml's block_mxfp4 rows, [n, groups x
+    17]: per 32 elements the exponent byte, then 16 bytes whose byte j holds element j in the low nibble and
+    element j + 16 in the high one. Only bits move (both index e2m1 the same way): lossless."""
+    n, groups = scales.shape
+    codes = np.empty((n, groups, 32), np.uint8)
+    codes[..., 0::2] = blocks & 0x0F
+    codes[..., 1::2] = blocks >> 4
+    out = np.empty((n, groups, 17), np.uint8)
+    out[..., 0] = scales
+    np.bitwise_or(codes[..., :16], codes[..., 16:] << 4, out=out[..., 1:])
+    return out.reshape(n, groups * 17)
+
+
+@dataclass
+class MXFP4Rows(View):
+    """An MXFP4 weight presented as ggml's MXFP4 (`packed_type`), its bits moved into ggml's blocks on read
+    (mxfp4_blocks): every row, or with `order` only those rows of each expert, in that order (gpt-oss's gate or up:
+    the even or odd rows of each expert's interleaved gate_up)."""
+    source: MXFP4Pair
+    order: np.ndarray | None = None
+    label: str = ""
+    packed_type = GGMLType.MXFP4
+
+    def __post_init__(self):
+        src = self.source.shape
+        self.sources = (self.source,)
+        per = src[-2] if len(src) > 1 else 1
+        if self.order is not None and len(self.order) and not 0 <= int(self.order.min()) <= int(self.order.max()) < per:
+            raise CheckpointError(f"cannot pick rows of {self.source.name!r}: each expert has {per}")
+        self.shape = src if self.order is None else (*src[:-2], len(self.order), src[-1])
+        self.name = "MXFP4 blocks repacked as ggml's (lossless)" + (f", {self.label}" if self.label else "")
+
+    def rows(self, start, stop):
+        if self.order is None:
+            return mxfp4_blocks(*self.source.packed_rows(start, stop))
+        width, per = self.shape[-2], self.source.shape[-2]
+        picked = np.arange(start, stop)
+        stored = picked // width * per + self.order[picked % width]
+        lo, hi = int(stored.min()), int(stored.max()) + 1
+        blocks, scales = self.source.packed_rows(lo, hi)
+        return mxfp4_blocks(blocks[stored - lo], scales[stored - lo])
+
+
+def mxfp4_paired(stored: dict[str, StoredTensor]) -> dict[str, StoredTensor]:
+    """gpt-oss's MXFP4 experts as the converter takes them (GptOssModel.generate_extra_tensors): each
+    `<name>_blocks` / `<name>_scales` pair one MXFP4Pair named `<name>`, the pairs first, in the order of their
+    scales (where the converter writes each), then every other tensor in its order."""
+    pairs: dict[str, StoredTensor] = {}
+    position = {name: i for i, name in enumerate(stored)}
+    for name, t in stored.items():
+        if not name.endswith("_scales"):
+            continue
+        base = name.removesuffix("_scales")
+        blocks = stored.get(base + "_blocks")
+        if blocks is None:
+            raise CheckpointError(f"{t.path.name}: MXFP4 scales {name!r} have no blocks {base + '_blocks'!r} beside "
+                                  f"them; a shard may be missing")
+        if position[base + "_blocks"] > position[name]:
+            raise CheckpointError(f"{t.path.name}: MXFP4 scales {name!r} come before their blocks in the "
+                                  f"checkpoint's tensor order; the converter pairs each with the blocks before it")
+        pairs[base] = MXFP4Pair.of(base, blocks, t)
+    orphans = [n for n in stored if n.endswith("_blocks") and n.removesuffix("_blocks") not in pairs]
+    if orphans:
+        raise CheckpointError(f"MXFP4 blocks {orphans[0]!r} have no scales {orphans[0].removesuffix('_blocks') + '_scales'!r} "
+                              f"beside them; a shard may be missing")
+    paired = {p + s for p in pairs for s in ("_blocks", "_scales")}
+    return {**pairs, **{n: t for n, t in stored.items() if n not in paired}}
