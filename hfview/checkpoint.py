@@ -13,13 +13,13 @@ import numpy as np
 
 from . import config_values, families
 from .config import check_keys, read_checkpoint_config, read_config, with_defaults
-from .quantized import Fp8Form, Mxfp4Form, quantized_form
+from .quantized import Mxfp4Form, ScaledForm, quantized_form
 from .errors import CheckpointError, ConfigError
 from .family import Family, plan_tensors
 from .gguf_layout import (KEPT_ENCODED, KV, EncodedArray, FileSpan, GGMLType, Pieces, ValueType, encode_header,
                           encode_kv, encode_tensor_info, encoded_kv_pieces, pad_to)
 from .shards import StoredTensor, index_shards, read_bytes_into
-from .views import (Generated, Presented, RowSelection, Stack, Stored, fp8_dequantized, mxfp4_paired,
+from .views import (Generated, Presented, RowSelection, Stack, Stored, mxfp4_paired, scale_dequantized,
                     quiet_bf16_nans)
 from .vocab_cache import vocab_kv
 from .names import Keys
@@ -283,8 +283,11 @@ class HfCheckpoint:
             config_values.check_against_tensors(config, None, config_path)
             family.validate(family.normalise(hparams), config_path)
             raise
-        if isinstance(form, Fp8Form):  # each FP8 weight read dequantized in its place, its scale consumed
-            self._stored = fp8_dequantized(self._stored, form.block)
+        # the converter guesses --outtype auto from the tensors as stored, scales and packed blocks among them
+        self._as_stored = self._stored
+        if isinstance(form, ScaledForm):  # each FP8 weight read dequantized in its place, its scale consumed
+            self._stored = scale_dequantized(self._stored, form.scales, form.block, form.dropped,
+                                             form.orphan_scales_dropped)
         elif isinstance(form, Mxfp4Form):  # each MXFP4 pair one weight, first, its bits repacked on read
             self._stored = mxfp4_paired(self._stored)
         config_values.check_against_tensors(config, [t.shape for t in self._stored.values()], config_path)
@@ -333,7 +336,7 @@ class HfCheckpoint:
             raise ValueError(f"outtype {outtype!r}: use one of {', '.join(OUTTYPES)}, auto")
         # the converter's guess: the first matrix stored as bf16 or f16 (a matrix of another dtype, f32 or FP8 and
         # its scales, is passed over), else f16
-        for name, t in self._stored.items():
+        for name, t in self._as_stored.items():
             if len(t.shape) >= 2 and t.dtype in ("BF16", "F16"):
                 return t.dtype.lower()
         return "f16"

@@ -571,8 +571,9 @@ class Presented:
         parts = [self.view.describe()] + [s.name for s in self.steps]
         scaled = [src for src in self.view.sources if isinstance(src, FP8Dequantized)]
         if scaled:  # (inspect's account of where the values come from)
-            block = scaled[0].block
-            parts.insert(0, f"FP8 x weight_scale_inv{' per ' + 'x'.join(map(str, block)) + ' block' if block else ''}")
+            block, stored = scaled[0].block, scaled[0].weight.dtype
+            parts.insert(0, f"{'FP8' if stored.startswith('F8_') else stored} x {scaled[0].scale_label}"
+                            f"{' per ' + 'x'.join(map(str, block)) + ' block' if block else ''}")
         return ", ".join(parts)
 
 
@@ -865,9 +866,11 @@ class FP8Dequantized(StoredTensor):
     weight: StoredTensor | None = None
     scale: StoredTensor | None = None
     block: tuple[int, ...] | None = None
+    scale_label: str = "weight_scale_inv"  # how the checkpoint names its scale (inspect's account)
 
     @classmethod
-    def of(cls, weight: StoredTensor, scale: StoredTensor, block: tuple[int, ...] | None) -> "FP8Dequantized":
+    def of(cls, weight: StoredTensor, scale: StoredTensor, block: tuple[int, ...] | None,
+           scale_label: str = "weight_scale_inv") -> "FP8Dequantized":
         w, s = weight.shape, scale.shape
         if block is not None:
             lead = len(w) - len(block)
@@ -886,7 +889,7 @@ class FP8Dequantized(StoredTensor):
             raise CheckpointError(f"{scale.path.name}: scale {scale.name!r} is stored as {scale.dtype}; "
                                   f"hfview reads float scales")
         return cls(weight.name, weight.path, "F32", w, weight.offset, math.prod(w) * 4, weight.stamp,
-                   weight=weight, scale=scale, block=block)
+                   weight=weight, scale=scale, block=block, scale_label=scale_label)
 
     def read_rows(self, start: int, stop: int) -> np.ndarray:
         w, s = self.weight, self.scale
@@ -914,22 +917,36 @@ class FP8Dequantized(StoredTensor):
         out[...] = self.read_rows(start, stop).reshape(out.shape)
 
 
-def fp8_dequantized(stored: dict[str, StoredTensor], block: tuple[int, ...] | None) -> dict[str, StoredTensor]:
-    """The tensors the converter's dequant_model leaves for quant_method "fp8", in its order: each weight with a
-    `<weight>_scale_inv` read dequantized where it stands, the scales consumed, the unused activation scales
-    (`.activation_scale`, `_activation_scale`) dropped."""
+def scale_dequantized(stored: dict[str, StoredTensor], scales: Sequence[tuple[str, str]],
+                      block: tuple[int, ...] | None, dropped: Sequence[str] = (),
+                      orphan_scales_dropped: bool = False) -> dict[str, StoredTensor]:
+    """The tensors the converter's dequant_model leaves, in its order: each weight with a scale beside it (a name
+    ending in one of `scales`' suffixes, the weight named by replacing it with its pair) read dequantized where it
+    stands (FP8Dequantized), the scales consumed, the unused ones (`dropped` suffixes) removed. A scale with no
+    weight is a missing shard, or (`orphan_scales_dropped`, ModelOpt) removed as the converter removes it."""
     out = dict(stored)
     for name, scale in stored.items():
-        if name.endswith("_scale_inv"):
-            weight = name.removesuffix("_scale_inv")
-            if weight not in stored:
-                raise CheckpointError(f"{scale.path.name}: scale {name!r} has no weight {weight!r} beside it; "
-                                      f"a shard may be missing")
-            out[weight] = FP8Dequantized.of(stored[weight], scale, block)
-            del out[name]
-        elif name.endswith((".activation_scale", "_activation_scale")):
-            del out[name]
+        suffix = next(((s, w) for s, w in scales if name.endswith(s)), None)
+        if suffix is None:
+            if dropped and name.endswith(tuple(dropped)):
+                del out[name]
+            continue
+        weight = name.removesuffix(suffix[0]) + suffix[1]
+        del out[name]
+        if weight not in stored:
+            if orphan_scales_dropped:
+                continue
+            raise CheckpointError(f"{scale.path.name}: scale {name!r} has no weight {weight!r} beside it; "
+                                  f"a shard may be missing")
+        out[weight] = FP8Dequantized.of(stored[weight], scale, block, suffix[0].lstrip("."))
     return out
+
+
+def fp8_dequantized(stored: dict[str, StoredTensor], block: tuple[int, ...] | None) -> dict[str, StoredTensor]:
+    """quant_method "fp8" (scale_dequantized): `<weight>_scale_inv` (Mistral's own format: `qscale_weight`), the
+    unused activation scales (`.activation_scale`, `_activation_scale`, `.qscale_act`) dropped."""
+    return scale_dequantized(stored, (("_scale_inv", ""), (".qscale_weight", ".weight")), block,
+                             (".activation_scale", "_activation_scale", ".qscale_act"))
 
 
 # ---------------------------------------------------------------- MXFP4 (quant_method "mxfp4": gpt-oss's experts)

@@ -397,8 +397,10 @@ def test_quantization_in_text_config_params_and_modelopt_record(tmp_path):
     with pytest.raises(QuantizedCheckpoint, match=r"\(FP8, "):
         refuse_quantized({"model_type": "x", "text_config": {"quantization_config": {"quant_method": "fp8"}}},
                          tmp_path / "config.json")
-    with pytest.raises(QuantizedCheckpoint, match=r"declares quantization \(FP8"):
-        refuse_quantized({"dim": 4, "quantization": {"qformat_weight": "fp8_e4m3"}}, tmp_path / "params.json")
+    # Mistral's own format: fp8_e4m3 is read (tests/test_mistral_fp8.py), any other qformat_weight refused
+    refuse_quantized({"dim": 4, "quantization": {"qformat_weight": "fp8_e4m3"}}, tmp_path / "params.json")
+    with pytest.raises(QuantizedCheckpoint, match=r"declares quantization \(.*fp8_e4m3"):
+        refuse_quantized({"dim": 4, "quantization": {"qformat_weight": "int4"}}, tmp_path / "params.json")
     (tmp_path / "hf_quant_config.json").write_text(json.dumps(
         {"producer": {"name": "modelopt"}, "quantization": {"quant_algo": "NVFP4", "group_size": 16}}))
     with pytest.raises(QuantizedCheckpoint) as info:
