@@ -266,7 +266,9 @@ class HfCheckpoint:
             raise ConfigError(f"model architecture {config.get('model_type')!r} ({config_path}) is unsupported by "
                               f"hfview's view{_closest_types(config.get('model_type'))}; "
                               f"`hfview families` lists the {len(families.supported_model_types())} model types it reads")
-        check_keys(config, config_path, family.name, family.reads, family.harmless)
+        # Mistral's params.json states its quantization beside the model's keys: read above as the form it is
+        keyed = {k: v for k, v in config.items() if k != "quantization"} if form is not None else config
+        check_keys(keyed, config_path, family.name, family.reads, family.harmless)
         self.family: Family = family
         self.config = config
         defaults = family.defaults[config["model_type"]]
