@@ -47,7 +47,9 @@ def _modelopt_record(path: Path) -> dict[str, Any]:
     except (OSError, ValueError, RecursionError):
         data = None
     quant = data.get("quantization") if isinstance(data, dict) else None
-    return {"quant_method": "modelopt", **quant} if isinstance(quant, dict) else {"quant_method": "modelopt"}
+    producer = data.get("producer") if isinstance(data, dict) and isinstance(data.get("producer"), dict) else {}
+    method = str(producer.get("name") or "modelopt").lower()  # the converter takes the producer as the method
+    return {"quant_method": method, **quant} if isinstance(quant, dict) else {"quant_method": method}
 
 
 @dataclass(frozen=True)
@@ -217,6 +219,13 @@ def _refuse_other(config: dict[str, Any], config_path: Path, also: str = "") -> 
     record = config_path.parent / "hf_quant_config.json"
     if not quant and record.is_file():
         quant, source, where = _modelopt_record(record), "quantization", record
+    gptq = config_path.parent / "quantize_config.json"
+    if not quant and gptq.is_file():  # AutoGPTQ / GPTQModel's record, beside a config.json that states none
+        data = _read_json(gptq)
+        quant = {"quant_method": "gptq", **data} if isinstance(data, dict) else {"quant_method": "gptq"}
+        source, where = "quantization", gptq
+        also += (" (the pinned converter reads quantization only from config.json, so it would meet the packed "
+                 "qweight / qzeros / scales / g_idx tensors unread and fail: \"Can not map tensor\")")
     if not quant:
         return
     if not isinstance(quant, dict):
