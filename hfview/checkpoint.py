@@ -289,7 +289,7 @@ class HfCheckpoint:
         self._as_stored = self._stored
         if isinstance(form, ScaledForm):  # each FP8 weight read dequantized in its place, its scale consumed
             self._stored = scale_dequantized(self._stored, form.scales, form.block, form.dropped,
-                                             form.orphan_scales_dropped)
+                                             form.orphan_scales_dropped, form.unread)
         elif isinstance(form, Mxfp4Form):  # each MXFP4 pair one weight, first, its bits repacked on read
             self._stored = mxfp4_paired(self._stored)
         config_values.check_against_tensors(config, [t.shape for t in self._stored.values()], config_path)

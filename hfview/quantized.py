@@ -66,6 +66,7 @@ class ScaledForm:
     scales: tuple[tuple[str, str], ...]
     dropped: tuple[str, ...] = ()
     orphan_scales_dropped: bool = False
+    unread: tuple[str, ...] = ()  # tensors the converter leaves and fails to map (refused as it fails)
 
 
 Fp8Form = ScaledForm  # (the name it had while fp8 was the only scaled form)
@@ -195,8 +196,9 @@ def _compressed_tensors(config: dict[str, Any], quant: dict[str, Any], config_pa
         _refuse_other(config, config_path, also=(
             f" with {why}; of compressed-tensors' forms hfview reads float-quantized FP8 weights with channel or "
             "block scales"))
+    # static activation scales and zero points: its dequant_model reads only weight_scale, then cannot map them
     return ScaledForm("compressed-tensors", _block(weights.get("block_structure"), config_path, "block_structure"),
-                      _WEIGHT_SCALE)
+                      _WEIGHT_SCALE, unread=(".input_scale", "_zero_point"))
 
 
 def refuse_quantized(config: dict[str, Any], config_path: Path) -> None:

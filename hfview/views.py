@@ -919,14 +919,19 @@ class FP8Dequantized(StoredTensor):
 
 def scale_dequantized(stored: dict[str, StoredTensor], scales: Sequence[tuple[str, str]],
                       block: tuple[int, ...] | None, dropped: Sequence[str] = (),
-                      orphan_scales_dropped: bool = False) -> dict[str, StoredTensor]:
+                      orphan_scales_dropped: bool = False, unread: Sequence[str] = ()) -> dict[str, StoredTensor]:
     """The tensors the converter's dequant_model leaves, in its order: each weight with a scale beside it (a name
     ending in one of `scales`' suffixes, the weight named by replacing it with its pair) read dequantized where it
     stands (FP8Dequantized), the scales consumed, the unused ones (`dropped` suffixes) removed. A scale with no
-    weight is a missing shard, or (`orphan_scales_dropped`, ModelOpt) removed as the converter removes it."""
+    weight is a missing shard, or (`orphan_scales_dropped`, ModelOpt) removed as the converter removes it. A tensor
+    ending in one of `unread` is one the converter leaves as it is and then fails to map: refused as it fails."""
     out = dict(stored)
     for name, scale in stored.items():
         suffix = next(((s, w) for s, w in scales if name.endswith(s)), None)
+        if suffix is None and unread and name.endswith(tuple(unread)):
+            raise CheckpointError(f"{scale.path.name}: tensor {name!r} (shape {list(scale.shape)}) is a quantization "
+                                  f"parameter the pinned converter does not read for this form: it fails on it (\"Can "
+                                  f"not map tensor {name!r}\"), and hfview refuses the checkpoint as it does")
         if suffix is None:
             if dropped and name.endswith(tuple(dropped)):
                 del out[name]

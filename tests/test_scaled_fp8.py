@@ -154,3 +154,34 @@ def test_modelopt_scale_without_weight_is_dropped_as_the_converter_drops_it(chec
     ours = export(HfCheckpoint(path, "f32"), tmp_path / "ours.gguf")
     theirs = oracle.convert(path, tmp_path / "theirs.gguf", "f32")
     assert oracle.sha256(ours) == oracle.sha256(theirs), oracle.first_difference(ours, theirs)
+
+
+def test_compressed_tensors_static_input_scale_is_refused_as_the_converter_fails(checkpoint, tmp_path):
+    """A static activation scale (`input_scale`) beside compressed-tensors FP8: the converter's dequant_model reads
+    only weight_scale and then fails to map it; the view refuses it naming the tensor and the converter's error."""
+    import torch
+    from safetensors.torch import load_file, save_file
+
+    from hfview import HfCheckpoint
+    from hfview.errors import CheckpointError
+
+    src = checkpoint("qwen3-ct-fp8-channel")
+    path = tmp_path / "static"
+    shutil.copytree(src, path)
+    tensors = load_file(str(src / "model.safetensors"))
+    tensors["model.layers.0.mlp.up_proj.input_scale"] = torch.tensor([0.02])
+    save_file(tensors, str(path / "model.safetensors"), metadata={"format": "pt"})
+    with pytest.raises(CheckpointError, match=r"up_proj.input_scale.*Can not map tensor"):
+        HfCheckpoint(path, "f32")
+
+
+def test_released_modelopt_fp8_config_is_accepted():
+    """nvidia/Llama-3.1-70B-Instruct-FP8 as released (config.json stating no quantization, hf_quant_config.json
+    quant_algo FP8 with an FP8 KV cache): accepted, its KV the released values."""
+    from released_config import DATA, config_path_kv
+
+    path = DATA / "llama" / "nvidia__Llama-3.1-70B-Instruct-FP8.json"
+    released = json.loads(path.read_text())
+    kv = config_path_kv(path)
+    assert kv["llama.block_count"] == released["num_hidden_layers"]
+    assert kv["llama.embedding_length"] == released["hidden_size"]
