@@ -1,5 +1,6 @@
-"""Quantized checkpoints: the forms hfview reads as the converter reads them (conversion/base.py
-dequant_model), and a refusal naming every other form before any weight is read or downloaded."""
+"""Quantized checkpoints: the forms hfview reads as the pinned converter reads them (conversion/base.py
+prepare_tensors and dequant_model, conversion/gpt_oss.py, conversion/mistral.py), decided from the config files
+alone, and a refusal naming every other form before any weight is read or downloaded (docs/quantization.md)."""
 from __future__ import annotations
 
 import json
@@ -202,9 +203,9 @@ def _compressed_tensors(config: dict[str, Any], quant: dict[str, Any], config_pa
 
 
 def refuse_quantized(config: dict[str, Any], config_path: Path) -> None:
-    """Refuse any quantized checkpoint hfview does not read: a quantization_config (top level or text_config)
-    other than the converter's fp8 form (quantized_form), Mistral's params.json `quantization`, or a ModelOpt
-    hf_quant_config.json beside the config."""
+    """Refuse any quantized checkpoint hfview does not read (quantized_form): a quantization_config (top level or
+    text_config), Mistral's params.json `quantization`, a ModelOpt hf_quant_config.json or a GPTQ
+    quantize_config.json beside the config, each unless it states a form the view reads."""
     quantized_form(config, config_path)
 
 
