@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import bisect
+import dataclasses
 import itertools
 import os
 from concurrent.futures import FIRST_EXCEPTION, ThreadPoolExecutor, wait
@@ -12,13 +13,14 @@ import numpy as np
 
 from . import config_values, families
 from .config import check_keys, read_checkpoint_config, read_config, with_defaults
-from .quantized import quantized_form
+from .quantized import Mxfp4Form, ScaledForm, quantized_form
 from .errors import CheckpointError, ConfigError
 from .family import Family, plan_tensors
 from .gguf_layout import (KEPT_ENCODED, KV, EncodedArray, FileSpan, GGMLType, Pieces, ValueType, encode_header,
                           encode_kv, encode_tensor_info, encoded_kv_pieces, pad_to)
 from .shards import StoredTensor, index_shards, read_bytes_into
-from .views import Generated, Presented, RowSelection, Stack, Stored, fp8_dequantized, quiet_bf16_nans
+from .views import (Generated, Presented, RowSelection, Stack, Stored, mxfp4_paired, scale_dequantized,
+                    quiet_bf16_nans)
 from .vocab_cache import vocab_kv
 from .names import Keys
 
@@ -251,7 +253,7 @@ class HfCheckpoint:
         if not self.path.is_dir():
             raise CheckpointError(f"{self.path}: not a checkpoint directory")
         config, config_path = _read_config(self.path)
-        fp8 = quantized_form(config, config_path)  # every other quantized form is refused here
+        form = quantized_form(config, config_path)  # every other quantized form is refused here
         family = families.family_for(config.get("model_type"), config.get("architectures"))
         if family is None:
             why = families.NOT_PRESENTED.get(config.get("model_type"))
@@ -264,7 +266,9 @@ class HfCheckpoint:
             raise ConfigError(f"model architecture {config.get('model_type')!r} ({config_path}) is unsupported by "
                               f"hfview's view{_closest_types(config.get('model_type'))}; "
                               f"`hfview families` lists the {len(families.supported_model_types())} model types it reads")
-        check_keys(config, config_path, family.name, family.reads, family.harmless)
+        # Mistral's params.json states its quantization beside the model's keys: read above as the form it is
+        keyed = {k: v for k, v in config.items() if k != "quantization"} if form is not None else config
+        check_keys(keyed, config_path, family.name, family.reads, family.harmless)
         self.family: Family = family
         self.config = config
         defaults = family.defaults[config["model_type"]]
@@ -281,8 +285,13 @@ class HfCheckpoint:
             config_values.check_against_tensors(config, None, config_path)
             family.validate(family.normalise(hparams), config_path)
             raise
-        if fp8 is not None:  # each FP8 weight read dequantized in its place, its scale consumed
-            self._stored = fp8_dequantized(self._stored, fp8.block)
+        # the converter guesses --outtype auto from the tensors as stored, scales and packed blocks among them
+        self._as_stored = self._stored
+        if isinstance(form, ScaledForm):  # each FP8 weight read dequantized in its place, its scale consumed
+            self._stored = scale_dequantized(self._stored, form.scales, form.block, form.dropped,
+                                             form.orphan_scales_dropped, form.unread)
+        elif isinstance(form, Mxfp4Form):  # each MXFP4 pair one weight, first, its bits repacked on read
+            self._stored = mxfp4_paired(self._stored)
         config_values.check_against_tensors(config, [t.shape for t in self._stored.values()], config_path)
         self.hparams = family.normalise(hparams)
         family.validate(self.hparams, config_path)
@@ -297,9 +306,13 @@ class HfCheckpoint:
         # (auto's guess passes over f32 matrices: the same over the dequantized weights as over the FP8 ones)
         self.outtype = self._resolve_outtype(outtype)
         out_type, self.file_type = OUTTYPES[self.outtype]
+        if isinstance(form, Mxfp4Form) and out_type != GGMLType.Q8_0:
+            self.file_type = 38  # MOSTLY_MXFP4_MOE: the converter's prepare_metadata over f32, f16 and bf16
         self._out_type = out_type
-        self.tensors: list[Presented] = plan_tensors(family, self._stored, self.hparams, self.block_count,
-                                                     self._type_for)
+        self.tensors: list[Presented] = [
+            # blocks already in a ggml type (MXFP4) are that type whatever the outtype
+            dataclasses.replace(t, ggml_type=t.view.packed_type) if getattr(t.view, "packed_type", None) else t
+            for t in plan_tensors(family, self._stored, self.hparams, self.block_count, self._type_for)]
         self._by_name = {t.name: t for t in self.tensors}
         if (embedding := self._by_name.get("token_embd.weight")) is not None:  # before the tokenizer pads to it
             rows = embedding.shape[0] if embedding.shape else 0
@@ -325,7 +338,7 @@ class HfCheckpoint:
             raise ValueError(f"outtype {outtype!r}: use one of {', '.join(OUTTYPES)}, auto")
         # the converter's guess: the first matrix stored as bf16 or f16 (a matrix of another dtype, f32 or FP8 and
         # its scales, is passed over), else f16
-        for name, t in self._stored.items():
+        for name, t in self._as_stored.items():
             if len(t.shape) >= 2 and t.dtype in ("BF16", "F16"):
                 return t.dtype.lower()
         return "f16"
@@ -386,6 +399,14 @@ class HfCheckpoint:
                                    imatrix=imatrix is not None)
         except ValueError as e:
             raise ConfigError(f"{config_path}: --quant {quant}: {e}") from None
+        for t, new in zip(order, types):
+            if new != t.ggml_type and t.ggml_type not in (GGMLType.F32, GGMLType.F16, GGMLType.BF16):
+                # llama_model_quantize copies a tensor already of the type it chooses, and refuses to requantize
+                # one of another quantized type (allow_requantize is false by default)
+                raise ConfigError(f"{config_path}: --quant {quant} would quantize {t.name} ({t.ggml_type.name} as "
+                                  f"the checkpoint stores it) as {new.name}, which llama-quantize refuses: "
+                                  f"\"requantizing from type {t.ggml_type.name.lower()} is disabled\"; "
+                                  f"choose --quant MXFP4_MOE, which keeps the {t.ggml_type.name} experts as they are")
         self.tensors = []
         for t, new in zip(order, types):
             if new != t.ggml_type:

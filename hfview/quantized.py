@@ -1,5 +1,6 @@
-"""Quantized checkpoints: the forms hfview reads as the converter reads them (conversion/base.py
-dequant_model), and a refusal naming every other form before any weight is read or downloaded."""
+"""Quantized checkpoints: the forms hfview reads as the pinned converter reads them (conversion/base.py
+prepare_tensors and dequant_model, conversion/gpt_oss.py, conversion/mistral.py), decided from the config files
+alone, and a refusal naming every other form before any weight is read or downloaded (docs/quantization.md)."""
 from __future__ import annotations
 
 import json
@@ -47,39 +48,164 @@ def _modelopt_record(path: Path) -> dict[str, Any]:
     except (OSError, ValueError, RecursionError):
         data = None
     quant = data.get("quantization") if isinstance(data, dict) else None
-    return {"quant_method": "modelopt", **quant} if isinstance(quant, dict) else {"quant_method": "modelopt"}
+    producer = data.get("producer") if isinstance(data, dict) and isinstance(data.get("producer"), dict) else {}
+    method = str(producer.get("name") or "modelopt").lower()  # the converter takes the producer as the method
+    return {"quant_method": method, **quant} if isinstance(quant, dict) else {"quant_method": method}
 
 
 @dataclass(frozen=True)
-class Fp8Form:
-    """The converter's quant_method "fp8" (conversion/base.py dequant_model): weights with a float scale
-    `<weight>_scale_inv`, over blocks of `block` (weight_block_size) or, with none, per tensor or per row."""
+class ScaledForm:
+    """Weights stored quantized (FP8) beside a float scale, read as the converter's dequant_model computes them
+    (`dequant_simple`: weight.float() x scale, the scale repeated over `block` and trimmed, or broadcast from its
+    leading axes): one form for quant_method "fp8" (`<weight>_scale_inv`, Mistral's `qscale_weight`), ModelOpt's FP8
+    and compressed-tensors' float-quantized (`<weight>_scale`).
+    `scales`: (scale name suffix, what replaces it to name the weight); `dropped`: suffixes of the tensors it
+    removes unread (activation and KV scales); `orphan_scales_dropped`: a scale with no weight beside it is
+    removed (ModelOpt) rather than a missing shard (the others, where the converter fails on it)."""
+    method: str
     block: tuple[int, ...] | None
+    scales: tuple[tuple[str, str], ...]
+    dropped: tuple[str, ...] = ()
+    orphan_scales_dropped: bool = False
+    unread: tuple[str, ...] = ()  # tensors the converter leaves and fails to map (refused as it fails)
 
 
-def quantized_form(config: dict[str, Any], config_path: Path) -> Fp8Form | None:
-    """The quantized form hfview reads (the converter's fp8: config.json's own quantization_config with
-    quant_method "fp8"), or None for an unquantized checkpoint; every other quantization is refused by name."""
+Fp8Form = ScaledForm  # (the name it had while fp8 was the only scaled form)
+
+# quant_method "fp8": `<weight>_scale_inv`, and in Mistral's own format `<module>.qscale_weight` (its params.json
+# `quantization` read as fp8 by MistralModel.dequant_model); activation scales unused
+_FP8_SCALES = (("_scale_inv", ""), (".qscale_weight", ".weight"))
+_FP8_DROPPED = (".activation_scale", "_activation_scale", ".qscale_act")
+# ModelOpt and compressed-tensors: `<weight>_scale`; ModelOpt's activation and KV-cache scales unused
+_WEIGHT_SCALE = ((".weight_scale", ".weight"),)
+_MODELOPT_DROPPED = (".input_scale", ".k_scale", ".v_scale")
+
+
+@dataclass(frozen=True)
+class Mxfp4Form:
+    """The converter's quant_method "mxfp4" as it reads it, for gpt-oss only (GptOssModel): each layer's experts
+    stored as `<proj>_blocks` / `<proj>_scales` and repacked, bits only, into ggml's MXFP4; the file's type
+    MOSTLY_MXFP4_MOE at f32/f16/bf16."""
+
+
+# the architectures whose MXFP4 the pinned converter reads (GptOssModel skips dequant_model and repacks the experts);
+# for any other its dequant_model raises NotImplementedError("Quant method is not yet supported: 'mxfp4'")
+_MXFP4_ARCHITECTURES = ("GptOssForCausalLM",)
+
+
+def _block(block: Any, config_path: Path, key: str) -> tuple[int, ...] | None:
+    if block is not None and not (isinstance(block, list) and block
+                                  and all(isinstance(b, int) and not isinstance(b, bool) and b > 0 for b in block)):
+        raise QuantizedCheckpoint(f"{config_path}: quantization_config {key} {shown(block)} is not a list of "
+                                  f"positive integers (e.g. [128, 128])")
+    return tuple(block) if block is not None else None
+
+
+def _read_json(path: Path) -> Any:
+    try:
+        return json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, ValueError, RecursionError):
+        return None
+
+
+def _modelopt(config: dict[str, Any], config_path: Path) -> dict[str, Any] | None:
+    """The quantization the converter's prepare_tensors finds for ModelOpt: config.json's quantization_config,
+    completed from hf_quant_config.json where it states no quant_algo or no quantized_layers (the record's
+    producer naming the method where config.json names none); None where neither states ModelOpt's."""
+    quant = config.get("quantization_config") if isinstance(config.get("quantization_config"), dict) else {}
+    method, algo, layers = quant.get("quant_method"), quant.get("quant_algo"), quant.get("quantized_layers")
+    record = Path(config_path).parent / "hf_quant_config.json"
+    where = config_path
+    if (not algo or not layers) and record.is_file():
+        data = _read_json(record)
+        data = data if isinstance(data, dict) else {}
+        q = data.get("quantization") if isinstance(data.get("quantization"), dict) else {}
+        producer = data.get("producer") if isinstance(data.get("producer"), dict) else {}
+        if method is None:
+            method = str(producer.get("name") or "").lower()
+        algo, method = q.get("quant_algo", algo), q.get("quant_method", method)
+        layers = q.get("quantized_layers", layers)
+        where = record
+    if method != "modelopt":
+        return None
+    return {"quant_method": method, "quant_algo": algo, "quantized_layers": layers, "where": where}
+
+
+def quantized_form(config: dict[str, Any], config_path: Path) -> ScaledForm | Mxfp4Form | None:
+    """The quantized form hfview reads, as the pinned converter reads it (conversion/base.py prepare_tensors and
+    dequant_model), or None for an unquantized checkpoint; every other quantization is refused by name:
+    quant_method "fp8" (block-scaled, per tensor or per row; Mistral's params.json `quantization` fp8_e4m3),
+    gpt-oss's "mxfp4", ModelOpt's FP8 (config.json or hf_quant_config.json) and compressed-tensors'
+    float-quantized FP8 (channel or block)."""
     quant = config.get("quantization_config")
-    if isinstance(quant, dict) and quant.get("quant_method") == "fp8" and config.get("expert_dtype") is not None:
+    quant = quant if isinstance(quant, dict) else None
+    method = quant.get("quant_method") if quant else None
+    if method == "mxfp4":
+        architectures = config.get("architectures") or []
+        arch = architectures[0] if isinstance(architectures, list) and architectures else None
+        if arch in _MXFP4_ARCHITECTURES:
+            return Mxfp4Form()
+        _refuse_other(config, config_path, also=(
+            f" for {shown(arch)}: the pinned converter reads MXFP4 only for gpt-oss (GptOssForCausalLM, its experts "
+            f"repacked) and refuses it for any other architecture (\"Quant method is not yet supported: 'mxfp4'\")"))
+    if method == "fp8" and config.get("expert_dtype") is not None:
         # DeepSeek-V4's releases: FP8 linears, but experts in another form (fp4), which hfview does not read
         _refuse_other(config, config_path, also=f" with expert_dtype {shown(config['expert_dtype'])}")
-    if isinstance(quant, dict) and quant.get("quant_method") == "fp8":
-        block = quant.get("weight_block_size")
-        if block is not None and not (isinstance(block, list) and block
-                                      and all(isinstance(b, int) and not isinstance(b, bool) and b > 0
-                                              for b in block)):
-            raise QuantizedCheckpoint(f"{config_path}: quantization_config weight_block_size {shown(block)} is "
-                                      f"not a list of positive integers (e.g. [128, 128])")
-        return Fp8Form(tuple(block) if block is not None else None)
+    if method == "fp8":
+        return ScaledForm("fp8", _block(quant.get("weight_block_size"), config_path, "weight_block_size"),
+                          _FP8_SCALES, _FP8_DROPPED)
+    if quant is None and isinstance(config.get("quantization"), dict):  # Mistral's own format (params.json)
+        mistral = config["quantization"]
+        if mistral.get("qformat_weight") == "fp8_e4m3":  # MistralModel.dequant_model: fp8, no block
+            return ScaledForm("fp8", None, _FP8_SCALES, _FP8_DROPPED)
+        _refuse_other(config, config_path, also=(
+            " (the pinned converter asserts qformat_weight == \"fp8_e4m3\", the one Mistral quantization it reads)"))
+    if method == "compressed-tensors":
+        return _compressed_tensors(config, quant, config_path)
+    modelopt = _modelopt(config, config_path) if method in (None, "modelopt") else None
+    if modelopt is not None:
+        layers = modelopt["quantized_layers"] if isinstance(modelopt["quantized_layers"], dict) else {}
+        per_layer = sorted({str(v.get("quant_algo")) for v in layers.values() if isinstance(v, dict)})
+        if modelopt["quant_algo"] == "FP8" and not per_layer:
+            return ScaledForm("modelopt", None, _WEIGHT_SCALE, _MODELOPT_DROPPED, orphan_scales_dropped=True)
+        _refuse_other(config, config_path, also=(
+            f" with quant_algo {shown(modelopt['quant_algo'])}"
+            + (f" and per-layer quant_algo {', '.join(per_layer)}" if per_layer else "")
+            + "; of ModelOpt's forms hfview reads FP8 (a per-tensor weight_scale), as the converter dequantizes it"))
     _refuse_other(config, config_path)
     return None
 
 
+def _compressed_tensors(config: dict[str, Any], quant: dict[str, Any], config_path: Path) -> ScaledForm:
+    """compressed-tensors as dequant_model reads it: one config group, format float-quantized, 8-bit float weights
+    with a channel or block scale (`<weight>_scale`, blocks of block_structure); the rest refused by name."""
+    fmt, groups = quant.get("format"), quant.get("config_groups")
+    weights = None
+    if isinstance(groups, dict) and len(groups) == 1 and isinstance(next(iter(groups.values())), dict):
+        weights = next(iter(groups.values())).get("weights")
+    why = None
+    if not isinstance(groups, dict) or len(groups) != 1:
+        why = (f"{len(groups) if isinstance(groups, dict) else 'no'} config groups (the converter: \"Can't handle "
+               f"multiple config groups for compressed-tensors yet\")")
+    elif fmt != "float-quantized":
+        why = f"format {shown(fmt)}"
+    elif not isinstance(weights, dict) or weights.get("type") != "float" or weights.get("num_bits") != 8:
+        why = "weights other than 8-bit float"
+    elif weights.get("strategy") not in ("channel", "block") or weights.get("group_size") is not None:
+        why = f"weight strategy {shown(weights.get('strategy'))} (the converter reads channel and block scales)"
+    if why is not None:
+        _refuse_other(config, config_path, also=(
+            f" with {why}; of compressed-tensors' forms hfview reads float-quantized FP8 weights with channel or "
+            "block scales"))
+    # static activation scales and zero points: its dequant_model reads only weight_scale, then cannot map them
+    return ScaledForm("compressed-tensors", _block(weights.get("block_structure"), config_path, "block_structure"),
+                      _WEIGHT_SCALE, unread=(".input_scale", "_zero_point"))
+
+
 def refuse_quantized(config: dict[str, Any], config_path: Path) -> None:
-    """Refuse any quantized checkpoint hfview does not read: a quantization_config (top level or text_config)
-    other than the converter's fp8 form (quantized_form), Mistral's params.json `quantization`, or a ModelOpt
-    hf_quant_config.json beside the config."""
+    """Refuse any quantized checkpoint hfview does not read (quantized_form): a quantization_config (top level or
+    text_config), Mistral's params.json `quantization`, a ModelOpt hf_quant_config.json or a GPTQ
+    quantize_config.json beside the config, each unless it states a form the view reads."""
     quantized_form(config, config_path)
 
 
@@ -96,6 +222,13 @@ def _refuse_other(config: dict[str, Any], config_path: Path, also: str = "") -> 
     record = config_path.parent / "hf_quant_config.json"
     if not quant and record.is_file():
         quant, source, where = _modelopt_record(record), "quantization", record
+    gptq = config_path.parent / "quantize_config.json"
+    if not quant and gptq.is_file():  # AutoGPTQ / GPTQModel's record, beside a config.json that states none
+        data = _read_json(gptq)
+        quant = {"quant_method": "gptq", **data} if isinstance(data, dict) else {"quant_method": "gptq"}
+        source, where = "quantization", gptq
+        also += (" (the pinned converter reads quantization only from config.json, so it would meet the packed "
+                 "qweight / qzeros / scales / g_idx tensors unread and fail: \"Can not map tensor\")")
     if not quant:
         return
     if not isinstance(quant, dict):
@@ -105,6 +238,6 @@ def _refuse_other(config: dict[str, Any], config_path: Path, also: str = "") -> 
     method_part = stated[0] if stated else "no quant_method stated"
     raise QuantizedCheckpoint(
         f"quantized checkpoints are unsupported: {where} declares {source} ({_quant_scheme(quant)}, "
-        f"{method_part}){also}; of quantized forms hfview reads only the converter's block-scaled or per-tensor FP8 "
-        "(quant_method \"fp8\"). Use a BF16 export of this model (the unquantized BF16/F16 upload of the same "
+        f"{method_part}){also}; of quantized forms hfview reads the converter's FP8 (quant_method \"fp8\", "
+        "ModelOpt's FP8, compressed-tensors' float-quantized) and gpt-oss's MXFP4 (quant_method \"mxfp4\"). Use a BF16 export of this model (the unquantized BF16/F16 upload of the same "
         "checkpoint) instead")

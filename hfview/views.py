@@ -549,6 +549,11 @@ class Presented:
     def _converted(self, start: int, stop: int, ggml_type: GGMLType) -> np.ndarray:
         """Rows [start, stop) as the converter writes them in `ggml_type`."""
         raw = self.view.rows(start, stop)
+        packed = getattr(self.view, "packed_type", None)
+        if packed is not None:  # already ggml's blocks (MXFP4Rows): written as they are, never requantized
+            if packed != ggml_type:
+                raise ValueError(f"{self.name}: {packed.name} blocks cannot be written as {ggml_type.name}")
+            return raw
         if self._passes_through(ggml_type):
             return quiet_bf16_nans(raw) if ggml_type == GGMLType.BF16 else raw
         values = to_working(raw, self.stored_dtype) if self.view.sources else raw
@@ -566,8 +571,9 @@ class Presented:
         parts = [self.view.describe()] + [s.name for s in self.steps]
         scaled = [src for src in self.view.sources if isinstance(src, FP8Dequantized)]
         if scaled:  # (inspect's account of where the values come from)
-            block = scaled[0].block
-            parts.insert(0, f"FP8 x weight_scale_inv{' per ' + 'x'.join(map(str, block)) + ' block' if block else ''}")
+            block, stored = scaled[0].block, scaled[0].weight.dtype
+            parts.insert(0, f"{'FP8' if stored.startswith('F8_') else stored} x {scaled[0].scale_label}"
+                            f"{' per ' + 'x'.join(map(str, block)) + ' block' if block else ''}")
         return ", ".join(parts)
 
 
@@ -860,9 +866,11 @@ class FP8Dequantized(StoredTensor):
     weight: StoredTensor | None = None
     scale: StoredTensor | None = None
     block: tuple[int, ...] | None = None
+    scale_label: str = "weight_scale_inv"  # how the checkpoint names its scale (inspect's account)
 
     @classmethod
-    def of(cls, weight: StoredTensor, scale: StoredTensor, block: tuple[int, ...] | None) -> "FP8Dequantized":
+    def of(cls, weight: StoredTensor, scale: StoredTensor, block: tuple[int, ...] | None,
+           scale_label: str = "weight_scale_inv") -> "FP8Dequantized":
         w, s = weight.shape, scale.shape
         if block is not None:
             lead = len(w) - len(block)
@@ -881,7 +889,7 @@ class FP8Dequantized(StoredTensor):
             raise CheckpointError(f"{scale.path.name}: scale {scale.name!r} is stored as {scale.dtype}; "
                                   f"hfview reads float scales")
         return cls(weight.name, weight.path, "F32", w, weight.offset, math.prod(w) * 4, weight.stamp,
-                   weight=weight, scale=scale, block=block)
+                   weight=weight, scale=scale, block=block, scale_label=scale_label)
 
     def read_rows(self, start: int, stop: int) -> np.ndarray:
         w, s = self.weight, self.scale
@@ -909,19 +917,144 @@ class FP8Dequantized(StoredTensor):
         out[...] = self.read_rows(start, stop).reshape(out.shape)
 
 
-def fp8_dequantized(stored: dict[str, StoredTensor], block: tuple[int, ...] | None) -> dict[str, StoredTensor]:
-    """The tensors the converter's dequant_model leaves for quant_method "fp8", in its order: each weight with a
-    `<weight>_scale_inv` read dequantized where it stands, the scales consumed, the unused activation scales
-    (`.activation_scale`, `_activation_scale`) dropped."""
+def scale_dequantized(stored: dict[str, StoredTensor], scales: Sequence[tuple[str, str]],
+                      block: tuple[int, ...] | None, dropped: Sequence[str] = (),
+                      orphan_scales_dropped: bool = False, unread: Sequence[str] = ()) -> dict[str, StoredTensor]:
+    """The tensors the converter's dequant_model leaves, in its order: each weight with a scale beside it (a name
+    ending in one of `scales`' suffixes, the weight named by replacing it with its pair) read dequantized where it
+    stands (FP8Dequantized), the scales consumed, the unused ones (`dropped` suffixes) removed. A scale with no
+    weight is a missing shard, or (`orphan_scales_dropped`, ModelOpt) removed as the converter removes it. A tensor
+    ending in one of `unread` is one the converter leaves as it is and then fails to map: refused as it fails."""
     out = dict(stored)
     for name, scale in stored.items():
-        if name.endswith("_scale_inv"):
-            weight = name.removesuffix("_scale_inv")
-            if weight not in stored:
-                raise CheckpointError(f"{scale.path.name}: scale {name!r} has no weight {weight!r} beside it; "
-                                      f"a shard may be missing")
-            out[weight] = FP8Dequantized.of(stored[weight], scale, block)
-            del out[name]
-        elif name.endswith((".activation_scale", "_activation_scale")):
-            del out[name]
+        suffix = next(((s, w) for s, w in scales if name.endswith(s)), None)
+        if suffix is None and unread and name.endswith(tuple(unread)):
+            raise CheckpointError(f"{scale.path.name}: tensor {name!r} (shape {list(scale.shape)}) is a quantization "
+                                  f"parameter the pinned converter does not read for this form: it fails on it (\"Can "
+                                  f"not map tensor {name!r}\"), and hfview refuses the checkpoint as it does")
+        if suffix is None:
+            if dropped and name.endswith(tuple(dropped)):
+                del out[name]
+            continue
+        weight = name.removesuffix(suffix[0]) + suffix[1]
+        del out[name]
+        if weight not in stored:
+            if orphan_scales_dropped:
+                continue
+            raise CheckpointError(f"{scale.path.name}: scale {name!r} has no weight {weight!r} beside it; "
+                                  f"a shard may be missing")
+        out[weight] = FP8Dequantized.of(stored[weight], scale, block, suffix[0].lstrip("."))
     return out
+
+
+def fp8_dequantized(stored: dict[str, StoredTensor], block: tuple[int, ...] | None) -> dict[str, StoredTensor]:
+    """quant_method "fp8" (scale_dequantized): `<weight>_scale_inv` (Mistral's own format: `qscale_weight`), the
+    unused activation scales (`.activation_scale`, `_activation_scale`, `.qscale_act`) dropped."""
+    return scale_dequantized(stored, (("_scale_inv", ""), (".qscale_weight", ".weight")), block,
+                             (".activation_scale", "_activation_scale", ".qscale_act"))
+
+
+# ---------------------------------------------------------------- MXFP4 (quant_method "mxfp4": gpt-oss's experts)
+@dataclass(frozen=True)
+class MXFP4Pair(StoredTensor):
+    """A weight stored as OpenAI's MXFP4 pair, standing in under the name of the unquantized weight (`<name>` for
+    `<name>_blocks` and `<name>_scales`) with its shape in elements, [experts, rows, cols]: `blocks` uint8
+    [experts, rows, cols / 32, 16] holds two e2m1 codes a byte (element 2i in the low nibble, 2i + 1 in the high),
+    `scales` uint8 [experts, rows, cols / 32] one e8m0 exponent per 32 elements. Its rows are never widened:
+    MXFP4Rows moves their bits into ggml's blocks."""
+    blocks: StoredTensor | None = None
+    scales: StoredTensor | None = None
+
+    @classmethod
+    def of(cls, name: str, blocks: StoredTensor, scales: StoredTensor) -> "MXFP4Pair":
+        b, s = blocks.shape, scales.shape
+        if blocks.dtype != "U8" or scales.dtype != "U8":
+            raise CheckpointError(f"{blocks.path.name}: MXFP4 pair {blocks.name!r} ({blocks.dtype}) and "
+                                  f"{scales.name!r} ({scales.dtype}): both are stored as U8 in the MXFP4 form")
+        if len(b) < 2 or b[-1] != 16 or tuple(s) != tuple(b[:-1]):
+            raise CheckpointError(f"{blocks.path.name}: MXFP4 blocks {blocks.name!r} {list(b)} and scales "
+                                  f"{scales.name!r} {list(s)}: blocks are [..., groups, 16] and scales [..., groups]")
+        shape = (*b[:-2], b[-2] * 32)
+        return cls(name, blocks.path, "MXFP4", shape, blocks.offset, blocks.nbytes + scales.nbytes, blocks.stamp,
+                   blocks=blocks, scales=scales)
+
+    def _flat(self, t: StoredTensor, width: int) -> StoredTensor:
+        """`t` as [rows, width]: row r of the weight (counted over its leading axes) is its row r."""
+        return StoredTensor(t.name, t.path, t.dtype, (math.prod(self.shape[:-1]), width), t.offset, t.nbytes,
+                            t.stamp)
+
+    def packed_rows(self, start: int, stop: int) -> tuple[np.ndarray, np.ndarray]:
+        """Rows [start, stop) (over all but the last axis): their blocks [n, groups, 16] and scales [n, groups]."""
+        groups = self.shape[-1] // 32
+        blocks = self._flat(self.blocks, groups * 16).read_rows(start, stop).reshape(-1, groups, 16)
+        return blocks, self._flat(self.scales, groups).read_rows(start, stop)
+
+
+def mxfp4_blocks(blocks: np.ndarray, scales: np.ndarray) -> np.ndarray:
+    """OpenAI's MXFP4 rows ([n, groups, 16] codes, [n, groups] exponents) as ggml's block_mxfp4 rows, [n, groups x
+    17]: per 32 elements the exponent byte, then 16 bytes whose byte j holds element j in the low nibble and
+    element j + 16 in the high one. Only bits move (both index e2m1 the same way): lossless."""
+    n, groups = scales.shape
+    codes = np.empty((n, groups, 32), np.uint8)
+    codes[..., 0::2] = blocks & 0x0F
+    codes[..., 1::2] = blocks >> 4
+    out = np.empty((n, groups, 17), np.uint8)
+    out[..., 0] = scales
+    np.bitwise_or(codes[..., :16], codes[..., 16:] << 4, out=out[..., 1:])
+    return out.reshape(n, groups * 17)
+
+
+@dataclass
+class MXFP4Rows(View):
+    """An MXFP4 weight presented as ggml's MXFP4 (`packed_type`), its bits moved into ggml's blocks on read
+    (mxfp4_blocks): every row, or with `order` only those rows of each expert, in that order (gpt-oss's gate or up:
+    the even or odd rows of each expert's interleaved gate_up)."""
+    source: MXFP4Pair
+    order: np.ndarray | None = None
+    label: str = ""
+    packed_type = GGMLType.MXFP4
+
+    def __post_init__(self):
+        src = self.source.shape
+        self.sources = (self.source,)
+        per = src[-2] if len(src) > 1 else 1
+        if self.order is not None and len(self.order) and not 0 <= int(self.order.min()) <= int(self.order.max()) < per:
+            raise CheckpointError(f"cannot pick rows of {self.source.name!r}: each expert has {per}")
+        self.shape = src if self.order is None else (*src[:-2], len(self.order), src[-1])
+        self.name = "MXFP4 blocks repacked as ggml's (lossless)" + (f", {self.label}" if self.label else "")
+
+    def rows(self, start, stop):
+        if self.order is None:
+            return mxfp4_blocks(*self.source.packed_rows(start, stop))
+        width, per = self.shape[-2], self.source.shape[-2]
+        picked = np.arange(start, stop)
+        stored = picked // width * per + self.order[picked % width]
+        lo, hi = int(stored.min()), int(stored.max()) + 1
+        blocks, scales = self.source.packed_rows(lo, hi)
+        return mxfp4_blocks(blocks[stored - lo], scales[stored - lo])
+
+
+def mxfp4_paired(stored: dict[str, StoredTensor]) -> dict[str, StoredTensor]:
+    """gpt-oss's MXFP4 experts as the converter takes them (GptOssModel.generate_extra_tensors): each
+    `<name>_blocks` / `<name>_scales` pair one MXFP4Pair named `<name>`, the pairs first, in the order of their
+    scales (where the converter writes each), then every other tensor in its order."""
+    pairs: dict[str, StoredTensor] = {}
+    position = {name: i for i, name in enumerate(stored)}
+    for name, t in stored.items():
+        if not name.endswith("_scales"):
+            continue
+        base = name.removesuffix("_scales")
+        blocks = stored.get(base + "_blocks")
+        if blocks is None:
+            raise CheckpointError(f"{t.path.name}: MXFP4 scales {name!r} have no blocks {base + '_blocks'!r} beside "
+                                  f"them; a shard may be missing")
+        if position[base + "_blocks"] > position[name]:
+            raise CheckpointError(f"{t.path.name}: MXFP4 scales {name!r} come before their blocks in the "
+                                  f"checkpoint's tensor order; the converter pairs each with the blocks before it")
+        pairs[base] = MXFP4Pair.of(base, blocks, t)
+    orphans = [n for n in stored if n.endswith("_blocks") and n.removesuffix("_blocks") not in pairs]
+    if orphans:
+        raise CheckpointError(f"MXFP4 blocks {orphans[0]!r} have no scales {orphans[0].removesuffix('_blocks') + '_scales'!r} "
+                              f"beside them; a shard may be missing")
+    paired = {p + s for p in pairs for s in ("_blocks", "_scales")}
+    return {**pairs, **{n: t for n, t in stored.items() if n not in paired}}

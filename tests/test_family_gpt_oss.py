@@ -1,7 +1,6 @@
 """gpt-oss, BF16 exports (sinks, biases, interleaved gate/up columns, experts stored inputs-first, alternating
 sliding-window layers): converter bytes at every outtype, llama.cpp logits (one fixture crosses its window),
-the MXFP4 release refused before any weight is read or downloaded, refusals of what llama.cpp's gpt-oss cannot
-run."""
+refusals of what llama.cpp's gpt-oss cannot run. The MXFP4 release: tests/test_mxfp4.py."""
 import json
 from pathlib import Path
 
@@ -14,10 +13,6 @@ from family_variants import assert_refused, variant
 from released_config import config_path_kv, released_configs
 
 test_export, test_logits = oracle_tests("gpt_oss", ["gpt_oss", "gpt_oss-window"])
-
-# gpt-oss-20b's quantization_config as released
-MXFP4 = {"modules_to_not_convert": ["model.layers.*.self_attn", "model.layers.*.mlp.router", "model.embed_tokens",
-                                    "lm_head"], "quant_method": "mxfp4"}
 
 
 def test_defaults_match_transformers():
@@ -70,48 +65,6 @@ def test_gate_and_up_are_the_interleaved_columns_transposed(checkpoint):
     assert np.array_equal(by["blk.1.ffn_down_exps.weight"].read(), down.transpose(0, 2, 1))
 
 
-def test_mxfp4_checkpoint_is_refused_before_any_weight_is_read(checkpoint, tmp_path):
-    """The release as published (quantization_config quant_method mxfp4) is refused naming the method, by the
-    view and by the runner's resolution, before a shard is opened."""
-    from hfview import HfCheckpoint
-    from hfview.errors import QuantizedCheckpoint
-    from hfview.runner.resolve import resolve
-
-    model = variant(checkpoint("gpt_oss"), tmp_path / "mxfp4", quantization_config=MXFP4)
-    (model / "model.safetensors").unlink()
-    (model / "model.safetensors").write_bytes(b"not read")  # a shard that cannot be parsed: never opened
-    with pytest.raises(QuantizedCheckpoint, match=r'\(MXFP4, quant_method "mxfp4"\).*BF16 export'):
-        HfCheckpoint(model)
-    with pytest.raises(QuantizedCheckpoint, match="MXFP4"):
-        resolve(str(model), progress=False)
-
-
-def test_mxfp4_repository_is_refused_before_any_weight_download(tmp_path, monkeypatch):
-    """From the Hub: the config is all that is fetched (the fake Hub's log shows no weight request)."""
-    from hub_server import FakeHub, tiny_checkpoint
-    from hfview.runner.errors import QuantizedCheckpoint
-    from hfview.runner.resolve import resolve
-    from huggingface_hub import constants
-
-    server = FakeHub().start()
-    try:
-        monkeypatch.setenv("HF_ENDPOINT", server.endpoint)
-        monkeypatch.setenv("HF_HOME", str(tmp_path / "hf_home"))
-        for name in ("HF_HUB_CACHE", "HF_HUB_OFFLINE", "TRANSFORMERS_OFFLINE", "HF_TOKEN"):
-            monkeypatch.delenv(name, raising=False)
-        monkeypatch.chdir(tmp_path)
-        monkeypatch.setattr(constants, "HF_HUB_DISABLE_TELEMETRY", True)
-        config = {"architectures": ["GptOssForCausalLM"], "model_type": "gpt_oss", "num_hidden_layers": 2,
-                  "hidden_size": 32, "quantization_config": MXFP4}
-        server.add_repo("acme/tiny-gpt-oss-mxfp4", tiny_checkpoint(config, shards=2))
-        with pytest.raises(QuantizedCheckpoint, match="MXFP4"):
-            resolve("acme/tiny-gpt-oss-mxfp4", progress=False)
-        assert server.weight_requests() == []
-        assert server.files_requested() == ["config.json"]
-    finally:
-        server.stop()
-
-
 @pytest.mark.xfail(len(released_configs("gpt_oss")) < 2, strict=True,
                    reason="one byte copy reached (gpt-oss-120b, in tt-metal); gpt-oss-20b's only inside other files")
 def test_at_least_two_released_configs_collected():
@@ -119,20 +72,10 @@ def test_at_least_two_released_configs_collected():
 
 
 @pytest.mark.parametrize("path", released_configs("gpt_oss"), ids=lambda p: p.stem)
-def test_released_config_is_refused_as_mxfp4_and_accepted_as_its_bf16_export(path: Path, tmp_path):
-    """The released configs state MXFP4 (refused by name); the same config without it, as a BF16 export states it,
-    is accepted and its KV carries the released values."""
-    from hfview.errors import QuantizedCheckpoint
-
+def test_released_config_is_accepted_as_released(path: Path):
+    """The released configs state MXFP4 (quantization_config quant_method mxfp4), which the view reads as the
+    converter does (tests/test_mxfp4.py); the KV carries the released values."""
     released = json.loads(path.read_text(encoding="utf-8"))
-    if (released.get("quantization_config") or {}).get("quant_method") == "mxfp4":
-        with pytest.raises(QuantizedCheckpoint, match="MXFP4"):
-            config_path_kv(path)
-        # its BF16 export states the same config without the quantization
-        bf16 = tmp_path / path.parent.name / path.name
-        bf16.parent.mkdir()
-        bf16.write_text(json.dumps({k: v for k, v in released.items() if k != "quantization_config"}))
-        path = bf16
     kv = config_path_kv(path)
     assert kv["gpt-oss.expert_count"] == released["num_local_experts"]
     assert kv["gpt-oss.expert_used_count"] == released["num_experts_per_tok"]

@@ -397,8 +397,10 @@ def test_quantization_in_text_config_params_and_modelopt_record(tmp_path):
     with pytest.raises(QuantizedCheckpoint, match=r"\(FP8, "):
         refuse_quantized({"model_type": "x", "text_config": {"quantization_config": {"quant_method": "fp8"}}},
                          tmp_path / "config.json")
-    with pytest.raises(QuantizedCheckpoint, match=r"declares quantization \(FP8"):
-        refuse_quantized({"dim": 4, "quantization": {"qformat_weight": "fp8_e4m3"}}, tmp_path / "params.json")
+    # Mistral's own format: fp8_e4m3 is read (tests/test_mistral_fp8.py), any other qformat_weight refused
+    refuse_quantized({"dim": 4, "quantization": {"qformat_weight": "fp8_e4m3"}}, tmp_path / "params.json")
+    with pytest.raises(QuantizedCheckpoint, match=r"declares quantization \(.*fp8_e4m3"):
+        refuse_quantized({"dim": 4, "quantization": {"qformat_weight": "int4"}}, tmp_path / "params.json")
     (tmp_path / "hf_quant_config.json").write_text(json.dumps(
         {"producer": {"name": "modelopt"}, "quantization": {"quant_algo": "NVFP4", "group_size": 16}}))
     with pytest.raises(QuantizedCheckpoint) as info:
@@ -437,3 +439,48 @@ def test_refusals_are_caught_by_the_cli_handler_base(tmp_path):
 
     with pytest.raises(HfviewError, match="^model config is missing: "):
         resolve(str(write_dir(tmp_path / "empty", {})))
+
+
+# GPTQ as AutoGPTQ / GPTQModel write it: the quantization in quantize_config.json, config.json stating none
+GPTQ_RECORD = {"bits": 4, "group_size": 128, "damp_percent": 0.01, "desc_act": False, "static_groups": False,
+               "sym": True, "true_sequential": True, "model_name_or_path": None, "model_file_base_name": "model",
+               "quant_method": "gptq", "checkpoint_format": "gptq"}
+
+
+def test_gptq_stated_only_in_quantize_config_is_refused_naming_it(tmp_path):
+    """Local: the view and the runner's resolution refuse it by name, before a shard is opened."""
+    from hfview import HfCheckpoint
+
+    files = tiny_checkpoint(LLAMA_CONFIG)
+    files["quantize_config.json"] = json.dumps(GPTQ_RECORD).encode()
+    files["model.safetensors"] = b"not read"  # a shard that cannot be parsed: never opened
+    directory = write_dir(tmp_path / "gptq", files)
+    for refuse in (lambda: resolve(str(directory), progress=False), lambda: HfCheckpoint(directory, "f32")):
+        with pytest.raises(QuantizedCheckpoint) as info:
+            refuse()
+        assert str(info.value).startswith(f"quantized checkpoints are unsupported: {directory / 'quantize_config.json'} "
+                                          f'declares quantization (GPTQ 4-bit, quant_method "gptq")')
+        assert "Can not map tensor" in str(info.value)
+
+
+def test_gptq_stated_only_in_quantize_config_is_refused_before_any_weight_download(tmp_path, monkeypatch):
+    """From the Hub: config.json and quantize_config.json are all that is fetched."""
+    from huggingface_hub import constants
+
+    server = FakeHub().start()
+    try:
+        monkeypatch.setenv("HF_ENDPOINT", server.endpoint)
+        monkeypatch.setenv("HF_HOME", str(tmp_path / "hf_home"))
+        for name in ("HF_HUB_CACHE", "HF_HUB_OFFLINE", "TRANSFORMERS_OFFLINE", "HF_TOKEN"):
+            monkeypatch.delenv(name, raising=False)
+        monkeypatch.chdir(tmp_path)
+        monkeypatch.setattr(constants, "HF_HUB_DISABLE_TELEMETRY", True)
+        files = tiny_checkpoint(LLAMA_CONFIG, shards=2)
+        files["quantize_config.json"] = json.dumps(GPTQ_RECORD).encode()
+        server.add_repo("acme/tiny-llama-gptq", files)
+        with pytest.raises(QuantizedCheckpoint, match=r"quantize_config.json declares quantization \(GPTQ 4-bit"):
+            resolve("acme/tiny-llama-gptq", progress=False)
+        assert server.weight_requests() == []
+        assert sorted(server.files_requested()) == ["config.json", "quantize_config.json"]
+    finally:
+        server.stop()

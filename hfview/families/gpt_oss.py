@@ -7,8 +7,10 @@ ffn] holds gate and up in interleaved columns (even, odd): each is presented [ex
 columns picked and transposed expert by expert (views.Transposed with columns); down_proj [experts, ffn,
 hidden] is transposed the same way; the biases' columns are picked alike (views.ColumnSelection).
 
-The released checkpoints are MXFP4-quantized (quantization_config quant_method mxfp4): refused before any
-weight is read or downloaded (hfview.quantized.refuse_quantized), as every quantized checkpoint is.
+The released checkpoints are MXFP4-quantized (quantization_config quant_method mxfp4): each layer's experts stored
+outputs-first as `<proj>_blocks` / `<proj>_scales` (views.MXFP4Pair), gate and up in interleaved rows. They are
+presented as the converter writes them (GptOssModel.generate_extra_tensors): ggml MXFP4 at every outtype, their bits
+moved into ggml's blocks on read (views.MXFP4Rows), first in the file; the file type MOSTLY_MXFP4_MOE.
 """
 from __future__ import annotations
 
@@ -19,7 +21,7 @@ from ..errors import CheckpointError, ConfigError
 from ..family import Family, Refuse, RunnerFacts, Split, Tensor, unset
 from ..names import GGUF, Keys
 from ..params import text_model_parameters, u32
-from ..views import ColumnSelection, Transposed, interleaved
+from ..views import ColumnSelection, MXFP4Pair, MXFP4Rows, Transposed, interleaved
 
 # transformers 5.24's GptOssConfig defaults
 DEFAULTS = {
@@ -63,6 +65,8 @@ def _gate_up(part: int):
     def make(sources, h):
         src = sources[0]
         _experts_first(src, h)
+        if isinstance(src, MXFP4Pair):  # the release's MXFP4: outputs-first, gate and up in interleaved rows
+            return MXFP4Rows(src, interleaved(src.shape[-2], part), ("gate", "up")[part] + " rows of each expert")
         return Transposed(src, columns=interleaved(src.shape[-1], part), label=("gate", "up")[part] + " columns")
     return make
 
@@ -78,6 +82,8 @@ def _gate_up_bias(part: int):
 
 def _down(sources, h):
     _experts_first(sources[0], h)
+    if isinstance(sources[0], MXFP4Pair):
+        return MXFP4Rows(sources[0])
     return Transposed(sources[0])
 
 

@@ -612,8 +612,9 @@ def _resolve_hub(model: str, revision: str | None, progress: bool, require: Back
 
     # The gate and the quantized-checkpoint refusal run on the config before any other download.
     config_path = fetch("config.json" if fmt == "transformers" else "params.json")
-    if "hf_quant_config.json" in name_set:
-        fetch("hf_quant_config.json")
+    for record in ("hf_quant_config.json", "quantize_config.json"):  # quantization stated beside the config
+        if record in name_set:
+            fetch(record)
     raw = read_config(config_path)
     backend = _gate_for(raw, config_path, require)
     refuse_quantized(raw, config_path)

@@ -1,0 +1,66 @@
+"""The dequantized twin of a scaled-FP8 checkpoint: the same model with each quantized weight dequantized by torch
+as its release's own recipe states it (the scale repeated over its block and trimmed at the edge, or broadcast from
+its leading axes, times the stored value, in float32), saved in float32 with no quantization stated. transformers
+runs it where it cannot load the quantized form itself on the CPU (ModelOpt's FP8, compressed-tensors without its
+package, FP8 widths that are not whole blocks); llama.cpp's logits from the view are compared with it."""
+from __future__ import annotations
+
+import json
+import shutil
+from pathlib import Path
+
+# (scale suffix, what replaces it to name the weight), as each form names its scales
+_SCALES = (("_scale_inv", ""), (".weight_scale", ".weight"))
+# scales no forward over the dequantized weights reads (activation and KV-cache scales)
+_UNUSED = (".input_scale", ".k_scale", ".v_scale", ".activation_scale", "_activation_scale")
+
+
+def _block(config: dict) -> list[int] | None:
+    quant = config.get("quantization_config") or {}
+    if quant.get("weight_block_size"):
+        return quant["weight_block_size"]
+    for group in (quant.get("config_groups") or {}).values():
+        return (group.get("weights") or {}).get("block_structure")
+    return None
+
+
+def dequantized(weight, scale, block):
+    """weight.float() x scale: the scale repeated over `block` on the last axes and trimmed, else broadcast."""
+    scale = scale.float()
+    if block:
+        for axis, size in enumerate(block, start=scale.ndim - len(block)):
+            scale = scale.repeat_interleave(size, axis)
+        scale = scale[tuple(slice(0, n) for n in weight.shape)]
+    while scale.ndim < weight.ndim:
+        scale = scale.unsqueeze(-1)
+    return weight.float() * scale
+
+
+def dequantized_twin(src: Path, dst: Path) -> Path:
+    """Write the float32 dequantized twin of checkpoint `src` (one model.safetensors) into `dst`."""
+    from safetensors import safe_open
+    from safetensors.torch import save_file
+
+    src, dst = Path(src), Path(dst)
+    tmp = dst.with_name(dst.name + ".partial")
+    shutil.rmtree(tmp, ignore_errors=True)
+    shutil.copytree(src, tmp)
+    (tmp / "hf_quant_config.json").unlink(missing_ok=True)
+    config = json.loads((tmp / "config.json").read_text())
+    block = _block(config)
+    config.pop("quantization_config", None)
+    with safe_open(str(src / "model.safetensors"), "pt") as f:
+        tensors = {n: f.get_tensor(n) for n in f.keys()}
+    out = {}
+    for name, t in tensors.items():
+        if name.endswith(_UNUSED) or any(name.endswith(s) for s, _ in _SCALES):
+            continue
+        scale = next((tensors[name.removesuffix(w) + s] for s, w in _SCALES
+                      if name.endswith(w) and name.removesuffix(w) + s in tensors), None)
+        out[name] = (t.float() if scale is None else dequantized(t, scale, block)).contiguous()
+    save_file(out, str(tmp / "model.safetensors"), metadata={"format": "pt"})
+    config.pop("dtype", None)
+    config["torch_dtype"] = "float32"
+    (tmp / "config.json").write_text(json.dumps(config))
+    tmp.rename(dst)
+    return dst

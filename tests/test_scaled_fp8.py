@@ -1,0 +1,187 @@
+"""ModelOpt FP8 (hf_quant_config.json or config.json quant_method modelopt, quant_algo FP8: a per-tensor
+`weight_scale`, `input_scale` and KV scales dropped) and compressed-tensors float-quantized FP8 (channel or block
+`weight_scale`), read dequantized on read by the one scaled form the converter's fp8 uses (views.scale_dequantized):
+byte-identical to the pinned converter's file at every outtype (a tied head, a width that is not whole blocks among
+the fixtures); llama.cpp's logits from the view against transformers over each checkpoint's dequantized float32 twin
+(tests/quantized_twin.py: transformers cannot load ModelOpt's FP8, nor compressed-tensors without its package).
+Other ModelOpt algorithms (NVFP4, MIXED_PRECISION, W4A8_AWQ) and other compressed-tensors formats are refused by
+name before any weight is read."""
+import json
+import shutil
+
+import pytest
+
+from family_oracle import OUTTYPES, check_logits, oracle_tests
+from family_variants import variant
+
+MODELOPT = ["qwen3-modelopt-fp8", "qwen3-modelopt-fp8-config"]
+COMPRESSED = ["qwen3-ct-fp8-channel", "qwen3-ct-fp8-block"]
+
+test_export, _ = oracle_tests("qwen3", MODELOPT + COMPRESSED)
+
+
+@pytest.mark.parametrize("outtype", OUTTYPES)
+@pytest.mark.parametrize("name", MODELOPT + COMPRESSED)
+def test_logits_against_dequantized_f32_twin(name, outtype, checkpoint, tmp_path_factory, record_property):
+    from quantized_twin import dequantized_twin
+
+    record_property("family", "qwen3")
+    record_property("oracle", "logits")
+    path = checkpoint(name)
+    twin = tmp_path_factory.getbasetemp() / f"{path.name}-dequantized-f32-twin"
+    if not twin.is_dir():
+        dequantized_twin(path, twin)
+    check_logits(name, outtype, checkpoint, reference=twin, against="its dequantized-F32 twin")
+
+
+@pytest.mark.parametrize("name", ["qwen3-modelopt-fp8", "qwen3-ct-fp8-block"])
+def test_memory_file_is_the_exported_file(name, checkpoint, tmp_path):
+    import hashlib
+
+    from hfview import HfCheckpoint, memfile
+    from hfview.export import export
+
+    if not memfile.supported():
+        pytest.skip("no memfd on this system")
+    ckpt = HfCheckpoint(checkpoint(name), "bf16")
+    with open(export(ckpt, tmp_path / "export.gguf"), "rb") as f:
+        want = hashlib.file_digest(f, "sha256").hexdigest()
+    for threads in (1, 3):
+        with memfile.fill(ckpt, threads=threads) as mf, open(mf.path, "rb") as f:
+            assert hashlib.file_digest(f, "sha256").hexdigest() == want
+
+
+def test_scales_are_consumed_and_unused_ones_dropped(checkpoint):
+    from hfview import HfCheckpoint
+
+    for name in MODELOPT + COMPRESSED:
+        view = HfCheckpoint(checkpoint(name), "auto")
+        assert view.outtype == "bf16"
+        assert not [t.name for t in view.tensors if "scale" in t.name], name
+        q = view.tensor("blk.0.attn_q.weight").describe()
+        assert q.startswith("FP8 x weight_scale"), q
+    assert "per 32x32 block" in HfCheckpoint(checkpoint("qwen3-ct-fp8-block"), "f32").tensor(
+        "blk.1.ffn_down.weight").describe()
+
+
+def test_dequantization_is_lazy(checkpoint, monkeypatch):
+    """Opening the view reads no FP8 weight: each is dequantized when its rows are read."""
+    from hfview import HfCheckpoint, views
+
+    calls = []
+    original = views.FP8Dequantized.read_rows
+    monkeypatch.setattr(views.FP8Dequantized, "read_rows", lambda self, *a: calls.append(self.name) or original(self, *a))
+    view = HfCheckpoint(checkpoint("qwen3-ct-fp8-channel"), "f32")
+    assert calls == []
+    view.read_tensor("blk.0.ffn_up.weight")
+    assert calls == ["model.layers.0.mlp.up_proj.weight"]
+
+
+def _record(path, **quantization):
+    (path / "hf_quant_config.json").unlink()
+    (path / "hf_quant_config.json").write_text(json.dumps(
+        {"producer": {"name": "modelopt", "version": "0.29.0"}, "quantization": quantization}))
+    return path
+
+
+@pytest.mark.parametrize("quantization, named", [
+    ({"quant_algo": "NVFP4", "group_size": 16, "exclude_modules": ["lm_head"]}, r"NVFP4 \(ModelOpt\).*quant_algo 'NVFP4'"),
+    ({"quant_algo": "MIXED_PRECISION", "quantized_layers": {"model.layers.0.mlp.up_proj": {"quant_algo": "NVFP4"}}},
+     r"quant_algo 'MIXED_PRECISION' and per-layer quant_algo NVFP4"),
+    ({"quant_algo": "W4A8_AWQ", "group_size": 128}, r"quant_algo 'W4A8_AWQ'"),
+])
+def test_other_modelopt_algorithms_are_refused_naming_quant_algo(quantization, named, checkpoint, tmp_path):
+    from hfview import HfCheckpoint
+    from hfview.errors import QuantizedCheckpoint
+
+    path = _record(variant(checkpoint("qwen3-modelopt-fp8"), tmp_path / "m"), **quantization)
+    with pytest.raises(QuantizedCheckpoint, match=named):
+        HfCheckpoint(path, "f32")
+
+
+def test_a_record_of_another_producer_is_refused(checkpoint, tmp_path):
+    """The converter takes the record's producer as the quant method, and refuses any it does not know."""
+    from hfview import HfCheckpoint
+    from hfview.errors import QuantizedCheckpoint
+
+    path = variant(checkpoint("qwen3-modelopt-fp8"), tmp_path / "m")
+    (path / "hf_quant_config.json").unlink()
+    (path / "hf_quant_config.json").write_text(json.dumps({"producer": {"name": "someone"},
+                                                           "quantization": {"quant_algo": "FP8"}}))
+    with pytest.raises(QuantizedCheckpoint, match="hf_quant_config.json declares quantization"):
+        HfCheckpoint(path, "f32")
+
+
+def _group(config, **weights):
+    config["quantization_config"]["config_groups"]["group_0"]["weights"].update(weights)
+
+
+@pytest.mark.parametrize("edit, named", [
+    (lambda c: c["quantization_config"].__setitem__("format", "pack-quantized"), r"format 'pack-quantized'"),
+    (lambda c: c["quantization_config"].__setitem__("format", "nvfp4-pack-quantized"), r"NVFP4 \(compressed-tensors"),
+    (lambda c: _group(c, type="int"), "weights other than 8-bit float"),
+    (lambda c: _group(c, strategy="group", group_size=128), "weight strategy 'group'"),
+    (lambda c: c["quantization_config"]["config_groups"].__setitem__("group_1", {}), "2 config groups"),
+])
+def test_other_compressed_tensors_forms_are_refused_naming_them(edit, named, checkpoint, tmp_path):
+    from hfview import HfCheckpoint
+    from hfview.errors import QuantizedCheckpoint
+
+    src = checkpoint("qwen3-ct-fp8-channel")
+    config = json.loads((src / "config.json").read_text())
+    edit(config)
+    path = variant(src, tmp_path / "c", quantization_config=config["quantization_config"])
+    with pytest.raises(QuantizedCheckpoint, match=named):
+        HfCheckpoint(path, "f32")
+
+
+def test_modelopt_scale_without_weight_is_dropped_as_the_converter_drops_it(checkpoint, tmp_path):
+    """A `weight_scale` whose weight is not in the checkpoint (a module ModelOpt exported otherwise): the converter
+    removes it, and so does the view; the export stays byte-identical."""
+    import oracle
+    import torch
+    from safetensors.torch import load_file, save_file
+
+    from hfview import HfCheckpoint
+    from hfview.export import export
+
+    src = checkpoint("qwen3-modelopt-fp8")
+    path = tmp_path / "orphan"
+    shutil.copytree(src, path)
+    tensors = load_file(str(src / "model.safetensors"))
+    tensors["model.layers.1.mlp.extra.weight_scale"] = torch.tensor(0.5)
+    save_file(tensors, str(path / "model.safetensors"), metadata={"format": "pt"})
+    ours = export(HfCheckpoint(path, "f32"), tmp_path / "ours.gguf")
+    theirs = oracle.convert(path, tmp_path / "theirs.gguf", "f32")
+    assert oracle.sha256(ours) == oracle.sha256(theirs), oracle.first_difference(ours, theirs)
+
+
+def test_compressed_tensors_static_input_scale_is_refused_as_the_converter_fails(checkpoint, tmp_path):
+    """A static activation scale (`input_scale`) beside compressed-tensors FP8: the converter's dequant_model reads
+    only weight_scale and then fails to map it; the view refuses it naming the tensor and the converter's error."""
+    import torch
+    from safetensors.torch import load_file, save_file
+
+    from hfview import HfCheckpoint
+    from hfview.errors import CheckpointError
+
+    src = checkpoint("qwen3-ct-fp8-channel")
+    path = tmp_path / "static"
+    shutil.copytree(src, path)
+    tensors = load_file(str(src / "model.safetensors"))
+    tensors["model.layers.0.mlp.up_proj.input_scale"] = torch.tensor([0.02])
+    save_file(tensors, str(path / "model.safetensors"), metadata={"format": "pt"})
+    with pytest.raises(CheckpointError, match=r"up_proj.input_scale.*Can not map tensor"):
+        HfCheckpoint(path, "f32")
+
+
+def test_released_modelopt_fp8_config_is_accepted():
+    """nvidia/Llama-3.1-70B-Instruct-FP8 as released (config.json stating no quantization, hf_quant_config.json
+    quant_algo FP8 with an FP8 KV cache): accepted, its KV the released values."""
+    from released_config import DATA, config_path_kv
+
+    path = DATA / "llama" / "nvidia__Llama-3.1-70B-Instruct-FP8.json"
+    released = json.loads(path.read_text())
+    kv = config_path_kv(path)
+    assert kv["llama.block_count"] == released["num_hidden_layers"]
+    assert kv["llama.embedding_length"] == released["hidden_size"]
