@@ -63,8 +63,6 @@ def through_the_config_path(path: Path) -> str:
         return "view"
 
 
-REFUSED_AS_QUANTIZED = "quantized checkpoints are unsupported"
-
 # file -> "view", "torch", or the fragment of today's refusal
 EXPECTED: dict[str, str] = {
     # fp8
