@@ -89,6 +89,8 @@ def main() -> None:
     ap.add_argument("--experts", type=int, default=32)
     ap.add_argument("--runs", type=int, default=3, help="alternating runs of each contender (median shown)")
     ap.add_argument("--keep", action="store_true", help="keep the converted files and the BF16 copy")
+    ap.add_argument("--no-bf16-view", action="store_true", help="skip the view of the BF16 copy (what reading the "
+                    "FP8 weights dequantized costs the view, against the same bytes stored bf16)")
     args = ap.parse_args()
     ckpt = checkpoint(args.layers, args.hidden, args.experts, "deepseek_v3", fp8_block=BLOCK)
     size = sum(f.stat().st_size for f in ckpt.glob("*.safetensors"))
@@ -105,7 +107,9 @@ def main() -> None:
     view_bytes = json.loads(out)["size"]
 
     steps: dict[str, list[tuple[float, int]]] = {k: [] for k in (
-        "view", "convert fp8", "load fp8", "cast", "convert bf16", "load bf16")}
+        "view", "convert fp8", "load fp8", "cast", "convert bf16", "load bf16", "view bf16")}
+    logits["view bf16"] = WORK / f"{ckpt.name}-view-bf16-logits.npy"
+    bf16_cache_env = dict(env, HFVIEW_CACHE=str(WORK / f"{ckpt.name}-bf16-bench-cache"))
     written: dict[str, int] = {}
     for _ in range(args.runs):
         # (1) the view
@@ -125,6 +129,13 @@ def main() -> None:
                             f"import common; from pathlib import Path; "
                             f"common.fp8_cast_bf16(Path({str(ckpt)!r}), Path({str(bf16_copy)!r}))"], env)
         steps["cast"].append((wall, rss))
+        if not args.no_bf16_view:  # not a contender: the view over the BF16 copy, its vocab cache built by a first open
+            view_bf16 = [sys.executable, "-c", FIRST_LOGITS, "view", str(bf16_copy), str(logits["view bf16"])]
+            shutil.rmtree(bf16_cache_env["HFVIEW_CACHE"], ignore_errors=True)
+            run(view_bf16, bf16_cache_env)
+            wall, rss, _ = run(view_bf16, bf16_cache_env)
+            steps["view bf16"].append((wall, rss))
+            shutil.rmtree(bf16_cache_env["HFVIEW_CACHE"], ignore_errors=True)
         wall, rss = convert(bf16_copy, conv_bf16)
         steps["convert bf16"].append((wall + synced(conv_bf16), rss))
         written["cast"], written["convert bf16"] = dir_bytes(bf16_copy), conv_bf16.stat().st_size
@@ -136,13 +147,13 @@ def main() -> None:
             shutil.rmtree(bf16_copy)
     shutil.rmtree(cached_env["HFVIEW_CACHE"], ignore_errors=True)
 
-    med = {k: statistics.median(w for w, _ in v) for k, v in steps.items()}
-    peak = {k: max(r for _, r in v) for k, v in steps.items()}
+    med = {k: statistics.median(w for w, _ in v) for k, v in steps.items() if v}
+    peak = {k: max(r for _, r in v) for k, v in steps.items() if v}
     total2 = med["convert fp8"] + med["load fp8"]
     total3 = med["cast"] + med["convert bf16"] + med["load bf16"]
-    got = {k: np.load(p) for k, p in logits.items()}
+    got = {k: np.load(p) for k, p in logits.items() if p.is_file()}
     for p in logits.values():
-        p.unlink()
+        p.unlink(missing_ok=True)
 
     print(f"\ncheckpoint: {ckpt} (deepseek_v3 block FP8 [128, 128], {size / 1e9:.2f} GB safetensors, {args.layers} "
           f"layers, hidden {args.hidden}, {args.experts} experts); the view presents {view_bytes / 1e9:.2f} GB of bf16 GGUF")
@@ -155,6 +166,8 @@ def main() -> None:
             ("(3) converter from the BF16 copy (write GGUF, fsync)", med["convert bf16"], peak["convert bf16"],
              written["convert bf16"]),
             ("(3) its file, mmap -> first logits", med["load bf16"], peak["load bf16"], 0)]
+    if "view bf16" in med:
+        rows.append(("(not a contender) view of the BF16 copy -> first logits", med["view bf16"], peak["view bf16"], 0))
     for label, wall, rss, nbytes in rows:
         print(f"{label:<56} {wall:>8.2f} {rss / 1e6:>12.0f} {nbytes:>15,}")
     print(f"\n(2) converter + load: {total2:.2f} s, {written['(2)']:,} bytes written")
@@ -164,6 +177,9 @@ def main() -> None:
     for k in ("fp8", "bf16"):
         print(f"first logits, view vs ({'2' if k == 'fp8' else '3'}): max |diff| "
               f"{float(np.max(np.abs(got['view'] - got[k]))):.3g}, identical: {bool(np.array_equal(got['view'], got[k]))}")
+    if "view bf16" in med:
+        print(f"view of the FP8 checkpoint / view of its BF16 copy: {med['view'] / med['view bf16']:.2f} (the cost of "
+              f"dequantizing on read); first logits identical: {bool(np.array_equal(got['view'], got['view bf16']))}")
     print("bytes written by the view run: 0")
 
 
