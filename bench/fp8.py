@@ -22,6 +22,12 @@ Measured (2 shared CPU cores, load average 4-7 from other jobs; --runs 3, median
   (2) converter from FP8 48.42 s + mmap load 2.46 s = 50.88 s, 1.76 GB written      view / (2) = 0.425
   (3) cast 36.58 s + converter 53.92 s + load 3.23 s = 93.73 s, 3.53 GB written     view / (3) = 0.231
   first logits identical (max |diff| 0) across the three; the view's first open (vocab cache built) 24.81 s.
+A second run (--runs 1, load average 6.5) with the view of the BF16 copy beside: view 30.41 s, (2) 91.78 s, (3)
+110.07 s (view/(2) 0.331, view/(3) 0.276, RSS 1.131x); the view of the BF16 copy 5.36 s (RSS 1923 MB, 1.09x): reading
+the FP8 weights dequantized costs the view 5.7x. Where (cProfile of HfCheckpoint.fill_into, one thread, 15.5 s):
+views.bf16_bits (f32 -> bf16 rounding through uint64 and np.where temporaries) 9.4 s, FP8Dequantized.read_rows (e4m3
+table, np.ix_ scale gather, multiply) 4.7 s; a uint32 in-place rounding gives the same bits 17x faster (50M values:
+0.15 s vs 2.58 s).
 Usage: python bench/fp8.py [--layers 12] [--hidden 1024] [--experts 32] [--runs 3] [--keep]
            # 12 layers (1 dense, 11 of 32 routed + 1 shared expert): 1.13 GB of FP8 safetensors, a 1.73 GB bf16 view
 """
