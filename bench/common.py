@@ -160,9 +160,51 @@ def _write_tokenizer(recipe: str, out: Path) -> None:
     build._TOKENIZER_WRITERS[recipe](out)
 
 
-def make_checkpoint(out: Path, layers: int, hidden: int, experts: int = 0, family: str = "llama") -> Path:
+def e4m3_values() -> np.ndarray:
+    """The float32 value of each of the 256 float8_e4m3fn codes (1 sign, 4 exponent bits of bias 7, 3 mantissa bits;
+    no infinities, S.1111.111 is NaN)."""
+    codes = np.arange(256)
+    sign = np.where(codes & 0x80, -1.0, 1.0)
+    exp, man = (codes >> 3) & 0xF, codes & 7
+    value = np.where(exp == 0, man / 8 * 2.0 ** -6, (1 + man / 8) * 2.0 ** (exp - 7.0)) * sign
+    value[(exp == 15) & (man == 7)] = np.nan
+    return value.astype(np.float32)
+
+
+def is_fp8_linear(name: str, shape: tuple) -> bool:
+    """The weights a block-FP8 release stores as float8_e4m3fn with a `<weight>_scale_inv`: every linear of the layers
+    (attention's projections, each expert's, the shared expert's, the dense MLP's) but the router; embeddings, head,
+    norms and biases stay bf16 (DeepSeek-V3's release, Qwen3-*-FP8's)."""
+    return (len(shape) == 2 and name.startswith("model.layers.") and ".mlp.gate." not in name
+            and name.endswith(("_proj.weight", "_proj_with_mqa.weight")))
+
+
+_E4M3_CODES: np.ndarray | None = None
+
+
+def fp8_weight(rng, shape: tuple, block: tuple[int, int]) -> tuple[np.ndarray, np.ndarray]:
+    """A random block-FP8 weight: e4m3 codes (uint8) of values about N(0, 64) (well inside e4m3's +-448, where its 3
+    mantissa bits keep their precision), and float32 `weight_scale_inv` multipliers, one per `block` (cut at the
+    edges), near 0.02 / 64 each: the dequantized weight is about N(0, 0.02), as the bf16 weights here."""
+    global _E4M3_CODES
+    if _E4M3_CODES is None:  # 65536 draws of N(0, 64), each rounded to its nearest e4m3 code; weights sample them
+        values = e4m3_values()
+        order = np.argsort(np.nan_to_num(values, nan=np.inf), kind="stable")[:-2]  # finite values, ascending
+        draws = np.clip(np.random.default_rng(1).standard_normal(65536) * 64, -448, 448)
+        at = np.clip(np.searchsorted(values[order], draws), 1, len(order) - 1)
+        nearer = np.where(draws - values[order][at - 1] < values[order][at] - draws, at - 1, at)
+        _E4M3_CODES = order[nearer].astype(np.uint8)
+    rows, cols = shape
+    codes = _E4M3_CODES[rng.integers(0, 65536, size=shape, dtype=np.uint16)]
+    scale = (0.02 / 64 * rng.uniform(0.5, 1.5, size=(-(-rows // block[0]), -(-cols // block[1])))).astype(np.float32)
+    return codes, scale
+
+
+def make_checkpoint(out: Path, layers: int, hidden: int, experts: int = 0, family: str = "llama",
+                    fp8_block: tuple[int, int] | None = None) -> Path:
     """Random bf16 weights of `family` (FAMILIES) written with numpy + safetensors (no torch), one shard for the
-    embeddings and one per layer, with a real tokenizer."""
+    embeddings and one per layer, with a real tokenizer. With `fp8_block`, block FP8 as DeepSeek-V3 and Qwen3-*-FP8
+    release it (fp8_linears)."""
     if (out / "config.json").is_file():
         return out
     tmp = out.with_name(out.name + ".partial")
@@ -176,11 +218,18 @@ def make_checkpoint(out: Path, layers: int, hidden: int, experts: int = 0, famil
         return (x.view(np.uint32) >> 16).astype(np.uint16)
 
     def save(name, shapes):
-        """A safetensors file written by hand: numpy has no bfloat16, so the header says BF16 itself."""
-        tensors = {key: bf16(*shape) for key, shape in shapes.items()}
+        """A safetensors file written by hand: numpy has no bfloat16 (nor float8), so the header says BF16 (F8_E4M3)
+        itself."""
+        tensors, dtypes = {}, {}
+        for key, shape in shapes.items():
+            if fp8_block and is_fp8_linear(key, shape):
+                tensors[key], tensors[key + "_scale_inv"] = fp8_weight(rng, shape, fp8_block)
+                dtypes[key], dtypes[key + "_scale_inv"] = "F8_E4M3", "F32"
+            else:
+                tensors[key], dtypes[key] = bf16(*shape), "BF16"
         header, offset = {}, 0
         for key, arr in tensors.items():
-            header[key] = {"dtype": "BF16", "shape": list(arr.shape), "data_offsets": [offset, offset + arr.nbytes]}
+            header[key] = {"dtype": dtypes[key], "shape": list(arr.shape), "data_offsets": [offset, offset + arr.nbytes]}
             offset += arr.nbytes
         text = json.dumps(header, separators=(",", ":")).encode()
         text += b" " * (-len(text) % 8)
@@ -192,6 +241,9 @@ def make_checkpoint(out: Path, layers: int, hidden: int, experts: int = 0, famil
     save("model-00000.safetensors", head)
     for i in range(layers):
         save(f"model-{i + 1:05d}.safetensors", layer(f"model.layers.{i}.", i))
+    if fp8_block:
+        config["quantization_config"] = {"activation_scheme": "dynamic", "fmt": "e4m3", "quant_method": "fp8",
+                                         "weight_block_size": list(fp8_block)}
     (tmp / "config.json").write_text(json.dumps(config, indent=2))
     _write_tokenizer(tokenizer, tmp)
     tmp.rename(out)
@@ -219,18 +271,21 @@ def run(cmd: list[str], env=None) -> tuple[float, int, str]:
         return wall, usage.ru_maxrss * 1024, out.read()
 
 
-def checkpoint(layers: int, hidden: int, experts: int = 0, family: str = "llama") -> Path:
+def checkpoint(layers: int, hidden: int, experts: int = 0, family: str = "llama",
+               fp8_block: tuple[int, int] | None = None) -> Path:
     """The benchmark checkpoint, made once in a child process (a forked child's peak RSS would otherwise
     include this process's arrays), with its shards read once so every contender starts warm."""
     if family == "llama":
         name = f"mixtral-{layers}x{hidden}x{experts}" if experts else f"llama-{layers}x{hidden}"
     else:
         name = f"{family}-{layers}x{hidden}x{experts}"
+    if fp8_block:
+        name += f"-fp8-{fp8_block[0]}x{fp8_block[1]}"
     path = WORK / name
     if not (path / "config.json").is_file():
         subprocess.run([sys.executable, "-c", f"import sys; sys.path.insert(0, {str(ROOT / 'bench')!r}); "
                         f"import common; common.make_checkpoint(common.WORK / {path.name!r}, {layers}, {hidden}, "
-                        f"experts={experts}, family={family!r})"], check=True)
+                        f"experts={experts}, family={family!r}, fp8_block={fp8_block!r})"], check=True)
     warm_bytecode()
     for f in path.glob("*.safetensors"):
         with open(f, "rb") as fh:
@@ -276,3 +331,42 @@ with StreamModel(src, n_ctx=32) as m:
 print(json.dumps({"seconds": time.perf_counter() - t0, "finite": bool(abs(logits).max() < 1e30),
                   "data_path": data_path}))
 """
+
+
+def fp8_cast_bf16(src: Path, dst: Path) -> None:
+    """A BF16 copy of a block-FP8 checkpoint as DeepSeek's inference/fp8_cast_bf16.py makes one: shard by shard, each
+    weight with a `<weight>_scale_inv` dequantized (the scale repeated over its block and cut at the edges, times the
+    e4m3 value, in float32) and stored bf16, the scales dropped; config.json without its quantization_config; the
+    tokenizer files copied. Each shard is fsynced, as an export is timed until its file is on disk."""
+    import torch
+    from safetensors import safe_open
+    from safetensors.torch import save_file
+
+    shutil.rmtree(dst, ignore_errors=True)
+    dst.mkdir(parents=True)
+    config = json.loads((src / "config.json").read_text())
+    block = config.pop("quantization_config")["weight_block_size"]
+    config["torch_dtype"] = "bfloat16"
+    for f in sorted(src.iterdir()):
+        if f.suffix == ".safetensors":
+            out = {}
+            with safe_open(str(f), "pt") as shard:
+                names = list(shard.keys())
+                for name in names:
+                    if name.endswith("_scale_inv"):
+                        continue
+                    t = shard.get_tensor(name)
+                    if name + "_scale_inv" in names:
+                        scale = shard.get_tensor(name + "_scale_inv")
+                        scale = scale.repeat_interleave(block[0], 0).repeat_interleave(block[1], 1)
+                        t = (t.float() * scale[:t.shape[0], :t.shape[1]]).to(torch.bfloat16)
+                    out[name] = t
+            save_file(out, str(dst / f.name), metadata={"format": "pt"})
+            fd = os.open(dst / f.name, os.O_RDONLY)
+            try:
+                os.fsync(fd)
+            finally:
+                os.close(fd)
+        elif f.name != "config.json" and f.is_file():
+            shutil.copy(f, dst / f.name)
+    (dst / "config.json").write_text(json.dumps(config, indent=2))

@@ -1,0 +1,230 @@
+"""Released quantized checkpoints' config files (tests/data/released_quantized/<form>/, sources in each form's
+SOURCES.md), each run through the config path hfview runs before it opens a shard: the directory's files as a
+download leaves them (config.json, and beside it hf_quant_config.json for NVIDIA ModelOpt exports or
+quantize_config.json for AutoGPTQ's), the architecture gate, the quantized refusal, and, where hfview presents the
+family, the family, its key and value checks and its hyperparameter KV (as tests/released_config.py does per family).
+
+EXPECTED records today's outcome of each file, not the wanted one: "view" (accepted: the view presents it),
+"torch" (the gate sends it to transformers and no quantized refusal stops it), or the fragment of the refusal's
+message. Where today's outcome is wrong, GAPS says why; the table is updated as the forms are read."""
+from __future__ import annotations
+
+import re
+import shutil
+import tempfile
+from pathlib import Path
+
+import pytest
+
+from hfview.errors import HfviewError
+
+DATA = Path(__file__).resolve().parent / "data" / "released_quantized"
+# beside <owner>__<name>.json: the files a form states itself in, under the name the download gives them
+BESIDE = {".hf_quant_config.json": "hf_quant_config.json", ".quantize_config.json": "quantize_config.json"}
+FORMS = ("fp8", "mxfp4", "compressed_tensors", "nvfp4", "modelopt", "gptq", "fbgemm_fp8", "awq", "bitsandbytes")
+
+
+def released(form: str) -> list[Path]:
+    return sorted(p for p in (DATA / form).glob("*.json") if not any(p.name.endswith(s) for s in BESIDE))
+
+
+CONFIGS = [p.relative_to(DATA).as_posix() for form in FORMS for p in released(form)]
+
+
+def through_the_config_path(path: Path) -> str:
+    """"view" or "torch" as above for the released config at `path`; raises what hfview raises on it."""
+    from hfview import families
+    from hfview.checkpoint import _read_config  # the directory -> config step HfCheckpoint takes
+    from hfview.config import read_as, read_config
+    from hfview.config_values import layer_count
+    from hfview.quantized import quantized_form, refuse_quantized
+    from hfview.runner.resolve import gate
+
+    with tempfile.TemporaryDirectory() as tmp:
+        model = Path(tmp)
+        shutil.copyfile(path, model / "config.json")
+        for suffix, name in BESIDE.items():
+            beside = path.with_name(path.name.removesuffix(".json") + suffix)
+            if beside.is_file():
+                shutil.copyfile(beside, model / name)
+        # as hfview.runner.resolve does for a local directory or a Hub id, before any weight is read or downloaded
+        backend = gate(read_config(model / "config.json"), model / "config.json")
+        refuse_quantized(read_config(model / "config.json"), model / "config.json")
+        if backend != "view":
+            return backend
+        # as HfCheckpoint does before it opens a shard
+        config, config_path = _read_config(model)
+        quantized_form(config, config_path)
+        family = families.family_for(config.get("model_type"), config.get("architectures"))
+        assert family is not None, f"{path}: the gate admits it, but no family reads it"
+        hparams = read_as(family, config, config_path)
+        kv = family.parameters(hparams, layer_count(hparams) + family.extra_blocks(hparams), 1)
+        assert kv, path
+        return "view"
+
+
+# file -> "view", "torch", or the fragment of today's refusal
+EXPECTED: dict[str, str] = {
+    # fp8
+    'fp8/MiniMaxAI__MiniMax-M2.5.json': 'view',
+    'fp8/MiniMaxAI__MiniMax-M2.7.json': 'view',
+    'fp8/Qwen__Qwen3-235B-A22B-FP8.json': 'view',
+    'fp8/Qwen__Qwen3-30B-A3B-FP8.json': 'view',
+    'fp8/Qwen__Qwen3-32B-FP8.json': 'view',
+    'fp8/Qwen__Qwen3-8B-FP8.json': 'view',
+    'fp8/XiaomiMiMo__MiMo-V2-Flash.json': 'view',
+    'fp8/deepseek-ai__DeepSeek-R1.json': 'view',
+    'fp8/deepseek-ai__DeepSeek-V3.2.json': 'view',
+    'fp8/deepseek-ai__DeepSeek-V3.json': 'view',
+    'fp8/moonshotai__Kimi-K2-Instruct.json': 'view',
+    'fp8/stepfun-ai__Step-3.7-Flash-FP8.json': 'model architecture "step3p7" is unsupported',
+    'fp8/zai-org__GLM-5-FP8.json': 'view',
+    # mxfp4
+    'mxfp4/deepseek-ai__DeepSeek-V4-Flash.json':
+        '/config.json declares quantization_config (FP8, quant_method "fp8") with expert_dtype \'fp4\'',
+    'mxfp4/deepseek-ai__DeepSeek-V4-Pro.json':
+        '/config.json declares quantization_config (FP8, quant_method "fp8") with expert_dtype \'fp4\'',
+    'mxfp4/openai__gpt-oss-120b.json': '/config.json declares quantization_config (MXFP4, quant_method "mxfp4")',
+    'mxfp4/openai__gpt-oss-20b.json': '/config.json declares quantization_config (MXFP4, quant_method "mxfp4")',
+    # compressed_tensors
+    'compressed_tensors/meta-llama__Llama-4-Maverick-17B-128E-Instruct-FP8.json':
+        '/config.json declares quantization_config (FP8 (compressed-tensors), quant_method "compressed-tensors")',
+    'compressed_tensors/moonshotai__Kimi-K2.5.json':
+        '/config.json declares quantization_config (compressed-tensors, quant_method "compressed-tensors")',
+    'compressed_tensors/moonshotai__Kimi-K3.json':
+        '/config.json declares quantization_config (MXFP4 (compressed-tensors), quant_method "compressed-tensors")',
+    # nvfp4
+    'nvfp4/RedHatAI__DeepSeek-V4-Flash-NVFP4-FP8.json':
+        '/config.json declares quantization_config (compressed-tensors, quant_method "compressed-tensors")',
+    # modelopt
+    'modelopt/nvidia__DeepSeek-V3.1-NVFP4.json':
+        '/hf_quant_config.json declares quantization (NVFP4 (ModelOpt), quant_method "modelopt")',
+    'modelopt/nvidia__DeepSeek-V4-Flash-NVFP4.json':
+        '/config.json declares quantization_config (FP8, quant_method "fp8") with expert_dtype \'fp4\'',
+    'modelopt/nvidia__GLM-5-NVFP4.json':
+        '/hf_quant_config.json declares quantization (NVFP4 (ModelOpt), quant_method "modelopt")',
+    'modelopt/nvidia__GLM-5.1-NVFP4.json':
+        '/config.json declares quantization_config (NVFP4 (ModelOpt), quant_method "modelopt")',
+    'modelopt/nvidia__Gemma-4-31B-IT-NVFP4.json':
+        '/config.json declares quantization_config (NVFP4 (ModelOpt), quant_method "modelopt")',
+    'modelopt/nvidia__Llama-3.1-70B-Instruct-FP8.json':
+        '/hf_quant_config.json declares quantization (FP8 (ModelOpt), quant_method "modelopt")',
+    'modelopt/nvidia__MiniMax-M2.5-NVFP4.json':
+        '/config.json declares quantization_config (NVFP4 (ModelOpt), quant_method "modelopt")',
+    'modelopt/nvidia__NVIDIA-Nemotron-3-Nano-30B-A3B-NVFP4.json':
+        '/hf_quant_config.json declares quantization (NVFP4 (ModelOpt), quant_method "modelopt")',
+    'modelopt/nvidia__NVIDIA-Nemotron-3-Super-120B-A12B-FP8.json':
+        '/hf_quant_config.json declares quantization (FP8 (ModelOpt), quant_method "modelopt")',
+    'modelopt/nvidia__NVIDIA-Nemotron-3-Ultra-550B-A55B-FP8.json':
+        '/hf_quant_config.json declares quantization (FP8 (ModelOpt), quant_method "modelopt")',
+    'modelopt/nvidia__Qwen3-235B-A22B-NVFP4.json':
+        '/hf_quant_config.json declares quantization (NVFP4 (ModelOpt), quant_method "modelopt")',
+    'modelopt/nvidia__Qwen3.5-122B-A10B-NVFP4.json':
+        '/config.json declares quantization_config (NVFP4 (ModelOpt), quant_method "modelopt")',
+    # gptq
+    'gptq/Qwen__Qwen-VL-Chat-Int4.json': '/config.json declares quantization_config (GPTQ 4-bit, quant_method "gptq")',
+    'gptq/TheBloke__Genz-70b-GPTQ.json': '/config.json declares quantization_config (GPTQ 3-bit, quant_method "gptq")',
+    'gptq/TheBloke__Llama-2-13B-chat-GPTQ.json':
+        '/config.json declares quantization_config (GPTQ 4-bit, quant_method "gptq")',
+    'gptq/TheBloke__Wizard-Vicuna-30B-Uncensored-GPTQ-first-revision.json': 'view',
+    'gptq/TheBloke__Wizard-Vicuna-30B-Uncensored-GPTQ.json':
+        '/config.json declares quantization_config (GPTQ 4-bit, quant_method "gptq")',
+    'gptq/TheBloke__WizardCoder-15B-1.0-GPTQ.json': 'view',
+    'gptq/TheBloke__wizard-mega-13B-GPTQ.json': 'view',
+    # fbgemm_fp8
+    'fbgemm_fp8/meta-llama__Llama-3.1-405B-Instruct-FP8.json':
+        '/config.json declares quantization_config (FP8 (FBGEMM), quant_method "fbgemm_fp8")',
+}
+
+# file -> why today's outcome is not the wanted one (the form the pinned converter reads, or a form it refuses
+# that hfview does not see)
+_CONVERTER_READS = "the pinned converter reads this form (conversion/{}); hfview refuses it today"
+_QUANTIZE_CONFIG_ONLY = (
+    "accepted, but the checkpoint is GPTQ: AutoGPTQ's first layout states it only in quantize_config.json (config.json "
+    "has no quantization_config) and its shards hold qweight/qzeros/scales/g_idx. The pinned converter reads "
+    "quantization_config only, so it fails on these tensors; hfview should refuse before any weight is downloaded "
+    "(the Hub path fetches config.json and hf_quant_config.json, not quantize_config.json)")
+GAPS: dict[str, str] = {
+    "fp8/stepfun-ai__Step-3.7-Flash-FP8.json": "the pinned converter registers Step3p7ForConditionalGeneration "
+                                               "(conversion/step3.py); the view has no step3p7 family (not a "
+                                               "quantization gap: the gate refuses before the FP8 is looked at)",
+    "mxfp4/deepseek-ai__DeepSeek-V4-Flash.json": _CONVERTER_READS.format("deepseek.py repack_mxfp4_blocks"),
+    "mxfp4/deepseek-ai__DeepSeek-V4-Pro.json": _CONVERTER_READS.format("deepseek.py repack_mxfp4_blocks"),
+    "mxfp4/openai__gpt-oss-20b.json": _CONVERTER_READS.format("gpt_oss.py repack_mxfp4"),
+    "mxfp4/openai__gpt-oss-120b.json": _CONVERTER_READS.format("gpt_oss.py repack_mxfp4"),
+    **{f"compressed_tensors/{name}.json": _CONVERTER_READS.format("base.py dequant_model, compressed-tensors")
+       for name in ("meta-llama__Llama-4-Maverick-17B-128E-Instruct-FP8", "moonshotai__Kimi-K2.5",
+                    "moonshotai__Kimi-K3")},
+    "nvfp4/RedHatAI__DeepSeek-V4-Flash-NVFP4-FP8.json": _CONVERTER_READS.format("base.py _generate_nvfp4_tensors"),
+    **{f"modelopt/nvidia__{name}.json": _CONVERTER_READS.format("base.py: hf_quant_config.json, dequant_model "
+                                                                "modelopt, _generate_nvfp4_tensors")
+       for name in ("DeepSeek-V3.1-NVFP4", "GLM-5-NVFP4", "GLM-5.1-NVFP4", "Gemma-4-31B-IT-NVFP4",
+                    "Llama-3.1-70B-Instruct-FP8", "MiniMax-M2.5-NVFP4", "NVIDIA-Nemotron-3-Nano-30B-A3B-NVFP4",
+                    "NVIDIA-Nemotron-3-Super-120B-A12B-FP8", "NVIDIA-Nemotron-3-Ultra-550B-A55B-FP8",
+                    "Qwen3-235B-A22B-NVFP4", "Qwen3.5-122B-A10B-NVFP4")},
+    "modelopt/nvidia__DeepSeek-V4-Flash-NVFP4.json": (
+        "refused, but named as FP8 with expert_dtype fp4: the config.json states quant_method fp8 with quant_algo "
+        "MIXED_PRECISION and NVFP4 config_groups, and hf_quant_config.json a ModelOpt MIXED_PRECISION record; the "
+        "refusal should name ModelOpt NVFP4"),
+    **{f"gptq/{name}.json": _CONVERTER_READS.format("base.py dequant_model gptq")
+       for name in ("Qwen__Qwen-VL-Chat-Int4", "TheBloke__Genz-70b-GPTQ", "TheBloke__Llama-2-13B-chat-GPTQ",
+                    "TheBloke__Wizard-Vicuna-30B-Uncensored-GPTQ")},
+    **{f"gptq/{name}.json": _QUANTIZE_CONFIG_ONLY
+       for name in ("TheBloke__Wizard-Vicuna-30B-Uncensored-GPTQ-first-revision", "TheBloke__WizardCoder-15B-1.0-GPTQ",
+                    "TheBloke__wizard-mega-13B-GPTQ")},
+}
+
+
+@pytest.mark.parametrize("rel", CONFIGS)
+def test_released_quantized_config_has_todays_outcome(rel):
+    expected = EXPECTED[rel]
+    if expected in ("view", "torch"):
+        assert through_the_config_path(DATA / rel) == expected
+    else:
+        with pytest.raises(HfviewError, match=re.escape(expected)):
+            through_the_config_path(DATA / rel)
+
+
+def test_expected_names_exactly_the_collected_files():
+    assert set(EXPECTED) == set(CONFIGS)
+    assert not set(GAPS) - set(CONFIGS)
+
+
+# forms with fewer than three collected, and why
+FEWER = {
+    "nvfp4": "compressed-tensors nvfp4-pack-quantized releases (RedHatAI/*-NVFP4) publish on the Hub only; one copy "
+             "reached (aiconfigurator kept RedHatAI/DeepSeek-V4-Flash-NVFP4-FP8's for one commit); NVIDIA's NVFP4 "
+             "exports are under modelopt/",
+    "fbgemm_fp8": "one copy reached (meta-llama/Llama-3.1-405B-Instruct-FP8, in ome's test data); the other FBGEMM "
+                  "releases (Llama-3.1-8B/70B-Instruct-FP8 by others) reached only as fragments quoted in code",
+    "awq": "no copy of a released config.json reached: the search finds AutoAWQ's writers and configs printed by "
+           "transformers (not the files), not the files of TheBloke/*-AWQ or Qwen/*-AWQ",
+    "bitsandbytes": "no copy of a released config.json reached (unsloth/*-bnb-4bit publish on the Hub only; the "
+                    "search finds configs written by code and printed BitsAndBytesConfig objects)",
+}
+
+
+@pytest.mark.parametrize("form", FORMS)
+def test_every_form_has_three_released_configs(form):
+    have = released(form)
+    if form in FEWER:
+        assert len(have) < 3, f"{form}: {len(have)} collected; drop it from FEWER"
+    else:
+        assert len(have) >= 3, f"{form}: {len(have)} collected"
+
+
+@pytest.mark.parametrize("form", sorted(p.name for p in DATA.iterdir() if p.is_dir()))
+def test_sources_name_every_file(form):
+    """Each form's SOURCES.md has a row for each of its files (the first column names it)."""
+    assert form in FORMS
+    sources = (DATA / form / "SOURCES.md").read_text(encoding="utf-8")
+    listed = set(re.findall(r"^\| `?([^`|]+\.json)`? \|", sources, flags=re.M))
+    assert listed == {p.name for p in (DATA / form).glob("*.json")}
+
+
+def test_beside_files_have_their_config():
+    for form in FORMS:
+        for p in (DATA / form).glob("*.json"):
+            for suffix in BESIDE:
+                if p.name.endswith(suffix):
+                    assert p.with_name(p.name.removesuffix(suffix) + ".json").is_file(), p
