@@ -24,8 +24,6 @@ CONFIGS = [p.relative_to(DATA).as_posix() for family in FAMILIES for p in releas
 
 # file -> (what the refusal says, why that refusal is right)
 REFUSED: dict[str, tuple[str, str]] = {
-    "llama/nvidia__Llama-3.1-70B-Instruct-FP8.json": (
-        "quantized checkpoints are unsupported", "ModelOpt FP8: stated in hf_quant_config.json, not config.json"),
     "falcon/tiiuae__falcon-7b.json": (
         'model architecture "RefinedWebModel" is unsupported', "Falcon-7B's first (remote-code) revision; the Hub's current file is "
                                             "model_type falcon, which the view reads"),
@@ -69,10 +67,6 @@ FEWER.update(dict.fromkeys(("phimoe", "dbrx", "gpt_oss", "ernie4_5_moe"), _UNREA
 FEWER["glm4_moe"] = ("one copy reached (GLM-4.5's, in rtp-llm's test data); GLM-4.5-Air's, 4.6's and 4.7's only printed "
                      "or quoted")
 FEWER["glm4_moe_lite"] = "no copy of a released config.json file reached, only configs printed in logs and quoted in documents"
-REFUSED.update({
-    "gpt_oss/openai__gpt-oss-120b.json": ("quantized checkpoints are unsupported",
-                                          "MXFP4 as released (quantization_config quant_method mxfp4)"),
-})
 
 
 def _through_the_config_path(rel: str) -> dict:

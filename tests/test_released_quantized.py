@@ -84,11 +84,10 @@ EXPECTED: dict[str, str] = {
         '/config.json declares quantization_config (FP8, quant_method "fp8") with expert_dtype \'fp4\'',
     'mxfp4/deepseek-ai__DeepSeek-V4-Pro.json':
         '/config.json declares quantization_config (FP8, quant_method "fp8") with expert_dtype \'fp4\'',
-    'mxfp4/openai__gpt-oss-120b.json': '/config.json declares quantization_config (MXFP4, quant_method "mxfp4")',
-    'mxfp4/openai__gpt-oss-20b.json': '/config.json declares quantization_config (MXFP4, quant_method "mxfp4")',
+    'mxfp4/openai__gpt-oss-120b.json': 'view',
+    'mxfp4/openai__gpt-oss-20b.json': 'view',
     # compressed_tensors
-    'compressed_tensors/meta-llama__Llama-4-Maverick-17B-128E-Instruct-FP8.json':
-        '/config.json declares quantization_config (FP8 (compressed-tensors), quant_method "compressed-tensors")',
+    'compressed_tensors/meta-llama__Llama-4-Maverick-17B-128E-Instruct-FP8.json': 'view',
     'compressed_tensors/moonshotai__Kimi-K2.5.json':
         '/config.json declares quantization_config (compressed-tensors, quant_method "compressed-tensors")',
     'compressed_tensors/moonshotai__Kimi-K3.json':
@@ -107,8 +106,7 @@ EXPECTED: dict[str, str] = {
         '/config.json declares quantization_config (NVFP4 (ModelOpt), quant_method "modelopt")',
     'modelopt/nvidia__Gemma-4-31B-IT-NVFP4.json':
         '/config.json declares quantization_config (NVFP4 (ModelOpt), quant_method "modelopt")',
-    'modelopt/nvidia__Llama-3.1-70B-Instruct-FP8.json':
-        '/hf_quant_config.json declares quantization (FP8 (ModelOpt), quant_method "modelopt")',
+    'modelopt/nvidia__Llama-3.1-70B-Instruct-FP8.json': 'view',
     'modelopt/nvidia__MiniMax-M2.5-NVFP4.json':
         '/config.json declares quantization_config (NVFP4 (ModelOpt), quant_method "modelopt")',
     'modelopt/nvidia__NVIDIA-Nemotron-3-Nano-30B-A3B-NVFP4.json':
@@ -126,11 +124,11 @@ EXPECTED: dict[str, str] = {
     'gptq/TheBloke__Genz-70b-GPTQ.json': '/config.json declares quantization_config (GPTQ 3-bit, quant_method "gptq")',
     'gptq/TheBloke__Llama-2-13B-chat-GPTQ.json':
         '/config.json declares quantization_config (GPTQ 4-bit, quant_method "gptq")',
-    'gptq/TheBloke__Wizard-Vicuna-30B-Uncensored-GPTQ-first-revision.json': 'view',
+    'gptq/TheBloke__Wizard-Vicuna-30B-Uncensored-GPTQ-first-revision.json': '/quantize_config.json declares quantization (GPTQ 4-bit, quant_method "gptq")',
     'gptq/TheBloke__Wizard-Vicuna-30B-Uncensored-GPTQ.json':
         '/config.json declares quantization_config (GPTQ 4-bit, quant_method "gptq")',
-    'gptq/TheBloke__WizardCoder-15B-1.0-GPTQ.json': 'view',
-    'gptq/TheBloke__wizard-mega-13B-GPTQ.json': 'view',
+    'gptq/TheBloke__WizardCoder-15B-1.0-GPTQ.json': '/quantize_config.json declares quantization (GPTQ 4-bit, quant_method "gptq")',
+    'gptq/TheBloke__wizard-mega-13B-GPTQ.json': '/quantize_config.json declares quantization (GPTQ 4-bit, quant_method "gptq")',
     # fbgemm_fp8
     'fbgemm_fp8/meta-llama__Llama-3.1-405B-Instruct-FP8.json':
         '/config.json declares quantization_config (FP8 (FBGEMM), quant_method "fbgemm_fp8")',
@@ -139,27 +137,19 @@ EXPECTED: dict[str, str] = {
 # file -> why today's outcome is not the wanted one (the form the pinned converter reads, or a form it refuses
 # that hfview does not see)
 _CONVERTER_READS = "the pinned converter reads this form (conversion/{}); hfview refuses it today"
-_QUANTIZE_CONFIG_ONLY = (
-    "accepted, but the checkpoint is GPTQ: AutoGPTQ's first layout states it only in quantize_config.json (config.json "
-    "has no quantization_config) and its shards hold qweight/qzeros/scales/g_idx. The pinned converter reads "
-    "quantization_config only, so it fails on these tensors; hfview should refuse before any weight is downloaded "
-    "(the Hub path fetches config.json and hf_quant_config.json, not quantize_config.json)")
 GAPS: dict[str, str] = {
     "fp8/stepfun-ai__Step-3.7-Flash-FP8.json": "the pinned converter registers Step3p7ForConditionalGeneration "
                                                "(conversion/step3.py); the view has no step3p7 family (not a "
                                                "quantization gap: the gate refuses before the FP8 is looked at)",
     "mxfp4/deepseek-ai__DeepSeek-V4-Flash.json": _CONVERTER_READS.format("deepseek.py repack_mxfp4_blocks"),
     "mxfp4/deepseek-ai__DeepSeek-V4-Pro.json": _CONVERTER_READS.format("deepseek.py repack_mxfp4_blocks"),
-    "mxfp4/openai__gpt-oss-20b.json": _CONVERTER_READS.format("gpt_oss.py repack_mxfp4"),
-    "mxfp4/openai__gpt-oss-120b.json": _CONVERTER_READS.format("gpt_oss.py repack_mxfp4"),
     **{f"compressed_tensors/{name}.json": _CONVERTER_READS.format("base.py dequant_model, compressed-tensors")
-       for name in ("meta-llama__Llama-4-Maverick-17B-128E-Instruct-FP8", "moonshotai__Kimi-K2.5",
-                    "moonshotai__Kimi-K3")},
+       for name in ("moonshotai__Kimi-K2.5", "moonshotai__Kimi-K3")},
     "nvfp4/RedHatAI__DeepSeek-V4-Flash-NVFP4-FP8.json": _CONVERTER_READS.format("base.py _generate_nvfp4_tensors"),
     **{f"modelopt/nvidia__{name}.json": _CONVERTER_READS.format("base.py: hf_quant_config.json, dequant_model "
                                                                 "modelopt, _generate_nvfp4_tensors")
        for name in ("DeepSeek-V3.1-NVFP4", "GLM-5-NVFP4", "GLM-5.1-NVFP4", "Gemma-4-31B-IT-NVFP4",
-                    "Llama-3.1-70B-Instruct-FP8", "MiniMax-M2.5-NVFP4", "NVIDIA-Nemotron-3-Nano-30B-A3B-NVFP4",
+                    "MiniMax-M2.5-NVFP4", "NVIDIA-Nemotron-3-Nano-30B-A3B-NVFP4",
                     "NVIDIA-Nemotron-3-Super-120B-A12B-FP8", "NVIDIA-Nemotron-3-Ultra-550B-A55B-FP8",
                     "Qwen3-235B-A22B-NVFP4", "Qwen3.5-122B-A10B-NVFP4")},
     "modelopt/nvidia__DeepSeek-V4-Flash-NVFP4.json": (
@@ -169,9 +159,6 @@ GAPS: dict[str, str] = {
     **{f"gptq/{name}.json": _CONVERTER_READS.format("base.py dequant_model gptq")
        for name in ("Qwen__Qwen-VL-Chat-Int4", "TheBloke__Genz-70b-GPTQ", "TheBloke__Llama-2-13B-chat-GPTQ",
                     "TheBloke__Wizard-Vicuna-30B-Uncensored-GPTQ")},
-    **{f"gptq/{name}.json": _QUANTIZE_CONFIG_ONLY
-       for name in ("TheBloke__Wizard-Vicuna-30B-Uncensored-GPTQ-first-revision", "TheBloke__WizardCoder-15B-1.0-GPTQ",
-                    "TheBloke__wizard-mega-13B-GPTQ")},
 }
 
 
