@@ -156,16 +156,36 @@ def test_the_window_is_crossed_and_applied(checkpoint):
     (dict(partial_rotary_factor=0.5), "partial_rotary_factor 0.5"),
     (dict(add_full_attention_sink_bias=True), "add_full_attention_sink_bias"),
     (dict(add_swa_attention_sink_bias=False), "add_swa_attention_sink_bias"),
-    (dict(attention_projection_layout="fused_qkv"), "attention_projection_layout"),
     (dict(rope_scaling={"type": "yarn", "factor": 4.0, "original_max_position_embeddings": 32768}), "rope scaling"),
 ], ids=["pattern", "layer_types", "short_pattern", "mlp_kinds", "swa_kv_heads", "swa_head_dim", "no_swa_v_head_dim",
         "topk_method", "softmax", "groups", "no_renorm", "scale", "shared_expert", "tied", "qkv_bias", "gelu", "eps",
-        "theta", "no_swa_theta", "partial_rotary", "full_sinks", "no_swa_sinks", "fused_qkv", "yarn"])
+        "theta", "no_swa_theta", "partial_rotary", "full_sinks", "no_swa_sinks", "yarn"])
 def test_refuses_what_mimo2_cannot_run_as_transformers_does(changes, reason, checkpoint, tmp_path):
     """A layer or MLP pattern the converter and transformers read differently, sliding-layer sizes transformers
     does not build, routing llama.cpp's mimo2 does not do, and a config whose rope or epsilon the converter writes
     otherwise than transformers computes: refused by name, before any weight is read."""
     assert_refused(checkpoint("mimo_v2_flash-nomtp"), tmp_path, reason, **changes)
+
+
+def test_a_fused_layout_is_its_tensors_not_its_key(checkpoint, tmp_path):
+    """attention_projection_layout is read by neither transformers 5.24's MiMo-V2 nor the converter's MimoV2Model
+    (tools/key_policy.py), so stated alone it changes nothing and is ignored; a checkpoint that stores the fused
+    qkv_proj it names is refused by that tensor, which the family does not know."""
+    from family_variants import variant, weights_variant
+    from hfview import HfCheckpoint
+    from hfview.config import ignored_keys
+    from hfview.errors import CheckpointError
+
+    view = HfCheckpoint(variant(checkpoint("mimo_v2_flash-nomtp"), tmp_path / "key",
+                                attention_projection_layout="fused_qkv"), "f32")
+    assert "attention_projection_layout" in ignored_keys(view.config, view.family)
+    torch = pytest.importorskip("torch")
+    fused = weights_variant(checkpoint("mimo_v2_flash-nomtp"), tmp_path / "fused", lambda t: {
+        **{k: v for k, v in t.items() if ".self_attn.q_proj." not in k},
+        **{k.replace("q_proj", "qkv_proj"): torch.cat([v, t[k.replace("q_proj", "k_proj")]])
+           for k, v in t.items() if ".self_attn.q_proj.weight" in k}})
+    with pytest.raises(CheckpointError, match="qkv_proj"):
+        HfCheckpoint(fused, "f32")
 
 
 def test_refuses_an_mtp_layer_past_the_converters_three(checkpoint, tmp_path):

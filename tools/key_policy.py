@@ -231,14 +231,21 @@ def _registered(decorators: list[ast.expr]) -> list[str]:
 
 
 def _classes_of(path: Path) -> list:
-    """[[class name, [base names], [architectures it registers]]] of one converter module."""
-    return [[n.name, [_dotted(b).rsplit(".", 1)[-1] for b in n.bases], _registered(n.decorator_list)]
+    """[[class name, [base names and the classes whose methods it runs on itself], [architectures it registers]]] of
+    one converter module. A class may run another's methods on itself without inheriting from it (GraniteMoeModel.modify_tensors(
+    self, ...)): the names its body uses are followed as its bases are (those that are converter classes)."""
+    def used(node: ast.ClassDef) -> list[str]:  # X.method(self, ...)
+        return sorted({n.func.value.id for n in ast.walk(node)
+                       if isinstance(n, ast.Call) and isinstance(n.func, ast.Attribute)
+                       and isinstance(n.func.value, ast.Name) and n.func.value.id != node.name
+                       and n.args and isinstance(n.args[0], ast.Name) and n.args[0].id == "self"})
+    return [[n.name, [_dotted(b).rsplit(".", 1)[-1] for b in n.bases] + used(n), _registered(n.decorator_list)]
             for n in _parse(path).body if isinstance(n, ast.ClassDef)]
 
 
 @lru_cache(maxsize=None)
 def converter_classes(root: Path) -> tuple[dict[str, tuple[Path, list[str]]], dict[str, list[str]]]:
-    """({class name: (its module, its bases' names)}, {registered architecture: [class names]})."""
+    """({class name: (its module, its bases' and used names)}, {registered architecture: [class names]})."""
     classes: dict[str, tuple[Path, list[str]]] = {}
     registry: dict[str, list[str]] = {}
     for path in [root / "convert_hf_to_gguf.py", *sorted((root / "conversion").glob("*.py"))]:
@@ -250,7 +257,7 @@ def converter_classes(root: Path) -> tuple[dict[str, tuple[Path, list[str]]], di
 
 
 def class_chain(root: Path, name: str) -> list[str]:
-    """The class and its bases (depth first, each once) among the converter's classes."""
+    """The class, its bases and the classes its body names (depth first, each once) among the converter's classes."""
     classes, _ = converter_classes(root)
     chain: list[str] = []
 

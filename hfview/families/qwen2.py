@@ -1,4 +1,5 @@
-"""Qwen2 (Qwen2ForCausalLM, the bare Qwen2Model) -> llama.cpp `qwen2` (the converter's Qwen2Model).
+"""Qwen2 (Qwen2ForCausalLM, the bare Qwen2Model) -> llama.cpp `qwen2` (the converter's Qwen2Model). Qwen2-Audio
+(Qwen2AudioForConditionalGeneration) is read as its Qwen2 text model; its audio tower and projector are left out.
 
 Rotate-half rope is what llama.cpp's qwen2 computes (NeoX style), so Q/K are stored as they are; q/k/v
 carry biases. Also the building blocks of the other plain rotary decoders (qwen3, smollm3, ...): the
@@ -12,7 +13,7 @@ from ..config import Harmless
 from ..family import Family
 from ..params import text_model_parameters
 from ._parts.checks import architecture, check_no_pooling, check_no_sliding, rope_types, silu_only
-from ._parts.decoder import LM_HEAD, decoder_tensors
+from ._parts.decoder import LM_HEAD, OTHER_TOWERS, decoder_tensors
 from ._parts.vocab import gpt2_or_sentencepiece_vocab
 
 DEFAULTS = {
@@ -33,11 +34,13 @@ READS = frozenset({
 HARMLESS: Harmless = {}
 
 
-ARCHITECTURES = ("Qwen2ForCausalLM", "Qwen2Model")
+# the last: Qwen2-Audio's Qwen2 text model, as the converter's Qwen2Model writes it (its Whisper-style audio tower and
+# projector left out, their configuration ignored)
+ARCHITECTURES = ("Qwen2ForCausalLM", "Qwen2Model", "Qwen2AudioForConditionalGeneration")
 _bare = lambda h: architecture(h) == "Qwen2Model"  # noqa: E731  the converter prefixes its names with "model."
 _causal = lambda h: not _bare(h)  # noqa: E731
 
-TENSORS = (*decoder_tensors("model.", required=_causal), LM_HEAD, *decoder_tensors("", required=_bare))
+TENSORS = (*decoder_tensors("model.", required=_causal), LM_HEAD, *decoder_tensors("", required=_bare), *OTHER_TOWERS)
 
 
 REFUSE = (silu_only("qwen2"), rope_types("qwen2"))

@@ -61,10 +61,16 @@ def is_mistral3_wrapper(h: dict) -> bool:
     return "Mistral3ForConditionalGeneration" in (h.get("architectures") or ())
 
 
-def has_vision_tower(h: dict) -> bool:
-    """An image-text wrapper (Mistral 3, LLaVA): a vision tower's config beside the text model's, whose tower and
-    projector tensors the converter's text class leaves out (its mmproj class writes them to another file)."""
-    return is_mistral3_wrapper(h) or isinstance(h.get("vision_config"), dict)
+def has_other_tower(h: dict) -> bool:
+    """An image-text or audio-text wrapper (Mistral 3, LLaVA, Qwen2-Audio): a vision or audio tower's config beside
+    the text model's, whose tower and projector tensors the converter's text class leaves out (its mmproj class
+    writes them to another file)."""
+    return is_mistral3_wrapper(h) or any(isinstance(h.get(k), dict) for k in ("vision_config", "audio_config"))
+
+
+# a wrapper's towers and projector, as transformers 4 saved them and as 5 does
+OTHER_TOWERS = tuple(Skip(f"{prefix}{part}.{{rest}}", when=has_other_tower) for prefix in ("", "model.")
+                     for part in ("vision_tower", "audio_tower", "multi_modal_projector"))
 
 
 LLAMA_TENSORS = (  # LlamaModel's table: dense or Mixtral's mixture, an image-text wrapper's vision left out
@@ -88,7 +94,5 @@ LLAMA_TENSORS = (  # LlamaModel's table: dense or Mixtral's mixture, an image-te
     Experts("model.layers.{bid}.block_sparse_moe.experts.{x}.w3.weight", GGUF.FFN_UP_EXP.weight,
             "num_local_experts", required=_is_mixture),
     Skip("model.layers.{bid}.self_attn.rotary_emb.inv_freq"),
-    # an image-text model's vision side (Mistral 3's, LLaVA's), as transformers 4 saved it and as 5 does
-    *(Skip(f"{prefix}{part}.{{rest}}", when=has_vision_tower)
-      for prefix in ("", "model.") for part in ("vision_tower", "multi_modal_projector")),
+    *OTHER_TOWERS,
 )
