@@ -88,6 +88,14 @@ class Mxfp4Form:
     MOSTLY_MXFP4_MOE at f32/f16/bf16."""
 
 
+@dataclass(frozen=True)
+class GptqForm:
+    """The converter's quant_method "gptq" (dequant_gptq): `bits` 2, 4 or 8; the stored zeros are one below the
+    true ones (`zero_offset` 1) unless checkpoint_format says otherwise (gptq_v2)."""
+    bits: int
+    zero_offset: int
+
+
 # the architectures whose MXFP4 the pinned converter reads (GptOssModel skips dequant_model and repacks the experts);
 # for any other its dequant_model raises NotImplementedError("Quant method is not yet supported: 'mxfp4'")
 _MXFP4_ARCHITECTURES = ("GptOssForCausalLM",)
@@ -131,12 +139,12 @@ def _modelopt(config: dict[str, Any], config_path: Path) -> dict[str, Any] | Non
     return {"quant_method": method, "quant_algo": algo, "quantized_layers": layers, "where": where}
 
 
-def quantized_form(config: dict[str, Any], config_path: Path) -> ScaledForm | Mxfp4Form | None:
+def quantized_form(config: dict[str, Any], config_path: Path) -> ScaledForm | Mxfp4Form | GptqForm | None:
     """The quantized form hfview reads, as the pinned converter reads it (conversion/base.py prepare_tensors and
     dequant_model), or None for an unquantized checkpoint; every other quantization is refused by name:
     quant_method "fp8" (block-scaled, per tensor or per row; Mistral's params.json `quantization` fp8_e4m3),
-    gpt-oss's "mxfp4", ModelOpt's FP8 (config.json or hf_quant_config.json) and compressed-tensors'
-    float-quantized FP8 (channel or block)."""
+    gpt-oss's "mxfp4", ModelOpt's FP8 (config.json or hf_quant_config.json), compressed-tensors'
+    float-quantized FP8 (channel or block) and "gptq" of 2, 4 or 8 bits (config.json's quantization_config)."""
     quant = config.get("quantization_config")
     quant = quant if isinstance(quant, dict) else None
     method = quant.get("quant_method") if quant else None
@@ -162,6 +170,13 @@ def quantized_form(config: dict[str, Any], config_path: Path) -> ScaledForm | Mx
             " (the pinned converter asserts qformat_weight == \"fp8_e4m3\", the one Mistral quantization it reads)"))
     if method == "compressed-tensors":
         return _compressed_tensors(config, quant, config_path)
+    if method == "gptq":
+        bits = quant.get("bits")
+        if bits in (2, 4, 8) and not isinstance(bits, bool):
+            return GptqForm(bits, 1 if quant.get("checkpoint_format", "gptq") == "gptq" else 0)
+        _refuse_other(config, config_path, also=(
+            " (the pinned converter dequantizes GPTQ of 2, 4 or 8 bits"
+            + (": \"3-bit gptq dequantization is not yet implemented\")" if bits == 3 else ")")))
     modelopt = _modelopt(config, config_path) if method in (None, "modelopt") else None
     if modelopt is not None:
         layers = modelopt["quantized_layers"] if isinstance(modelopt["quantized_layers"], dict) else {}
@@ -239,5 +254,6 @@ def _refuse_other(config: dict[str, Any], config_path: Path, also: str = "") -> 
     raise QuantizedCheckpoint(
         f"quantized checkpoints are unsupported: {where} declares {source} ({_quant_scheme(quant)}, "
         f"{method_part}){also}; of quantized forms hfview reads the converter's FP8 (quant_method \"fp8\", "
-        "ModelOpt's FP8, compressed-tensors' float-quantized) and gpt-oss's MXFP4 (quant_method \"mxfp4\"). Use a BF16 export of this model (the unquantized BF16/F16 upload of the same "
+        "ModelOpt's FP8, compressed-tensors' float-quantized), GPTQ of 2, 4 or 8 bits stated in config.json and gpt-oss's "
+        "MXFP4 (quant_method \"mxfp4\"). Use a BF16 export of this model (the unquantized BF16/F16 upload of the same "
         "checkpoint) instead")

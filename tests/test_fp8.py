@@ -90,7 +90,7 @@ def _with_config(src, dst, edit):
 @pytest.mark.parametrize("quant, form", [
     ({"quant_method": "fbgemm_fp8"}, "FP8 \\(FBGEMM\\)"),
     ({"quant_method": "compressed-tensors", "format": "float-quantized"}, "compressed-tensors"),
-    ({"quant_method": "gptq", "bits": 4}, "GPTQ 4-bit"),
+    ({"quant_method": "gptq", "bits": 3}, "GPTQ 3-bit"),
     ({"quant_method": "mxfp4"}, "MXFP4"),
 ])
 def test_other_quantized_forms_stay_refused(checkpoint, tmp_path, quant, form):
