@@ -192,8 +192,9 @@ def quantized_form(config: dict[str, Any], config_path: Path) -> ScaledForm | Mx
 
 
 def _compressed_tensors(config: dict[str, Any], quant: dict[str, Any], config_path: Path) -> ScaledForm:
-    """compressed-tensors as dequant_model reads it: one config group, format float-quantized, 8-bit float weights
-    with a channel or block scale (`<weight>_scale`, blocks of block_structure); the rest refused by name."""
+    """compressed-tensors as dequant_model reads it: one config group, format float-quantized (8-bit float weights)
+    or int-quantized / naive-quantized (8-bit int), a channel or block scale (`<weight>_scale`, blocks of
+    block_structure); the rest refused by name."""
     fmt, groups = quant.get("format"), quant.get("config_groups")
     weights = None
     if isinstance(groups, dict) and len(groups) == 1 and isinstance(next(iter(groups.values())), dict):
@@ -202,16 +203,17 @@ def _compressed_tensors(config: dict[str, Any], quant: dict[str, Any], config_pa
     if not isinstance(groups, dict) or len(groups) != 1:
         why = (f"{len(groups) if isinstance(groups, dict) else 'no'} config groups (the converter: \"Can't handle "
                f"multiple config groups for compressed-tensors yet\")")
-    elif fmt != "float-quantized":
+    elif fmt not in ("float-quantized", "int-quantized", "naive-quantized"):
         why = f"format {shown(fmt)}"
-    elif not isinstance(weights, dict) or weights.get("type") != "float" or weights.get("num_bits") != 8:
-        why = "weights other than 8-bit float"
+    elif not isinstance(weights, dict) or weights.get("num_bits") != 8 or weights.get("type") != (
+            "float" if fmt == "float-quantized" else "int"):
+        why = f"format {shown(fmt)} with weights other than 8-bit {'float' if fmt == 'float-quantized' else 'int'}"
     elif weights.get("strategy") not in ("channel", "block") or weights.get("group_size") is not None:
         why = f"weight strategy {shown(weights.get('strategy'))} (the converter reads channel and block scales)"
     if why is not None:
         _refuse_other(config, config_path, also=(
-            f" with {why}; of compressed-tensors' forms hfview reads float-quantized FP8 weights with channel or "
-            "block scales"))
+            f" with {why}; of compressed-tensors' forms hfview reads 8-bit float-quantized (FP8) and int-quantized "
+            "(int8) weights with channel or block scales"))
     # static activation scales and zero points: its dequant_model reads only weight_scale, then cannot map them
     return ScaledForm("compressed-tensors", _block(weights.get("block_structure"), config_path, "block_structure"),
                       _WEIGHT_SCALE, unread=(".input_scale", "_zero_point"))
