@@ -96,6 +96,14 @@ class GptqForm:
     zero_offset: int
 
 
+@dataclass(frozen=True)
+class PackedForm:
+    """compressed-tensors' pack-quantized as the converter's dequant_packed reads it: int codes of `bits` packed in
+    int32 words, a scale per `group_size` inputs, a packed zero point or the symmetric offset."""
+    bits: int
+    group_size: int
+
+
 # the architectures whose MXFP4 the pinned converter reads (GptOssModel skips dequant_model and repacks the experts);
 # for any other its dequant_model raises NotImplementedError("Quant method is not yet supported: 'mxfp4'")
 _MXFP4_ARCHITECTURES = ("GptOssForCausalLM",)
@@ -139,7 +147,8 @@ def _modelopt(config: dict[str, Any], config_path: Path) -> dict[str, Any] | Non
     return {"quant_method": method, "quant_algo": algo, "quantized_layers": layers, "where": where}
 
 
-def quantized_form(config: dict[str, Any], config_path: Path) -> ScaledForm | Mxfp4Form | GptqForm | None:
+def quantized_form(config: dict[str, Any],
+                   config_path: Path) -> ScaledForm | Mxfp4Form | GptqForm | PackedForm | None:
     """The quantized form hfview reads, as the pinned converter reads it (conversion/base.py prepare_tensors and
     dequant_model), or None for an unquantized checkpoint; every other quantization is refused by name:
     quant_method "fp8" (block-scaled, per tensor or per row; Mistral's params.json `quantization` fp8_e4m3),
@@ -191,7 +200,7 @@ def quantized_form(config: dict[str, Any], config_path: Path) -> ScaledForm | Mx
     return None
 
 
-def _compressed_tensors(config: dict[str, Any], quant: dict[str, Any], config_path: Path) -> ScaledForm:
+def _compressed_tensors(config: dict[str, Any], quant: dict[str, Any], config_path: Path) -> ScaledForm | PackedForm:
     """compressed-tensors as dequant_model reads it: one config group, format float-quantized (8-bit float weights)
     or int-quantized / naive-quantized (8-bit int), a channel or block scale (`<weight>_scale`, blocks of
     block_structure); the rest refused by name."""
@@ -203,6 +212,17 @@ def _compressed_tensors(config: dict[str, Any], quant: dict[str, Any], config_pa
     if not isinstance(groups, dict) or len(groups) != 1:
         why = (f"{len(groups) if isinstance(groups, dict) else 'no'} config groups (the converter: \"Can't handle "
                f"multiple config groups for compressed-tensors yet\")")
+    elif fmt == "pack-quantized":
+        if not isinstance(weights, dict) or weights.get("strategy") != "group" or weights.get(
+                "type", "int") != "int":
+            why = (f"format 'pack-quantized' with weight strategy {shown((weights or {}).get('strategy'))} (the "
+                   f"converter reads int weights in groups)")
+        elif not all(isinstance(weights.get(k), int) and not isinstance(weights.get(k), bool)
+                     and weights.get(k) > 0 for k in ("num_bits", "group_size")) or weights["num_bits"] > 8:
+            why = (f"format 'pack-quantized' with num_bits {shown(weights.get('num_bits'))} and group_size "
+                   f"{shown(weights.get('group_size'))}")
+        else:
+            return PackedForm(weights["num_bits"], weights["group_size"])
     elif fmt not in ("float-quantized", "int-quantized", "naive-quantized"):
         why = f"format {shown(fmt)}"
     elif not isinstance(weights, dict) or weights.get("num_bits") != 8 or weights.get("type") != (
@@ -213,7 +233,7 @@ def _compressed_tensors(config: dict[str, Any], quant: dict[str, Any], config_pa
     if why is not None:
         _refuse_other(config, config_path, also=(
             f" with {why}; of compressed-tensors' forms hfview reads 8-bit float-quantized (FP8) and int-quantized "
-            "(int8) weights with channel or block scales"))
+            "(int8) weights with channel or block scales, and pack-quantized int weights in groups"))
     # static activation scales and zero points: its dequant_model reads only weight_scale, then cannot map them
     return ScaledForm("compressed-tensors", _block(weights.get("block_structure"), config_path, "block_structure"),
                       _WEIGHT_SCALE, unread=(".input_scale", "_zero_point"))

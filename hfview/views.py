@@ -1041,6 +1041,99 @@ def gptq_dequantized(stored: dict[str, StoredTensor], bits: int, zero_offset: in
     return out
 
 
+# ---------------------------------------------------------------- compressed-tensors pack-quantized
+@dataclass(frozen=True)
+class PackedIntDequantized(StoredTensor):
+    """A linear weight as compressed-tensors' pack-quantized stores it, read as the converter's dequant_packed
+    computes it: `packed` int32 [out, ceil(in x bits / 32)] (32 / bits codes a word along the inputs, the lowest
+    bits first), `scale` [out, in / group_size], `zero_point` int32 [ceil(out x bits / 32), groups] packed along the
+    outputs (or, with none, the codes offset by 2^(bits - 1)), `weight_shape` [out, in]; weight = (code - zero) x
+    scale in float32 (exact), as F32 [out, in]. Computed on read, a row range at a time."""
+    packed: StoredTensor | None = None
+    scale: StoredTensor | None = None
+    zero_point: StoredTensor | None = None
+    weight_shape: StoredTensor | None = None
+    bits: int = 4
+    group_size: int = 128
+
+    @classmethod
+    def of(cls, name: str, packed: StoredTensor, scale: StoredTensor, zero_point: StoredTensor | None,
+           weight_shape: StoredTensor, bits: int, group_size: int) -> "PackedIntDequantized":
+        pack, where = 32 // bits, packed.path.name
+        if packed.dtype != "I32" or (zero_point is not None and zero_point.dtype != "I32"):
+            raise CheckpointError(f"{where}: pack-quantized {name!r}: weight_packed {packed.dtype}"
+                                  + (f", weight_zero_point {zero_point.dtype}" if zero_point is not None else "")
+                                  + "; compressed-tensors packs its codes in I32 words")
+        if scale.dtype not in ("F16", "BF16", "F32"):
+            raise CheckpointError(f"{where}: scale {scale.name!r} is stored as {scale.dtype}; hfview reads float "
+                                  f"scales")
+        if len(packed.shape) != 2 or len(scale.shape) != 2 or scale.shape[0] != packed.shape[0]:
+            raise CheckpointError(f"{where}: pack-quantized {name!r}: weight_packed {list(packed.shape)} and "
+                                  f"weight_scale {list(scale.shape)} are not [out, words] and [out, groups]")
+        n_out, n_in = packed.shape[0], scale.shape[1] * group_size
+        if -(-n_in // pack) != packed.shape[1] or (zero_point is not None and tuple(zero_point.shape) != (
+                -(-n_out // pack), scale.shape[1])):
+            raise CheckpointError(f"{where}: pack-quantized {name!r}: weight_scale {list(scale.shape)} in groups of "
+                                  f"{group_size} makes [{n_out}, {n_in}], which weight_packed {list(packed.shape)}"
+                                  + (f" and weight_zero_point {list(zero_point.shape)}" if zero_point is not None
+                                     else "") + f" at {bits} bits do not hold")
+        return cls(name, packed.path, "F32", (n_out, n_in), packed.offset, n_out * n_in * 4, packed.stamp,
+                   packed=packed, scale=scale, zero_point=zero_point, weight_shape=weight_shape, bits=bits,
+                   group_size=group_size)
+
+    def _codes(self, words: np.ndarray) -> np.ndarray:
+        shifts = np.arange(0, 32 - (self.bits - 1), self.bits, dtype=np.uint32)
+        return ((words.view(np.uint32)[..., None] >> shifts) & np.uint32((1 << self.bits) - 1)).astype(np.int32)
+
+    def read_rows(self, start: int, stop: int) -> np.ndarray:
+        stated = tuple(int(v) for v in self.weight_shape.read().reshape(-1))
+        if stated != tuple(self.shape):
+            raise CheckpointError(f"{self.weight_shape.path.name}: {self.weight_shape.name!r} states {list(stated)}, "
+                                  f"but its weight_packed and weight_scale hold {list(self.shape)}")
+        n, groups = stop - start, self.scale.shape[1]
+        codes = self._codes(self.packed.read_rows(start, stop)).reshape(n, -1)[:, :self.shape[1]]
+        codes = codes.reshape(n, groups, self.group_size)
+        if self.zero_point is None:
+            offset = np.int32(1 << (self.bits - 1))
+        else:
+            pack = 32 // self.bits
+            lo, hi = start // pack, -(-stop // pack)
+            zeros = self._codes(self.zero_point.read_rows(lo, hi).T)  # [groups, words, pack]
+            offset = zeros.reshape(groups, -1).T[start - lo * pack:stop - lo * pack, :, None]
+        scale = _as_f32(self.scale.read_rows(start, stop), self.scale.dtype)[:, :, None]
+        return ((codes - offset).astype(np.float32) * scale).reshape(n, self.shape[1])
+
+    def read_rows_into(self, start: int, stop: int, out: np.ndarray) -> None:
+        out[...] = self.read_rows(start, stop).reshape(out.shape)
+
+
+def pack_dequantized(stored: dict[str, StoredTensor], bits: int, group_size: int) -> dict[str, StoredTensor]:
+    """The tensors the converter's dequant_model leaves for compressed-tensors pack-quantized: each
+    `<module>.weight_packed` with its weight_scale, weight_shape and weight_zero_point consumed, and
+    `<module>.weight` (PackedIntDequantized) added after every other tensor, as it adds the new tensors."""
+    added: dict[str, StoredTensor] = {}
+    for name, t in stored.items():
+        if name.endswith(".weight_packed"):
+            base = name.removesuffix("_packed")
+            missing = [base + p for p in ("_scale", "_shape") if base + p not in stored]
+            if missing:
+                raise CheckpointError(f"{t.path.name}: {name!r} has no {missing[0]!r} beside it; a shard may be "
+                                      f"missing")
+            added[base] = PackedIntDequantized.of(base, t, stored[base + "_scale"], stored.get(base + "_zero_point"),
+                                                  stored[base + "_shape"], bits, group_size)
+    consumed = {base + p for base in added for p in ("_packed", "_scale", "_shape", "_zero_point")}
+    out = {n: t for n, t in stored.items() if n not in consumed}
+    for name, t in out.items():
+        if name.endswith(("_g_idx", ".input_scale", "_zero_point")):  # (activation order, static inputs)
+            raise CheckpointError(f"{t.path.name}: tensor {name!r} (shape {list(t.shape)}) is a quantization "
+                                  f"parameter the pinned converter does not read for pack-quantized weights: it "
+                                  f"fails on it (\"Can not map tensor {name!r}\"), and hfview refuses the checkpoint "
+                                  f"as it does")
+    for name, t in added.items():
+        out[name] = t
+    return out
+
+
 # ---------------------------------------------------------------- MXFP4 (quant_method "mxfp4": gpt-oss's experts)
 @dataclass(frozen=True)
 class MXFP4Pair(StoredTensor):
