@@ -88,6 +88,22 @@ class Mxfp4Form:
     MOSTLY_MXFP4_MOE at f32/f16/bf16."""
 
 
+@dataclass(frozen=True)
+class GptqForm:
+    """The converter's quant_method "gptq" (dequant_gptq): `bits` 2, 4 or 8; the stored zeros are one below the
+    true ones (`zero_offset` 1) unless checkpoint_format says otherwise (gptq_v2)."""
+    bits: int
+    zero_offset: int
+
+
+@dataclass(frozen=True)
+class PackedForm:
+    """compressed-tensors' pack-quantized as the converter's dequant_packed reads it: int codes of `bits` packed in
+    int32 words, a scale per `group_size` inputs, a packed zero point or the symmetric offset."""
+    bits: int
+    group_size: int
+
+
 # the architectures whose MXFP4 the pinned converter reads (GptOssModel skips dequant_model and repacks the experts);
 # for any other its dequant_model raises NotImplementedError("Quant method is not yet supported: 'mxfp4'")
 _MXFP4_ARCHITECTURES = ("GptOssForCausalLM",)
@@ -131,12 +147,13 @@ def _modelopt(config: dict[str, Any], config_path: Path) -> dict[str, Any] | Non
     return {"quant_method": method, "quant_algo": algo, "quantized_layers": layers, "where": where}
 
 
-def quantized_form(config: dict[str, Any], config_path: Path) -> ScaledForm | Mxfp4Form | None:
+def quantized_form(config: dict[str, Any],
+                   config_path: Path) -> ScaledForm | Mxfp4Form | GptqForm | PackedForm | None:
     """The quantized form hfview reads, as the pinned converter reads it (conversion/base.py prepare_tensors and
     dequant_model), or None for an unquantized checkpoint; every other quantization is refused by name:
     quant_method "fp8" (block-scaled, per tensor or per row; Mistral's params.json `quantization` fp8_e4m3),
-    gpt-oss's "mxfp4", ModelOpt's FP8 (config.json or hf_quant_config.json) and compressed-tensors'
-    float-quantized FP8 (channel or block)."""
+    gpt-oss's "mxfp4", ModelOpt's FP8 (config.json or hf_quant_config.json), compressed-tensors'
+    float-quantized FP8 (channel or block) and "gptq" of 2, 4 or 8 bits (config.json's quantization_config)."""
     quant = config.get("quantization_config")
     quant = quant if isinstance(quant, dict) else None
     method = quant.get("quant_method") if quant else None
@@ -162,6 +179,13 @@ def quantized_form(config: dict[str, Any], config_path: Path) -> ScaledForm | Mx
             " (the pinned converter asserts qformat_weight == \"fp8_e4m3\", the one Mistral quantization it reads)"))
     if method == "compressed-tensors":
         return _compressed_tensors(config, quant, config_path)
+    if method == "gptq":
+        bits = quant.get("bits")
+        if bits in (2, 4, 8) and not isinstance(bits, bool):
+            return GptqForm(bits, 1 if quant.get("checkpoint_format", "gptq") == "gptq" else 0)
+        _refuse_other(config, config_path, also=(
+            " (the pinned converter dequantizes GPTQ of 2, 4 or 8 bits"
+            + (": \"3-bit gptq dequantization is not yet implemented\")" if bits == 3 else ")")))
     modelopt = _modelopt(config, config_path) if method in (None, "modelopt") else None
     if modelopt is not None:
         layers = modelopt["quantized_layers"] if isinstance(modelopt["quantized_layers"], dict) else {}
@@ -176,9 +200,10 @@ def quantized_form(config: dict[str, Any], config_path: Path) -> ScaledForm | Mx
     return None
 
 
-def _compressed_tensors(config: dict[str, Any], quant: dict[str, Any], config_path: Path) -> ScaledForm:
-    """compressed-tensors as dequant_model reads it: one config group, format float-quantized, 8-bit float weights
-    with a channel or block scale (`<weight>_scale`, blocks of block_structure); the rest refused by name."""
+def _compressed_tensors(config: dict[str, Any], quant: dict[str, Any], config_path: Path) -> ScaledForm | PackedForm:
+    """compressed-tensors as dequant_model reads it: one config group, format float-quantized (8-bit float weights)
+    or int-quantized / naive-quantized (8-bit int), a channel or block scale (`<weight>_scale`, blocks of
+    block_structure); the rest refused by name."""
     fmt, groups = quant.get("format"), quant.get("config_groups")
     weights = None
     if isinstance(groups, dict) and len(groups) == 1 and isinstance(next(iter(groups.values())), dict):
@@ -187,16 +212,28 @@ def _compressed_tensors(config: dict[str, Any], quant: dict[str, Any], config_pa
     if not isinstance(groups, dict) or len(groups) != 1:
         why = (f"{len(groups) if isinstance(groups, dict) else 'no'} config groups (the converter: \"Can't handle "
                f"multiple config groups for compressed-tensors yet\")")
-    elif fmt != "float-quantized":
+    elif fmt == "pack-quantized":
+        if not isinstance(weights, dict) or weights.get("strategy") != "group" or weights.get(
+                "type", "int") != "int":
+            why = (f"format 'pack-quantized' with weight strategy {shown((weights or {}).get('strategy'))} (the "
+                   f"converter reads int weights in groups)")
+        elif not all(isinstance(weights.get(k), int) and not isinstance(weights.get(k), bool)
+                     and weights.get(k) > 0 for k in ("num_bits", "group_size")) or weights["num_bits"] > 8:
+            why = (f"format 'pack-quantized' with num_bits {shown(weights.get('num_bits'))} and group_size "
+                   f"{shown(weights.get('group_size'))}")
+        else:
+            return PackedForm(weights["num_bits"], weights["group_size"])
+    elif fmt not in ("float-quantized", "int-quantized", "naive-quantized"):
         why = f"format {shown(fmt)}"
-    elif not isinstance(weights, dict) or weights.get("type") != "float" or weights.get("num_bits") != 8:
-        why = "weights other than 8-bit float"
+    elif not isinstance(weights, dict) or weights.get("num_bits") != 8 or weights.get("type") != (
+            "float" if fmt == "float-quantized" else "int"):
+        why = f"format {shown(fmt)} with weights other than 8-bit {'float' if fmt == 'float-quantized' else 'int'}"
     elif weights.get("strategy") not in ("channel", "block") or weights.get("group_size") is not None:
         why = f"weight strategy {shown(weights.get('strategy'))} (the converter reads channel and block scales)"
     if why is not None:
         _refuse_other(config, config_path, also=(
-            f" with {why}; of compressed-tensors' forms hfview reads float-quantized FP8 weights with channel or "
-            "block scales"))
+            f" with {why}; of compressed-tensors' forms hfview reads 8-bit float-quantized (FP8) and int-quantized "
+            "(int8) weights with channel or block scales, and pack-quantized int weights in groups"))
     # static activation scales and zero points: its dequant_model reads only weight_scale, then cannot map them
     return ScaledForm("compressed-tensors", _block(weights.get("block_structure"), config_path, "block_structure"),
                       _WEIGHT_SCALE, unread=(".input_scale", "_zero_point"))
@@ -239,5 +276,6 @@ def _refuse_other(config: dict[str, Any], config_path: Path, also: str = "") -> 
     raise QuantizedCheckpoint(
         f"quantized checkpoints are unsupported: {where} declares {source} ({_quant_scheme(quant)}, "
         f"{method_part}){also}; of quantized forms hfview reads the converter's FP8 (quant_method \"fp8\", "
-        "ModelOpt's FP8, compressed-tensors' float-quantized) and gpt-oss's MXFP4 (quant_method \"mxfp4\"). Use a BF16 export of this model (the unquantized BF16/F16 upload of the same "
+        "ModelOpt's FP8, compressed-tensors' float-quantized), GPTQ of 2, 4 or 8 bits stated in config.json and gpt-oss's "
+        "MXFP4 (quant_method \"mxfp4\"). Use a BF16 export of this model (the unquantized BF16/F16 upload of the same "
         "checkpoint) instead")

@@ -954,6 +954,186 @@ def fp8_dequantized(stored: dict[str, StoredTensor], block: tuple[int, ...] | No
                              (".activation_scale", "_activation_scale", ".qscale_act"))
 
 
+# ---------------------------------------------------------------- GPTQ (quant_method "gptq")
+@dataclass(frozen=True)
+class GPTQDequantized(StoredTensor):
+    """A linear weight stored as GPTQ packs it, read as the converter's dequant_gptq computes it: `qweight` int32
+    [in x bits / 32, out] (the codes of 32 / bits inputs a word, the lowest bits first), `qzeros` int32 [groups,
+    out x bits / 32] packed alike along the outputs, `scales` [groups, out], `g_idx` int32 [in] (each input's group);
+    weight[o, i] = scales[g_idx[i], o] x (code[i, o] - (zero[g_idx[i], o] + zero_offset)) in float32 (exact: a 16-bit
+    scale times a small integer), presented outputs-first [out, in] as F32. Computed on read, a row range at a time;
+    each read unpacks only its rows' columns."""
+    qweight: StoredTensor | None = None
+    qzeros: StoredTensor | None = None
+    scales: StoredTensor | None = None
+    g_idx: StoredTensor | None = None
+    bits: int = 4
+    zero_offset: int = 1
+
+    @classmethod
+    def of(cls, name: str, qweight: StoredTensor, qzeros: StoredTensor, scales: StoredTensor, g_idx: StoredTensor,
+           bits: int, zero_offset: int) -> "GPTQDequantized":
+        pack = 32 // bits
+        where = qweight.path.name
+        if qweight.dtype != "I32" or qzeros.dtype != "I32" or g_idx.dtype not in ("I32", "I64"):
+            raise CheckpointError(f"{where}: GPTQ {name!r}: qweight {qweight.dtype}, qzeros {qzeros.dtype}, g_idx "
+                                  f"{g_idx.dtype}; GPTQ packs its codes and zeros in I32 words")
+        if scales.dtype not in ("F16", "BF16", "F32"):
+            raise CheckpointError(f"{where}: GPTQ scales {scales.name!r} are stored as {scales.dtype}; hfview "
+                                  f"reads float scales")
+        if len(qweight.shape) != 2 or len(scales.shape) != 2 or len(qzeros.shape) != 2 or len(g_idx.shape) != 1:
+            raise CheckpointError(f"{where}: GPTQ {name!r}: qweight {list(qweight.shape)}, qzeros "
+                                  f"{list(qzeros.shape)}, scales {list(scales.shape)}, g_idx {list(g_idx.shape)} "
+                                  f"are not the 2-D, 2-D, 2-D and 1-D tensors GPTQ writes")
+        n_in, n_out = qweight.shape[0] * pack, qweight.shape[1]
+        groups = scales.shape[0]
+        if (scales.shape[1] != n_out or tuple(qzeros.shape) != (groups, n_out // pack) or n_out % pack
+                or g_idx.shape[0] != n_in):
+            raise CheckpointError(f"{where}: GPTQ {name!r} at {bits} bits: qweight {list(qweight.shape)} holds "
+                                  f"[{n_in}, {n_out}], which needs qzeros [{groups}, {n_out // pack}], scales "
+                                  f"[{groups}, {n_out}] and g_idx [{n_in}]; found {list(qzeros.shape)}, "
+                                  f"{list(scales.shape)}, {list(g_idx.shape)}")
+        return cls(name, qweight.path, "F32", (n_out, n_in), qweight.offset, n_out * n_in * 4, qweight.stamp,
+                   qweight=qweight, qzeros=qzeros, scales=scales, g_idx=g_idx, bits=bits, zero_offset=zero_offset)
+
+    def _unpacked(self, words: np.ndarray) -> np.ndarray:
+        """Packed int32 words [..., n] -> their codes [..., n, 32 / bits], the lowest bits first."""
+        shifts = np.arange(0, 32, self.bits, dtype=np.uint32)
+        return (words.view(np.uint32)[..., None] >> shifts) & np.uint32((1 << self.bits) - 1)
+
+    def read_rows(self, start: int, stop: int) -> np.ndarray:
+        g_idx = self.g_idx.read().astype(np.int64)
+        if g_idx.size and not 0 <= int(g_idx.min()) <= int(g_idx.max()) < self.scales.shape[0]:
+            raise CheckpointError(f"{self.g_idx.path.name}: GPTQ g_idx {self.g_idx.name!r} names groups up to "
+                                  f"{int(g_idx.max())}, but its scales hold {self.scales.shape[0]}")
+        pack = 32 // self.bits
+        words = self.qweight.read()[:, start:stop]                            # [in / pack, rows]
+        codes = self._unpacked(words.T).reshape(stop - start, -1)              # [rows, in]
+        z_lo, z_hi = start // pack, -(-stop // pack)
+        zeros = self._unpacked(self.qzeros.read()[:, z_lo:z_hi]).reshape(self.scales.shape[0], -1)
+        zeros = zeros[:, start - z_lo * pack:stop - z_lo * pack].T.astype(np.int32) + self.zero_offset  # [rows, g]
+        scales = _as_f32(self.scales.read()[:, start:stop], self.scales.dtype).T                       # [rows, g]
+        return scales[:, g_idx] * (codes.astype(np.int32) - zeros[:, g_idx]).astype(np.float32)
+
+    def read_rows_into(self, start: int, stop: int, out: np.ndarray) -> None:
+        out[...] = self.read_rows(start, stop).reshape(out.shape)
+
+
+def gptq_dequantized(stored: dict[str, StoredTensor], bits: int, zero_offset: int) -> dict[str, StoredTensor]:
+    """The tensors the converter's dequant_model leaves for quant_method "gptq": each `<module>.qweight` with its
+    qzeros, scales and g_idx consumed, and `<module>.weight` (GPTQDequantized) added after every other tensor, in
+    the order of the qweights (as it adds the new tensors to the end of its list)."""
+    added: dict[str, StoredTensor] = {}
+    parts = (".qweight", ".qzeros", ".scales", ".g_idx")
+    for name, t in stored.items():
+        if name.endswith(".qweight"):
+            base = name.removesuffix(".qweight")
+            missing = [base + p for p in parts[1:] if base + p not in stored]
+            if missing:
+                raise CheckpointError(f"{t.path.name}: GPTQ {name!r} has no {missing[0]!r} beside it; a shard may "
+                                      f"be missing")
+            added[base + ".weight"] = GPTQDequantized.of(base + ".weight", t, *(stored[base + p] for p in parts[1:]),
+                                                         bits, zero_offset)
+    consumed = {base.removesuffix(".weight") + p for base in added for p in parts}
+    out = {n: t for n, t in stored.items() if n not in consumed}
+    for name, t in added.items():
+        out[name] = t  # at the end, or (a stored tensor of that name) in its place, as a dict assignment puts it
+    return out
+
+
+# ---------------------------------------------------------------- compressed-tensors pack-quantized
+@dataclass(frozen=True)
+class PackedIntDequantized(StoredTensor):
+    """A linear weight as compressed-tensors' pack-quantized stores it, read as the converter's dequant_packed
+    computes it: `packed` int32 [out, ceil(in x bits / 32)] (32 / bits codes a word along the inputs, the lowest
+    bits first), `scale` [out, in / group_size], `zero_point` int32 [ceil(out x bits / 32), groups] packed along the
+    outputs (or, with none, the codes offset by 2^(bits - 1)), `weight_shape` [out, in]; weight = (code - zero) x
+    scale in float32 (exact), as F32 [out, in]. Computed on read, a row range at a time."""
+    packed: StoredTensor | None = None
+    scale: StoredTensor | None = None
+    zero_point: StoredTensor | None = None
+    weight_shape: StoredTensor | None = None
+    bits: int = 4
+    group_size: int = 128
+
+    @classmethod
+    def of(cls, name: str, packed: StoredTensor, scale: StoredTensor, zero_point: StoredTensor | None,
+           weight_shape: StoredTensor, bits: int, group_size: int) -> "PackedIntDequantized":
+        pack, where = 32 // bits, packed.path.name
+        if packed.dtype != "I32" or (zero_point is not None and zero_point.dtype != "I32"):
+            raise CheckpointError(f"{where}: pack-quantized {name!r}: weight_packed {packed.dtype}"
+                                  + (f", weight_zero_point {zero_point.dtype}" if zero_point is not None else "")
+                                  + "; compressed-tensors packs its codes in I32 words")
+        if scale.dtype not in ("F16", "BF16", "F32"):
+            raise CheckpointError(f"{where}: scale {scale.name!r} is stored as {scale.dtype}; hfview reads float "
+                                  f"scales")
+        if len(packed.shape) != 2 or len(scale.shape) != 2 or scale.shape[0] != packed.shape[0]:
+            raise CheckpointError(f"{where}: pack-quantized {name!r}: weight_packed {list(packed.shape)} and "
+                                  f"weight_scale {list(scale.shape)} are not [out, words] and [out, groups]")
+        n_out, n_in = packed.shape[0], scale.shape[1] * group_size
+        if -(-n_in // pack) != packed.shape[1] or (zero_point is not None and tuple(zero_point.shape) != (
+                -(-n_out // pack), scale.shape[1])):
+            raise CheckpointError(f"{where}: pack-quantized {name!r}: weight_scale {list(scale.shape)} in groups of "
+                                  f"{group_size} makes [{n_out}, {n_in}], which weight_packed {list(packed.shape)}"
+                                  + (f" and weight_zero_point {list(zero_point.shape)}" if zero_point is not None
+                                     else "") + f" at {bits} bits do not hold")
+        return cls(name, packed.path, "F32", (n_out, n_in), packed.offset, n_out * n_in * 4, packed.stamp,
+                   packed=packed, scale=scale, zero_point=zero_point, weight_shape=weight_shape, bits=bits,
+                   group_size=group_size)
+
+    def _codes(self, words: np.ndarray) -> np.ndarray:
+        shifts = np.arange(0, 32 - (self.bits - 1), self.bits, dtype=np.uint32)
+        return ((words.view(np.uint32)[..., None] >> shifts) & np.uint32((1 << self.bits) - 1)).astype(np.int32)
+
+    def read_rows(self, start: int, stop: int) -> np.ndarray:
+        stated = tuple(int(v) for v in self.weight_shape.read().reshape(-1))
+        if stated != tuple(self.shape):
+            raise CheckpointError(f"{self.weight_shape.path.name}: {self.weight_shape.name!r} states {list(stated)}, "
+                                  f"but its weight_packed and weight_scale hold {list(self.shape)}")
+        n, groups = stop - start, self.scale.shape[1]
+        codes = self._codes(self.packed.read_rows(start, stop)).reshape(n, -1)[:, :self.shape[1]]
+        codes = codes.reshape(n, groups, self.group_size)
+        if self.zero_point is None:
+            offset = np.int32(1 << (self.bits - 1))
+        else:
+            pack = 32 // self.bits
+            lo, hi = start // pack, -(-stop // pack)
+            zeros = self._codes(self.zero_point.read_rows(lo, hi).T)  # [groups, words, pack]
+            offset = zeros.reshape(groups, -1).T[start - lo * pack:stop - lo * pack, :, None]
+        scale = _as_f32(self.scale.read_rows(start, stop), self.scale.dtype)[:, :, None]
+        return ((codes - offset).astype(np.float32) * scale).reshape(n, self.shape[1])
+
+    def read_rows_into(self, start: int, stop: int, out: np.ndarray) -> None:
+        out[...] = self.read_rows(start, stop).reshape(out.shape)
+
+
+def pack_dequantized(stored: dict[str, StoredTensor], bits: int, group_size: int) -> dict[str, StoredTensor]:
+    """The tensors the converter's dequant_model leaves for compressed-tensors pack-quantized: each
+    `<module>.weight_packed` with its weight_scale, weight_shape and weight_zero_point consumed, and
+    `<module>.weight` (PackedIntDequantized) added after every other tensor, as it adds the new tensors."""
+    added: dict[str, StoredTensor] = {}
+    for name, t in stored.items():
+        if name.endswith(".weight_packed"):
+            base = name.removesuffix("_packed")
+            missing = [base + p for p in ("_scale", "_shape") if base + p not in stored]
+            if missing:
+                raise CheckpointError(f"{t.path.name}: {name!r} has no {missing[0]!r} beside it; a shard may be "
+                                      f"missing")
+            added[base] = PackedIntDequantized.of(base, t, stored[base + "_scale"], stored.get(base + "_zero_point"),
+                                                  stored[base + "_shape"], bits, group_size)
+    consumed = {base + p for base in added for p in ("_packed", "_scale", "_shape", "_zero_point")}
+    out = {n: t for n, t in stored.items() if n not in consumed}
+    for name, t in out.items():
+        if name.endswith(("_g_idx", ".input_scale", "_zero_point")):  # (activation order, static inputs)
+            raise CheckpointError(f"{t.path.name}: tensor {name!r} (shape {list(t.shape)}) is a quantization "
+                                  f"parameter the pinned converter does not read for pack-quantized weights: it "
+                                  f"fails on it (\"Can not map tensor {name!r}\"), and hfview refuses the checkpoint "
+                                  f"as it does")
+    for name, t in added.items():
+        out[name] = t
+    return out
+
+
 # ---------------------------------------------------------------- MXFP4 (quant_method "mxfp4": gpt-oss's experts)
 @dataclass(frozen=True)
 class MXFP4Pair(StoredTensor):

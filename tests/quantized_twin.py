@@ -36,6 +36,42 @@ def dequantized(weight, scale, block):
     return weight.float() * scale
 
 
+def gptq_dequantized(qweight, qzeros, scales, g_idx, bits, checkpoint_format):
+    """GPTQ's weight [out, in] from its packed tensors, as AutoGPTQ's own dequantization states it: codes and zeros
+    unpacked from int32 words (lowest bits first), zeros stored one below the true ones in checkpoint_format gptq,
+    weight = scale x (code - zero) of each input's group (g_idx)."""
+    import torch
+
+    shifts = torch.arange(0, 32, bits, dtype=torch.int64)
+    mask = (1 << bits) - 1
+    codes = (qweight.to(torch.int64).unsqueeze(1) >> shifts.view(1, -1, 1)) & mask      # [in / pack, pack, out]
+    codes = codes.reshape(-1, qweight.shape[1])                                           # [in, out]
+    zeros = (qzeros.to(torch.int64).unsqueeze(2) >> shifts.view(1, 1, -1)) & mask       # [groups, out / pack, pack]
+    zeros = zeros.reshape(qzeros.shape[0], -1) + (1 if checkpoint_format == "gptq" else 0)
+    g = g_idx.to(torch.int64)
+    return (scales.float()[g] * (codes - zeros[g]).float()).T.contiguous()
+
+
+def packed_dequantized(packed, scale, zero_point, shape, bits, group_size):
+    """compressed-tensors pack-quantized's weight [out, in], as its own decompressor states it: codes unpacked along
+    the inputs (lowest bits first), minus the zero point (unpacked along the outputs) or 2^(bits - 1), times the
+    scale of each group."""
+    import torch
+
+    out_f, in_f = (int(v) for v in shape.tolist())
+    pack = 32 // bits
+    shifts = torch.arange(0, pack * bits, bits, dtype=torch.int64)
+    mask = (1 << bits) - 1
+    codes = ((packed.to(torch.int64).unsqueeze(-1) >> shifts) & mask).reshape(out_f, -1)[:, :in_f]
+    if zero_point is None:
+        zeros = torch.full((out_f, in_f // group_size), 1 << (bits - 1), dtype=torch.int64)
+    else:
+        zeros = ((zero_point.to(torch.int64).unsqueeze(1) >> shifts.view(1, -1, 1)) & mask)
+        zeros = zeros.reshape(-1, zero_point.shape[1])[:out_f]
+    codes = codes.reshape(out_f, -1, group_size) - zeros.unsqueeze(-1)
+    return (codes.float() * scale.float().unsqueeze(-1)).reshape(out_f, in_f).contiguous()
+
+
 def dequantized_twin(src: Path, dst: Path) -> Path:
     """Write the float32 dequantized twin of checkpoint `src` (one model.safetensors) into `dst`."""
     from safetensors import safe_open
@@ -48,11 +84,27 @@ def dequantized_twin(src: Path, dst: Path) -> Path:
     (tmp / "hf_quant_config.json").unlink(missing_ok=True)
     config = json.loads((tmp / "config.json").read_text())
     block = _block(config)
-    config.pop("quantization_config", None)
+    quant = config.pop("quantization_config", None) or {}
     with safe_open(str(src / "model.safetensors"), "pt") as f:
         tensors = {n: f.get_tensor(n) for n in f.keys()}
     out = {}
+    gptq = quant.get("quant_method") == "gptq"
     for name, t in tensors.items():
+        if gptq and name.endswith((".qweight", ".qzeros", ".scales", ".g_idx")):
+            if name.endswith(".qweight"):
+                base = name.removesuffix(".qweight")
+                out[base + ".weight"] = gptq_dequantized(*(tensors[base + p] for p in (".qweight", ".qzeros",
+                                                                                      ".scales", ".g_idx")),
+                                                         quant["bits"], quant.get("checkpoint_format", "gptq"))
+            continue
+        if name.endswith((".weight_packed", ".weight_shape", ".weight_zero_point")) or (
+                name.endswith(".weight_scale") and name.removesuffix("_scale") + "_packed" in tensors):
+            if name.endswith(".weight_packed"):
+                base = name.removesuffix("_packed")
+                weights = next(iter(quant["config_groups"].values()))["weights"]
+                out[base] = packed_dequantized(t, tensors[base + "_scale"], tensors.get(base + "_zero_point"),
+                                               tensors[base + "_shape"], weights["num_bits"], weights["group_size"])
+            continue
         if name.endswith(_UNUSED) or any(name.endswith(s) for s, _ in _SCALES):
             continue
         scale = next((tensors[name.removesuffix(w) + s] for s, w in _SCALES

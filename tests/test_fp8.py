@@ -2,7 +2,8 @@
 on read, byte-identical to the pinned converter's file at every outtype (Qwen3 and DeepSeek-V3 fixtures, widths
 that are not whole blocks among them); llama.cpp's logits from the view against transformers loading the same FP8
 checkpoint where its loader can (whole blocks: on the CPU its finegrained-FP8 path dequantizes the weights), else
-against transformers over a torch-dequantized float32 twin. Every other quantized form stays refused, naming it."""
+against transformers over a torch-dequantized float32 twin. Forms hfview does not read stay refused, naming them
+(the other forms it reads: tests/test_mxfp4.py, test_scaled_fp8.py, test_mistral_fp8.py, test_gptq.py)."""
 import json
 import shutil
 
@@ -90,7 +91,7 @@ def _with_config(src, dst, edit):
 @pytest.mark.parametrize("quant, form", [
     ({"quant_method": "fbgemm_fp8"}, "FP8 \\(FBGEMM\\)"),
     ({"quant_method": "compressed-tensors", "format": "float-quantized"}, "compressed-tensors"),
-    ({"quant_method": "gptq", "bits": 4}, "GPTQ 4-bit"),
+    ({"quant_method": "gptq", "bits": 3}, "GPTQ 3-bit"),
     ({"quant_method": "mxfp4"}, "MXFP4"),
 ])
 def test_other_quantized_forms_stay_refused(checkpoint, tmp_path, quant, form):

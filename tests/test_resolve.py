@@ -377,7 +377,7 @@ def test_non_finite_numbers_are_read_as_unstated(tmp_path):
 @pytest.mark.parametrize("quant, named", [
     ({"quant_method": "fbgemm_fp8", "activation_scale_ub": 1200.0}, "FP8 (FBGEMM)"),
     ({"quant_method": "mxfp4"}, "MXFP4"),
-    ({"quant_method": "gptq", "bits": 4, "group_size": 128}, "GPTQ 4-bit"),
+    ({"quant_method": "gptq", "bits": 3, "group_size": 128}, "GPTQ 3-bit"),  # (2, 4 and 8 bits are read)
     ({"quant_method": "awq", "bits": 4, "version": "gemm"}, "AWQ 4-bit"),
     ({"quant_method": "bitsandbytes", "load_in_4bit": True}, "bitsandbytes 4-bit"),
     ({"quant_method": "compressed-tensors", "format": "nvfp4-pack-quantized"}, "NVFP4 (compressed-tensors)"),
@@ -411,7 +411,7 @@ def test_quantization_in_text_config_params_and_modelopt_record(tmp_path):
 
 
 def test_local_quantized_checkpoint_is_refused(tmp_path):
-    config = {**LLAMA_CONFIG, "quantization_config": {"quant_method": "gptq", "bits": 4}}
+    config = {**LLAMA_CONFIG, "quantization_config": {"quant_method": "awq", "bits": 4}}
     with pytest.raises(QuantizedCheckpoint):
         resolve(str(write_dir(tmp_path / "gptq", tiny_checkpoint(config))))
 

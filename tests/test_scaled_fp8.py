@@ -1,6 +1,6 @@
 """ModelOpt FP8 (hf_quant_config.json or config.json quant_method modelopt, quant_algo FP8: a per-tensor
 `weight_scale`, `input_scale` and KV scales dropped) and compressed-tensors float-quantized FP8 (channel or block
-`weight_scale`), read dequantized on read by the one scaled form the converter's fp8 uses (views.scale_dequantized):
+`weight_scale`; int-quantized int8 alike), read dequantized on read by the one scaled form the converter's fp8 uses (views.scale_dequantized):
 byte-identical to the pinned converter's file at every outtype (a tied head, a width that is not whole blocks among
 the fixtures); llama.cpp's logits from the view against transformers over each checkpoint's dequantized float32 twin
 (tests/quantized_twin.py: transformers cannot load ModelOpt's FP8, nor compressed-tensors without its package).
@@ -15,7 +15,7 @@ from family_oracle import OUTTYPES, check_logits, oracle_tests
 from family_variants import variant
 
 MODELOPT = ["qwen3-modelopt-fp8", "qwen3-modelopt-fp8-config"]
-COMPRESSED = ["qwen3-ct-fp8-channel", "qwen3-ct-fp8-block"]
+COMPRESSED = ["qwen3-ct-fp8-channel", "qwen3-ct-fp8-block", "qwen3-ct-int8-channel"]
 
 test_export, _ = oracle_tests("qwen3", MODELOPT + COMPRESSED)
 
@@ -59,7 +59,7 @@ def test_scales_are_consumed_and_unused_ones_dropped(checkpoint):
         assert view.outtype == "bf16"
         assert not [t.name for t in view.tensors if "scale" in t.name], name
         q = view.tensor("blk.0.attn_q.weight").describe()
-        assert q.startswith("FP8 x weight_scale"), q
+        assert q.startswith("I8 x weight_scale" if "int8" in name else "FP8 x weight_scale"), q
     assert "per 32x32 block" in HfCheckpoint(checkpoint("qwen3-ct-fp8-block"), "f32").tensor(
         "blk.1.ffn_down.weight").describe()
 
