@@ -120,13 +120,11 @@ EXPECTED: dict[str, str] = {
     'modelopt/nvidia__Qwen3.5-122B-A10B-NVFP4.json':
         '/config.json declares quantization_config (NVFP4 (ModelOpt), quant_method "modelopt")',
     # gptq
-    'gptq/Qwen__Qwen-VL-Chat-Int4.json': '/config.json declares quantization_config (GPTQ 4-bit, quant_method "gptq")',
+    'gptq/Qwen__Qwen-VL-Chat-Int4.json': "a Qwen-VL checkpoint (its visual encoder's tensors beside the language model)",
     'gptq/TheBloke__Genz-70b-GPTQ.json': '/config.json declares quantization_config (GPTQ 3-bit, quant_method "gptq")',
-    'gptq/TheBloke__Llama-2-13B-chat-GPTQ.json':
-        '/config.json declares quantization_config (GPTQ 4-bit, quant_method "gptq")',
+    'gptq/TheBloke__Llama-2-13B-chat-GPTQ.json': 'view',
     'gptq/TheBloke__Wizard-Vicuna-30B-Uncensored-GPTQ-first-revision.json': '/quantize_config.json declares quantization (GPTQ 4-bit, quant_method "gptq")',
-    'gptq/TheBloke__Wizard-Vicuna-30B-Uncensored-GPTQ.json':
-        '/config.json declares quantization_config (GPTQ 4-bit, quant_method "gptq")',
+    'gptq/TheBloke__Wizard-Vicuna-30B-Uncensored-GPTQ.json': 'view',
     'gptq/TheBloke__WizardCoder-15B-1.0-GPTQ.json': '/quantize_config.json declares quantization (GPTQ 4-bit, quant_method "gptq")',
     'gptq/TheBloke__wizard-mega-13B-GPTQ.json': '/quantize_config.json declares quantization (GPTQ 4-bit, quant_method "gptq")',
     # fbgemm_fp8
@@ -156,9 +154,6 @@ GAPS: dict[str, str] = {
         "refused, but named as FP8 with expert_dtype fp4: the config.json states quant_method fp8 with quant_algo "
         "MIXED_PRECISION and NVFP4 config_groups, and hf_quant_config.json a ModelOpt MIXED_PRECISION record; the "
         "refusal should name ModelOpt NVFP4"),
-    **{f"gptq/{name}.json": _CONVERTER_READS.format("base.py dequant_model gptq")
-       for name in ("Qwen__Qwen-VL-Chat-Int4", "TheBloke__Genz-70b-GPTQ", "TheBloke__Llama-2-13B-chat-GPTQ",
-                    "TheBloke__Wizard-Vicuna-30B-Uncensored-GPTQ")},
 }
 
 
