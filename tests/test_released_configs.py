@@ -372,7 +372,8 @@ REFUSED.update({
     "qwen/Qwen__Qwen-7B-Chat-2023-08.json": (
         "ffn_hidden_size 22016", "Qwen-7B-Chat's first revision (n_embd, n_layer, ffn_hidden_size): the converter "
         "finds no feed-forward length among those names, so its file would not load; the current config reads"),
-    "qwen/Qwen__Qwen-VL-Chat-Int4.json": ("quantized checkpoints are unsupported", "GPTQ 4-bit (quantization_config)"),
+    "qwen/Qwen__Qwen-VL-Chat-Int4.json": ("a Qwen-VL checkpoint", "a visual encoder beside the text model (its GPTQ "
+                                          "4-bit weights would be read)"),
     "qwen/Qwen__Qwen-Audio.json": ("a Qwen-Audio checkpoint", "an audio encoder beside the text model"),
 })
 # Ling 3.0: Ling-3.0-tiny and Ling-3.0-flash publish on the Hub only; copies found only as other projects'
