@@ -33,9 +33,18 @@ def to_working(stored: np.ndarray, dtype: str) -> np.ndarray:
 
 def bf16_bits(values: np.ndarray) -> np.ndarray:
     """f32 -> bf16 as ggml rounds (nearest even, NaN made quiet), as uint16 bits."""
-    n = values.astype(np.float32, copy=False).view(np.uint32)
-    n = np.where((n & 0x7FFFFFFF) > 0x7F800000, (n & np.uint32(0xFFFF0000)) | np.uint32(64 << 16), n)
-    return ((n.astype(np.uint64) + (0x7FFF + ((n >> 16) & 1))) >> 16).astype(np.uint16)
+    f = values.astype(np.float32, copy=False)
+    n = f.view(np.uint32)
+    # in place on one uint32 array (a sum past 32 bits needs n >= 0xFFFF8001, a NaN, set apart below)
+    out = n >> 16
+    out &= 1
+    out += 0x7FFF
+    out += n
+    out >>= 16
+    nan = np.isnan(f)
+    if nan.any():
+        out[nan] = (n[nan] >> 16) | 0x40
+    return out.astype(np.uint16)
 
 
 _PASSTHROUGH = {"F32": GGMLType.F32, "F16": GGMLType.F16, "BF16": GGMLType.BF16}
