@@ -865,6 +865,23 @@ def _as_f32(raw: np.ndarray, dtype: str) -> np.ndarray:
     return to_working(raw, dtype).astype(np.float32, copy=False)
 
 
+def _times_blocks_of_last_axis(values: np.ndarray, scale: np.ndarray, block: int) -> None:
+    """values *= scale, each scale along the last axis standing for `block` values (the last block may be cut
+    short), without widening the scale to the values' size."""
+    width = values.shape[-1]
+    whole = width // block
+    if block == 1:
+        values *= scale
+        return
+    if whole:
+        body = np.lib.stride_tricks.as_strided(
+            values, (*values.shape[:-1], whole, block), (*values.strides[:-1], block * values.strides[-1],
+                                                           values.strides[-1]), writeable=True)
+        body *= scale[..., :whole, None]
+    if width > whole * block:
+        values[..., whole * block:] *= scale[..., whole:whole + 1]
+
+
 @dataclass(frozen=True)
 class FP8Dequantized(StoredTensor):
     """A weight stored as FP8 with its float32 scale (`weight_scale_inv`), read as the converter's dequant_model
@@ -905,22 +922,28 @@ class FP8Dequantized(StoredTensor):
         if not self.shape:
             return _as_f32(w.read_rows(0, 0), w.dtype) * _as_f32(s.read_rows(0, 0), s.dtype)
         values = _as_f32(w.read_rows(start, stop), w.dtype)
+        if not values.flags.writeable:
+            values = values.copy()
+        # float32 times float32, rounded once, as torch multiplies them; in place, the scale never widened to the
+        # weight's size (it would double a read's memory)
         if self.block is None:
             scale = _as_f32(s.read_rows(0, s.shape[0]) if s.shape else s.read_rows(0, 0), s.dtype)
             scale = scale.reshape(*scale.shape, *(1,) * (len(self.shape) - scale.ndim))
             if scale.ndim and scale.shape[0] > 1:
                 scale = scale[start:stop]
-        else:
+            values *= scale
+        elif stop > start:
             lead = len(self.shape) - len(self.block)
             # each axis' scale index: the element's block (a blocked axis) or the element itself
             steps = [(1 if i < lead else self.block[i - lead]) for i in range(len(self.shape))]
             first = start // steps[0]
-            scale = _as_f32(s.read_rows(first, (stop - 1) // steps[0] + 1), s.dtype) if stop > start \
-                else np.zeros((0, *s.shape[1:]), np.float32)
+            scale = _as_f32(s.read_rows(first, (stop - 1) // steps[0] + 1), s.dtype)
+            # widened along every axis but the last, whose blocks are broadcast over
             index = [np.arange(start, stop) // steps[0] - first,
-                     *(np.arange(n) // b for n, b in zip(self.shape[1:], steps[1:]))]
-            scale = scale[np.ix_(*index)]
-        return values * scale  # float32 times float32, rounded once, as torch multiplies them
+                     *(np.arange(n) // b for n, b in zip(self.shape[1:-1], steps[1:-1])), slice(None)]
+            scale = scale[np.ix_(*index[:-1])] if len(index) > 1 else scale
+            _times_blocks_of_last_axis(values, scale, steps[-1] if len(steps) > 1 else 1)
+        return values
 
     def read_rows_into(self, start: int, stop: int, out: np.ndarray) -> None:
         out[...] = self.read_rows(start, stop).reshape(out.shape)
