@@ -164,3 +164,29 @@ def test_keys_released_configs_state_change_no_byte(checkpoint, builder, tmp_pat
     ours = export(ckpt, tmp_path / "ours.gguf")
     theirs = oracle.convert_cached(model, "f32", *builder.CONVERTER_ARGS.get(name, ()))
     assert oracle.sha256(ours) == oracle.sha256(theirs), oracle.first_difference(ours, theirs)
+
+
+# HuggingFaceTB/SmolLM2-135M's config.json as transformers 4.48 prints it (LlamaConfig's repr, which adds head_dim and
+# mlp_bias) in a course project's README (github.com/satyasundar/erav3-s13, README.md), found through the search's code
+# corpus; no byte copy of a SmolLM2 config.json reached. The Instruct uploads add transformers.js_config.
+SMOLLM2_135M = {
+    "_name_or_path": "HuggingFaceTB/SmolLM2-135M", "architectures": ["LlamaForCausalLM"], "attention_bias": False,
+    "attention_dropout": 0.0, "bos_token_id": 0, "eos_token_id": 0, "head_dim": 64, "hidden_act": "silu",
+    "hidden_size": 576, "initializer_range": 0.041666666666666664, "intermediate_size": 1536, "is_llama_config": True,
+    "max_position_embeddings": 2048, "mlp_bias": False, "model_type": "llama", "num_attention_heads": 9,
+    "num_hidden_layers": 30, "num_key_value_heads": 3, "pretraining_tp": 1, "rms_norm_eps": 1e-05,
+    "rope_interleaved": False, "rope_scaling": None, "rope_theta": 100000, "tie_word_embeddings": True,
+    "torch_dtype": "bfloat16", "transformers_version": "4.48.0", "use_cache": True, "vocab_size": 49152}
+
+
+@pytest.mark.parametrize("extra", [{}, {"transformers.js_config": SMOLLM2["transformers.js_config"]}],
+                         ids=["base", "instruct"])
+def test_smollm2s_config_is_read(tmp_path, extra):
+    """Refused before for is_llama_config (the first of its three keys neither reference reads); read now."""
+    from hfview.config import read_as
+    config = {**SMOLLM2_135M, **extra}
+    family = families.family_for("llama", config["architectures"])
+    h = read_as(family, config, tmp_path / "config.json")
+    kv = {k.key: k.value for k in family.parameters(h, 30, 1)}
+    assert kv["llama.embedding_length"] == 576 and kv["llama.attention.head_count_kv"] == 3
+    assert {"is_llama_config", "rope_interleaved", *extra} <= set(ignored_keys(config, family))
