@@ -63,7 +63,8 @@ RULES: dict[str, Rule] = {
        for k in ("time_step_rank", "dt_rank", "mamba_dt_rank")},
     # a clamp's bounds are never written to the file: any finite number, past float32's range too (Nemotron-3-Ultra's
     # [0.0, 1e+308], whose upper bound clamps nothing; families.state_space.clamps_nothing)
-    "time_step_limit": list_of(Rule("a finite number", lambda v: is_int(v) or isinstance(v, float) and math.isfinite(v))),
+    "time_step_limit": list_of(Rule("a finite number",
+                                    lambda v: is_int(v) or isinstance(v, float) and math.isfinite(v))),
     "full_attn_idxs": list_of(ZERO_OR_COUNT).or_null(),
     "mixer_rms_eps": NON_NEGATIVE, "rotary_emb_base": POSITIVE,
     **{k: BOOL for k in ("use_bias", "use_conv_bias", "norm_before_gate")},

@@ -164,3 +164,61 @@ def test_keys_released_configs_state_change_no_byte(checkpoint, builder, tmp_pat
     ours = export(ckpt, tmp_path / "ours.gguf")
     theirs = oracle.convert_cached(model, "f32", *builder.CONVERTER_ARGS.get(name, ()))
     assert oracle.sha256(ours) == oracle.sha256(theirs), oracle.first_difference(ours, theirs)
+
+
+# HuggingFaceTB/SmolLM2-135M's config.json as transformers 4.48 prints it (LlamaConfig's repr, which adds head_dim and
+# mlp_bias) in a course project's README (github.com/satyasundar/erav3-s13, README.md), found through the search's code
+# corpus; no byte copy of a SmolLM2 config.json reached. The Instruct uploads add transformers.js_config.
+SMOLLM2_135M = {
+    "_name_or_path": "HuggingFaceTB/SmolLM2-135M", "architectures": ["LlamaForCausalLM"], "attention_bias": False,
+    "attention_dropout": 0.0, "bos_token_id": 0, "eos_token_id": 0, "head_dim": 64, "hidden_act": "silu",
+    "hidden_size": 576, "initializer_range": 0.041666666666666664, "intermediate_size": 1536, "is_llama_config": True,
+    "max_position_embeddings": 2048, "mlp_bias": False, "model_type": "llama", "num_attention_heads": 9,
+    "num_hidden_layers": 30, "num_key_value_heads": 3, "pretraining_tp": 1, "rms_norm_eps": 1e-05,
+    "rope_interleaved": False, "rope_scaling": None, "rope_theta": 100000, "tie_word_embeddings": True,
+    "torch_dtype": "bfloat16", "transformers_version": "4.48.0", "use_cache": True, "vocab_size": 49152}
+
+
+@pytest.mark.parametrize("extra", [{}, {"transformers.js_config": SMOLLM2["transformers.js_config"]}],
+                         ids=["base", "instruct"])
+def test_smollm2s_config_is_read(tmp_path, extra):
+    """Refused before for is_llama_config (the first of its three keys neither reference reads); read now."""
+    from hfview.config import read_as
+    config = {**SMOLLM2_135M, **extra}
+    family = families.family_for("llama", config["architectures"])
+    h = read_as(family, config, tmp_path / "config.json")
+    kv = {k.key: k.value for k in family.parameters(h, 30, 1)}
+    assert kv["llama.embedding_length"] == 576 and kv["llama.attention.head_count_kv"] == 3
+    assert {"is_llama_config", "rope_interleaved", *extra} <= set(ignored_keys(config, family))
+
+
+# Qwen/Qwen3.5-0.8B's config.json "minus tokens/vision irrelevant to layout", as another project's test transcribes it
+# (its QWEN35_08B_CONFIG, pinned to the Hub revision 2fc06364), found through the search's code corpus; the 9B's and
+# 27B's byte copies are under tests/data/released_configs/qwen3_5_text/
+QWEN35_08B = {
+    "architectures": ["Qwen3_5ForConditionalGeneration"], "model_type": "qwen3_5", "tie_word_embeddings": True,
+    "text_config": {
+        "attention_bias": False, "attention_dropout": 0.0, "attn_output_gate": True, "full_attention_interval": 4,
+        "head_dim": 256, "hidden_act": "silu", "hidden_size": 1024, "intermediate_size": 3584,
+        "layer_types": (["linear_attention"] * 3 + ["full_attention"]) * 6, "linear_conv_kernel_dim": 4,
+        "linear_key_head_dim": 128, "linear_num_key_heads": 16, "linear_num_value_heads": 16,
+        "linear_value_head_dim": 128, "max_position_embeddings": 262144, "mlp_only_layers": [],
+        "model_type": "qwen3_5_text", "num_attention_heads": 8, "num_hidden_layers": 24, "num_key_value_heads": 2,
+        "rms_norm_eps": 1e-06, "tie_word_embeddings": True, "vocab_size": 248320,
+        "rope_parameters": {"mrope_interleaved": True, "mrope_section": [11, 11, 10], "rope_type": "default",
+                            "rope_theta": 10000000, "partial_rotary_factor": 0.25}},
+    "vision_config": {"depth": 12, "hidden_act": "gelu_pytorch_tanh", "hidden_size": 768, "in_channels": 3,
+                      "intermediate_size": 3072, "model_type": "qwen3_5", "num_heads": 12,
+                      "num_position_embeddings": 2304, "out_hidden_size": 1024, "patch_size": 16,
+                      "spatial_merge_size": 2, "temporal_patch_size": 2}}
+
+
+def test_qwen35_08bs_config_is_read(tmp_path):
+    """Refused before for mlp_only_layers [] (which the dense Qwen3.5 code of neither reference reads); tied, as the
+    small Qwen3.5 models are."""
+    from hfview.config import read_as, read_checkpoint_config
+    (tmp_path / "config.json").write_text(json.dumps(QWEN35_08B))
+    config, path = read_checkpoint_config(tmp_path)
+    family = families.family_for(config["model_type"], config["architectures"])
+    read_as(family, config, path)
+    assert family.name == "qwen3_5_text" and "mlp_only_layers" in ignored_keys(config, family)

@@ -5,7 +5,9 @@ Small: Mistral3ForConditionalGeneration, text_config model_type mistral) is read
 llama.cpp's `mistral3` architecture, as the converter's Mistral3Model writes it (LlamaModel's keys, nothing else);
 its Pixtral tower and projector are left out. With a Ministral 3 text model it is the ministral3 family's.
 LLaVA-1.5 (LlavaForConditionalGeneration over a Llama) is read as its text model under `llama`, as the converter's
-LlamaModel writes it; its CLIP tower and projector are left out, and their configuration is ignored."""
+LlamaModel writes it; its CLIP tower and projector are left out, and their configuration is ignored. Voxtral
+(VoxtralForConditionalGeneration) likewise, its audio tower left out and its tekken.json read as the converter reads
+it through mistral_common."""
 from __future__ import annotations
 
 from ..config import ANY, Harmless
@@ -79,7 +81,8 @@ FAMILY = Family(
     gguf_arch="llama",
     architectures=("LlamaForCausalLM", "MistralForCausalLM", "MixtralForCausalLM",
                    "Mistral3ForConditionalGeneration",  # its Mistral text model (mistral3)
-                   "LlavaForConditionalGeneration"),  # LLaVA-1.5's Llama text model, as the converter's LlamaModel
+                   "LlavaForConditionalGeneration",  # LLaVA-1.5's Llama text model, as the converter's LlamaModel
+                   "VoxtralForConditionalGeneration"),  # Voxtral's, likewise
     defaults=DEFAULTS,
     reads=READS,
     harmless=HARMLESS,

@@ -218,10 +218,11 @@ def read_mistral_tokenizer(model_dir: Path, n_vocab: int | None = None) -> Mistr
     return _tekken(path, n_vocab) if path.name == "tekken.json" else _sentencepiece(path)
 
 
-def chat_template(model_dir: Path, tok: MistralTokens) -> str:
-    """chat_template.jinja beside the weights, else the converter's choice by tokenizer version and kind."""
+def chat_template(model_dir: Path, tok: MistralTokens, mistral_format: bool = True) -> str:
+    """chat_template.jinja beside the weights (read in Mistral's own format only, as the converter reads it), else
+    the converter's choice by tokenizer version and kind."""
     local = Path(model_dir) / "chat_template.jinja"
-    if local.is_file():
+    if mistral_format and local.is_file():
         return local.read_text(encoding="utf-8")
     if (tok.version, tok.kind) in _BUILTIN_TEMPLATES:
         return _BUILTIN_TEMPLATES[(tok.version, tok.kind)]
@@ -233,9 +234,10 @@ def chat_template(model_dir: Path, tok: MistralTokens) -> str:
                          f"tokenizer (it refuses unless told to skip it); add chat_template.jinja beside the weights")
 
 
-def mistral_vocab(model_dir: Path, arch: str, n_vocab: int | None = None) -> list[KV]:
-    """The converter's _set_vocab_mistral for a Mistral-format directory (`--mistral-format`); `n_vocab`: the
-    rows of the token embedding, which bound the vocabulary."""
+def mistral_vocab(model_dir: Path, arch: str, n_vocab: int | None = None, mistral_format: bool = True) -> list[KV]:
+    """The converter's _set_vocab_mistral for a Mistral-format directory (`--mistral-format`), or for a Hugging Face
+    one whose only tokenizer is tekken.json (`mistral_format` False: Voxtral); `n_vocab`: the rows of the token
+    embedding, which bound the vocabulary."""
     tok = read_mistral_tokenizer(model_dir, n_vocab)
     w = KVWriter()
     w.add_string(Keys.Tokenizer.MODEL, "gpt2" if tok.kind == "tekken" else "llama")
@@ -252,5 +254,5 @@ def mistral_vocab(model_dir: Path, arch: str, n_vocab: int | None = None) -> lis
     w.add_uint32(Keys.LLM.VOCAB_SIZE.format(arch=arch), len(tok.tokens))
     w.add_bool(Keys.Tokenizer.ADD_BOS, True)
     w.add_bool(Keys.Tokenizer.ADD_EOS, False)
-    write_chat_template(w, chat_template(model_dir, tok))
+    write_chat_template(w, chat_template(model_dir, tok, mistral_format))
     return w.kvs()

@@ -404,8 +404,9 @@ def llama_vocab(model_dir: Path, hparams: dict) -> list[KV]:
     EOT (vocab 32016) and small Granite's add_bos = false (vocab 49152) after."""
     model_dir = Path(model_dir)
     if (model_dir / "tekken.json").is_file() and not (model_dir / "tokenizer.json").is_file():
-        raise TokenizerError(f"{model_dir}: a Mistral tekken.json tokenizer; the converter needs mistral_common "
-                             "for it, which hfview does not emulate")
+        # Voxtral's release: the converter reads tekken.json through mistral_common, as for Mistral's own format
+        from .mistral import mistral_vocab
+        return mistral_vocab(model_dir, "llama", n_vocab=hparams.get("vocab_size"), mistral_format=False)
     w = KVWriter()
     cfg_path = model_dir / "tokenizer_config.json"
     if cfg_path.is_file():
