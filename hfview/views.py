@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import functools
 import math
+import os
 from dataclasses import dataclass, field
 from typing import Callable, Sequence
 
@@ -955,6 +956,28 @@ def fp8_dequantized(stored: dict[str, StoredTensor], block: tuple[int, ...] | No
 
 
 # ---------------------------------------------------------------- GPTQ (quant_method "gptq")
+def _stored_columns(t: StoredTensor, start: int, stop: int) -> np.ndarray:
+    """Columns [start, stop) of a stored 2-D tensor, every row: where they are a small part of each row, only they
+    are read (one positioned read a row), not the whole tensor."""
+    from .shards import _open_shard, pread_into
+
+    rows, cols = t.shape
+    if (stop - start) * 4 >= cols or rows <= 1:
+        return t.read()[:, start:stop]
+    item = t.numpy_dtype.itemsize
+    out = np.empty((rows, stop - start), t.numpy_dtype)
+    fd = _open_shard(t, t.offset)
+    try:
+        for r in range(rows):
+            at = t.offset + (r * cols + start) * item
+            if pread_into(fd, memoryview(out[r]).cast("B"), at) != (stop - start) * item:
+                raise CheckpointError(f"{t.path}: shard is truncated: tensor {t.name!r} needs bytes from {at}, the "
+                                      f"file ends first; re-download it")
+    finally:
+        os.close(fd)
+    return out
+
+
 @dataclass(frozen=True)
 class GPTQDequantized(StoredTensor):
     """A linear weight stored as GPTQ packs it, read as the converter's dequant_gptq computes it: `qweight` int32
@@ -1007,12 +1030,12 @@ class GPTQDequantized(StoredTensor):
             raise CheckpointError(f"{self.g_idx.path.name}: GPTQ g_idx {self.g_idx.name!r} names groups up to "
                                   f"{int(g_idx.max())}, but its scales hold {self.scales.shape[0]}")
         pack = 32 // self.bits
-        words = self.qweight.read()[:, start:stop]                            # [in / pack, rows]
+        words = _stored_columns(self.qweight, start, stop)                     # [in / pack, rows]
         codes = self._unpacked(words.T).reshape(stop - start, -1)              # [rows, in]
         z_lo, z_hi = start // pack, -(-stop // pack)
-        zeros = self._unpacked(self.qzeros.read()[:, z_lo:z_hi]).reshape(self.scales.shape[0], -1)
+        zeros = self._unpacked(_stored_columns(self.qzeros, z_lo, z_hi)).reshape(self.scales.shape[0], -1)
         zeros = zeros[:, start - z_lo * pack:stop - z_lo * pack].T.astype(np.int32) + self.zero_offset  # [rows, g]
-        scales = _as_f32(self.scales.read()[:, start:stop], self.scales.dtype).T                       # [rows, g]
+        scales = _as_f32(_stored_columns(self.scales, start, stop), self.scales.dtype).T               # [rows, g]
         return scales[:, g_idx] * (codes.astype(np.int32) - zeros[:, g_idx]).astype(np.float32)
 
     def read_rows_into(self, start: int, stop: int, out: np.ndarray) -> None:
