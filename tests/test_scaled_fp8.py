@@ -185,3 +185,18 @@ def test_released_modelopt_fp8_config_is_accepted():
     kv = config_path_kv(path)
     assert kv["llama.block_count"] == released["num_hidden_layers"]
     assert kv["llama.embedding_length"] == released["hidden_size"]
+
+
+@pytest.mark.parametrize("name, quant", [("qwen3-modelopt-fp8", "Q8_0"), ("qwen3-ct-fp8-block", "Q4_K_M"),
+                                         ("qwen3-gptq-4bit", "Q4_0"), ("qwen3-ct-w4a16-asym", "Q6_K")])
+def test_quant_over_a_dequantized_view_is_llama_quantizes(name, quant, checkpoint, quantized, tmp_path):
+    """--quant over a dequantized view works as over any view: llama_model_quantize's file over the converter's."""
+    import oracle
+
+    from hfview import HfCheckpoint
+    from hfview.export import export
+    from hfview.quant import FILE_TYPES
+
+    theirs = quantized(name, "bf16", FILE_TYPES[quant][0])
+    ours = export(HfCheckpoint(checkpoint(name), "bf16", quant=quant), tmp_path / "ours.gguf")
+    assert oracle.sha256(ours) == oracle.sha256(theirs), oracle.first_difference(ours, theirs)
