@@ -68,6 +68,9 @@ class ScaledForm:
     dropped: tuple[str, ...] = ()
     orphan_scales_dropped: bool = False
     unread: tuple[str, ...] = ()  # tensors the converter leaves and fails to map (refused as it fails)
+    # which dequantized weights the converter's --fp8-as-q8 writes as Q8_0 (its _fp8_dequantized): "all" of them,
+    # those "stored" as FP8 (ModelOpt), or "none" (compressed-tensors' int8)
+    fp8_original: str = "all"
 
 
 Fp8Form = ScaledForm  # (the name it had while fp8 was the only scaled form)
@@ -191,7 +194,8 @@ def quantized_form(config: dict[str, Any],
         layers = modelopt["quantized_layers"] if isinstance(modelopt["quantized_layers"], dict) else {}
         per_layer = sorted({str(v.get("quant_algo")) for v in layers.values() if isinstance(v, dict)})
         if modelopt["quant_algo"] == "FP8" and not per_layer:
-            return ScaledForm("modelopt", None, _WEIGHT_SCALE, _MODELOPT_DROPPED, orphan_scales_dropped=True)
+            return ScaledForm("modelopt", None, _WEIGHT_SCALE, _MODELOPT_DROPPED, orphan_scales_dropped=True,
+                              fp8_original="stored")
         _refuse_other(config, config_path, also=(
             f" with quant_algo {shown(modelopt['quant_algo'])}"
             + (f" and per-layer quant_algo {', '.join(per_layer)}" if per_layer else "")
@@ -236,7 +240,8 @@ def _compressed_tensors(config: dict[str, Any], quant: dict[str, Any], config_pa
             "(int8) weights with channel or block scales, and pack-quantized int weights in groups"))
     # static activation scales and zero points: its dequant_model reads only weight_scale, then cannot map them
     return ScaledForm("compressed-tensors", _block(weights.get("block_structure"), config_path, "block_structure"),
-                      _WEIGHT_SCALE, unread=(".input_scale", "_zero_point"))
+                      _WEIGHT_SCALE, unread=(".input_scale", "_zero_point"),
+                      fp8_original="all" if fmt == "float-quantized" else "none")
 
 
 def refuse_quantized(config: dict[str, Any], config_path: Path) -> None:

@@ -200,3 +200,31 @@ def test_quant_over_a_dequantized_view_is_llama_quantizes(name, quant, checkpoin
     theirs = quantized(name, "bf16", FILE_TYPES[quant][0])
     ours = export(HfCheckpoint(checkpoint(name), "bf16", quant=quant), tmp_path / "ours.gguf")
     assert oracle.sha256(ours) == oracle.sha256(theirs), oracle.first_difference(ours, theirs)
+
+
+@pytest.mark.parametrize("name, outtype, args", [
+    ("qwen3-fp8", "bf16", ()), ("qwen3-modelopt-fp8", "f32", ()), ("qwen3-ct-fp8-block", "f16", ()),
+    ("deepseek_v3-fp8", "bf16", ()), ("mistral-consolidated-fp8", "auto", ("--mistral-format",)),
+])
+def test_fp8_as_q8_is_the_converters(name, outtype, args, checkpoint, tmp_path):
+    """HfCheckpoint(fp8_as_q8=True) is the converter's --fp8-as-q8: each matrix dequantized from FP8 written as Q8_0
+    (F16 where a row is not whole blocks of 32: the fixtures' 80- and 24-wide rows), the rest at the outtype."""
+    import oracle
+
+    from hfview import HfCheckpoint
+    from hfview.export import export
+    from hfview.gguf_layout import GGMLType
+
+    view = HfCheckpoint(checkpoint(name), outtype, fp8_as_q8=True)
+    assert GGMLType.Q8_0 in {t.ggml_type for t in view.tensors}
+    ours = export(view, tmp_path / "ours.gguf")
+    theirs = oracle.convert(checkpoint(name), tmp_path / "theirs.gguf", outtype, "--fp8-as-q8", *args)
+    assert oracle.sha256(ours) == oracle.sha256(theirs), oracle.first_difference(ours, theirs)
+
+
+def test_fp8_as_q8_on_a_checkpoint_without_fp8_is_refused(checkpoint):
+    from hfview import HfCheckpoint
+    from hfview.errors import ConfigError
+
+    with pytest.raises(ConfigError, match="--fp8-as-q8 applies to FP8 checkpoints; this one is Gptq"):
+        HfCheckpoint(checkpoint("qwen3-gptq-4bit"), "f32", fp8_as_q8=True)
