@@ -271,7 +271,8 @@ class HfCheckpoint:
                               f"hfview's view{_closest_types(config.get('model_type'))}; "
                               f"`hfview families` lists the {len(families.supported_model_types())} model types it reads")
         # Mistral's params.json states its quantization beside the model's keys: read above as the form it is
-        keyed = {k: v for k, v in config.items() if k != "quantization"} if form is not None else config
+        mistral_quantized = form is not None and Path(config_path).name == "params.json"
+        keyed = {k: v for k, v in config.items() if k != "quantization"} if mistral_quantized else config
         check_keys(keyed, config_path, family.name, family.reads, family.harmless)
         self.family: Family = family
         self.config = config
