@@ -848,12 +848,26 @@ def _e4m3_table() -> np.ndarray:
 E4M3 = _e4m3_table()
 
 
+def _e5m2_table() -> np.ndarray:
+    """The 256 float8_e5m2 values as float32, as torch's CPU `.float()` gives them: the upper byte of an IEEE half
+    (c10's fp8e5m2_to_fp32_value), widened exactly, every NaN quiet."""
+    bits = (np.arange(256, dtype=np.uint16) << 8).view(np.float16).astype(np.float32).view(np.uint32)
+    nan = (bits & 0x7F800000) == 0x7F800000
+    nan &= (bits & 0x007FFFFF) != 0
+    return np.where(nan, bits | np.uint32(0x00400000), bits).astype(np.uint32).view(np.float32)
+
+
+E5M2 = _e5m2_table()
+
+
 def _as_f32(raw: np.ndarray, dtype: str) -> np.ndarray:
     """A stored tensor's values as torch's `.float()` gives them."""
     if dtype == "F8_E4M3":
         return E4M3[raw]
+    if dtype == "F8_E5M2":
+        return E5M2[raw]
     if dtype.startswith("F8_"):
-        raise CheckpointError(f"{dtype} weights are not read (the FP8 form read is e4m3)")
+        raise CheckpointError(f"{dtype} weights are not read (the FP8 forms read are e4m3 and e5m2)")
     return to_working(raw, dtype).astype(np.float32, copy=False)
 
 
@@ -883,9 +897,9 @@ class FP8Dequantized(StoredTensor):
         elif len(s) > len(w) or any(a not in (1, b) for a, b in zip(s, w)):
             raise CheckpointError(f"{scale.path.name}: scale {scale.name!r} has shape {list(s)}, which does not "
                                   f"broadcast over weight {weight.name!r} {list(w)} from its leading axes")
-        if weight.dtype.startswith("F8_") and weight.dtype != "F8_E4M3":
+        if weight.dtype.startswith("F8_") and weight.dtype not in ("F8_E4M3", "F8_E5M2"):
             raise CheckpointError(f"{weight.path.name}: weight {weight.name!r} is stored as {weight.dtype}; of the "
-                                  f"FP8 formats hfview reads e4m3 (F8_E4M3)")
+                                  f"FP8 formats hfview reads e4m3 (F8_E4M3) and e5m2 (F8_E5M2)")
         if scale.dtype not in ("F32", "BF16", "F16"):
             raise CheckpointError(f"{scale.path.name}: scale {scale.name!r} is stored as {scale.dtype}; "
                                   f"hfview reads float scales")
