@@ -238,9 +238,10 @@ def _compressed_tensors(config: dict[str, Any], quant: dict[str, Any], config_pa
         _refuse_other(config, config_path, also=(
             f" with {why}; of compressed-tensors' forms hfview reads 8-bit float-quantized (FP8) and int-quantized "
             "(int8) weights with channel or block scales, and pack-quantized int weights in groups"))
-    # static activation scales and zero points: its dequant_model reads only weight_scale, then cannot map them
+    # static activation scales, zero points and KV-cache scales: its dequant_model reads only weight_scale, then
+    # cannot map them
     return ScaledForm("compressed-tensors", _block(weights.get("block_structure"), config_path, "block_structure"),
-                      _WEIGHT_SCALE, unread=(".input_scale", "_zero_point"),
+                      _WEIGHT_SCALE, unread=(".input_scale", "_zero_point", ".k_scale", ".v_scale"),
                       fp8_original="all" if fmt == "float-quantized" else "none")
 
 
