@@ -82,6 +82,9 @@ _FP8_DROPPED = (".activation_scale", "_activation_scale", ".qscale_act")
 # ModelOpt and compressed-tensors: `<weight>_scale`; ModelOpt's activation and KV-cache scales unused
 _WEIGHT_SCALE = ((".weight_scale", ".weight"),)
 _MODELOPT_DROPPED = (".input_scale", ".k_scale", ".v_scale")
+# ModelOpt's FP8 algorithms whose weight_scale the converter's dequant_simple broadcasts: one per tensor (FP8) or one
+# per output row (FP8_PER_CHANNEL_PER_TOKEN, 1-D); FP8_PB_WO's 2-D block scales it cannot broadcast (refused)
+_MODELOPT_FP8 = ("FP8", "FP8_PER_CHANNEL_PER_TOKEN")
 
 
 @dataclass(frozen=True)
@@ -193,13 +196,14 @@ def quantized_form(config: dict[str, Any],
     if modelopt is not None:
         layers = modelopt["quantized_layers"] if isinstance(modelopt["quantized_layers"], dict) else {}
         per_layer = sorted({str(v.get("quant_algo")) for v in layers.values() if isinstance(v, dict)})
-        if modelopt["quant_algo"] == "FP8" and not per_layer:
+        if modelopt["quant_algo"] in _MODELOPT_FP8 and not per_layer:
             return ScaledForm("modelopt", None, _WEIGHT_SCALE, _MODELOPT_DROPPED, orphan_scales_dropped=True,
                               fp8_original="stored")
         _refuse_other(config, config_path, also=(
             f" with quant_algo {shown(modelopt['quant_algo'])}"
             + (f" and per-layer quant_algo {', '.join(per_layer)}" if per_layer else "")
-            + "; of ModelOpt's forms hfview reads FP8 (a per-tensor weight_scale), as the converter dequantizes it"))
+            + "; of ModelOpt's forms hfview reads FP8 and FP8_PER_CHANNEL_PER_TOKEN (a weight_scale per tensor or per "
+            "row), as the converter dequantizes them"))
     _refuse_other(config, config_path)
     return None
 

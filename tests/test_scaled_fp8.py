@@ -228,3 +228,34 @@ def test_fp8_as_q8_on_a_checkpoint_without_fp8_is_refused(checkpoint):
 
     with pytest.raises(ConfigError, match="--fp8-as-q8 applies to FP8 checkpoints; this one is Gptq"):
         HfCheckpoint(checkpoint("qwen3-gptq-4bit"), "f32", fp8_as_q8=True)
+
+
+def test_modelopt_fp8_per_channel_is_read_as_the_converter(checkpoint, tmp_path):
+    """quant_algo FP8_PER_CHANNEL_PER_TOKEN: a 1-D weight_scale per output row, broadcast over the row as the
+    converter's dequant_simple does (bytes equal); FP8_PB_WO (2-D block scales it cannot broadcast) refused."""
+    import oracle
+    import torch
+    from safetensors.torch import load_file, save_file
+
+    from hfview import HfCheckpoint
+    from hfview.errors import QuantizedCheckpoint
+    from hfview.export import export
+
+    src = checkpoint("qwen3-modelopt-fp8")
+    path = tmp_path / "channel"
+    shutil.copytree(src, path)
+    tensors = load_file(str(src / "model.safetensors"))
+    for name in [n for n in tensors if n.endswith(".weight_scale")]:
+        weight = name.removesuffix("_scale")
+        w = tensors[weight].float() * tensors[name]
+        scale = (w.abs().amax(1) / 448).clamp(min=1e-12)
+        tensors[weight] = (w / scale[:, None]).clamp(-448, 448).to(torch.float8_e4m3fn)
+        tensors[name] = scale.contiguous()
+    save_file(tensors, str(path / "model.safetensors"), metadata={"format": "pt"})
+    _record(path, quant_algo="FP8_PER_CHANNEL_PER_TOKEN", kv_cache_quant_algo=None, exclude_modules=["lm_head"])
+    ours = export(HfCheckpoint(path, "bf16"), tmp_path / "ours.gguf")
+    theirs = oracle.convert(path, tmp_path / "theirs.gguf", "bf16")
+    assert oracle.sha256(ours) == oracle.sha256(theirs), oracle.first_difference(ours, theirs)
+    _record(path, quant_algo="FP8_PB_WO")
+    with pytest.raises(QuantizedCheckpoint, match="quant_algo 'FP8_PB_WO'"):
+        HfCheckpoint(path, "bf16")
