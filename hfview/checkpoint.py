@@ -19,10 +19,14 @@ from .family import Family, plan_tensors
 from .gguf_layout import (KEPT_ENCODED, KV, EncodedArray, FileSpan, GGMLType, Pieces, ValueType, encode_header,
                           encode_kv, encode_tensor_info, encoded_kv_pieces, pad_to)
 from .shards import StoredTensor, index_shards, read_bytes_into
-from .views import (Generated, Presented, RowSelection, Stack, Stored, gptq_dequantized, mxfp4_paired,
-                    pack_dequantized, quiet_bf16_nans, scale_dequantized)
+from .views import (FP8Dequantized, Generated, Presented, RowSelection, Stack, Stored, gptq_dequantized,
+                    mxfp4_paired, pack_dequantized, quiet_bf16_nans, scale_dequantized)
 from .vocab_cache import vocab_kv
 from .names import Keys
+
+# families whose converter class overrides tensor_force_quant without consulting its base (DbrxModel): --fp8-as-q8
+# changes nothing there
+_FORCE_QUANT_OWN = frozenset({"dbrx"})
 
 # --outtype -> (the type of the tensors it converts, general.file_type)
 OUTTYPES = {"f32": (GGMLType.F32, 0), "f16": (GGMLType.F16, 1), "bf16": (GGMLType.BF16, 32),
@@ -247,7 +251,7 @@ class HfCheckpoint:
     """
 
     def __init__(self, path: str | Path, outtype: str = "auto", *, model_name: str | None = None,
-                 quant: str | None = None, imatrix=None, vocab_apart: bool = True):
+                 quant: str | None = None, imatrix=None, vocab_apart: bool = True, fp8_as_q8: bool = False):
         self.path = Path(path)
         self._vocab_apart = vocab_apart
         if not self.path.is_dir():
@@ -267,7 +271,8 @@ class HfCheckpoint:
                               f"hfview's view{_closest_types(config.get('model_type'))}; "
                               f"`hfview families` lists the {len(families.supported_model_types())} model types it reads")
         # Mistral's params.json states its quantization beside the model's keys: read above as the form it is
-        keyed = {k: v for k, v in config.items() if k != "quantization"} if form is not None else config
+        mistral_quantized = form is not None and Path(config_path).name == "params.json"
+        keyed = {k: v for k, v in config.items() if k != "quantization"} if mistral_quantized else config
         check_keys(keyed, config_path, family.name, family.reads, family.harmless)
         self.family: Family = family
         self.config = config
@@ -317,6 +322,8 @@ class HfCheckpoint:
             # blocks already in a ggml type (MXFP4) are that type whatever the outtype
             dataclasses.replace(t, ggml_type=t.view.packed_type) if getattr(t.view, "packed_type", None) else t
             for t in plan_tensors(family, self._stored, self.hparams, self.block_count, self._type_for)]
+        if fp8_as_q8:
+            self.tensors = self._fp8_as_q8(form)
         self._by_name = {t.name: t for t in self.tensors}
         if (embedding := self._by_name.get("token_embd.weight")) is not None:  # before the tokenizer pads to it
             rows = embedding.shape[0] if embedding.shape else 0
@@ -358,6 +365,28 @@ class HfCheckpoint:
         if self._out_type == GGMLType.Q8_0 and shape[-1] % 32:
             return GGMLType.F16  # the converter's fallback where a row is not whole Q8_0 blocks
         return self._out_type
+
+    def _fp8_as_q8(self, form) -> list[Presented]:
+        """The converter's --fp8-as-q8 (tensor_force_quant): each matrix made from weights its dequant_model
+        dequantized from FP8 written as Q8_0 (F16 where a row is not whole blocks of 32, its QuantError fallback),
+        whatever the outtype; norms and 1-D tensors stay F32. The file type stays the outtype's."""
+        if not isinstance(form, ScaledForm):
+            raise ConfigError(f"{self.path}: --fp8-as-q8 applies to FP8 checkpoints; this one is "
+                              f"{'not quantized' if form is None else type(form).__name__.removesuffix('Form')}")
+        if self.family.name in _FORCE_QUANT_OWN:  # its converter class decides every type itself
+            return self.tensors
+
+        def original(src) -> bool:
+            if not isinstance(src, FP8Dequantized):
+                return False
+            return form.fp8_original == "all" or (form.fp8_original == "stored" and src.weight.dtype.startswith("F8_"))
+        out = []
+        for t in self.tensors:
+            if (t.view.sources and all(original(src) for src in t.view.sources) and len(t.shape) >= 2
+                    and not t.name.endswith("_norm.weight")):
+                t = dataclasses.replace(t, ggml_type=GGMLType.F16 if t.shape[-1] % 32 else GGMLType.Q8_0)
+            out.append(t)
+        return out
 
     def _build_kv(self, model_name: str | None) -> list[KV]:
         from .metadata import general_kv, parameter_counts
@@ -407,10 +436,12 @@ class HfCheckpoint:
             if new != t.ggml_type and t.ggml_type not in (GGMLType.F32, GGMLType.F16, GGMLType.BF16):
                 # llama_model_quantize copies a tensor already of the type it chooses, and refuses to requantize
                 # one of another quantized type (allow_requantize is false by default)
-                raise ConfigError(f"{config_path}: --quant {quant} would quantize {t.name} ({t.ggml_type.name} as "
-                                  f"the checkpoint stores it) as {new.name}, which llama-quantize refuses: "
+                raise ConfigError(f"{config_path}: --quant {quant} would quantize {t.name} ({t.ggml_type.name} in the "
+                                  f"converter's file) as {new.name}, which llama-quantize refuses: "
                                   f"\"requantizing from type {t.ggml_type.name.lower()} is disabled\"; "
-                                  f"choose --quant MXFP4_MOE, which keeps the {t.ggml_type.name} experts as they are")
+                                  + ("choose --quant MXFP4_MOE, which keeps the MXFP4 experts as they are"
+                                     if t.ggml_type == GGMLType.MXFP4 else
+                                     f"choose a --quant that keeps it {t.ggml_type.name}, or no --fp8-as-q8"))
         self.tensors = []
         for t, new in zip(order, types):
             if new != t.ggml_type:

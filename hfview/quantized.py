@@ -68,6 +68,9 @@ class ScaledForm:
     dropped: tuple[str, ...] = ()
     orphan_scales_dropped: bool = False
     unread: tuple[str, ...] = ()  # tensors the converter leaves and fails to map (refused as it fails)
+    # which dequantized weights the converter's --fp8-as-q8 writes as Q8_0 (its _fp8_dequantized): "all" of them,
+    # those "stored" as FP8 (ModelOpt), or "none" (compressed-tensors' int8)
+    fp8_original: str = "all"
 
 
 Fp8Form = ScaledForm  # (the name it had while fp8 was the only scaled form)
@@ -79,6 +82,9 @@ _FP8_DROPPED = (".activation_scale", "_activation_scale", ".qscale_act")
 # ModelOpt and compressed-tensors: `<weight>_scale`; ModelOpt's activation and KV-cache scales unused
 _WEIGHT_SCALE = ((".weight_scale", ".weight"),)
 _MODELOPT_DROPPED = (".input_scale", ".k_scale", ".v_scale")
+# ModelOpt's FP8 algorithms whose weight_scale the converter's dequant_simple broadcasts: one per tensor (FP8) or one
+# per output row (FP8_PER_CHANNEL_PER_TOKEN, 1-D); FP8_PB_WO's 2-D block scales it cannot broadcast (refused)
+_MODELOPT_FP8 = ("FP8", "FP8_PER_CHANNEL_PER_TOKEN")
 
 
 @dataclass(frozen=True)
@@ -190,12 +196,14 @@ def quantized_form(config: dict[str, Any],
     if modelopt is not None:
         layers = modelopt["quantized_layers"] if isinstance(modelopt["quantized_layers"], dict) else {}
         per_layer = sorted({str(v.get("quant_algo")) for v in layers.values() if isinstance(v, dict)})
-        if modelopt["quant_algo"] == "FP8" and not per_layer:
-            return ScaledForm("modelopt", None, _WEIGHT_SCALE, _MODELOPT_DROPPED, orphan_scales_dropped=True)
+        if modelopt["quant_algo"] in _MODELOPT_FP8 and not per_layer:
+            return ScaledForm("modelopt", None, _WEIGHT_SCALE, _MODELOPT_DROPPED, orphan_scales_dropped=True,
+                              fp8_original="stored")
         _refuse_other(config, config_path, also=(
             f" with quant_algo {shown(modelopt['quant_algo'])}"
             + (f" and per-layer quant_algo {', '.join(per_layer)}" if per_layer else "")
-            + "; of ModelOpt's forms hfview reads FP8 (a per-tensor weight_scale), as the converter dequantizes it"))
+            + "; of ModelOpt's forms hfview reads FP8 and FP8_PER_CHANNEL_PER_TOKEN (a weight_scale per tensor or per "
+            "row), as the converter dequantizes them"))
     _refuse_other(config, config_path)
     return None
 
@@ -234,9 +242,11 @@ def _compressed_tensors(config: dict[str, Any], quant: dict[str, Any], config_pa
         _refuse_other(config, config_path, also=(
             f" with {why}; of compressed-tensors' forms hfview reads 8-bit float-quantized (FP8) and int-quantized "
             "(int8) weights with channel or block scales, and pack-quantized int weights in groups"))
-    # static activation scales and zero points: its dequant_model reads only weight_scale, then cannot map them
+    # static activation scales, zero points and KV-cache scales: its dequant_model reads only weight_scale, then
+    # cannot map them
     return ScaledForm("compressed-tensors", _block(weights.get("block_structure"), config_path, "block_structure"),
-                      _WEIGHT_SCALE, unread=(".input_scale", "_zero_point"))
+                      _WEIGHT_SCALE, unread=(".input_scale", "_zero_point", ".k_scale", ".v_scale"),
+                      fp8_original="all" if fmt == "float-quantized" else "none")
 
 
 def refuse_quantized(config: dict[str, Any], config_path: Path) -> None:

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import functools
 import math
+import os
 from dataclasses import dataclass, field
 from typing import Callable, Sequence
 
@@ -856,12 +857,26 @@ def _e4m3_table() -> np.ndarray:
 E4M3 = _e4m3_table()
 
 
+def _e5m2_table() -> np.ndarray:
+    """The 256 float8_e5m2 values as float32, as torch's CPU `.float()` gives them: the upper byte of an IEEE half
+    (c10's fp8e5m2_to_fp32_value), widened exactly, every NaN quiet."""
+    bits = (np.arange(256, dtype=np.uint16) << 8).view(np.float16).astype(np.float32).view(np.uint32)
+    nan = (bits & 0x7F800000) == 0x7F800000
+    nan &= (bits & 0x007FFFFF) != 0
+    return np.where(nan, bits | np.uint32(0x00400000), bits).astype(np.uint32).view(np.float32)
+
+
+E5M2 = _e5m2_table()
+
+
 def _as_f32(raw: np.ndarray, dtype: str) -> np.ndarray:
     """A stored tensor's values as torch's `.float()` gives them."""
     if dtype == "F8_E4M3":
         return E4M3[raw]
+    if dtype == "F8_E5M2":
+        return E5M2[raw]
     if dtype.startswith("F8_"):
-        raise CheckpointError(f"{dtype} weights are not read (the FP8 form read is e4m3)")
+        raise CheckpointError(f"{dtype} weights are not read (the FP8 forms read are e4m3 and e5m2)")
     return to_working(raw, dtype).astype(np.float32, copy=False)
 
 
@@ -908,9 +923,9 @@ class FP8Dequantized(StoredTensor):
         elif len(s) > len(w) or any(a not in (1, b) for a, b in zip(s, w)):
             raise CheckpointError(f"{scale.path.name}: scale {scale.name!r} has shape {list(s)}, which does not "
                                   f"broadcast over weight {weight.name!r} {list(w)} from its leading axes")
-        if weight.dtype.startswith("F8_") and weight.dtype != "F8_E4M3":
+        if weight.dtype.startswith("F8_") and weight.dtype not in ("F8_E4M3", "F8_E5M2"):
             raise CheckpointError(f"{weight.path.name}: weight {weight.name!r} is stored as {weight.dtype}; of the "
-                                  f"FP8 formats hfview reads e4m3 (F8_E4M3)")
+                                  f"FP8 formats hfview reads e4m3 (F8_E4M3) and e5m2 (F8_E5M2)")
         if scale.dtype not in ("F32", "BF16", "F16"):
             raise CheckpointError(f"{scale.path.name}: scale {scale.name!r} is stored as {scale.dtype}; "
                                   f"hfview reads float scales")
@@ -987,6 +1002,28 @@ def fp8_dequantized(stored: dict[str, StoredTensor], block: tuple[int, ...] | No
 
 
 # ---------------------------------------------------------------- GPTQ (quant_method "gptq")
+def _stored_columns(t: StoredTensor, start: int, stop: int) -> np.ndarray:
+    """Columns [start, stop) of a stored 2-D tensor, every row: where they are a small part of each row, only they
+    are read (one positioned read a row), not the whole tensor."""
+    from .shards import _open_shard, pread_into
+
+    rows, cols = t.shape
+    if (stop - start) * 4 >= cols or rows <= 1:
+        return t.read()[:, start:stop]
+    item = t.numpy_dtype.itemsize
+    out = np.empty((rows, stop - start), t.numpy_dtype)
+    fd = _open_shard(t, t.offset)
+    try:
+        for r in range(rows):
+            at = t.offset + (r * cols + start) * item
+            if pread_into(fd, memoryview(out[r]).cast("B"), at) != (stop - start) * item:
+                raise CheckpointError(f"{t.path}: shard is truncated: tensor {t.name!r} needs bytes from {at}, the "
+                                      f"file ends first; re-download it")
+    finally:
+        os.close(fd)
+    return out
+
+
 @dataclass(frozen=True)
 class GPTQDequantized(StoredTensor):
     """A linear weight stored as GPTQ packs it, read as the converter's dequant_gptq computes it: `qweight` int32
@@ -1039,12 +1076,12 @@ class GPTQDequantized(StoredTensor):
             raise CheckpointError(f"{self.g_idx.path.name}: GPTQ g_idx {self.g_idx.name!r} names groups up to "
                                   f"{int(g_idx.max())}, but its scales hold {self.scales.shape[0]}")
         pack = 32 // self.bits
-        words = self.qweight.read()[:, start:stop]                            # [in / pack, rows]
+        words = _stored_columns(self.qweight, start, stop)                     # [in / pack, rows]
         codes = self._unpacked(words.T).reshape(stop - start, -1)              # [rows, in]
         z_lo, z_hi = start // pack, -(-stop // pack)
-        zeros = self._unpacked(self.qzeros.read()[:, z_lo:z_hi]).reshape(self.scales.shape[0], -1)
+        zeros = self._unpacked(_stored_columns(self.qzeros, z_lo, z_hi)).reshape(self.scales.shape[0], -1)
         zeros = zeros[:, start - z_lo * pack:stop - z_lo * pack].T.astype(np.int32) + self.zero_offset  # [rows, g]
-        scales = _as_f32(self.scales.read()[:, start:stop], self.scales.dtype).T                       # [rows, g]
+        scales = _as_f32(_stored_columns(self.scales, start, stop), self.scales.dtype).T               # [rows, g]
         return scales[:, g_idx] * (codes.astype(np.int32) - zeros[:, g_idx]).astype(np.float32)
 
     def read_rows_into(self, start: int, stop: int, out: np.ndarray) -> None:

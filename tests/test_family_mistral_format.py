@@ -126,7 +126,8 @@ def _edited(checkpoint, tmp_path, **changes):
     ({"llama_4_scaling": {"beta": 0.1, "original_max_position_embeddings": 8192}}, "mistral3"),
     ({"head_dim": None}, "no head_dim"),
     ({"lora": {"rank": 8}}, "'lora'"),
-    ({"quantization": {"qformat_weight": "fp8_e4m3"}}, "quantized checkpoints are unsupported"),
+    # (fp8_e4m3 is read: tests/test_mistral_fp8.py)
+    ({"quantization": {"qformat_weight": "int4"}}, "quantized checkpoints are unsupported"),
 ])
 def test_mistral_format_refusals(change, message, checkpoint, tmp_path):
     from hfview import HfCheckpoint

@@ -70,6 +70,37 @@ def test_e4m3_table_is_torchs():
     assert np.array_equal(E4M3.view(np.uint32), theirs.view(np.uint32))
 
 
+def test_e5m2_table_is_torchs():
+    """Each of the 256 float8_e5m2 codes decodes to the float32 bits torch's .float() gives (NaNs included)."""
+    torch = pytest.importorskip("torch")
+    from hfview.views import E5M2
+
+    theirs = torch.arange(256, dtype=torch.uint8).view(torch.float8_e5m2).float().numpy()
+    assert np.array_equal(E5M2.view(np.uint32), theirs.view(np.uint32))
+
+
+def test_e5m2_weights_read_as_the_converter(checkpoint, tmp_path):
+    """FP8 weights stored as e5m2 (which the converter's weight.float() widens as well): byte-identical."""
+    import oracle
+    import torch
+    from safetensors.torch import load_file, save_file
+
+    from hfview import HfCheckpoint
+    from hfview.export import export
+
+    src = checkpoint("qwen3-fp8-tensor")
+    path = tmp_path / "e5m2"
+    shutil.copytree(src, path)
+    tensors = load_file(str(src / "model.safetensors"))
+    for name in list(tensors):
+        if tensors[name].dtype == torch.float8_e4m3fn:
+            tensors[name] = tensors[name].float().to(torch.float8_e5m2)
+    save_file(tensors, str(path / "model.safetensors"), metadata={"format": "pt"})
+    ours = export(HfCheckpoint(path, "f32"), tmp_path / "ours.gguf")
+    theirs = oracle.convert(path, tmp_path / "theirs.gguf", "f32")
+    assert oracle.sha256(ours) == oracle.sha256(theirs), oracle.first_difference(ours, theirs)
+
+
 def test_scales_are_consumed(checkpoint):
     """The view presents no scale tensor, and the auto outtype passes over an FP8 first matrix (lm_head here)
     to the embeddings' bf16, as the converter's guess does."""

@@ -156,3 +156,11 @@ def test_reads_nothing_of_the_experts_until_asked(checkpoint, monkeypatch):
     monkeypatch.setattr(views, "mxfp4_blocks", lambda *a: calls.append(1))
     HfCheckpoint(checkpoint("gpt_oss-mxfp4"), "bf16")
     assert calls == []
+
+
+def test_resolution_admits_the_release_as_the_view(checkpoint):
+    """The runner's resolution takes the MXFP4 release to the view (it was refused as quantized before)."""
+    from hfview.runner.resolve import resolve
+
+    resolved = resolve(str(checkpoint("gpt_oss-mxfp4")), progress=False)
+    assert resolved.backend == "view" and resolved.family == "gpt_oss"

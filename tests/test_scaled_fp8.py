@@ -185,3 +185,77 @@ def test_released_modelopt_fp8_config_is_accepted():
     kv = config_path_kv(path)
     assert kv["llama.block_count"] == released["num_hidden_layers"]
     assert kv["llama.embedding_length"] == released["hidden_size"]
+
+
+@pytest.mark.parametrize("name, quant", [("qwen3-modelopt-fp8", "Q8_0"), ("qwen3-ct-fp8-block", "Q4_K_M"),
+                                         ("qwen3-gptq-4bit", "Q4_0"), ("qwen3-ct-w4a16-asym", "Q6_K")])
+def test_quant_over_a_dequantized_view_is_llama_quantizes(name, quant, checkpoint, quantized, tmp_path):
+    """--quant over a dequantized view works as over any view: llama_model_quantize's file over the converter's."""
+    import oracle
+
+    from hfview import HfCheckpoint
+    from hfview.export import export
+    from hfview.quant import FILE_TYPES
+
+    theirs = quantized(name, "bf16", FILE_TYPES[quant][0])
+    ours = export(HfCheckpoint(checkpoint(name), "bf16", quant=quant), tmp_path / "ours.gguf")
+    assert oracle.sha256(ours) == oracle.sha256(theirs), oracle.first_difference(ours, theirs)
+
+
+@pytest.mark.parametrize("name, outtype, args", [
+    ("qwen3-fp8", "bf16", ()), ("qwen3-modelopt-fp8", "f32", ()), ("qwen3-ct-fp8-block", "f16", ()),
+    ("deepseek_v3-fp8", "bf16", ()), ("mistral-consolidated-fp8", "auto", ("--mistral-format",)),
+])
+def test_fp8_as_q8_is_the_converters(name, outtype, args, checkpoint, tmp_path):
+    """HfCheckpoint(fp8_as_q8=True) is the converter's --fp8-as-q8: each matrix dequantized from FP8 written as Q8_0
+    (F16 where a row is not whole blocks of 32: the fixtures' 80- and 24-wide rows), the rest at the outtype."""
+    import oracle
+
+    from hfview import HfCheckpoint
+    from hfview.export import export
+    from hfview.gguf_layout import GGMLType
+
+    view = HfCheckpoint(checkpoint(name), outtype, fp8_as_q8=True)
+    assert GGMLType.Q8_0 in {t.ggml_type for t in view.tensors}
+    ours = export(view, tmp_path / "ours.gguf")
+    theirs = oracle.convert(checkpoint(name), tmp_path / "theirs.gguf", outtype, "--fp8-as-q8", *args)
+    assert oracle.sha256(ours) == oracle.sha256(theirs), oracle.first_difference(ours, theirs)
+
+
+def test_fp8_as_q8_on_a_checkpoint_without_fp8_is_refused(checkpoint):
+    from hfview import HfCheckpoint
+    from hfview.errors import ConfigError
+
+    with pytest.raises(ConfigError, match="--fp8-as-q8 applies to FP8 checkpoints; this one is Gptq"):
+        HfCheckpoint(checkpoint("qwen3-gptq-4bit"), "f32", fp8_as_q8=True)
+
+
+def test_modelopt_fp8_per_channel_is_read_as_the_converter(checkpoint, tmp_path):
+    """quant_algo FP8_PER_CHANNEL_PER_TOKEN: a 1-D weight_scale per output row, broadcast over the row as the
+    converter's dequant_simple does (bytes equal); FP8_PB_WO (2-D block scales it cannot broadcast) refused."""
+    import oracle
+    import torch
+    from safetensors.torch import load_file, save_file
+
+    from hfview import HfCheckpoint
+    from hfview.errors import QuantizedCheckpoint
+    from hfview.export import export
+
+    src = checkpoint("qwen3-modelopt-fp8")
+    path = tmp_path / "channel"
+    shutil.copytree(src, path)
+    tensors = load_file(str(src / "model.safetensors"))
+    for name in [n for n in tensors if n.endswith(".weight_scale")]:
+        weight = name.removesuffix("_scale")
+        w = tensors[weight].float() * tensors[name]
+        scale = (w.abs().amax(1) / 448).clamp(min=1e-12)
+        tensors[weight] = (w / scale[:, None]).clamp(-448, 448).to(torch.float8_e4m3fn)
+        tensors[name] = scale.contiguous()
+    save_file(tensors, str(path / "model.safetensors"), metadata={"format": "pt"})
+    _record(path, quant_algo="FP8_PER_CHANNEL_PER_TOKEN", kv_cache_quant_algo=None, exclude_modules=["lm_head"])
+    ours = export(HfCheckpoint(path, "bf16"), tmp_path / "ours.gguf")
+    theirs = oracle.convert(path, tmp_path / "theirs.gguf", "bf16")
+    assert oracle.sha256(ours) == oracle.sha256(theirs), oracle.first_difference(ours, theirs)
+    _record(path, quant_algo="FP8_PB_WO")
+    with pytest.raises(QuantizedCheckpoint, match="quant_algo 'FP8_PB_WO'"):
+        HfCheckpoint(path, "bf16")
