@@ -273,7 +273,8 @@ class HfCheckpoint:
         # Mistral's params.json states its quantization beside the model's keys: read above as the form it is
         mistral_quantized = form is not None and Path(config_path).name == "params.json"
         keyed = {k: v for k, v in config.items() if k != "quantization"} if mistral_quantized else config
-        check_keys(keyed, config_path, family.name, family.reads, family.harmless)
+        check_keys(keyed, config_path, family.name, family.reads, family.harmless,
+                   family.defaults.get(config["model_type"], {}))
         self.family: Family = family
         self.config = config
         defaults = family.defaults[config["model_type"]]

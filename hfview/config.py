@@ -194,15 +194,15 @@ _OTHER_TOWERS = ("vision_config", "audio_config", "speech_config", "whisper_conf
 
 def _references(family: str) -> tuple[dict[str, str], tuple[str, ...]]:
     """({model type: transformers folder}, the converter's text class chain) read for `family`
-    (hfview/families/_references_read.py, written by tools/key_policy.py)."""
-    from .families import _references_read as R
+    (hfview/references_read.py, written by tools/key_policy.py)."""
+    from . import references_read as R  # on the first key it does not know: ~100 KB of data
     return R.FAMILIES.get(family, ({}, ()))
 
 
 def readers(family: str, key: str) -> list[str]:
     """Which of the references' code reads `key` for `family`: transformers' model folders or shared code, the
     converter's classes."""
-    from .families import _references_read as R
+    from . import references_read as R
     types, chain = _references(family)
     found = [f"transformers' {folder} code" for folder in sorted(set(types.values())) if key in R.TRANSFORMERS[folder]]
     if types and key in R.SHARED:
@@ -210,24 +210,17 @@ def readers(family: str, key: str) -> list[str]:
     return found + [f"the converter's {cls}" for cls in chain if key in R.CONVERTER[cls]]
 
 
-def _family_defaults(family: str, model_type: Any) -> dict:
-    from . import families
-    found = next((f for f in families.FAMILIES if f.name == family), None)
-    return found.defaults.get(model_type, {}) if found is not None and isinstance(model_type, str) else {}
-
-
 def _empty(value: Any) -> bool:
     return value is None or (isinstance(value, (list, dict, str)) and not value)
 
 
-def _why_ignored(config: dict, family: str, key: str, value: Any) -> str | None:
+def _why_ignored(config: dict, family: str, key: str, value: Any, defaults: Mapping[str, Any]) -> str | None:
     """Why a key hfview neither reads nor knows as harmless changes nothing, or None where it may."""
     if ("dropout" in key or key.endswith("_pdrop")) and not isinstance(value, bool) and value == 0:
         return f"a dropout of {value} drops nothing"
     if key in _OTHER_TOWERS and isinstance(value, dict):
         return f"the {key.removesuffix('_config')} tower's configuration: hfview presents the text decoder, which " \
                f"never runs that tower"
-    defaults = _family_defaults(family, config.get("model_type"))
     if _empty(value) and _empty(defaults.get(key)):
         return f"{json.dumps(value)} asks for nothing, as the config class's default " \
                f"({json.dumps(defaults.get(key))}) does"
@@ -240,7 +233,8 @@ def _why_ignored(config: dict, family: str, key: str, value: Any) -> str | None:
     return None
 
 
-def _sort_keys(config: dict, family: str, reads: frozenset[str], harmless: Harmless):
+def _sort_keys(config: dict, family: str, reads: frozenset[str], harmless: Harmless,
+               defaults: Mapping[str, Any]):
     """(ignored {key: why}, refused keys, keys at a value that changes the computation), in the key check's order:
     read by hfview, known harmless (at any value or at the values listed), ignored with a reason, refused."""
     known = {**COMMON_HARMLESS, **harmless}
@@ -251,7 +245,7 @@ def _sort_keys(config: dict, family: str, reads: frozenset[str], harmless: Harml
         if key in known:
             if known[key] is not ANY and not any(_same(value, off) for off in known[key]):
                 changing.append(key)
-        elif (why := _why_ignored(config, family, key, value)) is not None:
+        elif (why := _why_ignored(config, family, key, value, defaults)) is not None:
             ignored[key] = why
         else:
             refused.append(key)
@@ -261,13 +255,21 @@ def _sort_keys(config: dict, family: str, reads: frozenset[str], harmless: Harml
 def ignored_keys(config: dict, family) -> dict[str, str]:  # family: a hfview.family.Family
     """The config keys the key check accepts without reading them, each with why it changes nothing (what
     `hfview inspect` lists)."""
-    return _sort_keys(config, family.name, family.reads, family.harmless)[0]
+    return _sort_keys(config, family.name, family.reads, family.harmless, _class_defaults(family, config))[0]
 
 
-def check_keys(config: dict, path: Path, family: str, reads: frozenset[str], harmless: Harmless) -> None:
+def _class_defaults(family, config: dict) -> Mapping[str, Any]:  # family: a hfview.family.Family
+    """The config class's defaults for the config's model_type (empty for a model_type the family does not list)."""
+    model_type = config.get("model_type")
+    return family.defaults.get(model_type, {}) if isinstance(model_type, str) else {}
+
+
+def check_keys(config: dict, path: Path, family: str, reads: frozenset[str], harmless: Harmless,
+               defaults: Mapping[str, Any] | None = None) -> None:
     """Every key is read, known to leave the computation unchanged at its value, ignored because it changes nothing
-    (hfview.config.ignored_keys), or refused by name, with the reference that reads it."""
-    _ignored, refused, changing = _sort_keys(config, family, reads, harmless)
+    (hfview.config.ignored_keys; `defaults`: the config class's, against which an empty value asks for nothing),
+    or refused by name, with the reference that reads it."""
+    _ignored, refused, changing = _sort_keys(config, family, reads, harmless, defaults or {})
     if refused:
         key = refused[0]
         by = readers(family, key)
@@ -292,7 +294,7 @@ def read_as(family, config: dict, path: Path) -> dict:  # family: a hfview.famil
     key check, the values' types and ranges, the config class's defaults under the stated keys, the counts
     against each other and against any model's, what the class's constructor computes, and the family's
     refusal of values it cannot honour."""
-    check_keys(config, path, family.name, family.reads, family.harmless)
+    check_keys(config, path, family.name, family.reads, family.harmless, _class_defaults(family, config))
     defaults = family.defaults[config["model_type"]]
     config_values.check_values(family.name, defaults, config, path)
     hparams = with_defaults(family.canonical(config), defaults)

@@ -1,4 +1,4 @@
-"""The key policy's data (hfview/families/_references_read.py) is what tools/key_policy.py derives from the pinned
+"""The key policy's data (hfview/references_read.py) is what tools/key_policy.py derives from the pinned
 transformers and converter sources, and the key check reads it as the issue's order says: read by hfview, known
 harmless, ignored with its reason, else refused naming the reference that reads the key."""
 from __future__ import annotations
@@ -13,7 +13,7 @@ import pytest
 from hfview import families
 from hfview.config import check_keys, ignored_keys
 from hfview.errors import ConfigError
-from hfview.families import _references_read as R
+from hfview import references_read as R
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -31,7 +31,7 @@ def test_data_is_what_the_tool_derives():
     file content outside the repository, so a rerun costs under a second)."""
     pytest.importorskip("transformers")
     tool = _tool()
-    assert tool.render(tool.derive()) == (ROOT / "hfview" / "families" / "_references_read.py").read_text(), \
+    assert tool.render(tool.derive()) == (ROOT / "hfview" / "references_read.py").read_text(), \
         "stale: run python tools/key_policy.py"
 
 
@@ -55,7 +55,8 @@ def _llama(**extra) -> dict:
 
 def _check(config: dict) -> None:
     family = families.family_for(config["model_type"], config.get("architectures"))
-    check_keys(config, Path("config.json"), family.name, family.reads, family.harmless)
+    check_keys(config, Path("config.json"), family.name, family.reads, family.harmless,
+               family.defaults.get(config["model_type"], {}))
 
 
 def _ignored(config: dict) -> dict[str, str]:

@@ -190,7 +190,8 @@ def _qwen2(**extra) -> dict:
 
 def _check(config: dict) -> None:
     family = families.family_for(config["model_type"])
-    check_keys(config, Path("config.json"), family.name, family.reads, family.harmless)
+    check_keys(config, Path("config.json"), family.name, family.reads, family.harmless,
+               family.defaults.get(config["model_type"], {}))
 
 
 def test_flag_off_is_harmless_and_on_is_refused_by_name_with_its_value():

@@ -64,7 +64,18 @@ def test_no_weights(tmp_path):
 
 
 def test_unknown_config_key_is_refused_by_name(tmp_path):
-    refused(make(tmp_path, {**CONFIG, "attn_logit_softcapping": 30.0}), "'attn_logit_softcapping'", exc=ConfigError)
+    # a key the converter's LlamaModel reads (EAGLE-3 drafts) and the llama family does not: refused, naming who reads it
+    refused(make(tmp_path, {**CONFIG, "draft_vocab_size": 8}), "'draft_vocab_size'", "the converter's LlamaModel",
+            exc=ConfigError)
+
+
+def test_key_neither_reference_reads_is_ignored(tmp_path):
+    # Gemma-2's soft-capping on a Llama: neither transformers' llama code nor the converter's LlamaModel reads it
+    from hfview import families
+    from hfview.config import ignored_keys, read_as
+    config = {**CONFIG, "attn_logit_softcapping": 30.0}
+    read_as(families.family_for("llama"), config, make(tmp_path, config) / "config.json")
+    assert "attn_logit_softcapping" in ignored_keys(config, families.family_for("llama"))
 
 
 def test_unsupported_activation(tmp_path):

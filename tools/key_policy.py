@@ -1,4 +1,4 @@
-"""Write hfview/families/_references_read.py: the config keys each family's references read.
+"""Write hfview/references_read.py: the config keys each family's references read.
 
     python tools/key_policy.py           # regenerate (after a change of pins or of a family's architectures)
     python tools/key_policy.py --check   # exit 1 where the file is not what it would write
@@ -35,7 +35,7 @@ from functools import lru_cache
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
-OUT = ROOT / "hfview" / "families" / "_references_read.py"
+OUT = ROOT / "hfview" / "references_read.py"
 sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT / "tests"))
 
