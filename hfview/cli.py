@@ -11,6 +11,8 @@ import click
 from .errors import HfviewError
 
 OUTTYPES = click.Choice(["auto", "f32", "f16", "bf16", "q8_0"])
+FP8_AS_Q8_HELP = ("An FP8 checkpoint's matrices written as Q8_0 (F16 where a row is not whole blocks of 32), the "
+                  "rest at --outtype: the converter's --fp8-as-q8.")
 QUANT_HELP = ("A llama-quantize file type (Q4_K_M, Q8_0, ...), applied over --outtype: the file "
               "llama_model_quantize would write from the converter's.")
 IMATRIX_HELP = "llama-imatrix's importance matrix (GGUF or legacy .dat), as llama-quantize --imatrix reads it."
@@ -61,9 +63,10 @@ def main(debug: bool) -> None:
 @click.option("--outtype", type=OUTTYPES, default="auto", show_default=True)
 @click.option("--quant", default=None, metavar="TYPE", help=QUANT_HELP)
 @click.option("--imatrix", default=None, metavar="FILE", help=IMATRIX_HELP)
+@click.option("--fp8-as-q8", is_flag=True, help=FP8_AS_Q8_HELP)
 @click.option("--json", "as_json", is_flag=True, help="Machine-readable output.")
 def inspect(model: str, revision: str | None, outtype: str, quant: str | None, imatrix: str | None,
-            as_json: bool) -> None:
+            fp8_as_q8: bool, as_json: bool) -> None:
     """Architecture, KV and tensor table of MODEL's view (a directory or Hub id; reads headers only)."""
     from .checkpoint import HfCheckpoint
     from .inspect import describe, render
@@ -71,7 +74,7 @@ def inspect(model: str, revision: str | None, outtype: str, quant: str | None, i
 
     path, model_revision = local_dir(model, revision)
     info = {"model_revision": model_revision, **describe(HfCheckpoint(path, outtype, quant=quant, imatrix=imatrix,
-                                                                      vocab_apart=False))}
+                                                                      vocab_apart=False, fp8_as_q8=fp8_as_q8))}
     click.echo(json.dumps(info, indent=1, default=str) if as_json else render(info))
 
 
@@ -82,16 +85,18 @@ def inspect(model: str, revision: str | None, outtype: str, quant: str | None, i
 @click.option("--outtype", type=OUTTYPES, default="auto", show_default=True)
 @click.option("--quant", default=None, metavar="TYPE", help=QUANT_HELP)
 @click.option("--imatrix", default=None, metavar="FILE", help=IMATRIX_HELP)
+@click.option("--fp8-as-q8", is_flag=True, help=FP8_AS_Q8_HELP)
 @click.option("--progress/--no-progress", default=True)
 def export(model: str, out: Path, revision: str | None, outtype: str, quant: str | None, imatrix: str | None,
-           progress: bool) -> None:
+           fp8_as_q8: bool, progress: bool) -> None:
     """Write MODEL's view to OUT as a GGUF file (byte-identical to convert_hf_to_gguf.py's, and with --quant to
     llama-quantize's over it; for a family the converter has no class for, hfview's own mapping, said so)."""
     from .checkpoint import HfCheckpoint
     from .export import export as write
     from .runner.resolve import local_dir
 
-    ckpt = HfCheckpoint(local_dir(model, revision)[0], outtype, quant=quant, imatrix=imatrix, vocab_apart=False)
+    ckpt = HfCheckpoint(local_dir(model, revision)[0], outtype, quant=quant, imatrix=imatrix, vocab_apart=False,
+                        fp8_as_q8=fp8_as_q8)
     write(ckpt, out, progress=progress)
     click.echo(f"wrote {out} ({ckpt.size:,} bytes, {ckpt.arch}, {ckpt.outtype}"
                f"{', ' + ckpt.quant if ckpt.quant else ''})"

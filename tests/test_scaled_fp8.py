@@ -259,3 +259,20 @@ def test_modelopt_fp8_per_channel_is_read_as_the_converter(checkpoint, tmp_path)
     _record(path, quant_algo="FP8_PB_WO")
     with pytest.raises(QuantizedCheckpoint, match="quant_algo 'FP8_PB_WO'"):
         HfCheckpoint(path, "bf16")
+
+
+def test_fp8_as_q8_from_the_command_line_is_the_converters(checkpoint, tmp_path):
+    """`hfview export --fp8-as-q8` writes the converter's --fp8-as-q8 file; `inspect --fp8-as-q8` shows its Q8_0."""
+    import oracle
+    from click.testing import CliRunner
+
+    from hfview.cli import main
+
+    ours = tmp_path / "ours.gguf"
+    done = CliRunner().invoke(main, ["export", str(checkpoint("qwen3-fp8")), str(ours), "--outtype", "bf16",
+                                     "--fp8-as-q8", "--no-progress"])
+    assert done.exit_code == 0, done.output
+    theirs = oracle.convert(checkpoint("qwen3-fp8"), tmp_path / "theirs.gguf", "bf16", "--fp8-as-q8")
+    assert oracle.sha256(ours) == oracle.sha256(theirs), oracle.first_difference(ours, theirs)
+    shown = CliRunner().invoke(main, ["inspect", str(checkpoint("qwen3-fp8")), "--fp8-as-q8", "--json"])
+    assert shown.exit_code == 0 and "Q8_0" in shown.output, shown.output[-2000:]
