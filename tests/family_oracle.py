@@ -84,8 +84,9 @@ def _reference_logits(logits_of, path, ids) -> np.ndarray:
 
 
 def reference_logits_test(family: str, fixtures: list[str], logits_of, label: str, outtypes=OUTTYPES):
-    """test_logits for a family transformers has no class for, whose forward is transformers' modules composed
-    as the family's own modeling code composes them: logits_of(checkpoint_dir, ids) -> logits (`label` says how)."""
+    """test_logits against a reference other than AutoModelForCausalLM: a family transformers has no class for,
+    whose forward is transformers' modules composed as the family's own modeling code composes them, or a wrapper
+    (wrapper_logits): logits_of(checkpoint_dir, ids) -> logits (`label` says how)."""
     @pytest.mark.parametrize("outtype", outtypes)
     @pytest.mark.parametrize("name", fixtures)
     def test_logits(name, outtype, checkpoint, record_property):
@@ -93,6 +94,18 @@ def reference_logits_test(family: str, fixtures: list[str], logits_of, label: st
         record_property("oracle", "logits")
         check_logits(name, outtype, checkpoint, reference=logits_of, against=label)
     return test_logits
+
+
+def wrapper_logits(class_name: str):
+    """logits_of for a checkpoint of a multimodal wrapper no AutoModelForCausalLM maps (LLaVA, Qwen2-Audio,
+    Voxtral): transformers' `class_name` run over the ids alone, its text model's path."""
+    def logits_of(path, ids) -> np.ndarray:
+        torch = pytest.importorskip("torch")
+        transformers = pytest.importorskip("transformers")
+        model = getattr(transformers, class_name).from_pretrained(path, dtype=torch.float32)
+        with torch.no_grad():
+            return model(input_ids=torch.tensor([ids])).logits[0].float().numpy()
+    return logits_of
 
 
 def twin_logits_test(family: str, fixtures: list[str], make_twin, label: str):

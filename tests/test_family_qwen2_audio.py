@@ -3,34 +3,12 @@ as its text model, the audio tower and projector left out and their configuratio
 outtype, and llama.cpp's logits against Qwen2AudioForConditionalGeneration's forward over text alone."""
 from __future__ import annotations
 
-import pytest
-
-from family_oracle import OUTTYPES, PROMPT, nmse, oracle_tests
+from family_oracle import oracle_tests, reference_logits_test, wrapper_logits
 
 test_export, _ = oracle_tests("qwen2", ["qwen2-audio"])
 
-
-@pytest.mark.parametrize("outtype", OUTTYPES)
-def test_logits_audio_text(outtype, checkpoint, record_property):
-    """No AutoModelForCausalLM maps qwen2_audio: the class is named, and it runs over the ids alone."""
-    torch = pytest.importorskip("torch")
-    transformers = pytest.importorskip("transformers")
-    from hfview import HfCheckpoint
-    from hfview.runner.stream import StreamModel
-
-    record_property("family", "qwen2")
-    record_property("oracle", "logits")
-    path = checkpoint("qwen2-audio")
-    with StreamModel(HfCheckpoint(path, outtype), n_ctx=64) as m:
-        ids = m.tokenize(PROMPT)[:16]
-        assert len(ids) == 16
-        ours = m.logits(ids)
-    model = transformers.Qwen2AudioForConditionalGeneration.from_pretrained(path, dtype=torch.float32)
-    with torch.no_grad():
-        ref = model(input_ids=torch.tensor([ids])).logits[0].float().numpy()
-    value = nmse(ours, ref)
-    print(f"qwen2-audio {outtype}: NMSE {value:.3e}")
-    assert value < 1e-4, f"qwen2-audio {outtype}: NMSE {value:.3e}"
+test_logits = reference_logits_test("qwen2", ["qwen2-audio"], wrapper_logits("Qwen2AudioForConditionalGeneration"),
+                                    "Qwen2AudioForConditionalGeneration over text")
 
 
 def test_the_tower_is_left_out_and_its_config_ignored(checkpoint):

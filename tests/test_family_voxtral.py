@@ -4,34 +4,12 @@ configuration ignored. Converter bytes at every outtype, and llama.cpp's logits 
 VoxtralForConditionalGeneration's forward over text alone."""
 from __future__ import annotations
 
-import pytest
-
-from family_oracle import OUTTYPES, PROMPT, nmse, oracle_tests
+from family_oracle import oracle_tests, reference_logits_test, wrapper_logits
 
 test_export, _ = oracle_tests("llama", ["voxtral"])
 
-
-@pytest.mark.parametrize("outtype", OUTTYPES)
-def test_logits_image_text(outtype, checkpoint, record_property):
-    """No AutoModelForCausalLM maps voxtral: the class is named, and it runs over the ids alone."""
-    torch = pytest.importorskip("torch")
-    transformers = pytest.importorskip("transformers")
-    from hfview import HfCheckpoint
-    from hfview.runner.stream import StreamModel
-
-    record_property("family", "llama")
-    record_property("oracle", "logits")
-    path = checkpoint("voxtral")
-    with StreamModel(HfCheckpoint(path, outtype), n_ctx=64) as m:
-        ids = m.tokenize(PROMPT)[:16]
-        assert len(ids) == 16
-        ours = m.logits(ids)
-    model = transformers.VoxtralForConditionalGeneration.from_pretrained(path, dtype=torch.float32)
-    with torch.no_grad():
-        ref = model(input_ids=torch.tensor([ids])).logits[0].float().numpy()
-    value = nmse(ours, ref)
-    print(f"voxtral {outtype}: NMSE {value:.3e}")
-    assert value < 1e-4, f"voxtral {outtype}: NMSE {value:.3e}"
+test_logits = reference_logits_test("llama", ["voxtral"], wrapper_logits("VoxtralForConditionalGeneration"),
+                                    "VoxtralForConditionalGeneration over text")
 
 
 def test_the_tower_is_left_out_and_its_config_ignored(checkpoint):
