@@ -6,25 +6,15 @@ loads GPTQ only through optimum and a GPTQ kernel package). 3 bits is refused as
 stated only in quantize_config.json is refused (tests/test_resolve.py)."""
 import pytest
 
-from family_oracle import OUTTYPES, check_logits, oracle_tests
+from family_oracle import oracle_tests, twin_logits_test
 from family_variants import variant
+from quantized_twin import dequantized_twin
 
 FIXTURES = ["qwen3-gptq-4bit", "qwen3-gptq-8bit-act-order"]
 test_export, _ = oracle_tests("qwen3", FIXTURES)
 
 
-@pytest.mark.parametrize("outtype", OUTTYPES)
-@pytest.mark.parametrize("name", FIXTURES)
-def test_logits_against_dequantized_f32_twin(name, outtype, checkpoint, tmp_path_factory, record_property):
-    from quantized_twin import dequantized_twin
-
-    record_property("family", "qwen3")
-    record_property("oracle", "logits")
-    path = checkpoint(name)
-    twin = tmp_path_factory.getbasetemp() / f"{path.name}-dequantized-f32-twin"
-    if not twin.is_dir():
-        dequantized_twin(path, twin)
-    check_logits(name, outtype, checkpoint, reference=twin, against="its dequantized-F32 twin")
+test_logits = twin_logits_test("qwen3", FIXTURES, dequantized_twin, "dequantized-F32")
 
 
 def test_weights_equal_the_twins_and_come_last(checkpoint, tmp_path):
