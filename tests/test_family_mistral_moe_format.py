@@ -141,7 +141,7 @@ def _edited(checkpoint, tmp_path, edit):
     (lambda p: p["moe"].update(capacity_factor=1.0), "'moe' key 'capacity_factor'"),
     (lambda p: p["llama_4_scaling"].update(original_max_position_embeddings=4096), "temperature length"),
     (lambda p: p.update(head_dim=32), "head_dim 32"),
-    (lambda p: p.update(quantization={"qformat_weight": "fp8_e4m3"}), "quantized checkpoints are unsupported"),
+    (lambda p: p.update(quantization={"qformat_weight": "int4"}), "quantized checkpoints are unsupported"),
 ])
 def test_refusals(edit, message, checkpoint, tmp_path):
     from hfview import HfCheckpoint
