@@ -17,17 +17,14 @@ converter's file from the FP8 checkpoint holds the view's bytes; the BF16 copy r
 bf16 as the converter does).
 Targets: the view's first logits faster than (2) and (3) (ratios < 1); its peak RSS at most 1.1x the view's output
 bytes (the bf16 GGUF it presents).
-Measured (2 shared CPU cores, load average 4-7 from other jobs; --runs 3, medians), 1.14 GB FP8 -> 1.76 GB bf16 view:
-  (1) view 21.65 s, 0 bytes written, peak RSS 2016 MB = 1.144x the view's bytes (over the 1.1 target)
-  (2) converter from FP8 48.42 s + mmap load 2.46 s = 50.88 s, 1.76 GB written      view / (2) = 0.425
-  (3) cast 36.58 s + converter 53.92 s + load 3.23 s = 93.73 s, 3.53 GB written     view / (3) = 0.231
-  first logits identical (max |diff| 0) across the three; the view's first open (vocab cache built) 24.81 s.
-A second run (--runs 1, load average 6.5) with the view of the BF16 copy beside: view 30.41 s, (2) 91.78 s, (3)
-110.07 s (view/(2) 0.331, view/(3) 0.276, RSS 1.131x); the view of the BF16 copy 5.36 s (RSS 1923 MB, 1.09x): reading
-the FP8 weights dequantized costs the view 5.7x. Where (cProfile of HfCheckpoint.fill_into, one thread, 15.5 s):
-views.bf16_bits (f32 -> bf16 rounding through uint64 and np.where temporaries) 9.4 s, FP8Dequantized.read_rows (e4m3
-table, np.ix_ scale gather, multiply) 4.7 s; a uint32 in-place rounding gives the same bits 17x faster (50M values:
-0.15 s vs 2.58 s).
+Measured (2 shared CPU cores, --runs 1 each), 1.14 GB FP8 -> 1.76 GB bf16 view, after bf16_bits rounds in place on
+uint32, FP8Dequantized multiplies its scale in place and the fill makes computed tensors 2 MiB at a time:
+  (1) view 8.58 s, 0 bytes written; (2) converter 52.41 s + load 3.73 s = 56.14 s (view / (2) = 0.153); (3) cast
+  27.69 s + converter 40.22 s + load 2.72 s = 70.62 s (view / (3) = 0.121); the view of the BF16 copy 7.26 s (the
+  FP8 view 1.18x it); first logits identical across the three. Peak RSS / the view's bytes: 1.127 before the 2 MiB
+  pieces, 1.099 after (a run beside the test suite: view 15.02 s, view / (2) 0.243, view / (3) 0.225).
+Before those changes (--runs 3, medians, load 4-7): view 21.65 s, RSS 1.144x; (2) 50.88 s (0.425); (3) 93.73 s
+(0.231); cProfile of a one-thread fill: bf16_bits 9.4 s and FP8Dequantized.read_rows 4.7 s of 15.5 s.
 Usage: python bench/fp8.py [--layers 12] [--hidden 1024] [--experts 32] [--runs 3] [--keep]
            # 12 layers (1 dense, 11 of 32 routed + 1 shared expert): 1.13 GB of FP8 safetensors, a 1.73 GB bf16 view
 """
