@@ -41,7 +41,11 @@ def llama3(checkpoint):
 def llm(llama3):
     # flash_attn: llama_cpp.Llama turns it off by default; llama.cpp's own default (auto, hence
     # hfview generate's) turns it on for the CPU, and the logits then differ by ~1e-2 on this fixture.
-    with closing(runner.llama(llama3, n_ctx=N_CTX, logits_all=True, seed=0, flash_attn=True)) as llm:
+    # the memory file, whatever HFVIEW_DATA_PATH a run forces (test_the_stream_seam_where_asked takes the other path)
+    with pytest.MonkeyPatch.context() as mp:
+        mp.delenv("HFVIEW_DATA_PATH", raising=False)
+        llm = runner.llama(llama3, n_ctx=N_CTX, logits_all=True, seed=0, flash_attn=True)
+    with closing(llm):
         yield llm
 
 
@@ -78,9 +82,10 @@ def test_the_stream_seam_where_asked(llama3, ref, monkeypatch):
         np.testing.assert_allclose(np.asarray(llm.eval_logits, dtype=np.float32), ref.logits(ids), rtol=0, atol=1e-4)
 
 
-def test_the_familys_load_time_kv_reaches_the_llama(checkpoint):
+def test_the_familys_load_time_kv_reaches_the_llama(checkpoint, monkeypatch):
     """Qwen-1's view loads only with its RMS epsilon as a load-time override (HfCheckpoint.load_kv): a plain Llama
     over the memory file gets it as kv_overrides, and its logits are runner.load's."""
+    monkeypatch.delenv("HFVIEW_DATA_PATH", raising=False)
     qwen = checkpoint("qwen")
     with load(qwen, precision="f32", n_ctx=64) as r, \
             closing(runner.llama(qwen, precision="f32", n_ctx=64, logits_all=True, flash_attn=True)) as llm:
@@ -90,9 +95,10 @@ def test_the_familys_load_time_kv_reaches_the_llama(checkpoint):
         np.testing.assert_allclose(np.asarray(llm.eval_logits, dtype=np.float32), r.logits(ids), rtol=0, atol=1e-4)
 
 
-def test_memory_file_closes_with_the_llama(llama3):
+def test_memory_file_closes_with_the_llama(llama3, monkeypatch):
     from hfview import memfile
 
+    monkeypatch.delenv("HFVIEW_DATA_PATH", raising=False)
     if not memfile.supported():
         pytest.skip("no memfd on this system")
     llm = runner.llama(llama3, n_ctx=32)

@@ -382,9 +382,10 @@ def test_refusal_is_one_line(tmp_path):
     assert "Traceback" not in result.output
 
 
-def test_the_server_loads_the_view_from_a_memory_file_with_the_familys_kv(checkpoint):
+def test_the_server_loads_the_view_from_a_memory_file_with_the_familys_kv(checkpoint, monkeypatch):
     """In process: the server's Llama is a plain one over the view's memory file, Qwen-1's load-time RMS epsilon
     (which llama.cpp refuses the view without) passed as the server's kv_overrides."""
+    monkeypatch.delenv("HFVIEW_DATA_PATH", raising=False)
     from hfview import HfCheckpoint, memfile
     from hfview.runner.serve import create_app
 
