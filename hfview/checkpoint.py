@@ -12,7 +12,7 @@ from typing import Callable, Iterator
 import numpy as np
 
 from . import config_values, families
-from .config import check_keys, read_checkpoint_config, read_config, with_defaults
+from .config import check_keys, class_defaults, read_checkpoint_config, read_config, with_defaults
 from .quantized import GptqForm, Mxfp4Form, PackedForm, ScaledForm, quantized_form
 from .errors import CheckpointError, ConfigError
 from .family import Family, plan_tensors
@@ -278,7 +278,7 @@ class HfCheckpoint:
         mistral_quantized = form is not None and Path(config_path).name == "params.json"
         keyed = {k: v for k, v in config.items() if k != "quantization"} if mistral_quantized else config
         check_keys(keyed, config_path, family.name, family.reads, family.harmless,
-                   family.defaults.get(config["model_type"], {}))
+                   class_defaults(family, config))
         self.family: Family = family
         self.config = config
         defaults = family.defaults[config["model_type"]]

@@ -255,10 +255,10 @@ def _sort_keys(config: dict, family: str, reads: frozenset[str], harmless: Harml
 def ignored_keys(config: dict, family) -> dict[str, str]:  # family: a hfview.family.Family
     """The config keys the key check accepts without reading them, each with why it changes nothing (what
     `hfview inspect` lists)."""
-    return _sort_keys(config, family.name, family.reads, family.harmless, _class_defaults(family, config))[0]
+    return _sort_keys(config, family.name, family.reads, family.harmless, class_defaults(family, config))[0]
 
 
-def _class_defaults(family, config: dict) -> Mapping[str, Any]:  # family: a hfview.family.Family
+def class_defaults(family, config: dict) -> Mapping[str, Any]:  # family: a hfview.family.Family
     """The config class's defaults for the config's model_type (empty for a model_type the family does not list)."""
     model_type = config.get("model_type")
     return family.defaults.get(model_type, {}) if isinstance(model_type, str) else {}
@@ -294,7 +294,7 @@ def read_as(family, config: dict, path: Path) -> dict:  # family: a hfview.famil
     key check, the values' types and ranges, the config class's defaults under the stated keys, the counts
     against each other and against any model's, what the class's constructor computes, and the family's
     refusal of values it cannot honour."""
-    check_keys(config, path, family.name, family.reads, family.harmless, _class_defaults(family, config))
+    check_keys(config, path, family.name, family.reads, family.harmless, class_defaults(family, config))
     defaults = family.defaults[config["model_type"]]
     config_values.check_values(family.name, defaults, config, path)
     hparams = with_defaults(family.canonical(config), defaults)

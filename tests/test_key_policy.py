@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 
 from hfview import families
-from hfview.config import check_keys, ignored_keys
+from hfview.config import check_keys, class_defaults, ignored_keys
 from hfview.errors import ConfigError
 from hfview import references_read as R
 
@@ -56,7 +56,7 @@ def _llama(**extra) -> dict:
 def _check(config: dict) -> None:
     family = families.family_for(config["model_type"], config.get("architectures"))
     check_keys(config, Path("config.json"), family.name, family.reads, family.harmless,
-               family.defaults.get(config["model_type"], {}))
+               class_defaults(family, config))
 
 
 def _ignored(config: dict) -> dict[str, str]:

@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 
 from hfview import families
-from hfview.config import ANY, COMMON_HARMLESS, check_keys, merge_text_config, read_as, read_config
+from hfview.config import ANY, COMMON_HARMLESS, check_keys, class_defaults, merge_text_config, read_as, read_config
 from hfview.config_values import layer_count
 from hfview.errors import ConfigError, HfviewError
 from released_config import DATA, config_path_kv, released_configs
@@ -191,7 +191,7 @@ def _qwen2(**extra) -> dict:
 def _check(config: dict) -> None:
     family = families.family_for(config["model_type"])
     check_keys(config, Path("config.json"), family.name, family.reads, family.harmless,
-               family.defaults.get(config["model_type"], {}))
+               class_defaults(family, config))
 
 
 def test_flag_off_is_harmless_and_on_is_refused_by_name_with_its_value():
