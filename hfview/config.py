@@ -7,6 +7,8 @@ data (each family lists its config class's defaults) without importing transform
 from __future__ import annotations
 
 import json
+import re
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Mapping
 
@@ -192,6 +194,38 @@ _OTHER_TOWERS = ("vision_config", "audio_config", "speech_config", "whisper_conf
                  "audio_tower_config", "perceiver_config")
 
 
+# A release's own Python files past this size are not read (a key is then refused as unread, as before).
+_CODE_BYTES = 8 << 20
+
+
+@dataclass(frozen=True)
+class ReleaseCode:
+    """The words of a checkpoint's own Python files (its remote code: configuration_*.py, modeling_*.py ...), read as
+    text and never run. Where a family's forward is that code (transformers has no class for its model type), a key
+    the code never names cannot change the forward."""
+    files: tuple[str, ...]
+    names: frozenset[str]
+
+
+def release_code(directory: Path) -> ReleaseCode | None:
+    """The checkpoint's top-level *.py files as words, or None where it has none (or too much to read)."""
+    try:
+        files = sorted(p for p in directory.glob("*.py") if p.is_file())
+        if not files or sum(p.stat().st_size for p in files) > _CODE_BYTES:
+            return None
+        text = "\n".join(p.read_text(encoding="utf-8", errors="replace") for p in files)
+    except OSError:
+        return None
+    # every identifier and every word inside a string (kwargs.pop("key"), getattr(config, "key")) counts as named
+    return ReleaseCode(tuple(p.name for p in files), frozenset(re.findall(r"[A-Za-z_][A-Za-z0-9_]*", text)))
+
+
+def _forward_code(config: dict, family: str, directory: Path) -> ReleaseCode | None:
+    """The release's own code where it is the forward: never where transformers has a class for the model type
+    (hfview's reference, which runs no *.py beside it)."""
+    return None if config.get("model_type") in _references(family)[0] else release_code(directory)
+
+
 def _references(family: str) -> tuple[dict[str, str], tuple[str, ...]]:
     """({model type: transformers folder}, the converter's text class chain) read for `family`
     (hfview/references_read.py, written by tools/key_policy.py)."""
@@ -199,14 +233,16 @@ def _references(family: str) -> tuple[dict[str, str], tuple[str, ...]]:
     return R.FAMILIES.get(family, ({}, ()))
 
 
-def readers(family: str, key: str) -> list[str]:
-    """Which of the references' code reads `key` for `family`: transformers' model folders or shared code, the
-    converter's classes."""
+def readers(family: str, key: str, code: ReleaseCode | None = None) -> list[str]:
+    """Which of the references' code reads `key` for `family`: transformers' model folders or shared code (which
+    runs under a release's own code too), the release's own code, the converter's classes."""
     from . import references_read as R
     types, chain = _references(family)
     found = [f"transformers' {folder} code" for folder in sorted(set(types.values())) if key in R.TRANSFORMERS[folder]]
-    if types and key in R.SHARED:
+    if (types or code is not None) and key in R.SHARED:
         found.append("transformers' shared code (PreTrainedConfig, rope, masks, caches)")
+    if code is not None and key in code.names:
+        found.append(f"the checkpoint's own code ({', '.join(code.files)})")
     return found + [f"the converter's {cls}" for cls in chain if key in R.CONVERTER[cls]]
 
 
@@ -214,7 +250,8 @@ def _empty(value: Any) -> bool:
     return value is None or (isinstance(value, (list, dict, str)) and not value)
 
 
-def _why_ignored(config: dict, family: str, key: str, value: Any, defaults: Mapping[str, Any]) -> str | None:
+def _why_ignored(config: dict, family: str, key: str, value: Any, defaults: Mapping[str, Any],
+                 code: ReleaseCode | None) -> str | None:
     """Why a key hfview neither reads nor knows as harmless changes nothing, or None where it may."""
     if ("dropout" in key or key.endswith("_pdrop")) and not isinstance(value, bool) and value == 0:
         return f"a dropout of {value} drops nothing"
@@ -225,16 +262,21 @@ def _why_ignored(config: dict, family: str, key: str, value: Any, defaults: Mapp
         return f"{json.dumps(value)} asks for nothing, as the config class's default " \
                f"({json.dumps(defaults.get(key))}) does"
     types, chain = _references(family)
-    # Only where both references exist to be read: a family with remote code or without a converter class keeps
-    # every key it does not know refused.
-    if config.get("model_type") in types and chain and not readers(family, key):
+    # Only where both references exist to be read: a family without a converter class, or with remote code that is
+    # not beside the config, keeps every key it does not know refused.
+    if not chain or readers(family, key, code):
+        return None
+    if config.get("model_type") in types:
         folders = ", ".join(sorted(set(types.values())))
         return f"neither transformers' {folders} code nor the converter's {chain[0]} reads it"
+    if code is not None:
+        return f"neither the checkpoint's own code ({', '.join(code.files)}, read as text) nor the converter's " \
+               f"{chain[0]} names it"
     return None
 
 
 def _sort_keys(config: dict, family: str, reads: frozenset[str], harmless: Harmless,
-               defaults: Mapping[str, Any]):
+               defaults: Mapping[str, Any], code: ReleaseCode | None = None):
     """(ignored {key: why}, refused keys, keys at a value that changes the computation), in the key check's order:
     read by hfview, known harmless (at any value or at the values listed), ignored with a reason, refused."""
     known = {**COMMON_HARMLESS, **harmless}
@@ -245,17 +287,18 @@ def _sort_keys(config: dict, family: str, reads: frozenset[str], harmless: Harml
         if key in known:
             if known[key] is not ANY and not any(_same(value, off) for off in known[key]):
                 changing.append(key)
-        elif (why := _why_ignored(config, family, key, value, defaults)) is not None:
+        elif (why := _why_ignored(config, family, key, value, defaults, code)) is not None:
             ignored[key] = why
         else:
             refused.append(key)
     return ignored, sorted(refused), changing
 
 
-def ignored_keys(config: dict, family) -> dict[str, str]:  # family: a hfview.family.Family
+def ignored_keys(config: dict, family, directory: Path | None = None) -> dict[str, str]:  # a hfview.family.Family
     """The config keys the key check accepts without reading them, each with why it changes nothing (what
-    `hfview inspect` lists)."""
-    return _sort_keys(config, family.name, family.reads, family.harmless, class_defaults(family, config))[0]
+    `hfview inspect` lists); `directory`: the checkpoint's, whose own code is read as text."""
+    code = _forward_code(config, family.name, directory) if directory is not None else None
+    return _sort_keys(config, family.name, family.reads, family.harmless, class_defaults(family, config), code)[0]
 
 
 def class_defaults(family, config: dict) -> Mapping[str, Any]:  # family: a hfview.family.Family
@@ -267,12 +310,13 @@ def class_defaults(family, config: dict) -> Mapping[str, Any]:  # family: a hfvi
 def check_keys(config: dict, path: Path, family: str, reads: frozenset[str], harmless: Harmless,
                defaults: Mapping[str, Any] | None = None) -> None:
     """Every key is read, known to leave the computation unchanged at its value, ignored because it changes nothing
-    (hfview.config.ignored_keys; `defaults`: the config class's, against which an empty value asks for nothing),
-    or refused by name, with the reference that reads it."""
-    _ignored, refused, changing = _sort_keys(config, family, reads, harmless, defaults or {})
+    (hfview.config.ignored_keys; `defaults`: the config class's, against which an empty value asks for nothing;
+    the checkpoint's own code beside `path`, read as text), or refused by name, with the reference that reads it."""
+    code = _forward_code(config, family, Path(path).parent)
+    _ignored, refused, changing = _sort_keys(config, family, reads, harmless, defaults or {}, code)
     if refused:
         key = refused[0]
-        by = readers(family, key)
+        by = readers(family, key, code)
         what = (f"is read by {' and '.join(by)}, and the {family} family does not read it" if by else
                 f"is not one the {family} family knows")
         raise ConfigError(f"{path}: config key {key!r} (= {shown(config[key])}) {what}; hfview will not guess "

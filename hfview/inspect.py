@@ -31,7 +31,7 @@ def describe(ckpt: HfCheckpoint) -> dict:
         # arrays llama.cpp must read with other values to run the file (RunnerFacts.load_arrays)
         **({"load_arrays": ckpt.load_arrays} if ckpt.load_arrays else {}),
         # config keys accepted without being read, each with why it changes nothing (hfview.config.check_keys)
-        "ignored_keys": ignored_keys(ckpt.config, ckpt.family),
+        "ignored_keys": ignored_keys(ckpt.config, ckpt.family, ckpt.path),
         "kv": [{"key": kv.key, "type": kv.type.name, "value": _value(kv)} for kv in ckpt.kv],
         "tensors": [{
             "name": t.name, "shape": list(t.ggml_dims), "type": t.ggml_type.name,

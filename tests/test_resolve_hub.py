@@ -104,6 +104,17 @@ def test_progress_bars_on_weight_downloads_only(hub, capsys, monkeypatch):
     assert capsys.readouterr().err == ""
 
 
+def test_the_release_code_is_fetched_for_the_key_check_to_read(hub):
+    # the key check reads a remote-code release's top-level *.py as text (hfview.config.release_code)
+    files = tiny_checkpoint()
+    files["modeling_custom.py"] = b"def forward(config):\n    return config.hidden_size\n"
+    files["examples/run.py"] = b"print('not the model')\n"
+    hub.add_repo("acme/with-code", files)
+    resolved = resolve("acme/with-code", progress=False)
+    assert (resolved.path / "modeling_custom.py").read_bytes() == files["modeling_custom.py"]
+    assert "examples/run.py" not in hub.files_requested()
+
+
 def test_mistral_format_repository(hub):
     hub.add_repo("acme/tiny-mistral", {
         "params.json": json.dumps({"dim": 4, "n_layers": 1, "n_heads": 1, "vocab_size": 8}).encode(),

@@ -619,8 +619,10 @@ def _resolve_hub(model: str, revision: str | None, progress: bool, require: Back
     backend = _gate_for(raw, config_path, require)
     refuse_quantized(raw, config_path)
 
+    # the release's own code (top-level *.py) too: the key check reads it as text, never runs it
     small = [n for n in names if n in TOKENIZER_FILES or n.startswith("tokenizer.model.v")
-             or (n in METADATA_FILES and not (fmt == "mistral" and n.endswith(".index.json")))]
+             or (n in METADATA_FILES and not (fmt == "mistral" and n.endswith(".index.json")))
+             or (n.endswith(".py") and "/" not in n)]
     for name in small:
         fetch(name)
     snapshot = config_path.parent
