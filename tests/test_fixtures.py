@@ -203,3 +203,18 @@ def test_default_model_writes_words_of_its_corpus():
     known = sum(w in vocabulary for w in words) / len(words)
     assert known >= 0.9, f"only {known:.0%} of the generated words occur in the corpus: {words}"
     assert len(set(words)) >= 8, f"degenerate repetition: {words}"
+
+
+def test_a_spec_file_reads_only_the_siblings_its_cache_key_covers(tmp_path):
+    # a fixture's cache key covers the spec files it reads (READS_FILES, followed transitively): reading one it
+    # does not name would let a cached fixture go stale
+    (tmp_path / "leaf.py").write_text("VALUE = 7\n", encoding="utf-8")
+    (tmp_path / "named.py").write_text('READS_FILES = ("leaf.py",)\nGOT = sibling("leaf.py")["VALUE"]\n',
+                                       encoding="utf-8")
+    assert _build_module._spec_file(tmp_path / "named.py")["GOT"] == 7
+    (tmp_path / "unnamed.py").write_text('GOT = sibling("leaf.py")["VALUE"]\n', encoding="utf-8")
+    with pytest.raises(ValueError, match=r"unnamed.py: reads leaf.py without naming it in READS_FILES"):
+        _build_module._spec_file(tmp_path / "unnamed.py")
+    # compressed-tensors' fixtures read fp8.py, which reads deepseek_v3.py: all three are in their key
+    keyed = {p.name for p in _build_module.source_files("qwen3-ct-fp8-block")}
+    assert {"compressed_tensors.py", "fp8.py", "deepseek_v3.py", "qwen2.py"} <= keyed
