@@ -49,7 +49,7 @@ def _modelopt_record(path: Path) -> dict[str, Any]:
         data = None
     quant = data.get("quantization") if isinstance(data, dict) else None
     producer = data.get("producer") if isinstance(data, dict) and isinstance(data.get("producer"), dict) else {}
-    method = str(producer.get("name") or "modelopt").lower()  # the converter takes the producer as the method
+    method = str(producer.get("name") or "").lower()  # the converter takes the producer as the method
     return {"quant_method": method, **quant} if isinstance(quant, dict) else {"quant_method": method}
 
 
@@ -302,6 +302,13 @@ def quantized_form(config: dict[str, Any], config_path: Path
             + (f" and per-layer quant_algo {', '.join(per_layer)}" if per_layer else "")
             + "; of ModelOpt's forms hfview reads FP8 and FP8_PER_CHANNEL_PER_TOKEN (a weight_scale per tensor or per "
             "row), as the converter dequantizes them"))
+    record = Path(config_path).parent / "hf_quant_config.json"
+    if quant is None and record.is_file() and not _modelopt_record(record)["quant_method"]:
+        # (measured: the converter on a ModelOpt FP8 fixture whose record names no producer, as Nemotron-3 Super's)
+        _refuse_other(config, config_path, also=(
+            " and names no producer: the pinned converter takes the producer's name as the quant method, so it "
+            "reads the method '' and fails before writing anything (\"Quant method is not yet supported: ''\"); "
+            "a record naming producer modelopt would be read as ModelOpt's"))
     _refuse_other(config, config_path)
     return None
 
@@ -384,6 +391,6 @@ def _refuse_other(config: dict[str, Any], config_path: Path, also: str = "") -> 
     raise QuantizedCheckpoint(
         f"quantized checkpoints are unsupported: {where} declares {source} ({_quant_scheme(quant)}, "
         f"{method_part}){also}; of quantized forms hfview reads the converter's FP8 (quant_method \"fp8\", "
-        "ModelOpt's FP8, compressed-tensors' float-quantized), GPTQ of 2, 4 or 8 bits stated in config.json and gpt-oss's "
-        "MXFP4 (quant_method \"mxfp4\"). Use a BF16 export of this model (the unquantized BF16/F16 upload of the same "
-        "checkpoint) instead")
+        "ModelOpt's FP8, compressed-tensors' float-quantized), GPTQ of 2, 4 or 8 bits stated in config.json, gpt-oss's "
+        "MXFP4 (quant_method \"mxfp4\") and NVFP4 (ModelOpt's, compressed-tensors' nvfp4-pack-quantized). Use a BF16 "
+        "export of this model (the unquantized BF16/F16 upload of the same checkpoint) instead")
