@@ -457,6 +457,8 @@ class HfCheckpoint:
                                   f"\"requantizing from type {t.ggml_type.name.lower()} is disabled\"; "
                                   + ("choose --quant MXFP4_MOE, which keeps the MXFP4 experts as they are"
                                      if t.ggml_type == GGMLType.MXFP4 else
+                                     "no --quant type keeps NVFP4 weights: run it without --quant"
+                                     if t.ggml_type == GGMLType.NVFP4 else
                                      f"choose a --quant that keeps it {t.ggml_type.name}, or no --fp8-as-q8"))
         self.tensors = []
         for t, new in zip(order, types):

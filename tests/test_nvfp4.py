@@ -172,3 +172,112 @@ def test_blocks_decode_to_the_twins_weights(name, checkpoint, tmp_path):
         assert np.array_equal(got, want), t.name
         checked += 1
     assert checked >= 4
+
+
+def test_nvfp4_first_with_scales_file_type_and_prec_a4(checkpoint):
+    """The NVFP4 weights lead the file, each followed by its .scale / .input_scale where not 1 (none where every
+    per-tensor scale is 1); the file type is MOSTLY_NVFP4 (39) but at q8_0; prec_a4 marks W4A16_NVFP4 weights."""
+    from hfview import HfCheckpoint
+    from hfview.gguf_layout import GGMLType
+
+    for outtype, file_type in (("f32", 39), ("bf16", 39), ("auto", 39), ("q8_0", 7)):
+        assert HfCheckpoint(checkpoint("qwen3_moe-nvfp4"), outtype).file_type == file_type
+    view = HfCheckpoint(checkpoint("qwen3_moe-nvfp4"), "bf16")
+    n = sum(t.ggml_type == GGMLType.NVFP4 for t in view.tensors)
+    assert [t.name for t in view.tensors[:3]] == [f"blk.0.ffn_down_exps.{s}" for s in ("weight", "scale", "input_scale")]
+    assert all(t.ggml_type in (GGMLType.NVFP4, GGMLType.F32) for t in view.tensors[:3 * n])
+    assert view.tensor("blk.0.ffn_down_exps.scale").shape == (4,)
+    record = HfCheckpoint(checkpoint("llama-nvfp4-record"), "bf16")
+    assert not [t.name for t in record.tensors if "scale" in t.name]
+    kv = {k.key: k.value for k in HfCheckpoint(checkpoint("qwen3-nvfp4-mixed"), "bf16").kv}
+    assert kv["general.tensor_extra.name"] == sorted(f"blk.1.{p}.weight" for p in ("attn_k", "attn_output", "attn_q",
+                                                                                  "attn_v"))
+    assert kv["general.tensor_extra.prec_a4"] == [False] * 4
+    assert "general.tensor_extra.name" not in {k.key for k in HfCheckpoint(checkpoint("llama-nvfp4"), "bf16").kv}
+
+
+def test_reads_nothing_of_the_weights_until_asked(checkpoint, monkeypatch):
+    """Opening the view reads no NVFP4 code (only the per-tensor scales, whose values decide which tensors exist)."""
+    from hfview import HfCheckpoint, views
+
+    calls = []
+    monkeypatch.setattr(views, "nvfp4_blocks", lambda *a: calls.append(1))
+    HfCheckpoint(checkpoint("qwen3_moe-nvfp4"), "bf16")
+    assert calls == []
+
+
+@pytest.mark.parametrize("name", ["qwen3_moe-nvfp4", "llama-nvfp4"])
+def test_memory_file_is_the_exported_file(name, checkpoint, tmp_path):
+    import hashlib
+
+    from hfview import HfCheckpoint, memfile
+    from hfview.export import export
+
+    if not memfile.supported():
+        pytest.skip("no memfd on this system")
+    ckpt = HfCheckpoint(checkpoint(name), "bf16")
+    with open(export(ckpt, tmp_path / "export.gguf"), "rb") as f:
+        want = hashlib.file_digest(f, "sha256").hexdigest()
+    for threads in (1, 3):
+        with memfile.fill(ckpt, threads=threads) as mf, open(mf.path, "rb") as f:
+            assert hashlib.file_digest(f, "sha256").hexdigest() == want
+
+
+def test_quant_over_nvfp4_is_refused_as_llama_quantize_refuses_it(checkpoint, converted, tmp_path):
+    """llama_model_quantize will not requantize the converter's NVFP4 weights (measured on its file); nor hfview."""
+    import oracle
+
+    from hfview import HfCheckpoint
+    from hfview.errors import ConfigError
+
+    with pytest.raises(oracle.ConverterFailed, match="requantizing from type nvfp4 is disabled"):
+        oracle.quantize(converted("llama-nvfp4-record", "bf16"), tmp_path / "q.gguf", 7)
+    with pytest.raises(ConfigError, match=r'"requantizing from type nvfp4 is disabled"'):
+        HfCheckpoint(checkpoint("llama-nvfp4-record"), "bf16", quant="Q8_0")
+
+
+def test_a_weight_not_whole_64_blocks_is_refused_as_the_converter_fails(checkpoint, tmp_path):
+    """A 32-wide NVFP4 weight: the converter's _nvfp4_pack fails reshaping it (measured); hfview refuses it by name."""
+    import oracle
+    from safetensors.torch import load_file, save_file
+
+    from hfview import HfCheckpoint
+    from hfview.errors import CheckpointError
+
+    path = tmp_path / "narrow"
+    shutil.copytree(checkpoint("llama-nvfp4-record"), path)
+    tensors = load_file(str(path / "model.safetensors"))
+    name = "model.layers.0.self_attn.o_proj.weight"
+    tensors[name], tensors[name + "_scale"] = tensors[name][:, :16].contiguous(), tensors[name + "_scale"][:, :2]
+    save_file({k: v.contiguous() for k, v in tensors.items()}, str(path / "model.safetensors"),
+              metadata={"format": "pt"})
+    with pytest.raises(oracle.ConverterFailed, match=r"_nvfp4_pack[\s\S]*cannot reshape array"):
+        oracle.convert(path, tmp_path / "c.gguf", "f32")
+    with pytest.raises(CheckpointError, match=r"o_proj.weight' is 32 wide, not whole 64-element blocks.*cannot "
+                                              r"reshape array"):
+        HfCheckpoint(path, "f32")
+
+
+def test_a_record_naming_no_producer_is_refused_as_the_converter_fails(checkpoint, tmp_path):
+    """Nemotron-3 Super / Ultra FP8's hf_quant_config.json names no producer: the converter takes '' as the quant
+    method and fails (measured on the ModelOpt FP8 fixture with such a record); hfview refuses it quoting that."""
+    import oracle
+
+    from hfview import HfCheckpoint
+    from hfview.errors import QuantizedCheckpoint
+
+    path = tmp_path / "noproducer"
+    shutil.copytree(checkpoint("qwen3-modelopt-fp8"), path)
+    (path / "hf_quant_config.json").write_text(json.dumps({"quantization": {"quant_algo": "FP8",
+                                                                           "kv_cache_quant_algo": "FP8"}}))
+    with pytest.raises(oracle.ConverterFailed, match=r"Quant method is not yet supported: ''"):
+        oracle.convert(path, tmp_path / "c.gguf", "f32")
+    with pytest.raises(QuantizedCheckpoint, match=r"names no producer.*\"Quant method is not yet supported: ''\""):
+        HfCheckpoint(path, "f32")
+
+
+def test_resolution_admits_the_release_as_the_view(checkpoint):
+    from hfview.runner.resolve import resolve
+
+    resolved = resolve(str(checkpoint("qwen3-nvfp4-ct")), progress=False)
+    assert resolved.backend == "view" and resolved.family == "qwen3"
