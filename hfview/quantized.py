@@ -155,6 +155,12 @@ def nvfp4_stored(stored: dict, form: Nvfp4Form) -> dict:
     from .errors import CheckpointError
     from .views import nvfp4_paired, scale_dequantized
 
+    folded = next((n for n in stored if n.endswith(".router.per_expert_scale")), None)
+    if folded is not None:  # (Gemma 4's mixtures)
+        raise CheckpointError(f"{stored[folded].path.name}: {folded!r} beside NVFP4 weights: the pinned converter's "
+                              f"Gemma 4 folds each expert's router scale into its down_proj weight_scale_2 "
+                              f"(conversion/gemma.py _generate_nvfp4_tensors), which hfview does not; its BF16 "
+                              f"release reads")
     out = nvfp4_paired(stored, inverted=form.method == "compressed-tensors")
     left = [n for n in out if n.endswith((".weight_scale", ".weight_scale_inv"))]
     if not left:  # dequant_model returns at once: "all quantized tensors were already handled"

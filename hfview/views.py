@@ -1487,36 +1487,34 @@ def nvfp4_first(tensors: list[Presented], stored: dict[str, StoredTensor], n_exp
     placed: list[tuple[tuple[int, int], list[Presented]]] = []
     rest: list[Presented] = []
     marked: list[str] = []
-    late = 0  # experts never complete: flushed after the loop, in the order each group first came
     for t in tensors:
         srcs = [s for s in t.view.sources if isinstance(s, NVFP4Pair)]
         if not srcs:
             rest.append(t)
             continue
         what = f"{t.name} (from {srcs[0].name!r})"
-        if (len(srcs) != len(t.view.sources) or _whole_rows(t.view) is None
+        if (len(srcs) != len(t.view.sources) or _whole_rows(t.view) is None or t.steps
                 or isinstance(t.view, RowPermutation) and not permuting):
             raise CheckpointError(
-                f"{what} is made by '{t.view.describe()}' from NVFP4 weights; the pinned converter's NVFP4 path writes "
+                f"{what} is made by '{t.describe()}' from NVFP4 weights; the pinned converter's NVFP4 path writes "
                 f"each NVFP4 weight as stored, mapped by its name alone (or its experts stacked), so hfview cannot "
                 f"give its bytes")
         used.update(s.name for s in srcs)
         if isinstance(t.view, Stack):
             found = [re.search(NVFP4_EXPERT, s.name) for s in srcs]
-            layer = {re.search(r"\.layers\.(\d+)\.", s.name) and re.search(r"\.layers\.(\d+)\.", s.name).group(1)
-                     for s in srcs}
+            layer = {m.group(1) if (m := re.search(r"\.layers\.(\d+)\.", s.name)) else "0" for s in srcs}
             if not all(found) or [int(m.group(1)) for m in found] != list(range(len(srcs))) or len(
                     {m.group(2) for m in found}) != 1 or len(layer) != 1 or (n_experts and len(srcs) != n_experts):
                 raise CheckpointError(
                     f"{what}: its NVFP4 experts {srcs[0].name!r}... are not the converter's `experts.<i>.(gate|up|"
                     f"down)_proj.weight` 0..{max(n_experts, 1) - 1} of one layer, which its NVFP4 path stacks; it maps "
                     f"each other NVFP4 weight by name and fails on an expert's (\"Can not map tensor\")")
+            # flushed when its n_experts-th expert comes; with no expert count, after the loop in first-come order
             positions = sorted(s.position for s in srcs)
             key = (0, positions[n_experts - 1]) if n_experts else (1, positions[0])
             hf_name = f"model.layers.{layer.pop()}.mlp.experts.{found[0].group(2)}.weight"
-            scales = [(".scale", "scale_2"), (".input_scale", "input_scale")]
             extra = []
-            for suffix, which in scales:
+            for suffix, which in ((".scale", "scale_2"), (".input_scale", "input_scale")):
                 per = [s.per_tensor(which) for s in srcs]
                 values = np.array([1.0 if v is None else float(v.sum(dtype=np.float32)) for v in per], np.float32)
                 if not np.allclose(values, 1.0, atol=1e-6):  # _write_scales_tensor's test
@@ -1524,7 +1522,8 @@ def nvfp4_first(tensors: list[Presented], stored: dict[str, StoredTensor], n_exp
                                            Generated(values, f"each expert's NVFP4 {which}"), GGMLType.F32))
         else:
             (src,) = srcs
-            key, hf_name, extra = (0, src.position), converter_name_of(src.name), []
+            # (the name as its filter_tensors leaves it)
+            key, hf_name, extra = (0, src.position), src.name.replace("language_model.", ""), []
             for suffix, which in ((".scale", "scale_2"), (".input_scale", "input_scale")):
                 values = src.per_tensor(which)
                 if _per_tensor_written(values):
@@ -1540,8 +1539,3 @@ def nvfp4_first(tensors: list[Presented], stored: dict[str, StoredTensor], n_exp
                               f"give its file")
     placed.sort(key=lambda p: p[0])
     return [t for _, group in placed for t in group] + rest, sorted(marked)
-
-
-def converter_name_of(name: str) -> str:
-    """A tensor's name as the converter's filter_tensors leaves it ("language_model." dropped)."""
-    return name.replace("language_model.", "")
