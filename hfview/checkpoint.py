@@ -13,14 +13,14 @@ import numpy as np
 
 from . import config_values, families
 from .config import check_keys, class_defaults, read_checkpoint_config, read_config, with_defaults
-from .quantized import GptqForm, Mxfp4Form, PackedForm, ScaledForm, quantized_form
+from .quantized import NVFP4_ROTATING, GptqForm, Mxfp4Form, Nvfp4Form, PackedForm, ScaledForm, nvfp4_stored, quantized_form
 from .errors import CheckpointError, ConfigError
 from .family import Family, plan_tensors
 from .gguf_layout import (KEPT_ENCODED, KV, EncodedArray, FileSpan, GGMLType, Pieces, ValueType, encode_header,
                           encode_kv, encode_tensor_info, encoded_kv_pieces, pad_to)
 from .shards import StoredTensor, index_shards, read_bytes_into
 from .views import (FP8Dequantized, Generated, Presented, RowSelection, Stack, Stored, gptq_dequantized,
-                    mxfp4_paired, pack_dequantized, quiet_bf16_nans, scale_dequantized)
+                    mxfp4_paired, nvfp4_first, pack_dequantized, quiet_bf16_nans, scale_dequantized)
 from .vocab_cache import vocab_kv
 from .names import Keys
 
@@ -306,6 +306,8 @@ class HfCheckpoint:
             self._stored = pack_dequantized(self._stored, form.bits, form.group_size)
         elif isinstance(form, Mxfp4Form):  # each MXFP4 pair one weight, first, its bits repacked on read
             self._stored = mxfp4_paired(self._stored)
+        elif isinstance(form, Nvfp4Form):  # each NVFP4 weight one pair in its place (first, repacked on read)
+            self._stored = nvfp4_stored(self._stored, form)
         config_values.check_against_tensors(config, [t.shape for t in self._stored.values()], config_path)
         self.hparams = family.normalise(hparams)
         family.validate(self.hparams, config_path)
@@ -322,11 +324,17 @@ class HfCheckpoint:
         out_type, self.file_type = OUTTYPES[self.outtype]
         if isinstance(form, Mxfp4Form) and out_type != GGMLType.Q8_0:
             self.file_type = 38  # MOSTLY_MXFP4_MOE: the converter's prepare_metadata over f32, f16 and bf16
+        if isinstance(form, Nvfp4Form) and out_type != GGMLType.Q8_0:
+            self.file_type = 39  # MOSTLY_NVFP4, likewise
         self._out_type = out_type
         self.tensors: list[Presented] = [
             # blocks already in a ggml type (MXFP4) are that type whatever the outtype
             dataclasses.replace(t, ggml_type=t.view.packed_type) if getattr(t.view, "packed_type", None) else t
             for t in plan_tensors(family, self._stored, self.hparams, self.block_count, self._type_for)]
+        self._prec_a4: list[str] = []  # tensors the converter marks for 16-bit activations (W4A16_NVFP4)
+        if isinstance(form, Nvfp4Form):
+            self.tensors, self._prec_a4 = nvfp4_first(self.tensors, self._stored, form.n_experts(config),
+                                                      family.name in NVFP4_ROTATING, form.algo_of)
         if fp8_as_q8:
             self.tensors = self._fp8_as_q8(form)
         self._by_name = {t.name: t for t in self.tensors}
@@ -409,6 +417,9 @@ class HfCheckpoint:
                        expert_count=counts[3], model_name=model_name),
             self.family.parameters(h, self.block_count, self.file_type),
             [_KV("general.quantization_version", ValueType.UINT32, 2)],
+            [_KV("general.tensor_extra.name", ValueType.ARRAY, self._prec_a4, ValueType.STRING),
+             _KV("general.tensor_extra.prec_a4", ValueType.ARRAY, [False] * len(self._prec_a4), ValueType.BOOL)]
+            if self._prec_a4 else [],
             vocab_kv(self.family.vocab, self.path, h, apart=self._vocab_apart),
         ):
             for kv in entry:
@@ -446,6 +457,8 @@ class HfCheckpoint:
                                   f"\"requantizing from type {t.ggml_type.name.lower()} is disabled\"; "
                                   + ("choose --quant MXFP4_MOE, which keeps the MXFP4 experts as they are"
                                      if t.ggml_type == GGMLType.MXFP4 else
+                                     "no --quant type keeps NVFP4 weights: run it without --quant"
+                                     if t.ggml_type == GGMLType.NVFP4 else
                                      f"choose a --quant that keeps it {t.ggml_type.name}, or no --fp8-as-q8"))
         self.tensors = []
         for t, new in zip(order, types):

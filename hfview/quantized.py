@@ -49,7 +49,7 @@ def _modelopt_record(path: Path) -> dict[str, Any]:
         data = None
     quant = data.get("quantization") if isinstance(data, dict) else None
     producer = data.get("producer") if isinstance(data, dict) and isinstance(data.get("producer"), dict) else {}
-    method = str(producer.get("name") or "modelopt").lower()  # the converter takes the producer as the method
+    method = str(producer.get("name") or "").lower()  # the converter takes the producer as the method
     return {"quant_method": method, **quant} if isinstance(quant, dict) else {"quant_method": method}
 
 
@@ -110,6 +110,107 @@ class PackedForm:
     group_size: int
 
 
+@dataclass(frozen=True)
+class Nvfp4Form:
+    """NVFP4 as the converter's prepare_tensors reads it (ModelOpt's NVFP4 / W4A16_NVFP4 / MIXED_PRECISION with
+    NVFP4 layers, or compressed-tensors' nvfp4-pack-quantized): each NVFP4 weight repacked, bits only, into ggml's
+    NVFP4 and written first, with its per-tensor scales as F32 `.scale` / `.input_scale` tensors; the file type
+    MOSTLY_NVFP4 at f32/f16/bf16. `method` names the tensors (ModelOpt's, or compressed-tensors' renamed and their
+    global scales inverted); `fp8`: the ModelOpt FP8 layers of a mixed checkpoint, dequantized as dequant_model
+    does; `global_algo` and `layer_algo` (module path -> quant_algo) decide which weights the `prec_a4` KV marks
+    (W4A16_NVFP4: 16-bit activations)."""
+    method: str
+    global_algo: str | None
+    layer_algo: tuple[tuple[str, str | None], ...] = ()
+    fp8: ScaledForm | None = None
+    where: Path | None = None
+
+    def algo_of(self, name: str) -> str | None:
+        """The quant_algo of weight `name` as _tag_prec_a4 finds it: its closest enclosing module in
+        quantized_layers, else the checkpoint's."""
+        layers = dict(self.layer_algo)
+        module = name.removesuffix(".weight").removesuffix(".bias")
+        while module:
+            if module in layers:
+                return layers[module]
+            module = module.rpartition(".")[0]
+        return self.global_algo
+
+    @staticmethod
+    def n_experts(config: dict[str, Any]) -> int:
+        """The expert count the converter stacks NVFP4 experts by (find_hparam num_local_experts / num_experts)."""
+        key = next((k for k in ("num_local_experts", "num_experts") if k in config), None)
+        return int(config[key] or 0) if key else 0
+
+
+# families whose converter class (LlamaModel's _repack_nvfp4) mirrors Llama's Q/K rotation pairs on NVFP4 weights;
+# every other writes NVFP4 weights as stored
+NVFP4_ROTATING = ("llama",)
+
+
+def nvfp4_stored(stored: dict, form: Nvfp4Form) -> dict:
+    """The tensors the converter's prepare_tensors leaves for NVFP4: each NVFP4 weight one views.NVFP4Pair in its
+    place; then, where a weight_scale is left (ModelOpt's FP8 layers of a mixed checkpoint), dequant_model's
+    ModelOpt FP8 dequantization. compressed-tensors leaves such a scale unread, and the converter fails on it."""
+    from .errors import CheckpointError
+    from .views import nvfp4_paired, scale_dequantized
+
+    folded = next((n for n in stored if n.endswith(".router.per_expert_scale")), None)
+    if folded is not None:  # (Gemma 4's mixtures)
+        raise CheckpointError(f"{stored[folded].path.name}: {folded!r} beside NVFP4 weights: the pinned converter's "
+                              f"Gemma 4 folds each expert's router scale into its down_proj weight_scale_2 "
+                              f"(conversion/gemma.py _generate_nvfp4_tensors), which hfview does not; its BF16 "
+                              f"release reads")
+    out = nvfp4_paired(stored, inverted=form.method == "compressed-tensors")
+    left = [n for n in out if n.endswith((".weight_scale", ".weight_scale_inv"))]
+    if not left:  # dequant_model returns at once: "all quantized tensors were already handled"
+        return out
+    if form.fp8 is None:
+        raise CheckpointError(f"{out[left[0]].path.name}: {left[0]!r} is a scale beside no NVFP4 weight in a "
+                              f"compressed-tensors NVFP4 checkpoint; the pinned converter leaves it unread and fails on "
+                              f"it (\"Can not map tensor {left[0]!r}\")")
+    f = form.fp8
+    return scale_dequantized(out, f.scales, f.block, f.dropped, f.orphan_scales_dropped, f.unread)
+
+
+def _nvfp4(config: dict[str, Any], config_path: Path) -> Nvfp4Form | None:
+    """The converter's NVFP4 detection (prepare_tensors): config.json's quantization_config, completed from
+    hf_quant_config.json where it states no quant_algo or no quantized_layers (its producer naming the method where
+    config.json names none); NVFP4 where quant_algo is NVFP4 or W4A16_NVFP4, a quantized_layers entry's algorithm
+    ends in NVFP4, or compressed-tensors states nvfp4-pack-quantized (for every group of a mixed-precision one)."""
+    quant = config.get("quantization_config") if isinstance(config.get("quantization_config"), dict) else {}
+    algo, method, fmt = quant.get("quant_algo"), quant.get("quant_method"), quant.get("format")
+    groups, layers = quant.get("config_groups") or {}, quant.get("quantized_layers") or {}
+    record, where = Path(config_path).parent / "hf_quant_config.json", Path(config_path)
+    if (not algo or not layers) and record.is_file():
+        data = _read_json(record)
+        data = data if isinstance(data, dict) else {}
+        q = data.get("quantization") if isinstance(data.get("quantization"), dict) else {}
+        producer = data.get("producer") if isinstance(data.get("producer"), dict) else {}
+        if method is None:
+            method = str(producer.get("name") or "").lower()
+        algo, method, fmt = q.get("quant_algo", algo), q.get("quant_method", method), q.get("format", fmt)
+        groups, layers = q.get("config_groups", groups) or {}, q.get("quantized_layers", layers) or {}
+        where = record
+    groups = groups if isinstance(groups, dict) else {}
+    layers = layers if isinstance(layers, dict) else {}
+    compressed = method == "compressed-tensors" and (fmt == "nvfp4-pack-quantized" or fmt == "mixed-precision" and (
+        bool(groups) and all(g.get("format") == "nvfp4-pack-quantized" for g in groups.values() if isinstance(g, dict))))
+    per_layer = any(str(v.get("quant_algo")).endswith("NVFP4") for v in layers.values() if isinstance(v, dict))
+    if not (algo in ("NVFP4", "W4A16_NVFP4") or compressed or per_layer):
+        return None
+    if method not in ("modelopt", "compressed-tensors"):
+        _refuse_other(config, config_path, also=(
+            f" with NVFP4 layers under quant_method {shown(method)}; hfview reads NVFP4 stated by ModelOpt or by "
+            f"compressed-tensors' nvfp4-pack-quantized"))
+    # the module paths as the converter's filter_tensors names them ("language_model." dropped)
+    layer_algo = tuple((str(k).replace("language_model.", ""), v.get("quant_algo"))
+                       for k, v in layers.items() if isinstance(v, dict))
+    fp8 = ScaledForm("modelopt", None, _WEIGHT_SCALE, _MODELOPT_DROPPED, orphan_scales_dropped=True,
+                     fp8_original="stored") if method == "modelopt" else None
+    return Nvfp4Form(method, algo, layer_algo, fp8, where)
+
+
 # the architectures whose MXFP4 the pinned converter reads (GptOssModel skips dequant_model and repacks the experts);
 # for any other its dequant_model raises NotImplementedError("Quant method is not yet supported: 'mxfp4'")
 _MXFP4_ARCHITECTURES = ("GptOssForCausalLM",)
@@ -153,8 +254,8 @@ def _modelopt(config: dict[str, Any], config_path: Path) -> dict[str, Any] | Non
     return {"quant_method": method, "quant_algo": algo, "quantized_layers": layers, "where": where}
 
 
-def quantized_form(config: dict[str, Any],
-                   config_path: Path) -> ScaledForm | Mxfp4Form | GptqForm | PackedForm | None:
+def quantized_form(config: dict[str, Any], config_path: Path
+                   ) -> ScaledForm | Mxfp4Form | GptqForm | PackedForm | Nvfp4Form | None:
     """The quantized form hfview reads, as the pinned converter reads it (conversion/base.py prepare_tensors and
     dequant_model), or None for an unquantized checkpoint; every other quantization is refused by name:
     quant_method "fp8" (block-scaled, per tensor or per row; Mistral's params.json `quantization` fp8_e4m3),
@@ -183,6 +284,9 @@ def quantized_form(config: dict[str, Any],
             return ScaledForm("fp8", None, _FP8_SCALES, _FP8_DROPPED)
         _refuse_other(config, config_path, also=(
             " (the pinned converter asserts qformat_weight == \"fp8_e4m3\", the one Mistral quantization it reads)"))
+    nvfp4 = _nvfp4(config, config_path) if method in (None, "modelopt", "compressed-tensors") else None
+    if nvfp4 is not None:
+        return nvfp4
     if method == "compressed-tensors":
         return _compressed_tensors(config, quant, config_path)
     if method == "gptq":
@@ -204,6 +308,13 @@ def quantized_form(config: dict[str, Any],
             + (f" and per-layer quant_algo {', '.join(per_layer)}" if per_layer else "")
             + "; of ModelOpt's forms hfview reads FP8 and FP8_PER_CHANNEL_PER_TOKEN (a weight_scale per tensor or per "
             "row), as the converter dequantizes them"))
+    record = Path(config_path).parent / "hf_quant_config.json"
+    if quant is None and record.is_file() and not _modelopt_record(record)["quant_method"]:
+        # (measured: the converter on a ModelOpt FP8 fixture whose record names no producer, as Nemotron-3 Super's)
+        _refuse_other(config, config_path, also=(
+            " and names no producer: the pinned converter takes the producer's name as the quant method, so it "
+            "reads the method '' and fails before writing anything (\"Quant method is not yet supported: ''\"); "
+            "a record naming producer modelopt would be read as ModelOpt's"))
     _refuse_other(config, config_path)
     return None
 
@@ -286,6 +397,6 @@ def _refuse_other(config: dict[str, Any], config_path: Path, also: str = "") -> 
     raise QuantizedCheckpoint(
         f"quantized checkpoints are unsupported: {where} declares {source} ({_quant_scheme(quant)}, "
         f"{method_part}){also}; of quantized forms hfview reads the converter's FP8 (quant_method \"fp8\", "
-        "ModelOpt's FP8, compressed-tensors' float-quantized), GPTQ of 2, 4 or 8 bits stated in config.json and gpt-oss's "
-        "MXFP4 (quant_method \"mxfp4\"). Use a BF16 export of this model (the unquantized BF16/F16 upload of the same "
-        "checkpoint) instead")
+        "ModelOpt's FP8, compressed-tensors' float-quantized), GPTQ of 2, 4 or 8 bits stated in config.json, gpt-oss's "
+        "MXFP4 (quant_method \"mxfp4\") and NVFP4 (ModelOpt's, compressed-tensors' nvfp4-pack-quantized). Use a BF16 "
+        "export of this model (the unquantized BF16/F16 upload of the same checkpoint) instead")

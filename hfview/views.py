@@ -1307,3 +1307,235 @@ def mxfp4_paired(stored: dict[str, StoredTensor]) -> dict[str, StoredTensor]:
                               f"beside them; a shard may be missing")
     paired = {p + s for p in pairs for s in ("_blocks", "_scales")}
     return {**pairs, **{n: t for n, t in stored.items() if n not in paired}}
+
+
+# ---------------------------------------------------------------- NVFP4 (ModelOpt, compressed-tensors nvfp4-pack-quantized)
+@dataclass(frozen=True)
+class NVFP4Pair(StoredTensor):
+    """A linear weight stored as NVFP4, standing in under its weight's name with its shape in elements [out, in]:
+    `weight` uint8 [out, in / 2] (two e2m1 codes a byte, element 2i in the low nibble), `scale` e4m3 [out, in / 16]
+    (one per 16 elements); beside them the per-tensor `scale_2` (ModelOpt's weight_scale_2, or compressed-tensors'
+    weight_global_scale, its reciprocal) and `input_scale` (input_global_scale), which the converter writes as
+    tensors of their own. `position`: the weight's place in the checkpoint's tensor order (the converter repacks in
+    that order). Its rows are never widened: NVFP4Rows moves their bits into ggml's blocks."""
+    weight: StoredTensor | None = None
+    scale: StoredTensor | None = None
+    scale_2: StoredTensor | None = None
+    input_scale: StoredTensor | None = None
+    inverted: bool = False  # compressed-tensors' global scales: the converter writes 1 / x
+    position: int = 0
+
+    @classmethod
+    def of(cls, name: str, weight: StoredTensor, scale: StoredTensor, scale_2: StoredTensor | None,
+           input_scale: StoredTensor | None, inverted: bool, position: int) -> "NVFP4Pair":
+        w, s, where = weight.shape, scale.shape, weight.path.name
+        if weight.dtype != "U8" or scale.dtype not in ("F8_E4M3", "U8"):
+            raise CheckpointError(f"{where}: NVFP4 weight {weight.name!r} ({weight.dtype}) and scale {scale.name!r} "
+                                  f"({scale.dtype}): NVFP4 stores U8 codes and F8_E4M3 block scales")
+        if len(w) != 2 or len(s) != 2 or s[0] != w[0] or w[1] != s[1] * 8:
+            raise CheckpointError(f"{where}: NVFP4 weight {weight.name!r} {list(w)} and scale {scale.name!r} "
+                                  f"{list(s)}: an NVFP4 weight is [out, in / 2] with a scale [out, in / 16]")
+        if s[1] % 4:
+            # _nvfp4_pack groups 4 blocks into each 64-element super-block and reshapes without a remainder
+            raise CheckpointError(f"{where}: NVFP4 weight {weight.name!r} is {s[1] * 16} wide, not whole 64-element "
+                                  f"blocks: the pinned converter's _nvfp4_pack fails on it (\"cannot reshape array\"), "
+                                  f"and ggml's NVFP4 holds 64 elements a block")
+        for t in (scale_2, input_scale):
+            if t is not None and (t.dtype not in ("F32", "BF16", "F16") or math.prod(t.shape) < 1):
+                raise CheckpointError(f"{t.path.name}: NVFP4 per-tensor scale {t.name!r} ({t.dtype} {list(t.shape)}) "
+                                      f"is not a float tensor")
+        return cls(name, weight.path, "NVFP4", (w[0], w[1] * 2), weight.offset, weight.nbytes + scale.nbytes,
+                   weight.stamp, weight=weight, scale=scale, scale_2=scale_2, input_scale=input_scale,
+                   inverted=inverted, position=position)
+
+    def per_tensor(self, which: str) -> np.ndarray | None:
+        """scale_2 or input_scale, flattened, as float32 the way the converter writes it (1 / x where inverted);
+        None where the checkpoint has none (the converter takes 1)."""
+        t = getattr(self, which)
+        if t is None:
+            return None
+        values = _as_f32(t.read_rows(0, t.shape[0]) if t.shape else t.read_rows(0, 0), t.dtype).reshape(-1)
+        return (np.float32(1) / values).astype(np.float32) if self.inverted else values.astype(np.float32)
+
+    def packed_rows(self, start: int, stop: int) -> np.ndarray:
+        """Rows [start, stop) as ggml's NVFP4 blocks (nvfp4_blocks)."""
+        return nvfp4_blocks(self.weight.read_rows(start, stop), self.scale.read_rows(start, stop))
+
+
+def nvfp4_blocks(codes: np.ndarray, scales: np.ndarray) -> np.ndarray:
+    """NVFP4 rows ([n, in / 2] codes, [n, in / 16] e4m3 scales) as ggml's block_nvfp4 rows, [n, in / 64 x 36]: per
+    64 elements the four 16-block scales' bits (sign dropped: ggml's unsigned e4m3), then 32 bytes, 8 per 16-block,
+    byte j of a 16-block holding element j in the low nibble and element j + 8 in the high one. Only bits move
+    (both index e2m1 the same way): lossless."""
+    n, blocks = scales.shape
+    packed = codes.reshape(n, blocks, 8)
+    values = np.empty((n, blocks, 16), np.uint8)
+    values[..., 0::2] = packed & 0x0F
+    values[..., 1::2] = packed >> 4
+    out = np.empty((n, blocks // 4, 36), np.uint8)
+    out[..., :4] = scales.view(np.uint8).reshape(n, blocks // 4, 4) & 0x7F
+    qs = out[..., 4:].reshape(n, blocks // 4, 4, 8)
+    np.bitwise_or(values[..., :8].reshape(n, blocks // 4, 4, 8), values[..., 8:].reshape(n, blocks // 4, 4, 8) << 4,
+                  out=qs)
+    return out.reshape(n, blocks // 4 * 36)
+
+
+def _whole_rows(view: View) -> Callable[[int, int], list[tuple[NVFP4Pair, np.ndarray]]] | None:
+    """For a view that only moves whole rows of NVFP4Pairs (as stored, a row permutation, an expert stack): a
+    function giving, for presented rows [start, stop), the (pair, stored rows) they come from, in order; else None."""
+    if isinstance(view, Stored) and isinstance(view.source, NVFP4Pair):
+        return lambda a, b: [(view.source, np.arange(a, b))]
+    if isinstance(view, RowPermutation) and isinstance(view.source, NVFP4Pair) and len(view.shape) == 2:
+        return lambda a, b: [(view.source, view.order[a:b])]
+    if isinstance(view, Stack) and type(view) is Stack and all(isinstance(p, NVFP4Pair) for p in view.parts):
+        per = view.parts[0].shape[0]
+
+        def rows(a, b):
+            out = []
+            while a < b:
+                i, r = divmod(a, per)
+                take = min(b - a, per - r)
+                out.append((view.parts[i], np.arange(r, r + take)))
+                a += take
+            return out
+        return rows
+    return None
+
+
+@dataclass
+class NVFP4Rows(View):
+    """A weight presented as ggml's NVFP4 (`packed_type`) through a view that moves whole rows of NVFP4 weights (as
+    stored, Llama's rotation pairs, a mixture's stacked experts): each row's bits moved into ggml's blocks on read
+    (nvfp4_blocks), the block scales moving with their rows."""
+    inner: View
+    packed_type = GGMLType.NVFP4
+
+    def __post_init__(self):
+        self._rows = _whole_rows(self.inner)
+        if self._rows is None:
+            raise CheckpointError(f"NVFP4 weights {[s.name for s in self.inner.sources]} are presented through "
+                                  f"'{self.inner.describe()}', which does not move whole rows")
+        self.sources = self.inner.sources
+        self.shape = self.inner.shape
+        self.name = f"NVFP4 repacked as ggml's (lossless), {self.inner.describe()}"
+
+    def rows(self, start, stop):
+        pieces = []
+        for pair, stored in self._rows(start, stop):
+            if not len(stored):
+                continue
+            lo, hi = int(stored.min()), int(stored.max()) + 1
+            block = pair.packed_rows(lo, hi)
+            pieces.append(block if hi - lo == len(stored) and stored[0] == lo and np.all(np.diff(stored) == 1)
+                          else block[stored - lo])
+        return pieces[0] if len(pieces) == 1 else np.concatenate(pieces)
+
+
+# the converter's test for a stacked expert weight (_generate_nvfp4_tensors)
+NVFP4_EXPERT = r"\.experts\.(\d+)\.(gate_proj|up_proj|down_proj)\.weight$"
+
+
+def nvfp4_paired(stored: dict[str, StoredTensor], inverted: bool) -> dict[str, StoredTensor]:
+    """The tensors the converter's _generate_nvfp4_tensors leaves, with each NVFP4 weight (a `.weight` beside a 2-D
+    `.weight_scale`) one NVFP4Pair in its place, its weight_scale, weight_scale_2 and input_scale consumed, and the
+    KV-cache scales (`.k_scale`, `.v_scale`) removed. `inverted`: compressed-tensors' names (`.weight_packed`,
+    `.weight_global_scale`, `.input_global_scale`), which it renames to ModelOpt's, its global scales read as their
+    reciprocals."""
+    if inverted:  # renamed first, in place, as prepare_tensors renames them (a name already taken is left)
+        renamed = {}
+        for name, t in stored.items():
+            for old, new in ((".weight_packed", ".weight"), (".weight_global_scale", ".weight_scale_2"),
+                             (".input_global_scale", ".input_scale")):
+                if name.endswith(old) and name.removesuffix(old) + new not in stored:
+                    name = name.removesuffix(old) + new
+                    break
+            renamed[name] = t
+        stored = renamed
+    position = {name: i for i, name in enumerate(stored)}
+    out = dict(stored)
+    for name, t in stored.items():
+        scale = stored.get(name.removesuffix(".weight") + ".weight_scale") if name.endswith(".weight") else None
+        if scale is None or len(scale.shape) < 2:  # not NVFP4 (an FP8 weight's scale is a scalar or a row)
+            continue
+        base = name.removesuffix(".weight")
+        pair = NVFP4Pair.of(name, t, scale, stored.get(base + ".weight_scale_2"), stored.get(base + ".input_scale"),
+                            inverted, position[name])
+        for consumed in (".weight_scale", ".weight_scale_2", ".input_scale"):
+            out.pop(base + consumed, None)
+        out[name] = pair
+    return {n: t for n, t in out.items() if not n.endswith((".k_scale", ".v_scale"))}
+
+
+def _per_tensor_written(values: np.ndarray | None) -> bool:
+    """_write_scale_tensor's test: a per-tensor scale is written unless it is one value within 1e-6 of 1."""
+    return values is not None and not (values.size <= 1 and abs(float(values.sum(dtype=np.float64)) - 1.0) < 1e-6)
+
+
+def nvfp4_first(tensors: list[Presented], stored: dict[str, StoredTensor], n_experts: int,
+                permuting: bool, algo_of: Callable[[str], str | None]) -> tuple[list[Presented], list[str]]:
+    """The converter's tensor list over NVFP4 weights (_generate_nvfp4_tensors, before its main loop): each tensor
+    made of NVFP4Pairs presented as ggml's NVFP4 (NVFP4Rows) and moved to the front in the order the converter adds
+    them (a weight where it comes in the checkpoint; an expert stack when its `n_experts`-th expert comes, or after
+    every other where that never happens), each followed by its `.scale` and `.input_scale` F32 tensors where they
+    are not 1; then the rest in their order. Also the names the `prec_a4` KV marks (their algorithm W4A16_NVFP4).
+    `permuting`: the family's converter class mirrors Llama's Q/K rotation pairs on NVFP4 weights (LlamaModel's
+    _repack_nvfp4); elsewhere its NVFP4 path writes every weight as stored, mapped by name only."""
+    import re
+
+    pairs = {t.name: t for t in stored.values() if isinstance(t, NVFP4Pair)}
+    used: set[str] = set()
+    placed: list[tuple[tuple[int, int], list[Presented]]] = []
+    rest: list[Presented] = []
+    marked: list[str] = []
+    for t in tensors:
+        srcs = [s for s in t.view.sources if isinstance(s, NVFP4Pair)]
+        if not srcs:
+            rest.append(t)
+            continue
+        what = f"{t.name} (from {srcs[0].name!r})"
+        if (len(srcs) != len(t.view.sources) or _whole_rows(t.view) is None or t.steps
+                or isinstance(t.view, RowPermutation) and not permuting):
+            raise CheckpointError(
+                f"{what} is made by '{t.describe()}' from NVFP4 weights; the pinned converter's NVFP4 path writes "
+                f"each NVFP4 weight as stored, mapped by its name alone (or its experts stacked), so hfview cannot "
+                f"give its bytes")
+        used.update(s.name for s in srcs)
+        if isinstance(t.view, Stack):
+            found = [re.search(NVFP4_EXPERT, s.name) for s in srcs]
+            layer = {m.group(1) if (m := re.search(r"\.layers\.(\d+)\.", s.name)) else "0" for s in srcs}
+            if not all(found) or [int(m.group(1)) for m in found] != list(range(len(srcs))) or len(
+                    {m.group(2) for m in found}) != 1 or len(layer) != 1 or (n_experts and len(srcs) != n_experts):
+                raise CheckpointError(
+                    f"{what}: its NVFP4 experts {srcs[0].name!r}... are not the converter's `experts.<i>.(gate|up|"
+                    f"down)_proj.weight` 0..{max(n_experts, 1) - 1} of one layer, which its NVFP4 path stacks; it maps "
+                    f"each other NVFP4 weight by name and fails on an expert's (\"Can not map tensor\")")
+            # flushed when its n_experts-th expert comes; with no expert count, after the loop in first-come order
+            positions = sorted(s.position for s in srcs)
+            key = (0, positions[n_experts - 1]) if n_experts else (1, positions[0])
+            hf_name = f"model.layers.{layer.pop()}.mlp.experts.{found[0].group(2)}.weight"
+            extra = []
+            for suffix, which in ((".scale", "scale_2"), (".input_scale", "input_scale")):
+                per = [s.per_tensor(which) for s in srcs]
+                values = np.array([1.0 if v is None else float(v.sum(dtype=np.float32)) for v in per], np.float32)
+                if not np.allclose(values, 1.0, atol=1e-6):  # _write_scales_tensor's test
+                    extra.append(Presented(t.name.replace(".weight", suffix),
+                                           Generated(values, f"each expert's NVFP4 {which}"), GGMLType.F32))
+        else:
+            (src,) = srcs
+            # (the name as its filter_tensors leaves it)
+            key, hf_name, extra = (0, src.position), src.name.replace("language_model.", ""), []
+            for suffix, which in ((".scale", "scale_2"), (".input_scale", "input_scale")):
+                values = src.per_tensor(which)
+                if _per_tensor_written(values):
+                    extra.append(Presented(t.name.replace(".weight", suffix),
+                                           Generated(values, f"NVFP4 {which}"), GGMLType.F32))
+        if algo_of(hf_name) == "W4A16_NVFP4":
+            marked.append(t.name)
+        placed.append((key, [Presented(t.name, NVFP4Rows(t.view), GGMLType.NVFP4), *extra]))
+    left = sorted(set(pairs) - used)
+    if left:
+        raise CheckpointError(f"NVFP4 weight {left[0]!r} is one the family leaves out of the GGUF; the pinned "
+                              f"converter's NVFP4 path writes every NVFP4 weight (mapped by name), so hfview cannot "
+                              f"give its file")
+    placed.sort(key=lambda p: p[0])
+    return [t for _, group in placed for t in group] + rest, sorted(marked)

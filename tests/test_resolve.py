@@ -380,9 +380,10 @@ def test_non_finite_numbers_are_read_as_unstated(tmp_path):
     ({"quant_method": "gptq", "bits": 3, "group_size": 128}, "GPTQ 3-bit"),  # (2, 4 and 8 bits are read)
     ({"quant_method": "awq", "bits": 4, "version": "gemm"}, "AWQ 4-bit"),
     ({"quant_method": "bitsandbytes", "load_in_4bit": True}, "bitsandbytes 4-bit"),
-    ({"quant_method": "compressed-tensors", "format": "nvfp4-pack-quantized"}, "NVFP4 (compressed-tensors)"),
+    # (NVFP4 is read: compressed-tensors' nvfp4-pack-quantized and ModelOpt's, tests/test_nvfp4.py)
+    ({"quant_method": "compressed-tensors", "format": "mxfp4-pack-quantized"}, "MXFP4 (compressed-tensors)"),
     ({"quant_method": "compressed-tensors", "format": "float-quantized"}, "FP8 (compressed-tensors)"),
-    ({"quant_method": "modelopt", "quant_algo": "NVFP4"}, "NVFP4 (ModelOpt)"),
+    ({"quant_method": "modelopt", "quant_algo": "W4A8_AWQ"}, "ModelOpt"),
 ])
 def test_quantized_configs_are_refused_naming_the_method(tmp_path, quant, named):
     path = tmp_path / "config.json"
@@ -402,11 +403,12 @@ def test_quantization_in_text_config_params_and_modelopt_record(tmp_path):
     with pytest.raises(QuantizedCheckpoint, match=r"declares quantization \(.*fp8_e4m3"):
         refuse_quantized({"dim": 4, "quantization": {"qformat_weight": "int4"}}, tmp_path / "params.json")
     (tmp_path / "hf_quant_config.json").write_text(json.dumps(
-        {"producer": {"name": "modelopt"}, "quantization": {"quant_algo": "NVFP4", "group_size": 16}}))
+        {"producer": {"name": "modelopt"}, "quantization": {"quant_algo": "W4A8_AWQ", "group_size": 128}}))
     with pytest.raises(QuantizedCheckpoint) as info:
         refuse_quantized(LLAMA_CONFIG, tmp_path / "config.json")
     assert str(info.value).startswith(f"quantized checkpoints are unsupported: {tmp_path / 'hf_quant_config.json'} "
-                                      "declares quantization (NVFP4 (ModelOpt)")
+                                      "declares quantization (ModelOpt, quant_method \"modelopt\") with "
+                                      "quant_algo 'W4A8_AWQ'")
     refuse_quantized(LLAMA_CONFIG, tmp_path / "elsewhere" / "config.json")  # unquantized: no refusal
 
 

@@ -190,9 +190,9 @@ def test_quantized_refused_before_any_weight_request(hub):
 def test_modelopt_record_fetched_and_refused_before_weights(hub):
     files = tiny_checkpoint()
     files["hf_quant_config.json"] = json.dumps({"producer": {"name": "modelopt"},
-                                                "quantization": {"quant_algo": "NVFP4"}}).encode()
-    message, _ = refused_before_weights(hub, "acme/tiny-nvfp4", files, QuantizedCheckpoint)
-    assert "NVFP4 (ModelOpt)" in message
+                                                "quantization": {"quant_algo": "W4A8_AWQ"}}).encode()
+    message, _ = refused_before_weights(hub, "acme/tiny-w4a8", files, QuantizedCheckpoint)
+    assert "(ModelOpt, quant_method \"modelopt\") with quant_algo 'W4A8_AWQ'" in message
     assert hub.files_requested() == ["config.json", "hf_quant_config.json"]
 
 
