@@ -147,11 +147,19 @@ def _check_config_shape(config: dict[str, Any], path: Path) -> None:
         raise ConfigError(f"invalid model config {path}: quantization_config must be a JSON object; fix the config")
 
 
+# Wrapper config classes of transformers 5.24 that read their text_config as another model type, as the converter's
+# AutoConfig then gives it: (wrapper model_type, text model_type) -> the model_type its text_config is read as
+# (Kimi_K25Config reads Kimi-K2's kimi_k2 text_config as deepseek_v3, with DeepseekV3Config's defaults)
+TEXT_READ_AS = {("kimi_k25", "kimi_k2"): "deepseek_v3"}
+
+
 def merge_text_config(config: dict[str, Any]) -> dict[str, Any]:
     """A multimodal config's text_config merged over its top level (as the converter reads it)."""
     text_config = config.get("text_config")
     if isinstance(text_config, dict):
-        return {**config, **text_config}
+        merged = {**config, **text_config}
+        read_as = TEXT_READ_AS.get((config.get("model_type"), text_config.get("model_type")))
+        return {**merged, "model_type": read_as} if read_as else merged
     return dict(config)
 
 

@@ -369,7 +369,8 @@ OVERRIDES[("minimax_m3_vl_text", "moe_layer_freq")] = list_of(ZERO_OR_COUNT)
 RULES.update({"sparse_attention_config": OBJECT})
 # (Step-3.5-Flash): rope_theta as one base per layer, the sliding layers' heads, the mixture's keys (moe_layers_enum
 # a comma-separated string of layer indices), the per-layer rotary fractions and SwiGLU clamps (0 or null: none)
-OVERRIDES[("step3p5", "rope_theta")] = any_of(POSITIVE, list_of(POSITIVE))
+for _family in ("step3p5", "step3p7"):  # step3p7: Step-3.7's image-text wrapper around the same text model
+    OVERRIDES[(_family, "rope_theta")] = any_of(POSITIVE, list_of(POSITIVE))
 RULES.update({"num_attention_groups": COUNT, "attention_other_setting": OBJECT.or_null(),
               "moe_top_k": COUNT, "share_expert_dim": ZERO_OR_COUNT,
               "moe_layers_enum": STRING, "moe_every_n_layer": COUNT, "moe_router_activation": STRING,
@@ -380,7 +381,7 @@ RULES.update({"num_attention_groups": COUNT, "attention_other_setting": OBJECT.o
               "yarn_only_types": list_of(STRING).or_null(), "max_seq_len": COUNT,
               "use_rope_layers": list_of(BOOL).or_null()})
 # ERNIE 4.5 MoE states moe_num_experts 0 for "no experts" (its family refuses that by name): a count for step3p5 only
-OVERRIDES[("step3p5", "moe_num_experts")] = COUNT
+OVERRIDES[("step3p5", "moe_num_experts")] = OVERRIDES[("step3p7", "moe_num_experts")] = COUNT
 # (PLaMo 1): the query heads sharing each KV head (num_attention_heads / n_shared_head KV heads)
 RULES.update({"n_shared_head": COUNT})
 # JAIS 1 (jais): its config.json is read as written (no config class types it): the attention switches, the muP

@@ -261,7 +261,9 @@ def quantized_form(config: dict[str, Any], config_path: Path
     quant_method "fp8" (block-scaled, per tensor or per row; Mistral's params.json `quantization` fp8_e4m3),
     gpt-oss's "mxfp4", ModelOpt's FP8 (config.json or hf_quant_config.json), compressed-tensors'
     float-quantized FP8 (channel or block) and "gptq" of 2, 4 or 8 bits (config.json's quantization_config)."""
-    quant = config.get("quantization_config")
+    # the converter's TextModel merges text_config over the top level before it reads quantization_config, so one
+    # stated inside text_config (Kimi-K2.5's) is the one it reads
+    quant = merge_text_config(config).get("quantization_config")
     quant = quant if isinstance(quant, dict) else None
     method = quant.get("quant_method") if quant else None
     if method == "mxfp4":

@@ -120,6 +120,7 @@ FAMILIES: dict[str, tuple[dict[str, str], tuple[str, ...]]] = {
     'stablelm': ({'stablelm': 'stablelm'}, ('StableLMModel', 'TextModel', 'ModelBase')),
     'starcoder2': ({'starcoder2': 'starcoder2'}, ('StarCoder2Model', 'TextModel', 'ModelBase')),
     'step3p5': ({'step3p5': 'step3p7'}, ('Step35Model', 'TextModel', 'ModelBase')),
+    'step3p7': ({'step3p5': 'step3p7'}, ('Step35Model', 'TextModel', 'ModelBase')),
     'telechat': ({}, ()),
     'telechat3': ({}, ()),
     'teleflm': ({}, ()),

@@ -91,9 +91,8 @@ def _fixture_rope(path):
                            "beta_slow": 1.0, "original_max_position_embeddings": 8, "mscale": 1.0,
                            "mscale_all_dim": 1.0, "llama_4_scaling_beta": 0.1, "attention_factor": 1.2}),
      "attention_factor"),
-    (dict(sliding_window=8), "sliding_window"),
     (dict(hidden_act="gelu"), "hidden_act"),
-], ids=["rope_default", "no_beta", "mscale", "attention_factor", "sliding_window", "gelu"])
+], ids=["rope_default", "no_beta", "mscale", "attention_factor", "gelu"])
 def test_refuses_what_mistral3_runs_otherwise(changes, words, checkpoint, tmp_path):
     from hfview import HfCheckpoint
     from hfview.errors import ConfigError
@@ -153,3 +152,47 @@ def test_fp8_wrapper_config_is_accepted(tmp_path):
     quant = {"activation_scheme": "static", "quant_method": "fp8", "weight_block_size": None,
              "modules_to_not_convert": ["model.vision_tower", "model.multi_modal_projector", "lm_head"]}
     assert config_path_kv(_wrapper_config(tmp_path, quantization_config=quant))
+
+
+def _windowed(checkpoint, tmp_path, window):
+    """The image-text fixture with a sliding window in its text_config, as Devstral Small 2 states one (4096)."""
+    import json
+    src = checkpoint("ministral3-mm")
+    text = json.loads((src / "config.json").read_text())["text_config"]
+    return variant(src, tmp_path / f"ministral3-mm-window{window}", text_config=dict(text, sliding_window=window))
+
+
+def test_sliding_window_is_accepted_with_the_converters_bytes(checkpoint, tmp_path):
+    """The converter converts a windowed Mistral 3 (it does not write the window): the view's file is its file."""
+    import oracle
+    from hfview import HfCheckpoint
+    from hfview.export import export
+
+    path = _windowed(checkpoint, tmp_path, 8)
+    ours = export(HfCheckpoint(path, "f32"), tmp_path / "ours.gguf")
+    assert oracle.sha256(ours) == oracle.sha256(oracle.convert_cached(path, "f32"))
+
+
+def test_sliding_window_caps_the_context_and_within_it_llama_cpp_computes_transformers(checkpoint, tmp_path):
+    """Devstral Small 2's layout (window 4096; 8 here): the runner caps the context at the window and says so, and
+    within it llama.cpp from the view equals Mistral3ForConditionalGeneration; past it (a context asked for
+    explicitly) transformers attends within the window and llama.cpp's mistral3 to the whole context, so they
+    differ, which is why the cap is there."""
+    from family_oracle import wrapper_logits
+
+    from hfview.runner.api import load
+
+    path = _windowed(checkpoint, tmp_path, 8)
+    with load(path, precision="f32") as r:
+        assert r.n_ctx == 8 and r.unapplied_window == 8
+        assert any("context limited to the sliding window: 8 tokens" in n for n in r.notes)
+    with load(path, precision="f32", n_ctx=64) as r:
+        assert any("beyond 8 tokens llama.cpp attends to the whole context" in n for n in r.notes)
+        ids = r.tokenize(PROMPT)[:24]
+        assert len(ids) == 24
+        ours = r.logits(ids)
+    ref = wrapper_logits("Mistral3ForConditionalGeneration")(path, ids)
+    within, past = nmse(ours[:8], ref[:8]), nmse(ours[8:], ref[8:])
+    print(f"window 8: NMSE {within:.3e} within, {past:.3e} past it")
+    assert within < 1e-4
+    assert past > 1e-3

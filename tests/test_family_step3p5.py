@@ -140,13 +140,14 @@ test_logits = reference_logits_test("step3p5", FIXTURES, step3p5_logits, LABEL, 
 test_logits_clamped_bf16 = reference_logits_test("step3p5", ["step3p5-clamped"], step3p5_logits, LABEL,
                                                  outtypes=["bf16", "auto"])
 
-# the pinned converter with AutoConfig declining step3p5: Step35Model then reads config.json as stored
+# the pinned converter with AutoConfig declining step3p5 (and Step-3.7's wrapper, step3p7: tests/test_family_step3p7.py):
+# Step35Model then reads config.json as stored
 _DECLINE = r"""
 import json, pathlib, runpy, sys
 import transformers
 _orig = transformers.AutoConfig.from_pretrained.__func__
 def _declined(cls, path, *a, **k):
-    if json.loads((pathlib.Path(path) / "config.json").read_text()).get("model_type") == "step3p5":
+    if json.loads((pathlib.Path(path) / "config.json").read_text()).get("model_type") in ("step3p5", "step3p7"):
         raise ValueError("step3p5: read as config.json")
     return _orig(cls, path, *a, **k)
 transformers.AutoConfig.from_pretrained = classmethod(_declined)

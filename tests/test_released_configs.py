@@ -348,6 +348,10 @@ FEWER["minimax_m3_vl_text"] = _UNREACHED
 # Step-3.5-Flash (step3p5): stepfun-ai/Step-3.5-Flash publishes its config.json on the Hub only; the search reached
 # other projects' hand-written dicts of it (SGLang's, aiconfigurator's, mlx ports' tests), no copy of the file
 FEWER["step3p5"] = _UNREACHED
+# Step-3.7-Flash (step3p7): stepfun-ai/Step-3.7-Flash publishes on the Hub only; the search reached the config only as
+# other projects' test dicts and aiconfigurator's flattened summary (tests/data/released_quantized/fp8/SOURCES.md),
+# no byte copy of its config.json
+FEWER["step3p7"] = _UNREACHED
 # PLaMo 1: pfnet/plamo-13b and its instruct models publish on the Hub only; copies found only as fields
 # quoted in other projects' test code (a Swift port's "legacy" config string), none as a config.json file
 FEWER["plamo"] = _UNREACHED

@@ -395,8 +395,14 @@ def test_quantized_configs_are_refused_naming_the_method(tmp_path, quant, named)
 
 
 def test_quantization_in_text_config_params_and_modelopt_record(tmp_path):
-    with pytest.raises(QuantizedCheckpoint, match=r"\(FP8, "):
-        refuse_quantized({"model_type": "x", "text_config": {"quantization_config": {"quant_method": "fp8"}}},
+    # a text_config's quantization_config is the one the converter reads (its TextModel merges text_config over the
+    # top level): a form the view reads there is read (Kimi-K2.5's pack-quantized, tests/test_family_kimi_k25.py),
+    # any other refused by name
+    refuse_quantized({"model_type": "x", "text_config": {"quantization_config": {"quant_method": "fp8"}}},
+                     tmp_path / "config.json")
+    with pytest.raises(QuantizedCheckpoint, match=r"\(AWQ 4-bit, "):
+        refuse_quantized({"model_type": "x", "text_config": {"quantization_config": {"quant_method": "awq",
+                                                                                      "bits": 4}}},
                          tmp_path / "config.json")
     # Mistral's own format: fp8_e4m3 is read (tests/test_mistral_fp8.py), any other qformat_weight refused
     refuse_quantized({"dim": 4, "quantization": {"qformat_weight": "fp8_e4m3"}}, tmp_path / "params.json")

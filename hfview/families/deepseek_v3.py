@@ -17,14 +17,19 @@ class and the converter loads configs without remote code, so its AutoConfig rai
 stands: no defaults fill a kimi_k2 config, and the keys the view reads must be stated (every release states them).
 Its vocabulary is Kimi's tiktoken.model, read as the converter's kimi-k2 branch writes it
 (hfview/families/kimi_tiktoken.py).
+
+Kimi-K2.5 (KimiK25ForConditionalGeneration, model_type kimi_k25) is read as its text decoder, as the converter reads
+it: a Kimi-K2 under text_config (DeepseekV3ForCausalLM, merged over the top level), its weights under
+language_model. (the converter's rename), the vision tower and projector left out, and the int4 pack-quantized
+routed experts, whose quantization_config sits inside text_config, read dequantized (tests/test_family_kimi_k25.py).
 """
 from __future__ import annotations
 
 from pathlib import Path
 
-from ..config import Harmless
+from ..config import ANY, Harmless
 from ..errors import ConfigError
-from ..family import Family, Refuse
+from ..family import Family, Refuse, Skip
 from ._parts.deepseek_moe import check_groups, check_mixture, check_sigmoid_router
 from ._parts.latent import LATENT_HARMLESS, LATENT_READS, check_latent_attention, latent_normalise, latent_parameters
 from ._parts.vocab import gpt2_vocab
@@ -47,7 +52,11 @@ DEFAULTS = {
 }
 
 READS = LATENT_READS | {"rope_interleave", "num_nextn_predict_layers"}
-HARMLESS: Harmless = dict(LATENT_HARMLESS)
+# Kimi-K2.5's image-text wrapper (KimiK25ForConditionalGeneration around a kimi_k2 text_config): the media and video
+# placeholders and the vision chunking switch (the vision tower's and processor's business) and the loss's ignore
+# index, which a text-only forward never touches
+HARMLESS: Harmless = {**LATENT_HARMLESS, "media_placeholder_token_id": ANY, "video_placeholder": ANY,
+                      "use_unified_vision_chunk": ANY, "ignore_index": ANY}
 
 
 # what the view and the converter read from a kimi_k2 config.json that transformers' DeepseekV3Config would
@@ -111,7 +120,8 @@ FAMILY = Family(
     defaults=DEFAULTS,
     reads=READS,
     harmless=HARMLESS,
-    tensors=TENSORS,
+    # Kimi-K2.5's vision tower and projector, left out as the converter's text conversion leaves them out
+    tensors=(*TENSORS, Skip("vision_tower.{rest}"), Skip("mm_projector.{rest}")),
     parameters=latent_parameters,
     vocab=vocab,
     refuse=REFUSE,

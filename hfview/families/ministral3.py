@@ -12,7 +12,12 @@ Mistral3Model, whose Ministral3Model is LlamaModel under the mistral3 architectu
 - The image-text wrapper: text_config is merged over the top level (config.py), the text weights'
   `language_model.` prefix goes (the converter's rename), the Pixtral tower and the projector are left out
   as the converter's text conversion leaves them out (its --mmproj file).
-- FP8 checkpoints (Ministral 3's Instruct uploads) are refused as quantized before this module sees them.
+- A sliding window (Devstral Small 2 states sliding_window 4096): transformers' Ministral 3 attends within it, the
+  converter does not write it and llama.cpp's mistral3 attends to the whole context, so the two compute the same
+  function only while the context stays within the window. That is a runner fact (RunnerFacts: the window is not
+  llama.cpp's), and the runner caps the context at the window, saying so (tests/test_family_ministral3.py).
+- FP8 checkpoints (Ministral 3's Instruct uploads, Devstral's per-tensor FP8) are read dequantized as the converter
+  reads them.
 """
 from __future__ import annotations
 
@@ -20,7 +25,7 @@ from pathlib import Path
 
 from ..config import ANY, Harmless
 from ..errors import ConfigError
-from ..family import Family, Refuse, Skip, stated
+from ..family import Family, Refuse, RunnerFacts, Skip, stated
 from ..names import Keys
 from ..params import f32
 from ._parts.decoder import LLAMA_TENSORS, llama_parameters
@@ -88,8 +93,6 @@ REFUSE = (
            "the log multiplier); this model would run wrong", default=1.0),
     Refuse("rope_parameters.attention_factor", (None,), "llama.cpp's yarn recomputes the attention factor from "
            "mscale_all_dim and ignores a stated one"),
-    Refuse("sliding_window", (None,), f"llama.cpp's {ARCH} attends to the whole context (Ministral 3 is released "
-           f"without a window)"),
 )
 
 
@@ -129,5 +132,9 @@ FAMILY = Family(
     notes={"query temperature": "Llama 4's: written as attention.temperature_scale, floored by the yarn "
                                 "original context, computed by llama.cpp's mistral3 graph",
            "image-text": "Mistral3ForConditionalGeneration is presented as its text model; the Pixtral tower "
-                         "and projector (the converter's --mmproj file) are not presented"},
+                         "and projector (the converter's --mmproj file) are not presented",
+           "sliding_window": "llama.cpp's mistral3 attends to the whole context: the runner caps the context at "
+                             "sliding_window so the computation stays the same"},
+    # the window is transformers' and not llama.cpp's mistral3: the runner stops the context at it
+    runner=RunnerFacts(llama_cpp_applies_window=False),
 )
