@@ -83,3 +83,78 @@ def test_packed_export_equals_the_converter_run_without_lazy(outtype, checkpoint
 
 def test_defaults_match_transformers():
     check_defaults("bitnet")
+
+
+def _converted_without_lazy(checkpoint):
+    return lambda name, outtype: oracle.convert_cached(checkpoint(name), outtype, "--no-lazy")
+
+
+@pytest.mark.parametrize("outtype", ["f32", "f16", "bf16", "auto"])
+def test_packed_logits_within_the_converter_files_measured_ceiling(outtype, checkpoint, record_property):
+    """The pinned converter's file of a packed release runs another model: its dequant_bitnet gives q / scale, and
+    its weight_quant then ternarizes that again, which is not the identity on ternary weights: each projection comes
+    out q x mean|q / scale|, the codes times the fraction of them that are nonzero (about 0.69 here) over the scale.
+    Measured: llama.cpp on the converter's (--no-lazy) file misses transformers by NMSE 1.17e-1 at f32 and f16,
+    1.16e-1 at bf16 and auto (top-1 agreement 0.25), and matches transformers over q x frac / scale to 3.3e-7. The
+    view's bytes are the file's, so its logits miss by no more."""
+    from converter_ceiling import check_within_ceiling
+
+    record_property("family", "bitnet")
+    record_property("oracle", "logits")
+    check_within_ceiling("bitnet-packed", outtype, checkpoint, _converted_without_lazy(checkpoint), bitnet_logits)
+
+
+def test_relu2_is_refused_as_llama_cpp_runs_it(checkpoint, tmp_path):
+    """2B-4T's activation (relu2, BitNetConfig's default): the converter writes it without a word and llama.cpp's
+    bitnet computes SiLU over it; measured here, the converter's file misses transformers by far more than the bar."""
+    from converter_ceiling import GGUFFile, llama_cpp_logits
+    from family_variants import variant
+    from hfview import HfCheckpoint
+    from hfview.errors import ConfigError
+
+    relu2 = variant(checkpoint("bitnet"), tmp_path / "bitnet-relu2", hidden_act="relu2")
+    ids, theirs = llama_cpp_logits(GGUFFile(oracle.convert_cached(relu2, "f32")))
+    missed = nmse(theirs, bitnet_logits(relu2, ids))
+    print(f"relu2: the converter's file misses transformers by NMSE {missed:.3e}")
+    assert missed > 100 * NMSE_BAR
+    with pytest.raises(ConfigError, match="hidden_act 'relu2': llama.cpp's bitnet architecture computes SiLU only"):
+        HfCheckpoint(relu2, "f32")
+
+
+def test_transformers_sub_norm_names_are_refused_as_the_converter_fails(checkpoint, tmp_path):
+    """transformers' BitNet (and 2B-4T) names the sub-norms attn_sub_norm / ffn_sub_norm; the pinned converter's
+    tensor map knows only 1bitLLM's inner_attn_ln / ffn_layernorm and stops on them."""
+    import shutil
+
+    from safetensors.torch import load_file, save_file
+
+    from hfview import HfCheckpoint
+    from hfview.errors import CheckpointError
+
+    src, dst = checkpoint("bitnet"), tmp_path / "bitnet-transformers-names"
+    shutil.copytree(src, dst)
+    tensors = load_file(str(src / "model.safetensors"))
+    renamed = {}
+    for name, t in tensors.items():
+        for ours, theirs in _TRANSFORMERS_NAMES.items():
+            name = name.replace(ours, theirs)
+        renamed[name] = t
+    save_file(renamed, str(dst / "model.safetensors"), metadata={"format": "pt"})
+    refused = r"Can not map tensor 'model\.layers\.0\.(self_attn\.attn|mlp\.ffn)_sub_norm\.weight'"
+    with pytest.raises(oracle.ConverterFailed, match=refused):
+        oracle.convert_cached(dst, "f32")
+    with pytest.raises(CheckpointError, match=r"_sub_norm\.weight' is not one the bitnet family knows"):
+        HfCheckpoint(dst, "f32")
+
+
+@pytest.mark.parametrize("changes, message", [
+    ({"tie_word_embeddings": False}, "tie_word_embeddings False: llama.cpp's bitnet takes its output"),
+    ({"attention_bias": True}, "attention_bias True: llama.cpp's bitnet has no attention biases"),
+    ({"rope_scaling": {"rope_type": "linear", "factor": 2.0}}, "rope_parameters.rope_type 'linear'"),
+    ({"quantization_config": {"quant_method": "bitnet", "use_rms_norm": True}},
+     "quantization_config.use_rms_norm True: transformers' BitLinear then normalises"),
+])
+def test_bitnet_refusals(changes, message, checkpoint, tmp_path):
+    from family_variants import assert_refused
+
+    assert_refused(checkpoint("bitnet"), tmp_path, message, **changes)
