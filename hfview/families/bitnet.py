@@ -10,6 +10,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from ..config import Harmless
+from ..errors import ConfigError
 from ..family import Family, Refuse, Tensor
 from ..names import GGUF, Keys
 from ..params import f32, string, text_model_parameters
@@ -26,7 +27,7 @@ DEFAULTS = {
 
 READS = frozenset({
     "vocab_size", "hidden_size", "intermediate_size", "num_hidden_layers", "num_attention_heads",
-    "num_key_value_heads", "max_position_embeddings", "rms_norm_eps", "rope_parameters", "rope_scaling",
+    "num_key_value_heads", "head_dim", "max_position_embeddings", "rms_norm_eps", "rope_parameters", "rope_scaling",
     "rope_theta", "hidden_act", "tie_word_embeddings", "attention_bias", "quantization_config",
 })
 
@@ -79,6 +80,9 @@ REFUSE = (
 
 def check(h: dict, path: Path) -> None:
     check_no_pooling(path)
+    if h.get("head_dim") not in (None, h["hidden_size"] // h["num_attention_heads"]):
+        raise ConfigError(f"{path}: head_dim {h['head_dim']} x {h['num_attention_heads']} heads is not hidden_size "
+                          f"{h['hidden_size']}; llama.cpp's bitnet makes its query and output projections square")
 
 
 def parameters(h: dict, block_count: int, file_type: int) -> list:
