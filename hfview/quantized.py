@@ -211,6 +211,12 @@ def _nvfp4(config: dict[str, Any], config_path: Path) -> Nvfp4Form | None:
     return Nvfp4Form(method, algo, layer_algo, fp8, where)
 
 
+@dataclass(frozen=True)
+class BitnetForm:
+    """quant_method "bitnet" as the converter's dequant_bitnet reads it: each `<weight>_scale` beside a packed uint8
+    weight (four ternary codes a byte) unpacked and divided by it; weights stored unpacked ("online") stay."""
+
+
 # the architectures whose MXFP4 the pinned converter reads (GptOssModel skips dequant_model and repacks the experts);
 # for any other its dequant_model raises NotImplementedError("Quant method is not yet supported: 'mxfp4'")
 _MXFP4_ARCHITECTURES = ("GptOssForCausalLM",)
@@ -255,7 +261,7 @@ def _modelopt(config: dict[str, Any], config_path: Path) -> dict[str, Any] | Non
 
 
 def quantized_form(config: dict[str, Any], config_path: Path
-                   ) -> ScaledForm | Mxfp4Form | GptqForm | PackedForm | Nvfp4Form | None:
+                   ) -> ScaledForm | Mxfp4Form | GptqForm | PackedForm | Nvfp4Form | BitnetForm | None:
     """The quantized form hfview reads, as the pinned converter reads it (conversion/base.py prepare_tensors and
     dequant_model), or None for an unquantized checkpoint; every other quantization is refused by name:
     quant_method "fp8" (block-scaled, per tensor or per row; Mistral's params.json `quantization` fp8_e4m3),
@@ -291,6 +297,8 @@ def quantized_form(config: dict[str, Any], config_path: Path
         return nvfp4
     if method == "compressed-tensors":
         return _compressed_tensors(config, quant, config_path)
+    if method == "bitnet":
+        return BitnetForm()
     if method == "gptq":
         bits = quant.get("bits")
         if bits in (2, 4, 8) and not isinstance(bits, bool):

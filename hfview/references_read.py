@@ -14,6 +14,7 @@ FAMILIES: dict[str, tuple[dict[str, str], tuple[str, ...]]] = {
     'bailing_hybrid': ({'bailing_hybrid': 'bailing_hybrid'}, ('BailingMoeV3Model', 'TextModel', 'ModelBase')),
     'bailing_moe': ({}, ('BailingMoeModel', 'TextModel', 'ModelBase')),
     'bailing_moe_v2': ({}, ('BailingMoeV2Model', 'TextModel', 'ModelBase')),
+    'bitnet': ({'bitnet': 'bitnet'}, ('BitnetModel', 'TextModel', 'ModelBase')),
     'bloom': ({'bloom': 'bloom'}, ('BloomModel', 'TextModel', 'ModelBase')),
     'chatglm': ({}, ('ChatGLMModel', 'TextModel', 'ModelBase')),
     'codeshell': ({}, ('CodeShellModel', 'TextModel', 'ModelBase')),
@@ -250,6 +251,13 @@ TRANSFORMERS: dict[str, frozenset[str]] = {
         "max_position_embeddings", "mlp_bias", "num_attention_heads", "num_hidden_layers", "num_key_value_heads",
         "num_logits_to_keep", "pad_token_id", "partial_rotary_factor", "rms_norm_eps", "rope_parameters",
         "rope_theta", "rope_type", "time_step_limit", "vocab_size", "z_loss_coefficient",
+    }),
+    'bitnet': frozenset({
+        "BitNetConfig", "BitNetDecoderLayer", "BitNetForCausalLM", "BitNetModel", "BitNetPreTrainedModel",
+        "_attn_implementation", "attention_bias", "attention_dropout", "head_dim", "hidden_act", "hidden_size",
+        "intermediate_size", "max_position_embeddings", "num_attention_heads", "num_hidden_layers",
+        "num_key_value_heads", "pad_token_id", "rms_norm_eps", "rope_parameters", "rope_theta", "rope_type",
+        "vocab_size",
     }),
     'bloom': frozenset({
         "BloomBlock", "BloomConfig", "BloomForCausalLM", "BloomForQuestionAnswering",
@@ -1277,6 +1285,8 @@ CONVERTER: dict[str, frozenset[str]] = {
         "num_experts", "num_hidden_layers", "num_key_value_heads", "num_nextn_predict_layers",
         "num_shared_experts", "q_lora_rank", "qk_nope_head_dim", "qk_rope_head_dim", "routed_scaling_factor",
         "short_conv_kernel_size", "up_proj", "v_head_dim", "vocab_size",
+    }),
+    'BitnetModel': frozenset({
     }),
     'BloomModel': frozenset({
         "get", "hidden_size", "layer_norm_epsilon", "n_embed", "n_head", "num_attention_heads", "seq_length",

@@ -134,6 +134,9 @@ FEWER["dots3_note"] = _UNREACHED
 # Muse Glimmer: Muse-Glimmer-30B publishes on the Hub only; copies found only as other projects' hand-written
 # test configs, and its GitHub namesakes hold benchmarks
 FEWER["muse_glimmer_text"] = _UNREACHED
+# BitNet b1.58: microsoft's and 1bitLLM's releases publish on the Hub only; copies found only quoted in READMEs and
+# other projects' test code
+FEWER["bitnet"] = _UNREACHED
 
 
 @pytest.mark.parametrize("family", FAMILIES)
