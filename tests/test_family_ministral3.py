@@ -215,3 +215,13 @@ def test_devstral_release_runs_with_its_window_unapplied_by_llama_cpp(tmp_path):
     family = families.family_for(config.get("model_type"), config.get("architectures"))
     assert family.name == "ministral3"
     assert unapplied_window(family, read_as(family, config, path)) == 4096
+
+
+def test_inspect_says_the_context_is_capped_at_the_window(checkpoint, tmp_path):
+    from hfview import HfCheckpoint
+    from hfview.inspect import describe, render
+
+    info = describe(HfCheckpoint(_windowed(checkpoint, tmp_path, 8), "f32"))
+    assert info["unapplied_window"] == 8
+    assert "sliding window 8: llama.cpp's mistral3 attends to the whole context" in render(info)
+    assert "unapplied_window" not in describe(HfCheckpoint(checkpoint("ministral3-mm"), "f32"))
