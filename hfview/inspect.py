@@ -30,6 +30,8 @@ def describe(ckpt: HfCheckpoint) -> dict:
         **({"load_kv": ckpt.load_kv} if ckpt.load_kv else {}),
         # arrays llama.cpp must read with other values to run the file (RunnerFacts.load_arrays)
         **({"load_arrays": ckpt.load_arrays} if ckpt.load_arrays else {}),
+        # a sliding window llama.cpp's architecture does not apply (RunnerFacts): the runner stops the context at it
+        **({"unapplied_window": window} if (window := _unapplied_window(ckpt)) else {}),
         # config keys accepted without being read, each with why it changes nothing (hfview.config.check_keys)
         "ignored_keys": ignored_keys(ckpt.config, ckpt.family, ckpt.path),
         "kv": [{"key": kv.key, "type": kv.type.name, "value": _value(kv)} for kv in ckpt.kv],
@@ -41,6 +43,11 @@ def describe(ckpt: HfCheckpoint) -> dict:
             "view": t.describe(),
         } for t in ckpt.tensors],
     }
+
+
+def _unapplied_window(ckpt: HfCheckpoint) -> int | None:
+    from .runner.api import unapplied_window
+    return unapplied_window(ckpt.family, ckpt.hparams)
 
 
 def render(info: dict) -> str:
@@ -55,6 +62,10 @@ def render(info: dict) -> str:
     for key, values in info.get("load_arrays", {}).items():
         lines.append(f"llama.cpp runs this file only with {key} read as {values} (an array, which llama-cli cannot "
                      f"override; hfview's runner presents it so)")
+    if info.get("unapplied_window"):
+        window = info["unapplied_window"]
+        lines.append(f"sliding window {window}: llama.cpp's {info['architecture']} attends to the whole context, so "
+                     f"hfview's runner stops the context at {window} tokens (a larger --n-ctx is run, with a note)")
     for key, why in info.get("ignored_keys", {}).items():
         lines.append(f"ignored config key {key}: {why}")
     lines += ["", "KV:"]

@@ -196,3 +196,32 @@ def test_sliding_window_caps_the_context_and_within_it_llama_cpp_computes_transf
     print(f"window 8: NMSE {within:.3e} within, {past:.3e} past it")
     assert within < 1e-4
     assert past > 1e-3
+
+
+def test_devstral_release_runs_with_its_window_unapplied_by_llama_cpp(tmp_path):
+    """The released Devstral-Small-2-24B-Instruct-2512 config (tests/data/released_quantized/fp8/): read by this
+    family, its window of 4096 is one llama.cpp does not apply, so the runner caps the context there."""
+    import shutil
+    from pathlib import Path
+
+    from hfview import families
+    from hfview.checkpoint import _read_config
+    from hfview.config import read_as
+    from hfview.runner.api import unapplied_window
+
+    released = Path(__file__).parent / "data/released_quantized/fp8/unsloth__Devstral-Small-2-24B-Instruct-2512.json"
+    shutil.copyfile(released, tmp_path / "config.json")
+    config, path = _read_config(tmp_path)
+    family = families.family_for(config.get("model_type"), config.get("architectures"))
+    assert family.name == "ministral3"
+    assert unapplied_window(family, read_as(family, config, path)) == 4096
+
+
+def test_inspect_says_the_context_is_capped_at_the_window(checkpoint, tmp_path):
+    from hfview import HfCheckpoint
+    from hfview.inspect import describe, render
+
+    info = describe(HfCheckpoint(_windowed(checkpoint, tmp_path, 8), "f32"))
+    assert info["unapplied_window"] == 8
+    assert "sliding window 8: llama.cpp's mistral3 attends to the whole context" in render(info)
+    assert "unapplied_window" not in describe(HfCheckpoint(checkpoint("ministral3-mm"), "f32"))
