@@ -1,6 +1,7 @@
 """Quantized checkpoints: the forms hfview reads as the pinned converter reads them (conversion/base.py
-prepare_tensors and dequant_model, conversion/gpt_oss.py, conversion/mistral.py), decided from the config files
-alone, and a refusal naming every other form before any weight is read or downloaded (docs/quantization.md)."""
+prepare_tensors, _generate_nvfp4_tensors and dequant_model, conversion/gpt_oss.py, conversion/mistral.py), decided
+from the config files alone, and a refusal naming every other form before any weight is read or downloaded
+(docs/quantization.md)."""
 from __future__ import annotations
 
 import json
@@ -266,7 +267,8 @@ def quantized_form(config: dict[str, Any], config_path: Path
     dequant_model), or None for an unquantized checkpoint; every other quantization is refused by name:
     quant_method "fp8" (block-scaled, per tensor or per row; Mistral's params.json `quantization` fp8_e4m3),
     gpt-oss's "mxfp4", ModelOpt's FP8 (config.json or hf_quant_config.json), compressed-tensors'
-    float-quantized FP8 (channel or block) and "gptq" of 2, 4 or 8 bits (config.json's quantization_config)."""
+    float-quantized FP8 (channel or block), "gptq" of 2, 4 or 8 bits (config.json's quantization_config), and NVFP4
+    (ModelOpt's, compressed-tensors' nvfp4-pack-quantized), detected as its prepare_tensors detects it."""
     # the converter's TextModel merges text_config over the top level before it reads quantization_config, so one
     # stated inside text_config (Kimi-K2.5's) is the one it reads
     quant = merge_text_config(config).get("quantization_config")
@@ -292,7 +294,7 @@ def quantized_form(config: dict[str, Any], config_path: Path
             return ScaledForm("fp8", None, _FP8_SCALES, _FP8_DROPPED)
         _refuse_other(config, config_path, also=(
             " (the pinned converter asserts qformat_weight == \"fp8_e4m3\", the one Mistral quantization it reads)"))
-    nvfp4 = _nvfp4(config, config_path) if method in (None, "modelopt", "compressed-tensors") else None
+    nvfp4 = _nvfp4(merge_text_config(config), config_path) if method in (None, "modelopt", "compressed-tensors") else None
     if nvfp4 is not None:
         return nvfp4
     if method == "compressed-tensors":

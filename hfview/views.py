@@ -1459,6 +1459,11 @@ class NVFP4Pair(StoredTensor):
         values = _as_f32(t.read_rows(0, t.shape[0]) if t.shape else t.read_rows(0, 0), t.dtype).reshape(-1)
         return (np.float32(1) / values).astype(np.float32) if self.inverted else values.astype(np.float32)
 
+    def per_tensor_label(self, which: str) -> str:
+        """Where a per-tensor scale's values come from (inspect's account)."""
+        t = getattr(self, which)
+        return f"{'1 / ' if self.inverted else ''}{t.name}" if t is not None else "1"
+
     def packed_rows(self, start: int, stop: int) -> np.ndarray:
         """Rows [start, stop) as ggml's NVFP4 blocks (nvfp4_blocks)."""
         return nvfp4_blocks(self.weight.read_rows(start, stop), self.scale.read_rows(start, stop))
@@ -1621,7 +1626,8 @@ def nvfp4_first(tensors: list[Presented], stored: dict[str, StoredTensor], n_exp
                 values = np.array([1.0 if v is None else float(v.sum(dtype=np.float32)) for v in per], np.float32)
                 if not np.allclose(values, 1.0, atol=1e-6):  # _write_scales_tensor's test
                     extra.append(Presented(t.name.replace(".weight", suffix),
-                                           Generated(values, f"each expert's NVFP4 {which}"), GGMLType.F32))
+                                           Generated(values, f"each expert's {srcs[0].per_tensor_label(which)}, "
+                                                             f"..."), GGMLType.F32))
         else:
             (src,) = srcs
             # (the name as its filter_tensors leaves it)
@@ -1630,7 +1636,7 @@ def nvfp4_first(tensors: list[Presented], stored: dict[str, StoredTensor], n_exp
                 values = src.per_tensor(which)
                 if _per_tensor_written(values):
                     extra.append(Presented(t.name.replace(".weight", suffix),
-                                           Generated(values, f"NVFP4 {which}"), GGMLType.F32))
+                                           Generated(values, src.per_tensor_label(which)), GGMLType.F32))
         if algo_of(hf_name) == "W4A16_NVFP4":
             marked.append(t.name)
         placed.append((key, [Presented(t.name, NVFP4Rows(t.view), GGMLType.NVFP4), *extra]))

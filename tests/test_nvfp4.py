@@ -16,8 +16,13 @@ from family_oracle import OUTTYPES, check_export
 from quantized_twin import dequantized
 
 FIXTURES = {"llama": ["llama-nvfp4", "llama-nvfp4-record"], "qwen3_moe": ["qwen3_moe-nvfp4"],
+            "deepseek_v3": ["deepseek_v3-nvfp4"],
             "qwen3": ["qwen3-nvfp4-mixed", "qwen3-nvfp4-w4a16", "qwen3-nvfp4-ct"]}
 ALL = [n for names in FIXTURES.values() for n in names]
+# llama.cpp's deepseek2 graph passes no per-tensor scale to its FFNs and experts (src/models/deepseek2.cpp: NULL
+# where qwen3moe passes ffn_*_exps_s), so it reads NVFP4 weights without their weight_scale_2: on the fixture its
+# logits from the converter's own file are NaN (measured), the view's alike (test_deepseek_v3_nvfp4_is_nan_in_llama_cpp)
+LOGITS = [n for n in ALL if n != "deepseek_v3-nvfp4"]
 
 
 @pytest.mark.parametrize("outtype", OUTTYPES + ["q8_0"])
@@ -90,7 +95,7 @@ def nvfp4_twin(src: Path, dst: Path) -> Path:
 
 
 @pytest.mark.parametrize("outtype", OUTTYPES)
-@pytest.mark.parametrize("name", ALL)
+@pytest.mark.parametrize("name", LOGITS)
 def test_logits_within_converter_file_ceiling(name, outtype, checkpoint, converted, tmp_path_factory,
                                               record_property):
     """llama.cpp over the view vs transformers over the dequantized float32 twin, held to the NMSE of llama.cpp
@@ -281,3 +286,16 @@ def test_resolution_admits_the_release_as_the_view(checkpoint):
 
     resolved = resolve(str(checkpoint("qwen3-nvfp4-ct")), progress=False)
     assert resolved.backend == "view" and resolved.family == "qwen3"
+
+
+def test_deepseek_v3_nvfp4_is_nan_in_llama_cpp_on_the_converters_file_too(checkpoint, converted):
+    """Measured: llama.cpp running the converter's own NVFP4 DeepSeek-V3 file gives NaN logits (its deepseek2 graph
+    drops the weights' .scale), and the view, byte-identical to it, the same. Once llama.cpp applies the scales this
+    fails: move the fixture into LOGITS."""
+    from converter_ceiling import GGUFFile, llama_cpp_logits
+
+    from hfview import HfCheckpoint
+
+    ids, ours = llama_cpp_logits(HfCheckpoint(checkpoint("deepseek_v3-nvfp4"), "bf16"))
+    _, theirs = llama_cpp_logits(GGUFFile(converted("deepseek_v3-nvfp4", "bf16")), ids)
+    assert np.isnan(theirs).any() and np.isnan(ours).any()
