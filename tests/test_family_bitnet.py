@@ -193,7 +193,7 @@ def test_transformers_own_forward_differs_by_its_8bit_activations(name, quantiza
     ({"attention_bias": True}, "attention_bias True: llama.cpp's bitnet has no attention biases"),
     ({"rope_scaling": {"rope_type": "linear", "factor": 2.0}}, "rope_parameters.rope_type 'linear'"),
     ({"quantization_config": {"quant_method": "bitnet", "use_rms_norm": True}},
-     "quantization_config.use_rms_norm True: transformers' BitLinear then normalises"),
+     r"quant_method \"bitnet\"\) with use_rms_norm \(transformers' BitLinear then normalises"),
 ])
 def test_bitnet_refusals(changes, message, checkpoint, tmp_path):
     from family_variants import assert_refused

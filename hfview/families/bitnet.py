@@ -89,8 +89,6 @@ REFUSE = (
            "writes them ternary whatever this says"),
     Refuse("input_bits", (8, None), "1bitLLM's code rounds each projection's input to input_bits; of these the view "
            "presents 8, whose rounding llama.cpp leaves out (measured: NMSE ~2.5e-4, tests/test_family_bitnet.py)"),
-    Refuse("quantization_config.use_rms_norm", (False, None), "transformers' BitLinear then normalises each "
-           "projection's input, which neither the converter nor llama.cpp's bitnet computes"),
 )
 
 
