@@ -42,7 +42,7 @@ _COUNTS = (
     "no_rope_layer_interval", "sliding_window_pattern", "_sliding_window_pattern",
     "pretraining_tp", "vocab_size_per_layer_input", "seq_length", "multi_query_group_num",
     "attention_dim", "kv_channels", "padded_vocab_size", "prefix_dense_intermediate_size",
-    "dense_intermediate_size",
+    "dense_intermediate_size", "weight_bits", "input_bits",
 )
 _NULLABLE_COUNTS = ("num_key_value_heads", "n_kv_heads", "head_dim", "model_max_length", "n_ctx", "n_positions",
                     "max_length", "n_inner", "ffn_hidden_size", "max_sequence_length", "num_kv_heads", "num_ln_in_parallel_attn")

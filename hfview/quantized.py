@@ -300,6 +300,9 @@ def quantized_form(config: dict[str, Any], config_path: Path
     if method == "compressed-tensors":
         return _compressed_tensors(config, quant, config_path)
     if method == "bitnet":
+        if quant.get("use_rms_norm"):
+            _refuse_other(config, config_path, also=" with use_rms_norm (transformers' BitLinear then normalises each "
+                          "projection's input, which the converter does not write)")
         return BitnetForm()
     if method == "gptq":
         bits = quant.get("bits")

@@ -14,7 +14,7 @@ FAMILIES: dict[str, tuple[dict[str, str], tuple[str, ...]]] = {
     'bailing_hybrid': ({'bailing_hybrid': 'bailing_hybrid'}, ('BailingMoeV3Model', 'TextModel', 'ModelBase')),
     'bailing_moe': ({}, ('BailingMoeModel', 'TextModel', 'ModelBase')),
     'bailing_moe_v2': ({}, ('BailingMoeV2Model', 'TextModel', 'ModelBase')),
-    'bitnet': ({'bitnet': 'bitnet'}, ('BitnetModel', 'TextModel', 'ModelBase')),
+    'bitnet': ({'bitnet': 'bitnet', 'llama': 'llama'}, ('BitnetModel', 'TextModel', 'ModelBase')),
     'bloom': ({'bloom': 'bloom'}, ('BloomModel', 'TextModel', 'ModelBase')),
     'chatglm': ({}, ('ChatGLMModel', 'TextModel', 'ModelBase')),
     'codeshell': ({}, ('CodeShellModel', 'TextModel', 'ModelBase')),

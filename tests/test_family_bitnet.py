@@ -26,7 +26,7 @@ from released_config import released_configs
 PACKED_FAILS = ("the pinned converter's dequant_bitnet fails in lazy mode (an eager shift tensor against a lazy "
                 "weight: \"Tensor on device cpu is not on the expected device meta\")")
 
-test_export, _ = oracle_tests("bitnet", ["bitnet"])
+test_export, _ = oracle_tests("bitnet", ["bitnet", "bitnet-1bitllm"])
 test_export_packed, _ = oracle_tests("bitnet", ["bitnet-packed"], export_xfail=PACKED_FAILS)
 
 _PROJECTIONS = ("q_proj", "k_proj", "v_proj", "o_proj", "gate_proj", "up_proj", "down_proj")
@@ -83,6 +83,8 @@ def bitnet_logits(path, ids) -> np.ndarray:
     import transformers
 
     config = transformers.AutoConfig.from_pretrained(path)
+    if config.model_type != "bitnet":  # 1bitLLM's llama-typed config: the same keys, read by BitNet's class
+        config = transformers.BitNetConfig(**config.to_dict())
     config.quantization_config = None  # the weights are given as the integration makes them: plain linears
     model = transformers.BitNetForCausalLM(config).float().eval()
     missing, unexpected = model.load_state_dict(_transformers_state(path), strict=False)
@@ -92,7 +94,7 @@ def bitnet_logits(path, ids) -> np.ndarray:
         return model(torch.tensor([ids])).logits[0].float().numpy()
 
 
-test_logits = reference_logits_test("bitnet", ["bitnet"], bitnet_logits,
+test_logits = reference_logits_test("bitnet", ["bitnet", "bitnet-1bitllm"], bitnet_logits,
                                     "transformers' BitNet with its integration's ternary weights")
 
 
@@ -191,7 +193,7 @@ def test_transformers_own_forward_differs_by_its_8bit_activations(name, quantiza
     ({"attention_bias": True}, "attention_bias True: llama.cpp's bitnet has no attention biases"),
     ({"rope_scaling": {"rope_type": "linear", "factor": 2.0}}, "rope_parameters.rope_type 'linear'"),
     ({"quantization_config": {"quant_method": "bitnet", "use_rms_norm": True}},
-     "quantization_config.use_rms_norm True: transformers' BitLinear then normalises"),
+     r"quant_method \"bitnet\"\) with use_rms_norm \(transformers' BitLinear then normalises"),
 ])
 def test_bitnet_refusals(changes, message, checkpoint, tmp_path):
     from family_variants import assert_refused

@@ -29,7 +29,9 @@ FAMILIES: tuple[Family, ...] = _discover()
 _BY_MODEL_TYPE: dict[str, Family] = {}
 # A model_type several families share (bailing_moe: Ling 1.x's BailingMoeForCausalLM, Ling 2.0's
 # BailingMoeV2ForCausalLM), each reading other `architectures`: the config's architectures[0] picks the family, as
-# the converter picks its class by it. _BY_MODEL_TYPE keeps the first found (alphabetical), for lookups without one.
+# the converter picks its class by it. _BY_MODEL_TYPE keeps, for lookups without one, the family named after the
+# model type where one is (llama's, not BitNet's, which reads 1bitLLM's llama-typed BitnetForCausalLM), else the
+# first found (alphabetical).
 _BY_ARCHITECTURE: dict[tuple[str, str], Family] = {}
 for _family in FAMILIES:
     for _model_type in _family.model_types:
@@ -40,6 +42,8 @@ for _family in FAMILIES:
             if shared or not _family.architectures or not other.architectures:
                 raise ImportError(f"model_type {_model_type!r} is claimed by families {other.name!r} and "
                                   f"{_family.name!r}" + (f", both reading {shared[0]}" if shared else ""))
+            if _family.name == _model_type:
+                _BY_MODEL_TYPE[_model_type] = _family
         else:
             _BY_MODEL_TYPE[_model_type] = _family
         for _arch in _family.architectures:

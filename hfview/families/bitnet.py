@@ -1,5 +1,6 @@
 """BitNet b1.58 (BitnetForCausalLM / BitNetForCausalLM) -> llama.cpp `bitnet` (the converter's BitnetModel, a
-TextModel: Q/K as stored, llama.cpp's rotate-half rope).
+TextModel: Q/K as stored, llama.cpp's rotate-half rope). model_type bitnet (transformers' BitNetConfig, 2B-4T) or
+llama (1bitLLM's releases: BitnetForCausalLM under LlamaConfig, chosen by architecture).
 
 Llama's decoder with an RMSNorm before each output projection (the attention's before o_proj, the FFN's before
 down_proj). The converter writes every projection ternary (its weight_quant, computed on read here: views.Ternarized)
@@ -23,12 +24,20 @@ DEFAULTS = {
                    initializer_range=0.02, rms_norm_eps=1e-05, use_cache=True, pad_token_id=None,
                    bos_token_id=128000, eos_token_id=128001, tie_word_embeddings=False, attention_bias=False,
                    attention_dropout=0.0, rope_parameters={"rope_theta": 500000.0, "rope_type": "default"}),
+    # 1bitLLM's releases (bitnet_b1_58-large, -3B): BitnetForCausalLM under model_type llama (LlamaConfig's defaults)
+    "llama": dict(vocab_size=32000, hidden_size=4096, intermediate_size=11008, num_hidden_layers=32,
+                  num_attention_heads=32, num_key_value_heads=None, hidden_act="silu", max_position_embeddings=2048,
+                  initializer_range=0.02, rms_norm_eps=1e-06, use_cache=True, pad_token_id=None, bos_token_id=1,
+                  eos_token_id=2, pretraining_tp=1, tie_word_embeddings=False, attention_bias=False,
+                  attention_dropout=0.0, mlp_bias=False, head_dim=None,
+                  rope_parameters={"rope_theta": 10000.0, "rope_type": "default"}),
 }
 
 READS = frozenset({
     "vocab_size", "hidden_size", "intermediate_size", "num_hidden_layers", "num_attention_heads",
     "num_key_value_heads", "head_dim", "max_position_embeddings", "rms_norm_eps", "rope_parameters", "rope_scaling",
-    "rope_theta", "hidden_act", "tie_word_embeddings", "attention_bias", "quantization_config",
+    "rope_theta", "hidden_act", "tie_word_embeddings", "attention_bias", "mlp_bias", "quantization_config",
+    "weight_bits", "input_bits",  # 1bitLLM's, read by its remote code only
 })
 
 HARMLESS: Harmless = {}
@@ -60,9 +69,11 @@ TENSORS = (
 
 
 def normalise(h: dict) -> dict:
-    """BitNetConfig: KV heads default to the head count."""
+    """BitNetConfig and LlamaConfig: KV heads default to the head count; LlamaConfig also states head_dim."""
     if h.get("num_key_value_heads") is None:
         h["num_key_value_heads"] = h["num_attention_heads"]
+    if h.get("model_type") == "llama" and h.get("head_dim") is None:
+        h["head_dim"] = h["hidden_size"] // h["num_attention_heads"]
     return h
 
 
@@ -71,10 +82,13 @@ REFUSE = (
     Refuse("tie_word_embeddings", (True,), "llama.cpp's bitnet takes its output from the token embeddings and has "
            "no output matrix; the pinned converter cannot map lm_head.weight (\"Can not map tensor\")"),
     Refuse("attention_bias", (False, None), "llama.cpp's bitnet has no attention biases"),
+    Refuse("mlp_bias", (False, None), "llama.cpp's bitnet has no FFN biases"),
     # the converter writes rope scaling linear x 1.0 after the config's own: a stated one would be written twice
     rope_types("bitnet", ("default",)),
-    Refuse("quantization_config.use_rms_norm", (False, None), "transformers' BitLinear then normalises each "
-           "projection's input, which neither the converter nor llama.cpp's bitnet computes"),
+    Refuse("weight_bits", (1, None), "1bitLLM's weights are ternary (b1.58, weight_bits 1); the converter's weight_quant "
+           "writes them ternary whatever this says"),
+    Refuse("input_bits", (8, None), "1bitLLM's code rounds each projection's input to input_bits; of these the view "
+           "presents 8, whose rounding llama.cpp leaves out (measured: NMSE ~2.5e-4, tests/test_family_bitnet.py)"),
 )
 
 
@@ -98,6 +112,12 @@ def vocab(model_dir: Path, h: dict) -> list:
     return sentencepiece_vocab(model_dir, h)
 
 
+NOTES = {
+    "input_bits": "8 (1bitLLM) and transformers' BitNet quantization round each projection's input to 8 bits a token; "
+                  "llama.cpp's bitnet computes in full precision, and the view is held to transformers' modules "
+                  "without that rounding (transformers' own forward with it differs from them by NMSE ~2.5e-4)",
+}
+
 FAMILY = Family(
     name="bitnet",
     gguf_arch="bitnet",
@@ -111,4 +131,5 @@ FAMILY = Family(
     refuse=REFUSE,
     check=check,
     normalise=normalise,
+    notes=NOTES,
 )
