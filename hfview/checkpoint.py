@@ -13,7 +13,7 @@ import numpy as np
 
 from . import config_values, families
 from .config import check_keys, class_defaults, read_checkpoint_config, read_config, with_defaults
-from .quantized import (NVFP4_ROTATING, BitnetForm, GptqForm, Mxfp4Form, Nvfp4Form, PackedForm, ScaledForm,
+from .quantized import (NVFP4_ROTATING, GptqForm, Mxfp4Form, Nvfp4Form, PackedForm, ScaledForm,
                         nvfp4_stored, quantized_form)
 from .errors import CheckpointError, ConfigError
 from .family import Family, plan_tensors
@@ -21,8 +21,7 @@ from .gguf_layout import (KEPT_ENCODED, KV, EncodedArray, FileSpan, GGMLType, Pi
                           encode_kv, encode_tensor_info, encoded_kv_pieces, pad_to)
 from .shards import StoredTensor, index_shards, read_bytes_into
 from .views import (FP8Dequantized, Generated, Presented, RowSelection, Stack, Stored, gptq_dequantized,
-                    mxfp4_paired, nvfp4_first, pack_dequantized, quiet_bf16_nans, scale_dequantized,
-                    ternary_unpacked)
+                    mxfp4_paired, nvfp4_first, pack_dequantized, quiet_bf16_nans, scale_dequantized)
 from .vocab_cache import vocab_kv
 from .names import Keys
 
@@ -306,8 +305,6 @@ class HfCheckpoint:
             self._stored = gptq_dequantized(self._stored, form.bits, form.zero_offset)
         elif isinstance(form, PackedForm):  # each packed linear read dequantized, after every other tensor
             self._stored = pack_dequantized(self._stored, form.bits, form.group_size)
-        elif isinstance(form, BitnetForm):  # each packed ternary weight read unpacked in its place, its scale consumed
-            self._stored = ternary_unpacked(self._stored)
         elif isinstance(form, Mxfp4Form):  # each MXFP4 pair one weight, first, its bits repacked on read
             self._stored = mxfp4_paired(self._stored)
         elif isinstance(form, Nvfp4Form):  # each NVFP4 weight one pair in its place (first, repacked on read)

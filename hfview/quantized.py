@@ -212,12 +212,6 @@ def _nvfp4(config: dict[str, Any], config_path: Path) -> Nvfp4Form | None:
     return Nvfp4Form(method, algo, layer_algo, fp8, where)
 
 
-@dataclass(frozen=True)
-class BitnetForm:
-    """quant_method "bitnet" as the converter's dequant_bitnet reads it: each `<weight>_scale` beside a packed uint8
-    weight (four ternary codes a byte) unpacked and divided by it; weights stored unpacked ("online") stay."""
-
-
 # the architectures whose MXFP4 the pinned converter reads (GptOssModel skips dequant_model and repacks the experts);
 # for any other its dequant_model raises NotImplementedError("Quant method is not yet supported: 'mxfp4'")
 _MXFP4_ARCHITECTURES = ("GptOssForCausalLM",)
@@ -261,8 +255,17 @@ def _modelopt(config: dict[str, Any], config_path: Path) -> dict[str, Any] | Non
     return {"quant_method": method, "quant_algo": algo, "quantized_layers": layers, "where": where}
 
 
+# Measured (tests/test_family_bitnet.py): what the pinned converter does with BitNet's packed weights
+_BITNET_PACKED = (
+    " with its weights packed (quantization_mode offline: four ternary codes a byte beside weight_scale): the pinned "
+    "converter fails on them in its default lazy mode (dequant_bitnet: \"Tensor on device cpu is not on the expected "
+    "device meta\"), and with --no-lazy its weight_quant ternarizes the unpacked weights again, which scales each "
+    "projection by its fraction of nonzero codes, so llama.cpp on that file computes another model (NMSE 0.12 from "
+    "transformers, top-1 agreement 0.25); use the release's unpacked (bf16, quantization_mode online) checkpoint")
+
+
 def quantized_form(config: dict[str, Any], config_path: Path
-                   ) -> ScaledForm | Mxfp4Form | GptqForm | PackedForm | Nvfp4Form | BitnetForm | None:
+                   ) -> ScaledForm | Mxfp4Form | GptqForm | PackedForm | Nvfp4Form | None:
     """The quantized form hfview reads, as the pinned converter reads it (conversion/base.py prepare_tensors and
     dequant_model), or None for an unquantized checkpoint; every other quantization is refused by name:
     quant_method "fp8" (block-scaled, per tensor or per row; Mistral's params.json `quantization` fp8_e4m3),
@@ -303,7 +306,9 @@ def quantized_form(config: dict[str, Any], config_path: Path
         if quant.get("use_rms_norm"):
             _refuse_other(config, config_path, also=" with use_rms_norm (transformers' BitLinear then normalises each "
                           "projection's input, which the converter does not write)")
-        return BitnetForm()
+        if quant.get("quantization_mode", "offline") != "online":
+            _refuse_other(config, config_path, also=_BITNET_PACKED)
+        return None  # "online": the weights are stored unpacked, ternarized on read as every BitNet checkpoint's
     if method == "gptq":
         bits = quant.get("bits")
         if bits in (2, 4, 8) and not isinstance(bits, bool):

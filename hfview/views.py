@@ -1252,60 +1252,6 @@ class Ternarized(View):
         return values.astype(np.float16 if self.values_dtype == "F16" else np.float32, copy=False)
 
 
-@dataclass(frozen=True)
-class TernaryUnpacked(StoredTensor):
-    """A linear weight as transformers' BitNet integration packs it (quant_method "bitnet", offline), read as the
-    converter's dequant_bitnet computes it: `packed` uint8 [out / 4, in], where bits 2k..2k+1 of packed row r hold
-    code c of output row k x out / 4 + r (each quarter of the rows in one bit pair), the value (c - 1) / scale in
-    float32 with `scale` the stored per-tensor `weight_scale` (its inverse). Presented [out, in] as F32."""
-    packed: StoredTensor | None = None
-    scale: StoredTensor | None = None
-
-    @classmethod
-    def of(cls, packed: StoredTensor, scale: StoredTensor) -> "TernaryUnpacked":
-        where = packed.path.name
-        if packed.dtype not in ("U8", "I8") or len(packed.shape) != 2:
-            raise CheckpointError(f"{where}: BitNet weight {packed.name!r} is {packed.dtype} {list(packed.shape)}; "
-                                  f"transformers' BitNet packs four 2-bit codes a byte, uint8 [out / 4, in]")
-        if scale.dtype not in ("F32", "BF16", "F16") or math.prod(scale.shape) != 1:
-            raise CheckpointError(f"{scale.path.name}: BitNet scale {scale.name!r} is {scale.dtype} "
-                                  f"{list(scale.shape)}; hfview reads one float scale per weight, as BitLinear "
-                                  f"holds it")
-        shape = (packed.shape[0] * 4, packed.shape[1])
-        return cls(packed.name, packed.path, "F32", shape, packed.offset, math.prod(shape) * 4, packed.stamp,
-                   packed=packed, scale=scale)
-
-    def read_rows(self, start: int, stop: int) -> np.ndarray:
-        quarter = self.packed.shape[0]
-        codes = []
-        for k in range(start // quarter, -(-stop // quarter)):  # each quarter of the rows: one bit pair
-            lo, hi = max(start, k * quarter) - k * quarter, min(stop, (k + 1) * quarter) - k * quarter
-            codes.append((self.packed.read_rows(lo, hi).view(np.uint8) >> np.uint8(2 * k)) & np.uint8(3))
-        scale = _as_f32(self.scale.read().reshape(-1), self.scale.dtype)[0]
-        values = np.concatenate(codes) if codes else np.empty((0, self.shape[1]), np.uint8)
-        return (values.astype(np.float32) - np.float32(1)) / scale
-
-    def read_rows_into(self, start: int, stop: int, out: np.ndarray) -> None:
-        out[...] = self.read_rows(start, stop).reshape(out.shape)
-
-
-def ternary_unpacked(stored: dict[str, StoredTensor]) -> dict[str, StoredTensor]:
-    """The tensors the converter's dequant_model leaves for quant_method "bitnet": each `<weight>_scale` consumed
-    and its weight read unpacked where it stands (TernaryUnpacked); weights stored unpacked (an "online" release's
-    bfloat16 ones) stay as stored."""
-    out = dict(stored)
-    for name, scale in stored.items():
-        if not name.endswith(".weight_scale"):
-            continue
-        weight = name.removesuffix("_scale")
-        del out[name]
-        if weight not in stored:
-            raise CheckpointError(f"{scale.path.name}: scale {name!r} has no weight {weight!r} beside it; a shard "
-                                  f"may be missing")
-        out[weight] = TernaryUnpacked.of(stored[weight], scale)
-    return out
-
-
 # ---------------------------------------------------------------- MXFP4 (quant_method "mxfp4": gpt-oss's experts)
 @dataclass(frozen=True)
 class MXFP4Pair(StoredTensor):

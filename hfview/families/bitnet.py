@@ -3,8 +3,9 @@ TextModel: Q/K as stored, llama.cpp's rotate-half rope). model_type bitnet (tran
 llama (1bitLLM's releases: BitnetForCausalLM under LlamaConfig, chosen by architecture).
 
 Llama's decoder with an RMSNorm before each output projection (the attention's before o_proj, the FFN's before
-down_proj). The converter writes every projection ternary (its weight_quant, computed on read here: views.Ternarized)
-and reads quant_method "bitnet" checkpoints' packed weights unpacked (views.TernaryUnpacked).
+down_proj). The converter writes every projection ternary (its weight_quant, computed on read here: views.Ternarized).
+Checkpoints of quant_method "bitnet" with packed weights are refused (hfview.quantized: the converter fails on them,
+or with --no-lazy writes another model); "online" ones store their weights unpacked and read as any other.
 """
 from __future__ import annotations
 
