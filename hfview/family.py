@@ -197,6 +197,11 @@ class RunnerFacts:
     # converter's; wherever hfview loads the view, llama.cpp reads the header with these values in place, at the
     # same length, so no other byte or offset moves (HfCheckpoint.for_llama_cpp). llama-cli cannot override an array
     load_arrays: Callable[[dict], dict[str, list[int]]] = lambda h: {}
+    # Whether llama.cpp's graph multiplies each FFN and expert weight by its per-tensor `.scale` (NVFP4's
+    # weight_scale_2, which the converter writes beside the weight). deepseek2's passes none (src/models/deepseek2.cpp),
+    # so it would run a view carrying them as another model (NaN logits from the converter's own file, measured): the
+    # runner refuses that view, which export and mount still write as the converter does
+    applies_ffn_scales: bool = True
 
 
 @dataclass(frozen=True)

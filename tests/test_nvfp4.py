@@ -288,14 +288,19 @@ def test_resolution_admits_the_release_as_the_view(checkpoint):
     assert resolved.backend == "view" and resolved.family == "qwen3"
 
 
-def test_deepseek_v3_nvfp4_is_nan_in_llama_cpp_on_the_converters_file_too(checkpoint, converted):
+def test_deepseek_v3_nvfp4_is_refused_by_the_runner_as_llama_cpp_runs_it_as_nan(checkpoint, converted):
     """Measured: llama.cpp running the converter's own NVFP4 DeepSeek-V3 file gives NaN logits (its deepseek2 graph
-    drops the weights' .scale), and the view, byte-identical to it, the same. Once llama.cpp applies the scales this
-    fails: move the fixture into LOGITS."""
+    drops the weights' .scale: RunnerFacts.applies_ffn_scales), so the runner refuses the view, naming the scale;
+    the view's bytes are the converter's all the same (test_export). Once llama.cpp applies the scales the first
+    assertion fails: declare the fact true and move the fixture into LOGITS."""
     from converter_ceiling import GGUFFile, llama_cpp_logits
 
     from hfview import HfCheckpoint
+    from hfview.errors import CheckpointError
 
-    ids, ours = llama_cpp_logits(HfCheckpoint(checkpoint("deepseek_v3-nvfp4"), "bf16"))
+    ids = list(range(100, 116))
     _, theirs = llama_cpp_logits(GGUFFile(converted("deepseek_v3-nvfp4", "bf16")), ids)
-    assert np.isnan(theirs).any() and np.isnan(ours).any()
+    assert np.isnan(theirs).any()
+    with pytest.raises(CheckpointError, match=r"'blk\.\d+\.ffn_[a-z_]+\.scale' \(NVFP4's per-tensor weight_scale_2\) "
+                                              r"is a scale llama.cpp's deepseek2 graph does not apply"):
+        llama_cpp_logits(HfCheckpoint(checkpoint("deepseek_v3-nvfp4"), "bf16"), ids)

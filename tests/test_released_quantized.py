@@ -143,9 +143,10 @@ GAPS: dict[str, str] = {
     "mxfp4/deepseek-ai__DeepSeek-V4-Pro.json": _CONVERTER_READS.format("deepseek.py repack_mxfp4_blocks"),
     "compressed_tensors/moonshotai__Kimi-K3.json": _CONVERTER_READS.format("base.py dequant_model, compressed-tensors"),
     "modelopt/nvidia__DeepSeek-V3.1-NVFP4.json": (
-        "read as the converter reads it (its bytes on a DeepSeek-V3 NVFP4 fixture: tests/test_nvfp4.py), but llama.cpp's "
-        "deepseek2 graph applies no per-tensor .scale (weight_scale_2) to FFNs or experts: on the fixture the "
-        "converter's own file gives NaN logits, as the view does"),
+        "read as the converter reads it (its bytes on a DeepSeek-V3 NVFP4 fixture: tests/test_nvfp4.py; export and "
+        "mount write them), but the runner refuses to run it: llama.cpp's deepseek2 graph applies no per-tensor .scale "
+        "(weight_scale_2) to FFNs or experts (RunnerFacts.applies_ffn_scales), and on the fixture the converter's own "
+        "file gives NaN logits"),
     "modelopt/nvidia__MiniMax-M2.5-NVFP4.json": (
         "the minimax_m2 family refuses partial_rotary_factor before the NVFP4 is looked at; past it, the pinned "
         "converter's NVFP4 path stacks only experts named experts.<i>.(gate|up|down)_proj and maps MiniMax's "

@@ -15,7 +15,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from ..config import Harmless
-from ..family import Family, Refuse, unset
+from ..family import Family, Refuse, RunnerFacts, unset
 from ._parts.deepseek_moe import check_mixture, mixture_tensors
 from ._parts.latent import (ARCH, LATENT_HARMLESS, LATENT_READS, check_latent_attention, latent_normalise,
                             latent_parameters, latent_tensors)
@@ -78,4 +78,5 @@ FAMILY = Family(
     refuse=REFUSE,
     check=check,
     normalise=latent_normalise,
+    runner=RunnerFacts(applies_ffn_scales=False),  # llama.cpp's deepseek2 graph passes its FFNs no scale
 )

@@ -29,7 +29,7 @@ from pathlib import Path
 
 from ..config import ANY, Harmless
 from ..errors import ConfigError
-from ..family import Family, Refuse, Skip
+from ..family import Family, Refuse, RunnerFacts, Skip
 from ._parts.deepseek_moe import check_groups, check_mixture, check_sigmoid_router
 from ._parts.latent import LATENT_HARMLESS, LATENT_READS, check_latent_attention, latent_normalise, latent_parameters
 from ._parts.vocab import gpt2_vocab
@@ -127,4 +127,5 @@ FAMILY = Family(
     refuse=REFUSE,
     check=check,
     normalise=normalise_v3,
+    runner=RunnerFacts(applies_ffn_scales=False),  # llama.cpp's deepseek2 graph passes its FFNs no scale
 )

@@ -19,7 +19,7 @@ from pathlib import Path
 
 from ..config import Harmless
 from ..errors import ConfigError
-from ..family import Family, Refuse, Skip
+from ..family import Family, Refuse, RunnerFacts, Skip
 from ..names import Keys
 from ..params import u32
 from ._parts.deepseek_moe import check_mixture, mixture_tensors
@@ -121,4 +121,5 @@ FAMILY = Family(
     normalise=normalise,
     extra_blocks=mtp_layers,
     aliases={"head_dim": "qk_rope_head_dim"},  # Glm4MoeLiteConfig's attribute map
+    runner=RunnerFacts(applies_ffn_scales=False),  # llama.cpp's deepseek2 graph passes its FFNs no scale
 )

@@ -24,7 +24,7 @@ from pathlib import Path
 
 from ..config import ANY, Harmless
 from ..errors import ConfigError
-from ..family import Family, Refuse, Skip, Split, Stacked, Tensor, unset
+from ..family import Family, Refuse, RunnerFacts, Skip, Split, Stacked, Tensor, unset
 from ..names import GGUF, Keys
 from ..params import f32, string, u32
 from ._parts.deepseek_moe import check_groups, check_mixture
@@ -210,4 +210,5 @@ FAMILY = Family(
     index=consolidated_tensors,
     notes={"yarn": "apply_scale false (every release): DeepSeek's mscale_all_dim 1, as the converter writes it; "
                    "apply_scale true is refused: the converter writes the same multiplier for it"},
+    runner=RunnerFacts(applies_ffn_scales=False),  # llama.cpp's deepseek2 graph passes its FFNs no scale
 )

@@ -23,7 +23,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from ..config import ANY, Harmless
-from ..family import Family, Refuse
+from ..family import Family, Refuse, RunnerFacts
 from . import deepseek_v3
 from ._parts.deepseek_moe import check_groups, check_mixture, check_sigmoid_router
 from ._parts.latent import check_latent_attention, latent_normalise, latent_parameters
@@ -100,4 +100,5 @@ FAMILY = Family(
     no_converter="the pinned converter has no class for SarvamMLAForCausalLM; hfview's own mapping presents it as "
                  "llama.cpp's deepseek2 (DeepseekV3ForCausalLM's function, as transformers runs sarvam_mla; no query "
                  "bottleneck, stated as q_lora_rank 0)",
+    runner=RunnerFacts(applies_ffn_scales=False),  # llama.cpp's deepseek2 graph passes its FFNs no scale
 )
