@@ -49,6 +49,23 @@ def synced(path: Path) -> float:
     return time.perf_counter() - t0
 
 
+def _cpu_ticks() -> tuple[int, int] | None:
+    """(all, idle) CPU time of the machine so far, in ticks (Linux: /proc/stat), or None."""
+    try:
+        with open("/proc/stat", encoding="ascii") as f:
+            ticks = [int(x) for x in f.readline().split()[1:]]
+        return sum(ticks), ticks[3] + ticks[4]  # idle + iowait
+    except (OSError, ValueError, IndexError):
+        return None
+
+
+def _idle_since(before: tuple[int, int] | None) -> float | None:
+    after = _cpu_ticks()
+    if before is None or after is None or after[0] == before[0]:
+        return None
+    return (after[1] - before[1]) / (after[0] - before[0])
+
+
 def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--layers", type=int, default=9)  # 1.1 GB of bf16 weights
@@ -94,6 +111,7 @@ def main() -> None:
              "nommap": (conv_out, "converted file, no mmap -> first logits")}
     walls: dict[str, list[float]] = {mode: [] for mode in modes}
     peaks: dict[str, int] = {mode: 0 for mode in modes}
+    busy_before = _cpu_ticks()
     for _ in range(args.runs):
         for mode, (path, _label) in modes.items():
             wall, rss, out = run([sys.executable, "-c", FIRST_LOGITS, mode, str(path)],
@@ -102,6 +120,7 @@ def main() -> None:
                 assert json.loads(out)["data_path"] == mode.partition("-")[2], out
             walls[mode].append(wall)
             peaks[mode] = max(peaks[mode], rss)
+    idle = _idle_since(busy_before)
     median = {mode: statistics.median(w) for mode, w in walls.items()}
     for mode, (_path, label) in modes.items():
         rows.append((f"{label} (median of {args.runs})", median[mode], peaks[mode], 0))
@@ -124,6 +143,9 @@ def main() -> None:
               f"{median[mode] / median['nommap']:.2f} (target <= {target}), / mmap load "
               f"{median[mode] / median['mmap']:.2f}; peak RSS / model bytes {peaks[mode] / size:.3f} (target <= 1.1)")
     print(f"memory file vs FILE*: {median['view-stream'] / median['view-memfd']:.2f}x faster to first logits")
+    if idle is not None:  # the contenders alternate, but a machine others use too spreads them: say how busy it was
+        print(f"CPUs idle while the alternating runs ran: {idle:.0%} (each run uses up to every core); load average "
+              f"{' '.join(f'{x:.2f}' for x in os.getloadavg())} after them")
     print("bytes written by the view run: 0")
 
 

@@ -17,6 +17,7 @@ from .quantized import (NVFP4_ROTATING, GptqForm, Mxfp4Form, Nvfp4Form, PackedFo
                         nvfp4_stored, quantized_form)
 from .errors import CheckpointError, ConfigError
 from .family import Family, plan_tensors
+from .memfile import PieceWriter
 from .gguf_layout import (KEPT_ENCODED, KV, EncodedArray, FileSpan, GGMLType, Pieces, ValueType, encode_header,
                           encode_kv, encode_tensor_info, encoded_kv_pieces, pad_to)
 from .shards import StoredTensor, index_shards, read_bytes_into
@@ -106,10 +107,11 @@ def _stored_spans(t: Presented, first: int, stop: int) -> list[tuple[StoredTenso
     return None
 
 
-def _write_stored(spans: list[tuple[StoredTensor, int, int]], quiet_nans: bool, buffer: np.ndarray, fd: int,
-                  at: int) -> None:
-    """The stored bytes of `spans` written to `fd` from offset `at`, a buffer the CPU's cache holds at a time: read
-    in, any bf16 NaN made quiet while the bytes are in the cache, written out (one pass over the shard's bytes)."""
+def _write_stored(spans: list[tuple[StoredTensor, int, int]], quiet_nans: bool, buffer: np.ndarray,
+                  writer: PieceWriter, at: int) -> None:
+    """The stored bytes of `spans` put in the memory file from offset `at`, a buffer the CPU's cache holds at a time:
+    read in, any bf16 NaN made quiet while the bytes are in the cache, put in place (one pass over the shard's
+    bytes)."""
     for source, start, n in spans:
         for offset in range(start, start + n, buffer.nbytes):
             take = min(buffer.nbytes, start + n - offset)
@@ -117,8 +119,7 @@ def _write_stored(spans: list[tuple[StoredTensor, int, int]], quiet_nans: bool, 
             read_bytes_into(source, offset, memoryview(piece))
             if quiet_nans:
                 quiet_bf16_nans(piece.view(np.uint16), in_place=True)
-            if os.pwrite(fd, memoryview(piece), at) != take:  # a memory file of the full size takes every byte
-                raise OSError(f"short write to the memory file at byte {at}")
+            writer.put(at, piece)
             at += take
 
 
@@ -621,14 +622,15 @@ class HfCheckpoint:
         hfview.memfile), on `threads` threads (default: every CPU). A tensor whose bytes are the stored bits is read
         from its shards straight into its place; every other one is made a chunk at a time and copied into its place.
         `fd`: a file whose bytes `out` maps (the memory file): stored bits that lie in a row in a shard are then
-        written to it (pwrite) from a buffer the CPU's cache holds, their bf16 NaNs made quiet on the way, rather
-        than faulted into the mapping page by page. `on_bytes(n)` is called (from any of the threads) as each n bytes
+        read into a buffer the CPU's cache holds, their bf16 NaNs made quiet there, and put in the file by
+        hfview.memfile.PieceWriter (pwrite, or pages made in one call, never a fault per page). `on_bytes(n)` is called (from any of the threads) as each n bytes
         of tensor data are in place."""
         out = memoryview(out).cast("B")
         if len(out) != self.size or out.readonly:
             raise ValueError(f"fill_into needs a writable buffer of {self.size} bytes, got {len(out)}"
                              f"{' (read-only)' if out.readonly else ''}")
         self._header.readinto(0, out[:self.data_start])
+        writer = PieceWriter(fd, out) if fd is not None else None
         jobs: dict[object, list[tuple[Presented, int, int, int]]] = {}  # what one thread does, in order
         for t, rel in zip(self.tensors, self._data_offsets):
             start = self.data_start + rel
@@ -645,10 +647,10 @@ class HfCheckpoint:
             for t, first, stop, at in job:
                 n = (stop - first) * t.row_bytes
                 place = np.frombuffer(out, np.uint8, n, at)
-                spans = _stored_spans(t, first, stop) if fd is not None and t.stored_bits else None
+                spans = _stored_spans(t, first, stop) if writer is not None and t.stored_bits else None
                 if spans is not None:
                     buffer = np.empty(_FILL_READ_BYTES, np.uint8) if buffer is None else buffer
-                    _write_stored(spans, t.ggml_type == GGMLType.BF16, buffer, fd, at)
+                    _write_stored(spans, t.ggml_type == GGMLType.BF16, buffer, writer, at)
                 elif t.stored_bits:
                     rows = max(1, _FILL_READ_BYTES // max(1, t.row_bytes))
                     for r in range(first, stop, rows):

@@ -2,21 +2,26 @@
 (``/proc/self/fd/N``) with its own loader and maps: no file is written to disk, no byte passes through a C stream.
 
 The file is sized, mapped, filled (``HfCheckpoint.fill_into``, on several threads: stored bytes read from the shards
-into a buffer the CPU's cache holds and written to the file, or read straight into the mapping where a view rearranges
-them, computed tensors made into their place) and unmapped again; what holds its pages from
+into a buffer the CPU's cache holds and put in the file by ``PieceWriter``, or read straight into the mapping where a
+view rearranges them, computed tensors made into their place) and unmapped again; what holds its pages from
 then on is llama.cpp's own mapping. Its pages are memory, not page cache: they cannot be dropped while the model
 lives, so ``fill`` refuses before filling when the system does not have them free (``memory_available``).
 """
 from __future__ import annotations
 
+import ctypes
+import errno
 import mmap
 import os
+import threading
 from pathlib import Path
 from typing import Any, Callable
 
+import numpy as np
+
 from .errors import HfviewError
 
-__all__ = ["MemoryFile", "MemoryFileError", "NoMemoryFiles", "supported", "memory_available", "fill"]
+__all__ = ["MemoryFile", "MemoryFileError", "NoMemoryFiles", "PieceWriter", "supported", "memory_available", "fill"]
 
 _PROC_FD = Path("/proc/self/fd")
 
@@ -122,6 +127,55 @@ def check_memory(size: int, description: str) -> None:
             f"{description} needs {_gb(size)} of memory to load as a memory file, and {_gb(free)} is free ({where}): "
             f"free some memory, or choose a smaller --precision or --quant (HFVIEW_DATA_PATH=stream loads it "
             f"through a FILE* instead, into llama.cpp's own buffers of the same size)")
+
+
+_MADV_POPULATE_WRITE = 23  # Linux 5.14: fault a range's pages in, writable, in one call (not in Python's mmap module)
+_PAGE = mmap.PAGESIZE
+
+
+def _madvise() -> Callable[[int, int, int], int]:
+    """libc's madvise through ctypes, which lets go of the GIL while the kernel works (mmap.madvise holds it)."""
+    madvise = ctypes.CDLL(None, use_errno=True).madvise
+    madvise.argtypes = (ctypes.c_void_p, ctypes.c_size_t, ctypes.c_int)
+    return madvise
+
+
+class PieceWriter:
+    """Puts pieces of a memory file's bytes in place, from several threads at once without their waiting on one
+    another. The kernel takes one write to a memory file at a time (shmem holds the file's lock through a whole
+    write(2)), so a piece is written with pwrite where no other thread is writing; otherwise its thread makes the
+    piece's pages in the file's mapping itself (MADV_POPULATE_WRITE: allocated in one call rather than a fault per
+    page) and copies the piece in. (1.05 GB Granite hybrid view, 2 cores: 0.48 s; by pwrite alone 0.51 s on 2
+    threads, the second mostly waiting for the lock, 0.55 s on one.)"""
+
+    def __init__(self, fd: int, out: memoryview):
+        self.fd = fd
+        self._out = np.frombuffer(out, np.uint8)  # the mapping of `fd`, the whole file
+        self._base = self._out.ctypes.data
+        self._writing = threading.Lock()
+        self._madvise = _madvise()
+        self._populate = True  # until the kernel says it has no MADV_POPULATE_WRITE (before 5.14): then faults
+
+    def put(self, at: int, piece: np.ndarray) -> None:
+        """The bytes of `piece` (contiguous) at byte `at` of the file."""
+        piece = piece.reshape(-1).view(np.uint8)
+        if self._writing.acquire(blocking=False):
+            try:
+                if os.pwrite(self.fd, memoryview(piece), at) != piece.nbytes:  # a memory file of the full size
+                    raise OSError(f"short write to the memory file at byte {at}")  # takes every byte
+            finally:
+                self._writing.release()
+            return
+        if self._populate:
+            begin = (self._base + int(at)) // _PAGE * _PAGE
+            end = -(-(self._base + int(at) + piece.nbytes) // _PAGE) * _PAGE
+            err = 0 if self._madvise(begin, end - begin, _MADV_POPULATE_WRITE) == 0 else ctypes.get_errno()
+            if err == errno.EINVAL:
+                self._populate = False
+            elif err:  # ENOMEM, EFAULT: where a plain copy would die of SIGBUS
+                raise MemoryFileError(f"the memory file could not take bytes {at}..{at + piece.nbytes}: "
+                                      f"{os.strerror(err)}")
+        self._out[at:at + piece.nbytes] = piece
 
 
 def fill(source: Any, *, description: str | None = None, threads: int | None = None,

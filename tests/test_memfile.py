@@ -115,6 +115,70 @@ def test_stored_bits_go_straight_into_place_on_several_threads(checkpoint, monke
     assert dest.tobytes() == ckpt.read(0, ckpt.size)
 
 
+class _Busy:
+    """A lock another thread always holds."""
+
+    def acquire(self, blocking=True):
+        return False
+
+
+def test_pieces_are_put_whether_or_not_another_thread_is_writing(monkeypatch):
+    """PieceWriter puts a piece with pwrite where no other thread is writing, else through the mapping (its pages
+    made by MADV_POPULATE_WRITE, or by faults where the kernel lacks it): the file holds the same bytes each way,
+    at offsets that are not page-aligned and given as numpy integers (as the fill's are)."""
+    import mmap
+
+    size = 5 * mmap.PAGESIZE + 123
+    want = np.frombuffer(os.urandom(size), np.uint8)
+    cuts = [0, 1000, mmap.PAGESIZE + 7, 3 * mmap.PAGESIZE, size]
+    for how in ("pwrite", "populate", "fault"):
+        fd = os.memfd_create("test", os.MFD_CLOEXEC)
+        try:
+            os.ftruncate(fd, size)
+            mapping = mmap.mmap(fd, size, flags=mmap.MAP_SHARED, prot=mmap.PROT_READ | mmap.PROT_WRITE)
+            view = memoryview(mapping)
+            writer = memfile.PieceWriter(fd, view)
+            pwrites = []
+            monkeypatch.setattr(os, "pwrite", lambda *a, _w=os.pwrite: pwrites.append(a[2]) or _w(*a))
+            if how != "pwrite":
+                writer._writing = _Busy()
+            if how == "fault":  # a kernel before 5.14: EINVAL, then plain writes to the mapping
+                def no_populate(*_):
+                    import ctypes
+                    ctypes.set_errno(22)
+                    return -1
+                writer._madvise = no_populate
+            for a, b in zip(cuts, cuts[1:]):
+                writer.put(np.int64(a), want[a:b])
+            monkeypatch.undo()
+            assert bool(pwrites) == (how == "pwrite"), how
+            assert writer._populate == (how != "fault"), how
+            del writer
+            view.release()
+            mapping.close()
+            assert os.pread(fd, size + 1, 0) == want.tobytes(), how
+        finally:
+            os.close(fd)
+
+
+def test_memory_file_is_the_exported_file_when_no_piece_is_written_by_pwrite(checkpoint, tmp_path, monkeypatch):
+    """The fill with every stored piece put through the mapping (as when other threads hold the file's write): the
+    exported bytes, a bf16 mixture's and a converted one's."""
+    init = memfile.PieceWriter.__init__
+
+    def busy_init(self, *a):
+        init(self, *a)
+        self._writing = _Busy()
+
+    monkeypatch.setattr(memfile.PieceWriter, "__init__", busy_init)
+    monkeypatch.setattr(os, "pwrite", lambda *a: pytest.fail("pwrite"))
+    for name, outtype in (("mixtral", "auto"), ("llama-spm", "f32")):
+        ckpt = HfCheckpoint(checkpoint(name), outtype)
+        want = sha256_of(export(ckpt, tmp_path / f"{name}.gguf"))
+        with memfile.fill(ckpt, threads=2) as mf:
+            assert sha256_of_memory_file(mf) == want, name
+
+
 def test_generic_byte_source_is_copied():
     class Source:
         def __init__(self, data):
