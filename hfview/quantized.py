@@ -175,26 +175,12 @@ def nvfp4_stored(stored: dict, form: Nvfp4Form) -> dict:
 
 
 def _nvfp4(config: dict[str, Any], config_path: Path) -> Nvfp4Form | None:
-    """The converter's NVFP4 detection (prepare_tensors): config.json's quantization_config, completed from
-    hf_quant_config.json where it states no quant_algo or no quantized_layers (its producer naming the method where
-    config.json names none); NVFP4 where quant_algo is NVFP4 or W4A16_NVFP4, a quantized_layers entry's algorithm
-    ends in NVFP4, or compressed-tensors states nvfp4-pack-quantized (for every group of a mixed-precision one)."""
-    quant = config.get("quantization_config") if isinstance(config.get("quantization_config"), dict) else {}
-    algo, method, fmt = quant.get("quant_algo"), quant.get("quant_method"), quant.get("format")
-    groups, layers = quant.get("config_groups") or {}, quant.get("quantized_layers") or {}
-    record, where = Path(config_path).parent / "hf_quant_config.json", Path(config_path)
-    if (not algo or not layers) and record.is_file():
-        data = _read_json(record)
-        data = data if isinstance(data, dict) else {}
-        q = data.get("quantization") if isinstance(data.get("quantization"), dict) else {}
-        producer = data.get("producer") if isinstance(data.get("producer"), dict) else {}
-        if method is None:
-            method = str(producer.get("name") or "").lower()
-        algo, method, fmt = q.get("quant_algo", algo), q.get("quant_method", method), q.get("format", fmt)
-        groups, layers = q.get("config_groups", groups) or {}, q.get("quantized_layers", layers) or {}
-        where = record
-    groups = groups if isinstance(groups, dict) else {}
-    layers = layers if isinstance(layers, dict) else {}
+    """The converter's NVFP4 detection (prepare_tensors, over _prepared_quantization's reading): NVFP4 where
+    quant_algo is NVFP4 or W4A16_NVFP4, a quantized_layers entry's algorithm ends in NVFP4, or compressed-tensors
+    states nvfp4-pack-quantized (for every group of a mixed-precision one)."""
+    stated = _prepared_quantization(config, config_path)
+    algo, method, fmt, where = stated.algo, stated.method, stated.fmt, stated.where
+    groups, layers = stated.groups, stated.layers
     compressed = method == "compressed-tensors" and (fmt == "nvfp4-pack-quantized" or fmt == "mixed-precision" and (
         bool(groups) and all(g.get("format") == "nvfp4-pack-quantized" for g in groups.values() if isinstance(g, dict))))
     per_layer = any(str(v.get("quant_algo")).endswith("NVFP4") for v in layers.values() if isinstance(v, dict))
@@ -232,14 +218,24 @@ def _read_json(path: Path) -> Any:
         return None
 
 
-def _modelopt(config: dict[str, Any], config_path: Path) -> dict[str, Any] | None:
-    """The quantization the converter's prepare_tensors finds for ModelOpt: config.json's quantization_config,
-    completed from hf_quant_config.json where it states no quant_algo or no quantized_layers (the record's
-    producer naming the method where config.json names none); None where neither states ModelOpt's."""
+@dataclass(frozen=True)
+class _Prepared:
+    """The quantization the converter's prepare_tensors finds: config.json's quantization_config, completed from
+    hf_quant_config.json where it states no quant_algo or no quantized_layers (the record's producer naming the
+    method where config.json names none). `where`: the file that stated it."""
+    method: Any
+    algo: Any
+    fmt: Any
+    groups: dict
+    layers: dict
+    where: Path
+
+
+def _prepared_quantization(config: dict[str, Any], config_path: Path) -> _Prepared:
     quant = config.get("quantization_config") if isinstance(config.get("quantization_config"), dict) else {}
-    method, algo, layers = quant.get("quant_method"), quant.get("quant_algo"), quant.get("quantized_layers")
-    record = Path(config_path).parent / "hf_quant_config.json"
-    where = config_path
+    algo, method, fmt = quant.get("quant_algo"), quant.get("quant_method"), quant.get("format")
+    groups, layers = quant.get("config_groups") or {}, quant.get("quantized_layers") or {}
+    record, where = Path(config_path).parent / "hf_quant_config.json", Path(config_path)
     if (not algo or not layers) and record.is_file():
         data = _read_json(record)
         data = data if isinstance(data, dict) else {}
@@ -247,12 +243,11 @@ def _modelopt(config: dict[str, Any], config_path: Path) -> dict[str, Any] | Non
         producer = data.get("producer") if isinstance(data.get("producer"), dict) else {}
         if method is None:
             method = str(producer.get("name") or "").lower()
-        algo, method = q.get("quant_algo", algo), q.get("quant_method", method)
-        layers = q.get("quantized_layers", layers)
+        algo, method, fmt = q.get("quant_algo", algo), q.get("quant_method", method), q.get("format", fmt)
+        groups, layers = q.get("config_groups", groups) or {}, q.get("quantized_layers", layers) or {}
         where = record
-    if method != "modelopt":
-        return None
-    return {"quant_method": method, "quant_algo": algo, "quantized_layers": layers, "where": where}
+    return _Prepared(method, algo, fmt, groups if isinstance(groups, dict) else {},
+                     layers if isinstance(layers, dict) else {}, where)
 
 
 # Measured (tests/test_family_bitnet.py): what the pinned converter does with BitNet's packed weights
@@ -316,15 +311,14 @@ def quantized_form(config: dict[str, Any], config_path: Path
         _refuse_other(config, config_path, also=(
             " (the pinned converter dequantizes GPTQ of 2, 4 or 8 bits"
             + (": \"3-bit gptq dequantization is not yet implemented\")" if bits == 3 else ")")))
-    modelopt = _modelopt(config, config_path) if method in (None, "modelopt") else None
-    if modelopt is not None:
-        layers = modelopt["quantized_layers"] if isinstance(modelopt["quantized_layers"], dict) else {}
-        per_layer = sorted({str(v.get("quant_algo")) for v in layers.values() if isinstance(v, dict)})
-        if modelopt["quant_algo"] in _MODELOPT_FP8 and not per_layer:
+    modelopt = _prepared_quantization(config, config_path) if method in (None, "modelopt") else None
+    if modelopt is not None and modelopt.method == "modelopt":
+        per_layer = sorted({str(v.get("quant_algo")) for v in modelopt.layers.values() if isinstance(v, dict)})
+        if modelopt.algo in _MODELOPT_FP8 and not per_layer:
             return ScaledForm("modelopt", None, _WEIGHT_SCALE, _MODELOPT_DROPPED, orphan_scales_dropped=True,
                               fp8_original="stored")
         _refuse_other(config, config_path, also=(
-            f" with quant_algo {shown(modelopt['quant_algo'])}"
+            f" with quant_algo {shown(modelopt.algo)}"
             + (f" and per-layer quant_algo {', '.join(per_layer)}" if per_layer else "")
             + "; of ModelOpt's forms hfview reads FP8 and FP8_PER_CHANNEL_PER_TOKEN (a weight_scale per tensor or per "
             "row), as the converter dequantizes them"))
