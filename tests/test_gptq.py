@@ -40,21 +40,6 @@ def test_weights_equal_the_twins_and_come_last(checkpoint, tmp_path):
         assert np.array_equal(rows, twin[name][3:11]), name
 
 
-def test_memory_file_is_the_exported_file(checkpoint, tmp_path):
-    import hashlib
-
-    from hfview import HfCheckpoint, memfile
-    from hfview.export import export
-
-    if not memfile.supported():
-        pytest.skip("no memfd on this system")
-    ckpt = HfCheckpoint(checkpoint("qwen3-gptq-4bit"), "bf16")
-    with open(export(ckpt, tmp_path / "export.gguf"), "rb") as f:
-        want = hashlib.file_digest(f, "sha256").hexdigest()
-    with memfile.fill(ckpt, threads=3) as mf, open(mf.path, "rb") as f:
-        assert hashlib.file_digest(f, "sha256").hexdigest() == want
-
-
 def test_gptq_v2_zeros_are_read_as_stored(checkpoint, tmp_path):
     """checkpoint_format gptq_v2: no offset on the zeros, as the converter reads it (bytes equal)."""
     import json

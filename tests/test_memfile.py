@@ -35,14 +35,18 @@ def sha256_of(path: Path) -> str:
 # expert stacks (mixtral), a computed tensor (llama3-bpe's rope_freqs), views that keep a block between calls
 # (gpt_oss' expert columns, transposed), a whole-tensor step (bailing_moe's column-normalised head), value steps
 # (gemma's 1 + w norms)
-@pytest.mark.parametrize("name, outtype", [
-    ("llama-spm", "auto"), ("llama-spm", "f32"), ("mixtral", "auto"), ("llama3-bpe", "auto"), ("gpt_oss", "f32"),
-    ("bailing_moe", "auto"), ("gemma", "auto"),
-    # FP8 weights dequantized on read stand in for stored F32 ones: their bytes are computed, not the shard's
-    ("qwen3-fp8", "f32"), ("deepseek_v3-fp8", "f32"),
+@pytest.mark.parametrize("name, outtype, quant", [
+    ("llama-spm", "auto", None), ("llama-spm", "f32", None), ("mixtral", "auto", None), ("llama3-bpe", "auto", None),
+    ("gpt_oss", "f32", None), ("bailing_moe", "auto", None), ("gemma", "auto", None),
+    # each quantized form read (hfview.quantized): FP8 weights dequantized on read stand in for stored F32 ones (their
+    # bytes are computed, not the shard's), GPTQ and packed ints likewise; MXFP4 and NVFP4 bits repacked on read
+    ("qwen3-fp8", "f32", None), ("deepseek_v3-fp8", "f32", None), ("qwen3-modelopt-fp8", "bf16", None),
+    ("qwen3-ct-fp8-block", "bf16", None), ("mistral-consolidated-fp8", "f16", None), ("qwen3-gptq-4bit", "bf16", None),
+    ("qwen3-ct-w4a16-asym", "f16", None), ("gpt_oss-mxfp4-wide", "bf16", None),
+    ("gpt_oss-mxfp4-wide", "f32", "MXFP4_MOE"), ("qwen3_moe-nvfp4", "bf16", None), ("llama-nvfp4", "bf16", None),
 ])
-def test_memory_file_is_the_exported_file(name, outtype, checkpoint, tmp_path):
-    ckpt = HfCheckpoint(checkpoint(name), outtype)
+def test_memory_file_is_the_exported_file(name, outtype, quant, checkpoint, tmp_path):
+    ckpt = HfCheckpoint(checkpoint(name), outtype, quant=quant)
     want = sha256_of(export(ckpt, tmp_path / "export.gguf"))
     for threads in (1, 4):
         with memfile.fill(ckpt, threads=threads) as mf:

@@ -41,21 +41,6 @@ def test_scales_consumed_and_the_view_names_them(checkpoint):
     assert view.tensor("blk.1.ffn_down.weight").describe().startswith("FP8 x qscale_weight")
 
 
-def test_memory_file_is_the_exported_file(checkpoint, tmp_path):
-    import hashlib
-
-    from hfview import HfCheckpoint, memfile
-    from hfview.export import export
-
-    if not memfile.supported():
-        pytest.skip("no memfd on this system")
-    ckpt = HfCheckpoint(checkpoint("mistral-consolidated-fp8"), "f16")
-    with open(export(ckpt, tmp_path / "export.gguf"), "rb") as f:
-        want = hashlib.file_digest(f, "sha256").hexdigest()
-    with memfile.fill(ckpt, threads=3) as mf, open(mf.path, "rb") as f:
-        assert hashlib.file_digest(f, "sha256").hexdigest() == want
-
-
 def test_another_qformat_is_refused_as_the_converter_asserts(checkpoint, tmp_path):
     from hfview import HfCheckpoint
     from hfview.errors import QuantizedCheckpoint

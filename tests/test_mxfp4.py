@@ -10,7 +10,7 @@ import shutil
 import numpy as np
 import pytest
 
-from family_oracle import OUTTYPES, check_export, check_logits, oracle_tests
+from family_oracle import check_export, oracle_tests
 
 FIXTURES = ["gpt_oss-mxfp4", "gpt_oss-mxfp4-wide"]
 test_export, test_logits_against_transformers_loading_mxfp4 = oracle_tests("gpt_oss", FIXTURES)
@@ -95,23 +95,6 @@ def test_repack_is_lossless_against_transformers_dequantization(checkpoint):
     whole = t.rows(0, t.view.n_rows)
     assert np.array_equal(np.concatenate([t.rows(a, min(a + 7, t.view.n_rows)) for a in range(0, t.view.n_rows, 7)]),
                           whole)
-
-
-def test_memory_file_is_the_exported_file(checkpoint, tmp_path):
-    import hashlib
-
-    from hfview import HfCheckpoint, memfile
-    from hfview.export import export
-
-    if not memfile.supported():
-        pytest.skip("no memfd on this system")
-    for outtype, quant in (("bf16", None), ("f32", "MXFP4_MOE")):
-        ckpt = HfCheckpoint(checkpoint("gpt_oss-mxfp4-wide"), outtype, quant=quant)
-        with open(export(ckpt, tmp_path / "export.gguf"), "rb") as f:
-            want = hashlib.file_digest(f, "sha256").hexdigest()
-        for threads in (1, 3):
-            with memfile.fill(ckpt, threads=threads) as mf, open(mf.path, "rb") as f:
-                assert hashlib.file_digest(f, "sha256").hexdigest() == want, (outtype, quant, threads)
 
 
 def _with_config(src, dst, edit):

@@ -211,23 +211,6 @@ def test_reads_nothing_of_the_weights_until_asked(checkpoint, monkeypatch):
     assert calls == []
 
 
-@pytest.mark.parametrize("name", ["qwen3_moe-nvfp4", "llama-nvfp4"])
-def test_memory_file_is_the_exported_file(name, checkpoint, tmp_path):
-    import hashlib
-
-    from hfview import HfCheckpoint, memfile
-    from hfview.export import export
-
-    if not memfile.supported():
-        pytest.skip("no memfd on this system")
-    ckpt = HfCheckpoint(checkpoint(name), "bf16")
-    with open(export(ckpt, tmp_path / "export.gguf"), "rb") as f:
-        want = hashlib.file_digest(f, "sha256").hexdigest()
-    for threads in (1, 3):
-        with memfile.fill(ckpt, threads=threads) as mf, open(mf.path, "rb") as f:
-            assert hashlib.file_digest(f, "sha256").hexdigest() == want
-
-
 def test_quant_over_nvfp4_is_refused_as_llama_quantize_refuses_it(checkpoint, converted, tmp_path):
     """llama_model_quantize will not requantize the converter's NVFP4 weights (measured on its file); nor hfview."""
     import oracle

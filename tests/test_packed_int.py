@@ -39,21 +39,6 @@ def test_weights_equal_the_twins_row_ranges_included(checkpoint, tmp_path):
         assert np.array_equal(t.read_rows(5, 13), twin[name][5:13]), name  # zero-point words cut mid-way
 
 
-def test_memory_file_is_the_exported_file(checkpoint, tmp_path):
-    import hashlib
-
-    from hfview import HfCheckpoint, memfile
-    from hfview.export import export
-
-    if not memfile.supported():
-        pytest.skip("no memfd on this system")
-    ckpt = HfCheckpoint(checkpoint("qwen3-ct-w4a16-asym"), "f16")
-    with open(export(ckpt, tmp_path / "export.gguf"), "rb") as f:
-        want = hashlib.file_digest(f, "sha256").hexdigest()
-    with memfile.fill(ckpt, threads=3) as mf, open(mf.path, "rb") as f:
-        assert hashlib.file_digest(f, "sha256").hexdigest() == want
-
-
 def test_activation_order_g_idx_is_refused_as_the_converter_fails(checkpoint, tmp_path):
     import torch
     from safetensors.torch import load_file, save_file

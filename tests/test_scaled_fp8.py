@@ -23,23 +23,6 @@ test_export, _ = oracle_tests("qwen3", MODELOPT + COMPRESSED)
 test_logits = twin_logits_test("qwen3", MODELOPT + COMPRESSED, dequantized_twin, "dequantized-F32")
 
 
-@pytest.mark.parametrize("name", ["qwen3-modelopt-fp8", "qwen3-ct-fp8-block"])
-def test_memory_file_is_the_exported_file(name, checkpoint, tmp_path):
-    import hashlib
-
-    from hfview import HfCheckpoint, memfile
-    from hfview.export import export
-
-    if not memfile.supported():
-        pytest.skip("no memfd on this system")
-    ckpt = HfCheckpoint(checkpoint(name), "bf16")
-    with open(export(ckpt, tmp_path / "export.gguf"), "rb") as f:
-        want = hashlib.file_digest(f, "sha256").hexdigest()
-    for threads in (1, 3):
-        with memfile.fill(ckpt, threads=threads) as mf, open(mf.path, "rb") as f:
-            assert hashlib.file_digest(f, "sha256").hexdigest() == want
-
-
 def test_scales_are_consumed_and_unused_ones_dropped(checkpoint):
     from hfview import HfCheckpoint
 
