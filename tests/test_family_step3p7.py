@@ -31,7 +31,7 @@ test_logits = reference_logits_test("step3p7", FIXTURES, wrapper_logits("Step3p7
 
 
 @pytest.mark.parametrize("outtype", OUTTYPES)
-@pytest.mark.parametrize("name", FIXTURES)
+@pytest.mark.parametrize("name", [*FIXTURES, "step3p7-release"])
 def test_export_as_config_json_reads(name, outtype, checkpoint, tmp_path, record_property):
     """hfview export == the pinned converter's Step35Model reading config.json as stored, every outtype."""
     from hfview import HfCheckpoint
@@ -58,10 +58,11 @@ def test_read_as_its_text_model(checkpoint):
 
 
 @pytest.mark.parametrize("match, change", [
-    # the release states three MTP layers and llama3 rope scaling on its full attention layers: not presented yet
-    ("num_nextn_predict_layers 3", {"num_nextn_predict_layers": 3}),
-    ("rope scaling", {"rope_scaling": {"rope_type": "llama3", "factor": 2.0, "low_freq_factor": 1.0,
-                                       "high_freq_factor": 32.0, "original_max_position_embeddings": 131072}}),
+    # the release's llama3 rope scaling without its yarn_only_types (scaling layer types llama.cpp does not), and
+    # a kind of scaling the converter does not write for step35
+    ("yarn_only_types None", {"rope_scaling": {"rope_type": "llama3", "factor": 2.0, "low_freq_factor": 1.0,
+                                               "high_freq_factor": 32.0, "original_max_position_embeddings": 131072}}),
+    ("rope scaling", {"rope_scaling": {"rope_type": "yarn", "factor": 2.0, "original_max_position_embeddings": 64}}),
 ])
 def test_what_step3p5_refuses_is_refused_in_the_wrapper(match, change, checkpoint, tmp_path):
     import json
