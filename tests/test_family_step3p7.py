@@ -11,7 +11,9 @@ step35 through the converter's Step35Model), read as its text decoder.
   conversion mapping reads the release's names: model.layers.*, moe.*, share_expert.*, vision_model.*), run over
   the ids alone. Measured: f32 NMSE 5.8e-7, bf16 8.7e-5 (bf16 activations in llama.cpp's matmuls); transformers'
   class and Step-3.5's forward composed from transformers' modules (tests/test_family_step3p5.py) agree to 5e-13
-  on this fixture.
+  on this fixture. step3p7-release (the release's two kinds of extra: MTP layers after the trunk and llama3 rope
+  scaling of the full_attention layers, yarn_only_types): bytes equal at every outtype; logits f32 5.0e-7, f16
+  1.2e-6, bf16 / auto 6.7e-5, where transformers' class without the scaling misses by 0.30 (it scales as the view).
 """
 from __future__ import annotations
 
@@ -26,7 +28,8 @@ _XFAIL = ("the pinned converter under transformers 5.24: AutoConfig reads step3p
           "text_config keys Step35Model does not read (KeyError 'num_attention_groups')")
 
 test_export, _ = oracle_tests("step3p7", FIXTURES, export_xfail=_XFAIL)
-test_logits = reference_logits_test("step3p7", FIXTURES, wrapper_logits("Step3p7ForConditionalGeneration"),
+test_logits = reference_logits_test("step3p7", [*FIXTURES, "step3p7-release"],
+                                    wrapper_logits("Step3p7ForConditionalGeneration"),
                                     "transformers' Step3p7ForConditionalGeneration")
 
 
@@ -75,3 +78,19 @@ def test_what_step3p5_refuses_is_refused_in_the_wrapper(match, change, checkpoin
     text = json.loads((src / "config.json").read_text())["text_config"]
     with pytest.raises(ConfigError, match=match):
         HfCheckpoint(variant(src, tmp_path / "v", text_config={**text, **change}), "f32")
+
+
+def test_reference_scales_the_release_rope(checkpoint, tmp_path):
+    """transformers' class applies step3p7-release's llama3 rope scaling (the reference that test_logits holds the view
+    to would otherwise not tell the view's rope_freqs from none)."""
+    import json
+
+    from family_oracle import nmse
+    from family_variants import variant
+
+    src = checkpoint("step3p7-release")
+    text = json.loads((src / "config.json").read_text())["text_config"]
+    unscaled = variant(src, tmp_path / "v", text_config={k: v for k, v in text.items() if k != "rope_scaling"})
+    logits = wrapper_logits("Step3p7ForConditionalGeneration")
+    ids = list(range(300, 316))
+    assert nmse(logits(unscaled, ids), logits(src, ids)) > 1e-4
