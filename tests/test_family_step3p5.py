@@ -12,12 +12,13 @@
   forward composed from transformers' Llama and StableLM modules in float32 (step3p5_logits), from the stored safetensors and
   config.json alone. step3p5: f32 NMSE 7.0e-7, f16 2.2e-6; bf16 / auto held to the converter's file's measured
   ceiling (3.75e-2: two router near-ties, see the test). step3p5-clamped (SwiGLU clamps that bind, one rope_theta):
-  f32 6.4e-7, f16 9.3e-7, bf16 / auto 4.0e-5. step3p5-mtp (two MTP layers after the trunk, which the view writes
-  as blocks 4-5 with their nextn tensors, bytes equal to the converter's at every outtype; llama.cpp loads them and
-  runs the trunk, as the reference does): f32 5.8e-7, f16 2.0e-6. step3p5-llama3 (those MTP layers and the
+  f32 6.4e-7, f16 9.3e-7, bf16 / auto 4.0e-5. step3p5-mtp (two MTP layers after the trunk, the per-layer
+  lists running over them as released, which the view writes as blocks 4-5 with their nextn tensors, bytes
+  equal to the converter's at every outtype; llama.cpp loads them and runs the trunk, as the reference does):
+  f32 5.9e-7, f16 1.9e-6. step3p5-llama3 (those MTP layers and the
   releases' llama3 rope scaling of the full_attention layers, which the view writes as the converter's rope_freqs
   tensor, bytes equal at every outtype; the reference scales the layer types yarn_only_types names, as
-  Step3p5Attention does): f32 8.1e-7, f16 1.3e-6.
+  Step3p5Attention does): f32 7.8e-7, f16 1.3e-6.
 
 What the reference follows, read from the release's modeling_step3p5.py (as its public copies state it; vLLM's
 step3p5.py agrees): Step3p5RMSNorm scales by weight + 1, on the block's two norms, the final norm and the per-head
