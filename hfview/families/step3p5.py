@@ -312,6 +312,7 @@ FAMILY = Family(
     check=check,
     normalise=normalise,
     extra_blocks=mtp_layers,
+    layer_lists_over_extra_blocks=True,
     rename=rename,
     notes={"norm offsets": "1 + w on every RMSNorm, as the converter adds",
            "experts": "stored stacked ([experts, out, in]); written as stored",
