@@ -288,7 +288,8 @@ class HfCheckpoint:
         # normalise builds per-layer lists from them
         config_values.check_values(family.name, defaults, config, config_path)
         hparams = with_defaults(family.canonical(config), defaults)
-        config_values.check_shapes(hparams, config_path)
+        config_values.check_shapes(hparams, config_path,
+                                    family.extra_blocks(hparams) if family.layer_lists_over_extra_blocks else 0)
         try:
             self._stored: dict[str, StoredTensor] = (family.index or index_shards)(self.path)
         except CheckpointError:

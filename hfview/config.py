@@ -350,7 +350,8 @@ def read_as(family, config: dict, path: Path) -> dict:  # family: a hfview.famil
     defaults = family.defaults[config["model_type"]]
     config_values.check_values(family.name, defaults, config, path)
     hparams = with_defaults(family.canonical(config), defaults)
-    config_values.check_shapes(hparams, path)
+    config_values.check_shapes(hparams, path,
+                                family.extra_blocks(hparams) if family.layer_lists_over_extra_blocks else 0)
     config_values.check_against_tensors(config, None, path)
     hparams = family.normalise(hparams)
     family.validate(hparams, path)

@@ -184,8 +184,10 @@ def layer_count(h: dict) -> int | None:
     return next((h[k] for k in LAYER_COUNTS if h.get(k) is not None), None)
 
 
-def check_shapes(h: dict, path: Path) -> None:
-    """Counts against each other, on the config with its defaults (all values already of their types)."""
+def check_shapes(h: dict, path: Path, extra_blocks: int = 0) -> None:
+    """Counts against each other, on the config with its defaults (all values already of their types). A per-layer
+    list may also run over the `extra_blocks` the converter writes after the trunk, where the family says its
+    releases list them (Step-3.5's MTP layers' types in layer_types)."""
     for heads, kv in (("num_attention_heads", "num_key_value_heads"), ("n_heads", "n_kv_heads")):
         if h.get(heads) is not None and h.get(kv) is not None and h[heads] % h[kv]:
             raise ConfigError(f"{path}: {heads} = {h[heads]} is not a multiple of {kv} = {h[kv]}: each KV head is "
@@ -197,7 +199,8 @@ def check_shapes(h: dict, path: Path) -> None:
                               f"head_dim is stated. Fix the config")
     layers = layer_count(h)
     for key in PER_LAYER:
-        if isinstance(h.get(key), list) and layers is not None and len(h[key]) != layers:
+        stated = h.get(key)
+        if isinstance(stated, list) and layers is not None and len(stated) not in (layers, layers + extra_blocks):
             raise ConfigError(f"{path}: {key} lists {len(h[key])} layers, the config has {layers}. Fix the config")
 
 

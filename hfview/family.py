@@ -248,6 +248,9 @@ class Family:
     # Blocks the converter writes past the layer count (GLM-4.5's next-token-prediction layers, which it keeps
     # unless --no-mtp): counted in block_count, their tensors under blk.{n}... as stored after the trunk
     extra_blocks: Callable[[dict], int] = lambda h: 0
+    # Whether the config's per-layer lists (layer_types, ...) may also list those extra blocks (Step-3.5's releases
+    # do; transformers' Step3p7TextConfig splits them off): else they must list the trunk's layers exactly
+    layer_lists_over_extra_blocks: bool = False
     # What the converter reads into its hyperparameters from the stored tensors' names (Qwen3-Next's MTP layer
     # count, which its config does not state): gets the checked hparams and the stored tensors, returns hparams
     stored_hparams: Callable[[dict, dict[str, StoredTensor]], dict] = lambda h, stored: h

@@ -6,18 +6,26 @@
   config.json laid out as released (test_export: strict xfail, measured). Step35Model is written for config.json
   as stored (the converter's own fallback when AutoConfig declines), which is what the view presents: so the bytes
   are checked against the pinned converter run with AutoConfig declining step3p5 (test_export_as_config_json_reads),
-  at every outtype.
+  at every outtype (its tokenizer load still gets transformers' class: declined, transformers 5.24's bare
+  PreTrainedConfig stops on a rope_scaling, measured).
 * logits oracle: transformers 5.24 has no Step3p5 model class under that name, so the reference is Step-3.5's
   forward composed from transformers' Llama and StableLM modules in float32 (step3p5_logits), from the stored safetensors and
   config.json alone. step3p5: f32 NMSE 7.0e-7, f16 2.2e-6; bf16 / auto held to the converter's file's measured
   ceiling (3.75e-2: two router near-ties, see the test). step3p5-clamped (SwiGLU clamps that bind, one rope_theta):
-  f32 6.4e-7, f16 9.3e-7, bf16 / auto 4.0e-5.
+  f32 6.4e-7, f16 9.3e-7, bf16 / auto 4.0e-5. step3p5-mtp (two MTP layers after the trunk, the per-layer
+  lists running over them as released, which the view writes as blocks 4-5 with their nextn tensors, bytes
+  equal to the converter's at every outtype; llama.cpp loads them and runs the trunk, as the reference does):
+  f32 5.9e-7, f16 1.9e-6. step3p5-llama3 (those MTP layers and the
+  releases' llama3 rope scaling of the full_attention layers, which the view writes as the converter's rope_freqs
+  tensor, bytes equal at every outtype; the reference scales the layer types yarn_only_types names, as
+  Step3p5Attention does): f32 7.8e-7, f16 1.3e-6.
 
 What the reference follows, read from the release's modeling_step3p5.py (as its public copies state it; vLLM's
 step3p5.py agrees): Step3p5RMSNorm scales by weight + 1, on the block's two norms, the final norm and the per-head
 q / k norms (applied before rotation); a layer is sliding where layer_types says so, with attention_other_setting's
 head counts, else num_attention_heads / num_attention_groups; each layer rotates the first
-partial_rotary_factors[i] * head_dim dims of q and k by rotate-half at rope_theta[i]; attention scales by
+partial_rotary_factors[i] * head_dim dims of q and k by rotate-half at rope_theta[i] (with rope_scaling's
+llama3 frequencies on the layer types yarn_only_types names, transformers' llama3 rope); attention scales by
 head_dim^-0.5, sliding layers see the last sliding_window positions (the current one included); with
 use_head_wise_attn_gate each head's output is multiplied by sigmoid(g_proj(x)) before o_proj. Layers in
 moe_layers_enum add a shared expert (share_expert, SwiGLU) to the routed mixture: sigmoid(router logits), experts
@@ -38,7 +46,7 @@ import pytest
 import oracle
 from family_oracle import OUTTYPES, nmse, oracle_tests, reference_logits_test
 
-FIXTURES = ["step3p5", "step3p5-clamped"]
+FIXTURES = ["step3p5", "step3p5-clamped", "step3p5-mtp", "step3p5-llama3"]
 _XFAIL = ("the pinned converter under transformers 5.24: AutoConfig reads step3p5 as Step3p7TextConfig, whose keys "
           "Step35Model does not read (KeyError 'num_attention_groups')")
 
@@ -51,7 +59,8 @@ def _silu_glu(x, gate_w, up_w, down_w, limit):
     return (gate * up) @ down_w.T
 
 
-def step3p5_logits(path, ids, *, window_override=None, zero_router_bias=False, unclamped=False):
+def step3p5_logits(path, ids, *, window_override=None, zero_router_bias=False, unclamped=False,
+                   unscaled=False):
     """Step-3.5's forward (see the module docstring) over transformers 5.24's Llama RMSNorm and apply_rotary_pos_emb
     and StableLM's partial rotary embedding, in float32."""
     import torch
@@ -90,10 +99,13 @@ def step3p5_logits(path, ids, *, window_override=None, zero_router_bias=False, u
             k = norm(p + "self_attn.k_norm.weight", d)((h @ w[p + "self_attn.k_proj.weight"].T).view(n, kv, d))
             v = (h @ w[p + "self_attn.v_proj.weight"].T).view(n, kv, d)
             # StableLM's rotary honours partial_rotary_factor (Llama's computes over the whole head)
+            # rope_scaling applies to the layer types yarn_only_types names (Step3p5Attention)
+            scaled = (None if unscaled else cfg.get("rope_scaling")) if cfg["layer_types"][i] in (
+                cfg.get("yarn_only_types") or []) else None
             rope = ms.StableLmRotaryEmbedding(StableLmConfig(
                 hidden_size=heads * d, num_attention_heads=heads, num_key_value_heads=heads,
                 max_position_embeddings=cfg["max_position_embeddings"],
-                rope_parameters={"rope_type": "default", "rope_theta": float(thetas[i]),
+                rope_parameters={**(scaled or {"rope_type": "default"}), "rope_theta": float(thetas[i]),
                                  "partial_rotary_factor": float(cfg["partial_rotary_factors"][i])}))
             cos, sin = rope(x, pos[None])
             rd = cos.shape[-1]
@@ -141,13 +153,17 @@ test_logits_clamped_bf16 = reference_logits_test("step3p5", ["step3p5-clamped"],
                                                  outtypes=["bf16", "auto"])
 
 # the pinned converter with AutoConfig declining step3p5 (and Step-3.7's wrapper, step3p7: tests/test_family_step3p7.py):
-# Step35Model then reads config.json as stored
+# Step35Model then reads config.json as stored. AutoTokenizer, which reads only the model type from it, still gets
+# transformers' own class: declined, transformers 5.24 falls back to its bare PreTrainedConfig, which stops on a
+# rope_scaling (no max_position_embeddings attribute), measured
 _DECLINE = r"""
 import json, pathlib, runpy, sys
 import transformers
 _orig = transformers.AutoConfig.from_pretrained.__func__
 def _declined(cls, path, *a, **k):
-    if json.loads((pathlib.Path(path) / "config.json").read_text()).get("model_type") in ("step3p5", "step3p7"):
+    tokenizer = sys._getframe(1).f_globals.get("__name__") == "transformers.models.auto.tokenization_auto"
+    model_type = json.loads((pathlib.Path(path) / "config.json").read_text()).get("model_type")
+    if model_type in ("step3p5", "step3p7") and not tokenizer:
         raise ValueError("step3p5: read as config.json")
     return _orig(cls, path, *a, **k)
 transformers.AutoConfig.from_pretrained = classmethod(_declined)
@@ -211,6 +227,9 @@ def test_reference_can_fail(checkpoint):
     # the clamped fixture's limits bind
     clamped = checkpoint("step3p5-clamped")
     assert nmse(step3p5_logits(clamped, ids, unclamped=True), step3p5_logits(clamped, ids)) > 1e-4
+    # and the llama3 rope scaling of the full_attention layers
+    scaled = checkpoint("step3p5-llama3")
+    assert nmse(step3p5_logits(scaled, ids, unscaled=True), step3p5_logits(scaled, ids)) > 1e-4
 
 
 @pytest.mark.parametrize("outtype", ["bf16", "auto"])
@@ -230,12 +249,17 @@ def test_logits_bf16_within_the_converter_files_measured_ceiling(outtype, checkp
 
 
 @pytest.mark.parametrize("match, change", [
-    ("num_nextn_predict_layers 3", {"num_nextn_predict_layers": 3}),
+    # an MTP layer past layer_types is padded as full_attention, which rotates half the head, not all of it
+    ("MTP ones", {"num_nextn_predict_layers": 1, "partial_rotary_factors": [0.5, 1.0, 1.0, 0.5, 1.0]}),
     ("norm_expert_weight", {"norm_expert_weight": None}),
     ("norm_expert_weight False", {"norm_expert_weight": False}),
     (r"rope_theta\[2\]", {"rope_theta": [5000000.0, 10000.0, 20000.0, 5000000.0]}),
     ("partial_rotary_factors", {"partial_rotary_factors": [1.0, 1.0, 1.0, 1.0]}),
-    ("rope scaling", {"rope_scaling": {"rope_type": "llama3", "factor": 2.0}}),
+    ("rope scaling", {"rope_scaling": {"rope_type": "yarn", "factor": 2.0, "original_max_position_embeddings": 64}}),
+    # llama3 scaling where the release scales other layer types than llama.cpp's full_attention ones
+    ("yarn_only_types None", {"rope_scaling": {"rope_type": "llama3", "factor": 2.0}}),
+    ("yarn_only_types", {"rope_scaling": {"rope_type": "llama3", "factor": 2.0},
+                         "yarn_only_types": ["full_attention", "sliding_attention"]}),
     ("softmax routing", {"use_moe_router_bias": False, "moe_router_activation": "softmax"}),
     ("use_rope_layers", {"use_rope_layers": [True, False, True, True]}),
     ("num_attention_groups None: missing", {"num_attention_groups": None}),

@@ -5,9 +5,9 @@ get_model_architecture) and merges text_config over the top level, so the text m
 (hfview/families/step3p5.py) under the same names (model.layers.*, model.embed_tokens, model.norm, lm_head).
 
 The vision tower (vision_model.*) and its projector (vit_large_projector.*) are left out as the converter's text
-conversion leaves them out (its --mmproj file writes them). What Step-3.5 refuses is refused here too: the
-release's own config states three MTP layers (num_nextn_predict_layers 3) and llama3 rope scaling on its full
-attention layers, which the step3p5 family does not present yet.
+conversion leaves them out (its --mmproj file writes them). The release's three MTP layers (num_nextn_predict_layers
+3) and its llama3 rope scaling of the full attention layers (yarn_only_types) are written as Step-3.5's are, and
+what Step-3.5 refuses is refused here too.
 """
 from __future__ import annotations
 
