@@ -112,7 +112,7 @@ EXPECTED: dict[str, str] = {
     'modelopt/nvidia__GLM-5.1-NVFP4.json': 'view',
     'modelopt/nvidia__Gemma-4-31B-IT-NVFP4.json': 'view',
     'modelopt/nvidia__Llama-3.1-70B-Instruct-FP8.json': 'view',
-    'modelopt/nvidia__MiniMax-M2.5-NVFP4.json': "config key 'partial_rotary_factor' (= 0.5) is read by",
+    'modelopt/nvidia__MiniMax-M2.5-NVFP4.json': 'view',
     'modelopt/nvidia__NVIDIA-Nemotron-3-Nano-30B-A3B-NVFP4.json': 'view',
     'modelopt/nvidia__NVIDIA-Nemotron-3-Super-120B-A12B-FP8.json':
         '/hf_quant_config.json declares quantization (FP8, no quant_method stated) and names no producer: the pinned '
@@ -148,9 +148,10 @@ GAPS: dict[str, str] = {
         "(weight_scale_2) to FFNs or experts (RunnerFacts.applies_ffn_scales), and on the fixture the converter's own "
         "file gives NaN logits"),
     "modelopt/nvidia__MiniMax-M2.5-NVFP4.json": (
-        "the minimax_m2 family refuses partial_rotary_factor before the NVFP4 is looked at; past it, the pinned "
-        "converter's NVFP4 path stacks only experts named experts.<i>.(gate|up|down)_proj and maps MiniMax's "
-        "experts.<i>.w1/w2/w3 one by one, which its tensor map cannot name (hfview refuses them as it fails)"),
+        "its config reads (its partial_rotary_factor 0.5 is rotary_dim / head_dim), but its tensors would be refused: "
+        "the pinned converter's NVFP4 path stacks only experts named experts.<i>.(gate|up|down)_proj and maps "
+        "MiniMax's experts.<i>.w1/w2/w3 one by one, which its tensor map cannot name (hfview refuses them as it "
+        "fails; read from gguf-py's tensor map, not run on a fixture)"),
     "modelopt/nvidia__DeepSeek-V4-Flash-NVFP4.json": (
         "refused, but named as FP8 with expert_dtype fp4: the config.json states quant_method fp8 with quant_algo "
         "MIXED_PRECISION and NVFP4 config_groups, and hf_quant_config.json a ModelOpt MIXED_PRECISION record; the "

@@ -37,6 +37,9 @@ READS = frozenset({
     "rope_scaling", "rope_theta", "hidden_act", "tie_word_embeddings", "num_local_experts", "num_experts",
     "num_experts_per_tok",
     "rotary_dim",      # the converter writes it as rope.dimension_count; transformers derives the rotary fraction
+    # transformers' fraction where a config states it (transformers 4.57's saves: nvidia's MiniMax-M2.5-NVFP4),
+    # before the one rotary_dim gives: checked to be rotary_dim / head_dim
+    "partial_rotary_factor",
     "scoring_func",    # the converter writes the router's gating function from it: sigmoid is MiniMax-M2's
     "qk_norm_type",    # checked: "per_layer" (one norm over all heads), the only kind transformers computes
     "attn_type_list",  # checked: 1 (full attention) in every layer, the only kind transformers computes
@@ -94,10 +97,11 @@ def check(h: dict, path: Path) -> None:
     head_dim = h["head_dim"]
     if not 0 < h["rotary_dim"] <= head_dim or h["rotary_dim"] % 2:
         raise ConfigError(f"{path}: rotary_dim {h['rotary_dim']} is not an even width within head_dim {head_dim}")
-    stated = h["rope_parameters"].get("partial_rotary_factor")
-    if stated is not None and stated * head_dim != h["rotary_dim"]:
-        raise ConfigError(f"{path}: rope_parameters.partial_rotary_factor {stated} x head_dim {head_dim} is not "
-                          f"rotary_dim {h['rotary_dim']}: transformers rotates one width, the converter writes the other")
+    for where, stated in (("rope_parameters.partial_rotary_factor", h["rope_parameters"].get("partial_rotary_factor")),
+                          ("partial_rotary_factor", h.get("partial_rotary_factor"))):
+        if stated is not None and stated * head_dim != h["rotary_dim"]:
+            raise ConfigError(f"{path}: {where} {stated} x head_dim {head_dim} is not rotary_dim {h['rotary_dim']}: "
+                              f"transformers rotates one width, the converter writes the other")
     kinds = h.get("attn_type_list")
     if kinds is not None and len(kinds) != h["num_hidden_layers"]:
         raise ConfigError(f"{path}: attn_type_list lists {len(kinds)} layers, num_hidden_layers is "
