@@ -624,8 +624,8 @@ class HfCheckpoint:
         from its shards straight into its place; every other one is made a chunk at a time and copied into its place.
         `fd`: a file whose bytes `out` maps (the memory file): stored bits that lie in a row in a shard are then
         read into a buffer the CPU's cache holds, their bf16 NaNs made quiet there, and put in the file by
-        hfview.memfile.PieceWriter (pwrite, or pages made in one call, never a fault per page). `on_bytes(n)` is called (from any of the threads) as each n bytes
-        of tensor data are in place."""
+        hfview.memfile.PieceWriter (pwrite, or pages made in one call, never a fault per page). `on_bytes(n)` is
+        called (from any of the threads) as each n bytes of tensor data are in place."""
         out = memoryview(out).cast("B")
         if len(out) != self.size or out.readonly:
             raise ValueError(f"fill_into needs a writable buffer of {self.size} bytes, got {len(out)}"
