@@ -21,8 +21,8 @@ from .memfile import PieceWriter
 from .gguf_layout import (KEPT_ENCODED, KV, EncodedArray, FileSpan, GGMLType, Pieces, ValueType, encode_header,
                           encode_kv, encode_tensor_info, encoded_kv_pieces, pad_to)
 from .shards import StoredTensor, index_shards, read_bytes_into
-from .views import (FP8Dequantized, Generated, Presented, RowSelection, Stack, Stored, gptq_dequantized,
-                    mxfp4_paired, nvfp4_first, pack_dequantized, quiet_bf16_nans, scale_dequantized)
+from .views import (FP8Dequantized, Generated, MXFP4Rows, NVFP4Rows, Presented, RowSelection, Stack, Stored,
+                    gptq_dequantized, mxfp4_paired, nvfp4_first, pack_dequantized, quiet_bf16_nans, scale_dequantized)
 from .vocab_cache import vocab_kv
 from .names import Keys
 
@@ -73,7 +73,7 @@ _FILL_READ_BYTES = 1 << 20
 
 # views with no state kept between calls: their row ranges can be made by several threads at once (the others keep
 # a block or their norms between calls, so one thread makes all of such a tensor, front to back)
-_STATELESS_VIEWS = (Stored, Stack, Generated)
+_STATELESS_VIEWS = (Stored, Stack, Generated, MXFP4Rows, NVFP4Rows)
 
 
 def _fill_threads() -> int:

@@ -250,3 +250,18 @@ def test_bf16_nans_are_made_quiet_in_the_memory_file_as_in_the_export(checkpoint
     data = exported.read_bytes()
     at = ckpt.data_offset(plain.name) + plain.row_bytes
     assert np.frombuffer(data, np.uint16, 2, at).tolist() == [0x7FC1, 0xFFC1]
+
+
+@pytest.mark.parametrize("name, outtype", [("mixtral", "auto"), ("gpt_oss-mxfp4-wide", "bf16"),
+                                           ("qwen3_moe-nvfp4", "bf16")])
+def test_stateless_views_split_across_threads_fill_as_exported(name, outtype, checkpoint, tmp_path, monkeypatch):
+    """Views that keep nothing between calls (stored, stacked, generated, MXFP4's and NVFP4's repacked rows) are
+    made by several threads a job of rows each; the fixtures' tensors are smaller than a job, so jobs are made a
+    few rows long here, and the file still equals the export."""
+    from hfview import checkpoint as checkpoint_module
+
+    monkeypatch.setattr(checkpoint_module, "_FILL_JOB_BYTES", 256)
+    ckpt = HfCheckpoint(checkpoint(name), outtype)
+    want = sha256_of(export(ckpt, tmp_path / "export.gguf"))
+    with memfile.fill(ckpt, threads=4) as mf:
+        assert sha256_of_memory_file(mf) == want
