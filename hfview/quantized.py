@@ -269,7 +269,8 @@ def quantized_form(config: dict[str, Any], config_path: Path
     (ModelOpt's, compressed-tensors' nvfp4-pack-quantized), detected as its prepare_tensors detects it."""
     # the converter's TextModel merges text_config over the top level before it reads quantization_config, so one
     # stated inside text_config (Kimi-K2.5's) is the one it reads
-    quant = merge_text_config(config).get("quantization_config")
+    merged = merge_text_config(config)
+    quant = merged.get("quantization_config")
     quant = quant if isinstance(quant, dict) else None
     method = quant.get("quant_method") if quant else None
     if method == "mxfp4":
@@ -292,7 +293,7 @@ def quantized_form(config: dict[str, Any], config_path: Path
             return ScaledForm("fp8", None, _FP8_SCALES, _FP8_DROPPED)
         _refuse_other(config, config_path, also=(
             " (the pinned converter asserts qformat_weight == \"fp8_e4m3\", the one Mistral quantization it reads)"))
-    nvfp4 = _nvfp4(merge_text_config(config), config_path) if method in (None, "modelopt", "compressed-tensors") else None
+    nvfp4 = _nvfp4(merged, config_path) if method in (None, "modelopt", "compressed-tensors") else None
     if nvfp4 is not None:
         return nvfp4
     if method == "compressed-tensors":
@@ -311,7 +312,7 @@ def quantized_form(config: dict[str, Any], config_path: Path
         _refuse_other(config, config_path, also=(
             " (the pinned converter dequantizes GPTQ of 2, 4 or 8 bits"
             + (": \"3-bit gptq dequantization is not yet implemented\")" if bits == 3 else ")")))
-    modelopt = _prepared_quantization(config, config_path) if method in (None, "modelopt") else None
+    modelopt = _prepared_quantization(merged, config_path) if method in (None, "modelopt") else None
     if modelopt is not None and modelopt.method == "modelopt":
         per_layer = sorted({str(v.get("quant_algo")) for v in modelopt.layers.values() if isinstance(v, dict)})
         if modelopt.algo in _MODELOPT_FP8 and not per_layer:

@@ -217,7 +217,8 @@ def rope_freqs(h: dict) -> list:
     """Step35Model.generate_extra_tensors: with llama3 rope scaling, rope_freqs.weight holds Llama 3's factors for
     the full_attention layers' rotated dims (half the head, at the first base), padded with 1.0 to half the head
     (llama.cpp's step35 applies it to the full_attention layers only). The converter computes the frequencies in
-    float32 and the factors in Python floats, rounded to float32 at the end; so does this."""
+    float32 and the factors in Python floats, rounded to float32 at the end; so does this, rather than
+    _parts.rope.llama3_rope_factors, which follows LlamaModel's float32 steps (another arithmetic)."""
     if not _llama3(h):
         return []
     rope = h["rope_parameters"].get("full_attention", h["rope_parameters"])
