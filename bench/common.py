@@ -313,28 +313,53 @@ def convert(ckpt: Path, out: Path, outtype: str = "bf16") -> tuple[float, int]:
     return wall, rss
 
 
-# A child that loads a model and computes first logits: the view ("view": as the runner chooses, HFVIEW_DATA_PATH;
-# "view-stream": through the FILE*; "view-memfd": from a memory file), or a GGUF file with ("mmap") or without
-# ("nommap") mmap.
 # A child that loads `path` as `mode` and prints, as JSON: seconds from its first line to the model freed, and
 # `first_logits`: seconds from its launch (run's LAUNCHED_AT, interpreter start-up included) to the logits in hand,
-# the latency a user waits for, which leaves out freeing the model and the process's exit
+# the latency a user waits for, which leaves out freeing the model and the process's exit.
+# FIRST_LOGITS: the view ("view": as the runner chooses, HFVIEW_DATA_PATH; "view-stream": through the FILE*;
+# "view-memfd": from a memory file), through hfview's runner. FILE_FIRST_LOGITS: a GGUF file with ("mmap") or without
+# ("nommap") mmap, through llama.cpp's bindings alone, as a user of llama.cpp loads it: it imports nothing of hfview's
+# (hfview's imports are the view's cost, not the file's), with the same model and context settings as the runner's.
 FIRST_LOGITS = r"""
 import os, sys, time, json
 t0 = time.perf_counter()
 mode, path = sys.argv[1], sys.argv[2]
-from hfview.runner.stream import StreamModel, load_model, load_model_from_path
-if mode.startswith("view"):
-    from hfview import HfCheckpoint
-    src = load_model(HfCheckpoint(path), data_path=mode.partition("-")[2] or None)
-else:
-    src = load_model_from_path(path, use_mmap=(mode == "mmap"))
+from hfview.runner.stream import StreamModel, load_model
+from hfview import HfCheckpoint
+src = load_model(HfCheckpoint(path), data_path=mode.partition("-")[2] or None)
 with StreamModel(src, n_ctx=32) as m:
     logits = m.logits([1, 450, 4996])
     first = time.time() - float(os.environ.get("LAUNCHED_AT", "nan"))
     data_path = m.model.data_path
 print(json.dumps({"seconds": time.perf_counter() - t0, "first_logits": first,
                   "finite": bool(abs(logits).max() < 1e30), "data_path": data_path}))
+"""
+FILE_FIRST_LOGITS = r"""
+import os, sys, time, json, ctypes
+t0 = time.perf_counter()
+mode, path = sys.argv[1], sys.argv[2]
+import llama_cpp as ll
+ll.llama_backend_init()
+params = ll.llama_model_default_params()
+params.load_mode = ll.LLAMA_LOAD_MODE_MMAP if mode == "mmap" else ll.LLAMA_LOAD_MODE_NONE
+params.lazy_mode = ll.LLAMA_LAZY_MODE_OFF
+params.n_gpu_layers = 0
+model = ll.llama_model_load_from_file(os.fsencode(path), params)
+assert model, f"llama.cpp could not load {path}"
+cp = ll.llama_context_default_params()
+cp.n_ctx = cp.n_batch = cp.n_ubatch = 32
+cp.n_seq_max, cp.no_perf, cp.offload_kqv, cp.op_offload = 1, True, False, False
+ctx = ll.llama_init_from_model(model, cp)
+ids = (ll.llama_token * 3)(1, 450, 4996)
+assert ll.llama_decode(ctx, ll.llama_batch_get_one(ids, 3)) == 0
+n_vocab = ll.llama_vocab_n_tokens(ll.llama_model_get_vocab(model))
+last = ll.llama_get_logits_ith(ctx, -1)
+first = time.time() - float(os.environ.get("LAUNCHED_AT", "nan"))
+finite = all(abs(last[i]) < 1e30 for i in range(n_vocab))
+ll.llama_free(ctx)
+ll.llama_model_free(model)
+print(json.dumps({"seconds": time.perf_counter() - t0, "first_logits": first, "finite": finite,
+                  "data_path": "file"}))
 """
 
 

@@ -16,7 +16,7 @@ import sys
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from common import FIRST_LOGITS, ROOT, WORK, checkpoint, convert, run  # noqa: E402
+from common import FILE_FIRST_LOGITS, FIRST_LOGITS, ROOT, WORK, checkpoint, convert, run  # noqa: E402
 
 
 def main() -> None:
@@ -32,8 +32,8 @@ def main() -> None:
     out = WORK / "first-token.gguf"
     conv_wall, conv_rss = convert(ckpt, out)
     written = out.stat().st_size
-    mmap_wall, mmap_rss, _ = run([sys.executable, "-c", FIRST_LOGITS, "mmap", str(out)], env)
-    nommap_wall, nommap_rss, _ = run([sys.executable, "-c", FIRST_LOGITS, "nommap", str(out)], env)
+    mmap_wall, mmap_rss, _ = run([sys.executable, "-c", FILE_FIRST_LOGITS, "mmap", str(out)], env)
+    nommap_wall, nommap_rss, _ = run([sys.executable, "-c", FILE_FIRST_LOGITS, "nommap", str(out)], env)
     out.unlink()
     rows = [("view -> first token (hfview generate)", view_wall, view_rss, 0),
             ("convert + mmap load -> first token", conv_wall + mmap_wall, max(conv_rss, mmap_rss), written),

@@ -35,7 +35,7 @@ import time
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from common import FAMILIES, FIRST_LOGITS, ROOT, WORK, checkpoint, convert, run  # noqa: E402
+from common import FAMILIES, FILE_FIRST_LOGITS, FIRST_LOGITS, ROOT, WORK, checkpoint, convert, run  # noqa: E402
 import oracle  # noqa: E402
 
 def synced(path: Path) -> float:
@@ -115,7 +115,8 @@ def main() -> None:
     busy_before = _cpu_ticks()
     for _ in range(args.runs):
         for mode, (path, _label) in modes.items():
-            wall, rss, out = run([sys.executable, "-c", FIRST_LOGITS, mode, str(path)],
+            child = FIRST_LOGITS if mode.startswith("view") else FILE_FIRST_LOGITS
+            wall, rss, out = run([sys.executable, "-c", child, mode, str(path)],
                                  cached_env if mode.startswith("view") else env)
             if mode.startswith("view"):
                 assert json.loads(out)["data_path"] == mode.partition("-")[2], out
