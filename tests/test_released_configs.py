@@ -73,16 +73,29 @@ def _through_the_config_path(rel: str) -> dict:
     kv = config_path_kv(DATA / rel, 1)
     released = merge_text_config(read_config(DATA / rel))
     family = BY_NAME[rel.split('/')[0]]
-    assert kv[f"{family.gguf_arch}.block_count"] == layer_count(released) + family.extra_blocks(released)
+    # the arch the KV is written under: a family may write another than its gguf_arch (Nemotron-H with experts writes
+    # nemotron_h_moe)
+    block_count, = (v for k, v in kv.items() if k.endswith(".block_count"))
+    assert block_count == layer_count(released) + family.extra_blocks(released)
     for key, value in kv.items():
         assert not (isinstance(value, float) and not math.isfinite(value)), f"{rel}: {key} = {value}"
     return kv
 
 
+# file -> (what the refusal says, what the converter does with it): refusals the converter does not share, where the
+# view does not yet present what the converter writes. Tested as refused, so that reading them is a change to this table.
+GAPS: dict[str, tuple[str, str]] = {
+    "nemotron_h/nvidia__NVIDIA-Nemotron-3-Ultra-550B-A55B-BF16.json": (
+        "num_nextn_predict_layers 1: the multi-token prediction head is not presented",
+        "the converter writes its MTP layer as one more nemotron_h_moe block (conversion/nemotron.py, unless --no-mtp): "
+        "the family does not present it yet"),
+}
+
+
 @pytest.mark.parametrize("rel", CONFIGS)
 def test_released_config_is_accepted_or_refused_for_its_reason(rel):
-    if rel in REFUSED:
-        words, _why = REFUSED[rel]
+    if rel in REFUSED or rel in GAPS:
+        words, _why = REFUSED.get(rel) or GAPS[rel]
         with pytest.raises(HfviewError, match=re.escape(words)):
             _through_the_config_path(rel)
     else:
@@ -91,6 +104,8 @@ def test_released_config_is_accepted_or_refused_for_its_reason(rel):
 
 def test_refusal_table_names_collected_files():
     assert not set(REFUSED) - set(CONFIGS), "REFUSED names files that are not collected"
+    assert not set(GAPS) - set(CONFIGS), "GAPS names files that are not collected"
+    assert not set(GAPS) & set(REFUSED), "a file is either refused rightly or a gap"
 
 
 # latent attention and DeepSeek-style routing: DeepSeek-MoE copies found only embedded in code or edited;
@@ -263,10 +278,9 @@ REFUSED.update({
 FEWER["codeshell"] = "one released model (CodeShell-7B); its organisation's own copy reached"
 FEWER["chatglm"] = ("one clean copy reached (chatglm2-6b); chatglm3-6b's copy was edited, glm-4-9b-chat's found only "
                     "quoted in code and logs")
-# hybrids, part B: LFM2-MoE and Nemotron-H copies found only embedded in code (NVIDIA-Nemotron-3-Nano-30B's
-# config inside a JAX port's test, trimmed LFM2-8B-A1B ones in others), none as a config.json file; the keys the Nano
-# copy adds are tested in tests/test_family_nemotron_h.py
-FEWER.update(dict.fromkeys(("lfm2_moe", "nemotron_h"), _UNREACHED))
+# hybrids, part B: LFM2-MoE copies found only embedded in code (trimmed LFM2-8B-A1B ones in other projects' tests), none
+# as a config.json file. (Nemotron-H has its three: aiconfigurator keeps Nano-30B-A3B's, Ultra-550B's and H-56B's.)
+FEWER["lfm2_moe"] = _UNREACHED
 # newest dense and wrapped decoders: Ministral 3 publishes on the Hub only (its Instruct uploads in
 # FP8); no copy of a config.json file reached, only fragments quoted in code and documents. The wrapper's
 # layout is tested through the config path in tests/test_family_ministral3.py
@@ -276,8 +290,6 @@ FEWER["ministral3"] = _UNREACHED
 FEWER.update({"qwen3_next": "Qwen3-Next-80B-A3B Instruct and Thinking share one config; one byte copy reached"})
 FEWER.update({"qwen3_5_text": "two byte copies reached (Qwen3.5-9B and 27B, image-text wrappers, in tt-metal); "
                               "Qwen3.5-0.8B's found only trimmed in other projects' tests"})
-FEWER.update({"qwen3_5_moe_text": "one byte copy reached (Qwen3.5-35B-A3B's image-text wrapper); the other copies found "
-                                  "are transcriptions or truncated tool outputs"})
 # converter classes without a transformers class: Nanbeige4.2-3B's config.json is reached only as quoted
 # in other projects' notes and tests (none byte for byte); openPangu-Embedded-7B-V1.1's in one GitHub mirror
 FEWER["nanbeige"] = "no byte copy of a released config.json reached (Nanbeige4.2-3B publishes on the Hub only)"
