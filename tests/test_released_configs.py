@@ -44,7 +44,7 @@ FEWER: dict[str, str] = {
     "smollm3": "two released models (SmolLM3-3B, SmolLM3-3B-Base); one copy reached",
     **dict.fromkeys((
         "apertus", "arcee", "bloom", "cohere", "cohere2", "ernie4_5", "exaone", "exaone4", "gemma",
-        "gemma2", "glm", "glm4", "gpt_bigcode", "granite", "granite_swa", "granitemoe",
+        "glm", "glm4", "gpt_bigcode", "granite", "granite_swa", "granitemoe",
         "hunyuan_v1_dense", "internlm2", "iquestcoder", "jais2", "lfm2", "mamba", "mamba2", "minicpm",
         "mistral_format", "mpt", "nemotron", "olmo", "olmo2", "olmoe", "orion", "phi", "qwen2_moe", "seed_oss",
         "stablelm", "starcoder2",
@@ -276,8 +276,9 @@ REFUSED.update({
         "stops with KeyError: 'vocab_size' (tests/test_converter_refusals.py measures it)"),
 })
 FEWER["codeshell"] = "one released model (CodeShell-7B); its organisation's own copy reached"
-FEWER["chatglm"] = ("one clean copy reached (chatglm2-6b); chatglm3-6b's copy was edited, glm-4-9b-chat's found only "
-                    "quoted in code and logs")
+REFUSED["chatglm/THUDM__glm-4-9b.json"] = (
+    "converter fails on it with KeyError: 'vocab_size'", "GLM-4-9B states only padded_vocab_size, as ChatGLM2 does: the "
+    "converter's GLM-4 vocabulary stops with KeyError: 'vocab_size' (ChatGLM3's SentencePiece path does not look it up)")
 # hybrids, part B: LFM2-MoE copies found only embedded in code (trimmed LFM2-8B-A1B ones in other projects' tests), none
 # as a config.json file. (Nemotron-H has its three: aiconfigurator keeps Nano-30B-A3B's, Ultra-550B's and H-56B's.)
 FEWER["lfm2_moe"] = _UNREACHED
@@ -375,8 +376,8 @@ FEWER["plamo"] = _UNREACHED
 # the file
 FEWER["jais"] = _UNREACHED
 # Baichuan 1 and 2 (baichuan): baichuan-inc publishes its config.json files on the Hub only (its GitHub
-# repositories hold code and READMEs); the search reached a Baichuan2-7B derivative's config printed in a log and a
-# 13B one quoted in a document, no copy of a file (tests/test_family_baichuan.py runs those two through the config path)
+# repositories hold code and READMEs); one copy reached (Baichuan2-7B's, in sgl-project/ome's test data), beside a
+# derivative's config printed in a log and a 13B one quoted in a document (tests/test_family_baichuan.py runs those two)
 FEWER["baichuan"] = _UNREACHED
 # TeleChat3 (telechat3): Tele-AI publishes TeleChat3-36B-Thinking on the Hub and ModelScope only; the one
 # copy reached is mlx-community's 4-bit conversion's config.json, quoted field for field in a port's test
