@@ -100,6 +100,13 @@ EXPECTED: dict[str, str] = {
     'compressed_tensors/moonshotai__Kimi-K2.5.json': 'view',
     'compressed_tensors/moonshotai__Kimi-K3.json':
         '/config.json declares quantization_config (MXFP4 (compressed-tensors), quant_method "compressed-tensors")',
+    # naive-quantized (llm-compressor's earlier name) with 8-bit float weights: refused, though the converter reads it
+    # (GAPS)
+    'compressed_tensors/neuralmagic__Meta-Llama-3.1-8B-Instruct-FP8-dynamic.json':
+        "format 'naive-quantized' with weights other than 8-bit int",
+    # awq: the pinned converter has no AWQ path ("Quant method is not yet supported: 'awq'")
+    'awq/01-ai__Yi-34B-Chat-4bits.json': '/config.json declares quantization_config (AWQ 4-bit, quant_method "awq")',
+    'awq/01-ai__Yi-6B-Chat-4bits.json': '/config.json declares quantization_config (AWQ 4-bit, quant_method "awq")',
     # nvfp4
     'nvfp4/RedHatAI__DeepSeek-V4-Flash-NVFP4-FP8.json':
         '/config.json declares quantization_config (compressed-tensors, quant_method "compressed-tensors") with 2 '
@@ -139,6 +146,10 @@ EXPECTED: dict[str, str] = {
 # that hfview does not see)
 _CONVERTER_READS = "the pinned converter reads this form (conversion/{}); hfview refuses it today"
 GAPS: dict[str, str] = {
+    "compressed_tensors/neuralmagic__Meta-Llama-3.1-8B-Instruct-FP8-dynamic.json": (
+        "the pinned converter reads format naive-quantized as float-quantized and int-quantized (conversion/base.py "
+        "dequant_model: one config group, channel or block scale, weight * weight_scale, whatever the weights' type); "
+        "hfview reads naive-quantized only with 8-bit int weights, so it refuses these FP8 (type float) ones"),
     "mxfp4/deepseek-ai__DeepSeek-V4-Flash.json": _CONVERTER_READS.format("deepseek.py repack_mxfp4_blocks"),
     "mxfp4/deepseek-ai__DeepSeek-V4-Pro.json": _CONVERTER_READS.format("deepseek.py repack_mxfp4_blocks"),
     "compressed_tensors/moonshotai__Kimi-K3.json": _CONVERTER_READS.format("base.py dequant_model, compressed-tensors"),
@@ -181,8 +192,9 @@ FEWER = {
              "exports are under modelopt/",
     "fbgemm_fp8": "one copy reached (meta-llama/Llama-3.1-405B-Instruct-FP8, in ome's test data); the other FBGEMM "
                   "releases (Llama-3.1-8B/70B-Instruct-FP8 by others) reached only as fragments quoted in code",
-    "awq": "no copy of a released config.json reached: the search finds AutoAWQ's writers and configs printed by "
-           "transformers (not the files), not the files of TheBloke/*-AWQ or Qwen/*-AWQ",
+    "awq": "two copies reached (01-ai's Yi-6B-Chat-4bits and Yi-34B-Chat-4bits, kept with a model directory in "
+           "smalltong02/keras-llm-robot); otherwise the search finds AutoAWQ's writers and configs printed by "
+           "transformers, and ome's awq-llama-2-7b test file, whose model is not named",
     "bitsandbytes": "no copy of a released config.json reached (unsloth/*-bnb-4bit publish on the Hub only; the "
                     "search finds configs written by code and printed BitsAndBytesConfig objects)",
 }
