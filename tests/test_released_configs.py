@@ -137,18 +137,20 @@ def test_fp8_release_is_accepted(rel):
 FEWER.update(dict.fromkeys(("sarvam_moe", "bailing_moe_v2", "hy_v3"), _UNREACHED))
 # Hy4: Hy4-preview publishes on the Hub only; copies found only as other projects' toy test configs
 FEWER["hy_v4"] = _UNREACHED
-# mixtures, part C: Trinity, North Mini Code, K-EXAONE, Mellum 2 and Laguna publish on the Hub only;
-# copies found only as fields quoted in code
-FEWER.update(dict.fromkeys(("afmoe", "cohere2_moe", "exaone_moe", "mellum", "laguna"), _UNREACHED))
+# mixtures, part C: Trinity, North Mini Code, K-EXAONE and Mellum 2 publish on the Hub only; copies found only as
+# fields quoted in code
+FEWER.update(dict.fromkeys(("afmoe", "cohere2_moe", "exaone_moe", "mellum"), _UNREACHED))
+FEWER["laguna"] = ("two copies reached (Laguna-S-2.1-FP8's and Laguna-XS.2-FP8's, on branches of aiconfigurator); "
+                   "Laguna-M.1's and the BF16 uploads' were not")
 FEWER.update(dict.fromkeys(("bailing_moe",), _UNREACHED))
 # Kimi Linear: Kimi-Linear-48B-A3B (Base, Instruct) publish on the Hub only; copies found only embedded
 # in other projects' test code, none as released
 FEWER["kimi_linear"] = _UNREACHED
 # dots3-note: dots3-note-prev publishes on the Hub only; its GitHub namesake holds a README and images
 FEWER["dots3_note"] = _UNREACHED
-# Muse Glimmer: Muse-Glimmer-30B publishes on the Hub only; copies found only as other projects' hand-written
-# test configs, and its GitHub namesakes hold benchmarks
-FEWER["muse_glimmer_text"] = _UNREACHED
+# Muse Glimmer: Muse-Glimmer-30B publishes on the Hub only; beside aiconfigurator's copy, the search found other
+# projects' hand-written test configs, and its GitHub namesakes hold benchmarks
+FEWER["muse_glimmer_text"] = "one copy reached (Muse-Glimmer-30B's, on a branch of aiconfigurator)"
 # BitNet b1.58: microsoft's and 1bitLLM's releases publish on the Hub only; copies found only quoted in READMEs and
 # other projects' test code
 FEWER["bitnet"] = _UNREACHED
@@ -407,3 +409,33 @@ FEWER["mistral_moe_format"] = _UNREACHED
 # PLaMo 2: pfnet/plamo-2-1b, plamo-2-8b and plamo-2-translate publish on the Hub only; one trimmed copy of
 # plamo-2-1b's config reached, quoted in a Swift port's test (tests/data/released_configs/plamo2/SOURCES.md)
 FEWER["plamo2"] = _UNREACHED
+
+
+# Laguna-S.2.1 states gating_types beside gating, Laguna-XS.2 a top-level partial_rotary_factor beside the per-kind
+# ones: accepted where transformers (gating; the per-kind factors) and the converter (gating_types first; the per-kind
+# factors only) compute alike, refused by name where they would not
+def test_laguna_gating_types_of_another_kind_than_gating_are_refused(tmp_path):
+    config = json.loads((DATA / "laguna/poolside__Laguna-S-2.1-FP8.json").read_text())
+    assert config["gating"] == "per-head" and set(config["gating_types"]) == {"per_head"}
+    family = families.family_for("laguna")
+    read_as(family, config, tmp_path / "config.json")
+    mixed = config | {"gating_types": ["per_element"] + config["gating_types"][1:]}
+    with pytest.raises(ConfigError, match=r"gating 'per-head' / gating_types \['per_element'"):
+        read_as(family, mixed, tmp_path / "config.json")
+    with pytest.raises(ConfigError, match="gating_types"):
+        read_as(family, config | {"gating_types": config["gating_types"][1:]}, tmp_path / "config.json")
+
+
+def test_laguna_top_level_partial_rotary_factor_where_a_kind_states_none_is_refused(tmp_path):
+    config = json.loads((DATA / "laguna/poolside__Laguna-XS.2-FP8.json").read_text())
+    assert config["partial_rotary_factor"] == 0.5
+    family = families.family_for("laguna")
+    read_as(family, config, tmp_path / "config.json")
+    rope = json.loads(json.dumps(config["rope_parameters"]))
+    del rope["sliding_attention"]["partial_rotary_factor"]
+    with pytest.raises(ConfigError, match=r"partial_rotary_factor 0.5 with rope_parameters.sliding_attention stating "
+                                          r"none"):
+        read_as(family, config | {"rope_parameters": rope}, tmp_path / "config.json")
+    # without the top-level factor both read 1.0 there: accepted
+    read_as(family, {k: v for k, v in config.items() if k != "partial_rotary_factor"} | {"rope_parameters": rope},
+            tmp_path / "config.json")
