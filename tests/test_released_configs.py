@@ -284,10 +284,10 @@ REFUSED["chatglm/THUDM__glm-4-9b.json"] = (
 # hybrids, part B: LFM2-MoE copies found only embedded in code (trimmed LFM2-8B-A1B ones in other projects' tests), none
 # as a config.json file. (Nemotron-H has its three: aiconfigurator keeps Nano-30B-A3B's, Ultra-550B's and H-56B's.)
 FEWER["lfm2_moe"] = _UNREACHED
-# newest dense and wrapped decoders: Ministral 3 publishes on the Hub only (its Instruct uploads in
-# FP8); no copy of a config.json file reached, only fragments quoted in code and documents. The wrapper's
-# layout is tested through the config path in tests/test_family_ministral3.py
-FEWER["ministral3"] = _UNREACHED
+# newest dense and wrapped decoders: Ministral 3 publishes on the Hub only (its Instruct uploads in FP8); two copies
+# reached (Devstral 2 123B's and Devstral Small 2's, kept by tt-metal); Ministral-3's own only as fragments quoted in code
+# and documents. The wrapper's layout is tested through the config path in tests/test_family_ministral3.py
+FEWER["ministral3"] = "two copies reached (Devstral-2-123B-Instruct-2512's and Devstral-Small-2-24B-Instruct-2512's)"
 # Qwen's linear-attention hybrids: one byte copy of Qwen3-Next-80B-A3B-Instruct's config.json reached
 # (a model report quoting the file whole); the other copies found are transcriptions or transformers' dumps
 FEWER.update({"qwen3_next": "Qwen3-Next-80B-A3B Instruct and Thinking share one config; one byte copy reached"})
