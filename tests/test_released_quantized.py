@@ -137,6 +137,9 @@ EXPECTED: dict[str, str] = {
     'gptq/TheBloke__Wizard-Vicuna-30B-Uncensored-GPTQ.json': 'view',
     'gptq/TheBloke__WizardCoder-15B-1.0-GPTQ.json': '/quantize_config.json declares quantization (GPTQ 4-bit, quant_method "gptq")',
     'gptq/TheBloke__wizard-mega-13B-GPTQ.json': '/quantize_config.json declares quantization (GPTQ 4-bit, quant_method "gptq")',
+    # Qwen's and 01-ai's own GPTQ 4-bit uploads (groups of 128, no act-order), stated in config.json
+    'gptq/Qwen__Qwen1.5-32B-Chat-GPTQ-Int4.json': 'view',
+    'gptq/01-ai__Yi-1.5-34B-Chat-GPTQ-Int4.json': 'view',
     # fbgemm_fp8
     'fbgemm_fp8/meta-llama__Llama-3.1-405B-Instruct-FP8.json':
         '/config.json declares quantization_config (FP8 (FBGEMM), quant_method "fbgemm_fp8")',
