@@ -100,10 +100,9 @@ EXPECTED: dict[str, str] = {
     'compressed_tensors/moonshotai__Kimi-K2.5.json': 'view',
     'compressed_tensors/moonshotai__Kimi-K3.json':
         '/config.json declares quantization_config (MXFP4 (compressed-tensors), quant_method "compressed-tensors")',
-    # naive-quantized (llm-compressor's earlier name) with 8-bit float weights: refused, though the converter reads it
-    # (GAPS)
-    'compressed_tensors/neuralmagic__Meta-Llama-3.1-8B-Instruct-FP8-dynamic.json':
-        "format 'naive-quantized' with weights other than 8-bit int",
+    # naive-quantized (llm-compressor's earlier name) over 8-bit float weights, which the converter dequantizes as
+    # float-quantized (tests/test_scaled_fp8.py's qwen3-ct-fp8-naive: bytes and logits)
+    'compressed_tensors/neuralmagic__Meta-Llama-3.1-8B-Instruct-FP8-dynamic.json': 'view',
     # awq: the pinned converter has no AWQ path ("Quant method is not yet supported: 'awq'")
     'awq/01-ai__Yi-34B-Chat-4bits.json': '/config.json declares quantization_config (AWQ 4-bit, quant_method "awq")',
     'awq/01-ai__Yi-6B-Chat-4bits.json': '/config.json declares quantization_config (AWQ 4-bit, quant_method "awq")',
@@ -149,10 +148,6 @@ EXPECTED: dict[str, str] = {
 # that hfview does not see)
 _CONVERTER_READS = "the pinned converter reads this form (conversion/{}); hfview refuses it today"
 GAPS: dict[str, str] = {
-    "compressed_tensors/neuralmagic__Meta-Llama-3.1-8B-Instruct-FP8-dynamic.json": (
-        "the pinned converter reads format naive-quantized as float-quantized and int-quantized (conversion/base.py "
-        "dequant_model: one config group, channel or block scale, weight * weight_scale, whatever the weights' type); "
-        "hfview reads naive-quantized only with 8-bit int weights, so it refuses these FP8 (type float) ones"),
     "mxfp4/deepseek-ai__DeepSeek-V4-Flash.json": _CONVERTER_READS.format("deepseek.py repack_mxfp4_blocks"),
     "mxfp4/deepseek-ai__DeepSeek-V4-Pro.json": _CONVERTER_READS.format("deepseek.py repack_mxfp4_blocks"),
     "compressed_tensors/moonshotai__Kimi-K3.json": _CONVERTER_READS.format("base.py dequant_model, compressed-tensors"),
@@ -227,3 +222,16 @@ def test_beside_files_have_their_config():
             for suffix in BESIDE:
                 if p.name.endswith(suffix):
                     assert p.with_name(p.name.removesuffix(suffix) + ".json").is_file(), p
+
+
+def test_naive_quantized_other_than_8_bit_is_refused(tmp_path):
+    """naive-quantized FP8 (neuralmagic's FP8-dynamic) is read; the same release stating 4-bit weights is refused by
+    name before any weight is read (the converter's dequant_simple would read the codes as 8-bit values)."""
+    import json
+    rel = "compressed_tensors/neuralmagic__Meta-Llama-3.1-8B-Instruct-FP8-dynamic.json"
+    assert through_the_config_path(DATA / rel) == "view"
+    config = json.loads((DATA / rel).read_text())
+    config["quantization_config"]["config_groups"]["group_0"]["weights"]["num_bits"] = 4
+    (tmp_path / "c.json").write_text(json.dumps(config))
+    with pytest.raises(HfviewError, match="format 'naive-quantized' with weights other than 8-bit float or int"):
+        through_the_config_path(tmp_path / "c.json")
