@@ -312,17 +312,17 @@ REFUSED["telechat/Tele-AI__TeleChat-52B.json"] = (
 # Solar Open: upstage publishes Solar-Open-100B on the Hub only; the search reached copies of its config
 # quoted in code and documents (tests/test_family_solar_open.py tests a config with every key they state)
 FEWER["solar_open"] = _UNREACHED
-# Gemma 4: Google publishes on the Hub only; the search reached configs printed by transformers in
-# reports and fragments quoted in other projects' code and tests, no copy of a released config.json file
+# Gemma 4: Google publishes on the Hub only; one copy reached (gemma-4-26B-A4B's, in aiconfigurator); otherwise configs
+# printed by transformers in reports, fragments quoted in other projects' code and tests, and ome's trimmed test files
 FEWER["gemma4"] = _UNREACHED
 # sparse attention's indexer: DeepSeek-V3.2 / V3.2-Exp (FP8 releases) publish on the Hub only; one copy of
 # V3.2's config.json reached (glm_moe_dsa, GLM-5 / 5.1 / 5.2, has its three: see its SOURCES.md)
 FEWER["deepseek_v32"] = ("one copy reached (DeepSeek-V3.2's FP8 config.json, aiconfigurator and InferSim hold the same "
                          "bytes); V3.2-Exp's and V3.2-Speciale's did not")
 # Nemotron-NAS (deci): the releases (Llama-3.1-Nemotron-51B-Instruct, Llama-3.3-Nemotron-Super-49B-v1 /
-# v1.5, Llama-3.1-Nemotron-Ultra-253B-v1) publish on the Hub only; the copies reached are embedded in other projects'
-# code (Super-49B's and Ultra-253B's inside a Python string literal of a file whose repository the index does not
-# name), none as released
+# v1.5, Llama-3.1-Nemotron-Ultra-253B-v1) publish on the Hub only; one copy reached (Super-49B-v1's, in aiconfigurator);
+# the others are embedded in other projects' code (Ultra-253B's inside a Python string literal of a file whose
+# repository the index does not name)
 FEWER["deci"] = _UNREACHED
 # Gemma 3n: Google publishes on the Hub only; the search reached test code and hand-written dicts only
 FEWER["gemma3n"] = _UNREACHED
