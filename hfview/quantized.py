@@ -334,9 +334,14 @@ def quantized_form(config: dict[str, Any], config_path: Path
     return None
 
 
+# the 8-bit weight types each scaled compressed-tensors format is read with: naive-quantized (llm-compressor's earlier
+# name, used for FP8 and int8 alike) is dequantized by the converter as the other two, whatever the type
+_EIGHT_BIT = {"float-quantized": ("float",), "int-quantized": ("int",), "naive-quantized": ("float", "int")}
+
+
 def _compressed_tensors(config: dict[str, Any], quant: dict[str, Any], config_path: Path) -> ScaledForm | PackedForm:
-    """compressed-tensors as dequant_model reads it: one config group, format float-quantized (8-bit float weights)
-    or int-quantized / naive-quantized (8-bit int), a channel or block scale (`<weight>_scale`, blocks of
+    """compressed-tensors as dequant_model reads it: one config group, format float-quantized (8-bit float weights),
+    int-quantized (8-bit int) or naive-quantized (either), a channel or block scale (`<weight>_scale`, blocks of
     block_structure); the rest refused by name."""
     fmt, groups = quant.get("format"), quant.get("config_groups")
     weights = None
@@ -359,9 +364,8 @@ def _compressed_tensors(config: dict[str, Any], quant: dict[str, Any], config_pa
             return PackedForm(weights["num_bits"], weights["group_size"])
     elif fmt not in ("float-quantized", "int-quantized", "naive-quantized"):
         why = f"format {shown(fmt)}"
-    elif not isinstance(weights, dict) or weights.get("num_bits") != 8 or weights.get("type") != (
-            "float" if fmt == "float-quantized" else "int"):
-        why = f"format {shown(fmt)} with weights other than 8-bit {'float' if fmt == 'float-quantized' else 'int'}"
+    elif not isinstance(weights, dict) or weights.get("num_bits") != 8 or weights.get("type") not in _EIGHT_BIT[fmt]:
+        why = f"format {shown(fmt)} with weights other than 8-bit {' or '.join(_EIGHT_BIT[fmt])}"
     elif weights.get("strategy") not in ("channel", "block") or weights.get("group_size") is not None:
         why = f"weight strategy {shown(weights.get('strategy'))} (the converter reads channel and block scales)"
     if why is not None:

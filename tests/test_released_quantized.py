@@ -100,6 +100,12 @@ EXPECTED: dict[str, str] = {
     'compressed_tensors/moonshotai__Kimi-K2.5.json': 'view',
     'compressed_tensors/moonshotai__Kimi-K3.json':
         '/config.json declares quantization_config (MXFP4 (compressed-tensors), quant_method "compressed-tensors")',
+    # naive-quantized (llm-compressor's earlier name) over 8-bit float weights, which the converter dequantizes as
+    # float-quantized (tests/test_scaled_fp8.py's qwen3-ct-fp8-naive: bytes and logits)
+    'compressed_tensors/neuralmagic__Meta-Llama-3.1-8B-Instruct-FP8-dynamic.json': 'view',
+    # awq: the pinned converter has no AWQ path ("Quant method is not yet supported: 'awq'")
+    'awq/01-ai__Yi-34B-Chat-4bits.json': '/config.json declares quantization_config (AWQ 4-bit, quant_method "awq")',
+    'awq/01-ai__Yi-6B-Chat-4bits.json': '/config.json declares quantization_config (AWQ 4-bit, quant_method "awq")',
     # nvfp4
     'nvfp4/RedHatAI__DeepSeek-V4-Flash-NVFP4-FP8.json':
         '/config.json declares quantization_config (compressed-tensors, quant_method "compressed-tensors") with 2 '
@@ -130,6 +136,9 @@ EXPECTED: dict[str, str] = {
     'gptq/TheBloke__Wizard-Vicuna-30B-Uncensored-GPTQ.json': 'view',
     'gptq/TheBloke__WizardCoder-15B-1.0-GPTQ.json': '/quantize_config.json declares quantization (GPTQ 4-bit, quant_method "gptq")',
     'gptq/TheBloke__wizard-mega-13B-GPTQ.json': '/quantize_config.json declares quantization (GPTQ 4-bit, quant_method "gptq")',
+    # Qwen's and 01-ai's own GPTQ 4-bit uploads (groups of 128, no act-order), stated in config.json
+    'gptq/Qwen__Qwen1.5-32B-Chat-GPTQ-Int4.json': 'view',
+    'gptq/01-ai__Yi-1.5-34B-Chat-GPTQ-Int4.json': 'view',
     # fbgemm_fp8
     'fbgemm_fp8/meta-llama__Llama-3.1-405B-Instruct-FP8.json':
         '/config.json declares quantization_config (FP8 (FBGEMM), quant_method "fbgemm_fp8")',
@@ -181,8 +190,9 @@ FEWER = {
              "exports are under modelopt/",
     "fbgemm_fp8": "one copy reached (meta-llama/Llama-3.1-405B-Instruct-FP8, in ome's test data); the other FBGEMM "
                   "releases (Llama-3.1-8B/70B-Instruct-FP8 by others) reached only as fragments quoted in code",
-    "awq": "no copy of a released config.json reached: the search finds AutoAWQ's writers and configs printed by "
-           "transformers (not the files), not the files of TheBloke/*-AWQ or Qwen/*-AWQ",
+    "awq": "two copies reached (01-ai's Yi-6B-Chat-4bits and Yi-34B-Chat-4bits, kept with a model directory in "
+           "smalltong02/keras-llm-robot); otherwise the search finds AutoAWQ's writers and configs printed by "
+           "transformers, and ome's awq-llama-2-7b test file, whose model is not named",
     "bitsandbytes": "no copy of a released config.json reached (unsloth/*-bnb-4bit publish on the Hub only; the "
                     "search finds configs written by code and printed BitsAndBytesConfig objects)",
 }
@@ -212,3 +222,16 @@ def test_beside_files_have_their_config():
             for suffix in BESIDE:
                 if p.name.endswith(suffix):
                     assert p.with_name(p.name.removesuffix(suffix) + ".json").is_file(), p
+
+
+def test_naive_quantized_other_than_8_bit_is_refused(tmp_path):
+    """naive-quantized FP8 (neuralmagic's FP8-dynamic) is read; the same release stating 4-bit weights is refused by
+    name before any weight is read (the converter's dequant_simple would read the codes as 8-bit values)."""
+    import json
+    rel = "compressed_tensors/neuralmagic__Meta-Llama-3.1-8B-Instruct-FP8-dynamic.json"
+    assert through_the_config_path(DATA / rel) == "view"
+    config = json.loads((DATA / rel).read_text())
+    config["quantization_config"]["config_groups"]["group_0"]["weights"]["num_bits"] = 4
+    (tmp_path / "c.json").write_text(json.dumps(config))
+    with pytest.raises(HfviewError, match="format 'naive-quantized' with weights other than 8-bit float or int"):
+        through_the_config_path(tmp_path / "c.json")

@@ -16,7 +16,7 @@ from family_variants import variant
 from quantized_twin import dequantized_twin
 
 MODELOPT = ["qwen3-modelopt-fp8", "qwen3-modelopt-fp8-config"]
-COMPRESSED = ["qwen3-ct-fp8-channel", "qwen3-ct-fp8-block", "qwen3-ct-int8-channel"]
+COMPRESSED = ["qwen3-ct-fp8-channel", "qwen3-ct-fp8-block", "qwen3-ct-int8-channel", "qwen3-ct-fp8-naive"]
 
 test_export, _ = oracle_tests("qwen3", MODELOPT + COMPRESSED)
 

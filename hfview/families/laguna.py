@@ -49,7 +49,7 @@ READS = frozenset({
     "rope_parameters", "rope_scaling", "rope_theta", "hidden_act", "tie_word_embeddings", "attention_bias",
     "sliding_window", "layer_types", "mlp_layer_types", "gating", "gating_types", "moe_intermediate_size",
     "shared_expert_intermediate_size", "num_experts", "num_experts_per_tok", "moe_routed_scaling_factor",
-    "moe_apply_router_weight_on_input", "moe_router_logit_softcapping",
+    "moe_apply_router_weight_on_input", "moe_router_logit_softcapping", "partial_rotary_factor",
 })
 HARMLESS: Harmless = {}
 
@@ -152,16 +152,29 @@ def check(h: dict, path: Path) -> None:
         raise ConfigError(f"{path}: sliding layers without a sliding_window: llama.cpp's laguna slides nowhere then")
     # transformers gates per head where gating is true or "per-head", per element otherwise; the converter reads
     # these four spellings alike, stops on others, and writes nothing of it (the gate's width is its tensor's,
-    # which llama.cpp's laguna reads as per head or per element)
+    # which llama.cpp's laguna reads as per head or per element). The converter takes gating_types (per layer) over
+    # gating, transformers ignores it: read alike only where every layer's entry is gating's kind (Laguna-S.2.1)
+    kind = "per_head" if _per_head(h) else "per_element"
+    types = h.get("gating_types")
     if not (h.get("gating") is True or (isinstance(h.get("gating"), str) and h["gating"] in _GATINGS)) \
-            or h.get("gating_types"):
+            or (types and (not isinstance(types, list) or len(types) != n
+                           or any(str(t).replace("-", "_") != kind for t in types))):
         raise ConfigError(f"{path}: gating {h.get('gating')!r} / gating_types {h.get('gating_types')!r}: the view "
                           f"presents gating true or \"per-head\" (one gate per head, as Laguna-XS.2) and "
-                          f"\"per-element\" (as Laguna-M.1), which transformers and the converter read alike")
+                          f"\"per-element\" (as Laguna-M.1), which transformers and the converter read alike, "
+                          f"and gating_types only where every layer's entry is gating's kind (transformers reads "
+                          f"gating alone, the converter gating_types first)")
     rope = h["rope_parameters"]
     if "full_attention" not in rope or "sliding_attention" not in rope:
         raise ConfigError(f"{path}: rope_parameters {rope}: Laguna names one rope per layer kind "
                           f"(full_attention, sliding_attention)")
+    # a top-level partial_rotary_factor (Laguna-XS.2 states 0.5 beside the per-kind ones): transformers fills it into a
+    # layer kind's rope that states none, the converter reads only the per-kind ones (1.0 where absent)
+    unstated = [k for k in ("full_attention", "sliding_attention") if "partial_rotary_factor" not in rope[k]]
+    if h.get("partial_rotary_factor") is not None and unstated:
+        raise ConfigError(f"{path}: partial_rotary_factor {h['partial_rotary_factor']} with rope_parameters."
+                          f"{unstated[0]} stating none: transformers rotates that kind's heads by it, the converter "
+                          f"writes all of them (it reads the per-kind factors only)")
     if rope["full_attention"].get("rope_type") == "yarn" and not rope["full_attention"].get("factor"):
         raise ConfigError(f"{path}: rope_parameters.full_attention yarn without a factor: the converter then writes "
                           f"no scaling, which transformers applies")
