@@ -78,9 +78,10 @@ REFUSE = (
     Refuse("mlp_bias", unset, f"llama.cpp's {ARCH} has no FFN biases"),
     Refuse("tie_word_embeddings", unset, f"llama.cpp's {ARCH} needs an output matrix of its own (head.weight)"),
     Refuse("norm_topk_prob", (True,), "transformers' DeepseekV4 routers always renormalise the chosen weights"),
-    Refuse("rope_parameters.rope_type", ("yarn",), "DeepSeek-V4 is released with yarn over its compressed layers, and the "
-           "converter writes the rope from that rope_scaling alone (its main/compress rope_parameters otherwise "
-           "give it none); the view presents the released form"),
+    # measured: without rope_scaling the converter writes the base alone (no scaling), as transformers' compressed
+    # layers then rotate by plain rope
+    Refuse("rope_parameters.rope_type", ("default", "yarn"), "DeepSeek-V4 is released with yarn over its compressed "
+           "layers (transformers applies no other kind there); the view presents yarn or none", default="default"),
 )
 
 
