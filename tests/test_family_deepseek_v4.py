@@ -17,7 +17,7 @@ from __future__ import annotations
 import pytest
 
 from family_oracle import OUTTYPES, oracle_tests
-from family_variants import variant
+from family_variants import DROP, variant
 
 FIXTURES = ["deepseek_v4", "deepseek_v4-fp8", "deepseek_v4-f32"]
 test_export, _ = oracle_tests("deepseek_v4", FIXTURES)
@@ -62,6 +62,41 @@ def test_without_the_experts_the_view_meets_the_ordinary_bar(checkpoint, tmp_pat
     value = nmse(ours, transformers_logits(dst, ids))
     print(f"deepseek_v4-f32 without experts: NMSE {value:.3e}")
     assert value < NMSE_BAR / 10
+
+
+def test_defaults_match_transformers():
+    from family_defaults import check_defaults
+    check_defaults("deepseek_v4")
+
+
+@pytest.mark.parametrize("dropped", ["qk_rope_head_dim"])
+def test_export_without_a_computed_key_equals_converter(dropped, checkpoint, tmp_path):
+    """A key DeepseekV4Config computes where config.json leaves it out (qk_rope_head_dim: head_dim x 64 / 512): the
+    converter reads the computed value, and so does the view."""
+    import oracle
+    from hfview import HfCheckpoint
+    from hfview.export import export
+
+    from family_variants import DROP
+    path = variant(checkpoint("deepseek_v4"), tmp_path / f"DeepSeek-V4-no-{dropped}", **{dropped: DROP})
+    theirs = oracle.convert_cached(path, "f32")
+    ours = export(HfCheckpoint(path, "f32"), tmp_path / "ours.gguf")
+    assert oracle.sha256(ours) == oracle.sha256(theirs), oracle.first_difference(ours, theirs)
+
+
+@pytest.mark.parametrize("key", ["num_hash_layers", "compress_ratios"])
+def test_a_release_key_left_out_is_refused_as_the_converter_fails(key, checkpoint, tmp_path):
+    """DeepseekV4Config folds these into other fields, so the converter reads them from config.json as it stands and
+    stops without them (KeyError, measured here); the view refuses them by name."""
+    import oracle
+    from hfview import HfCheckpoint
+    from hfview.errors import ConfigError
+
+    path = variant(checkpoint("deepseek_v4"), tmp_path / "v", **{key: DROP})
+    with pytest.raises(oracle.ConverterFailed, match=f"KeyError: '{key}'"):
+        oracle.convert(path, tmp_path / "theirs.gguf", "f32")
+    with pytest.raises(ConfigError, match=f"no {key}"):
+        HfCheckpoint(path, "f32")
 
 
 def test_export_without_rope_scaling_equals_converter(checkpoint, tmp_path):
@@ -133,6 +168,7 @@ def test_experts_first_mxfp4_and_kept_types(checkpoint):
     (dict(compress_ratios=[0, 4, 8, 0]), "compress_ratios"),
     (dict(num_key_value_heads=2), "num_key_value_heads 2"),
     (dict(rope_scaling={"type": "linear", "factor": 2.0}), "rope_type 'linear'"),
+
 ])
 def test_refuses_what_deepseek4_cannot_run(changes, reason, checkpoint, tmp_path):
     from hfview import HfCheckpoint

@@ -35,21 +35,21 @@ from ._parts.vocab import gpt2_vocab
 ARCH = "deepseek4"
 
 # transformers 5.24's DeepseekV4Config defaults (layer_types, mlp_layer_types, compress_rates, partial_rotary_factor
-# and rope_parameters are computed from the released keys; the converter reads compress_ratios, num_hash_layers and
-# qk_rope_head_dim from config.json itself)
+# and rope_parameters it computes from the released keys; qk_rope_head_dim: normalise; the converter reads
+# compress_ratios and num_hash_layers from config.json itself, which the config class folds into other fields)
 DEFAULTS = {
     "deepseek_v4": dict(vocab_size=129280, hidden_size=4096, moe_intermediate_size=2048, num_hidden_layers=43,
                         num_attention_heads=64, num_key_value_heads=1, head_dim=512, q_lora_rank=1024,
                         num_experts_per_tok=6, n_routed_experts=256, n_shared_experts=1, scoring_func="sqrtsoftplus",
                         norm_topk_prob=True, routed_scaling_factor=1.5, max_position_embeddings=1048576,
-                        rope_parameters={"rope_theta": 10000.0, "rope_type": "default"}, layer_types=None, compress_rates=None, compress_rope_theta=160000.0,
-                        hc_mult=4, hc_sinkhorn_iters=20, hc_eps=1e-6, mlp_layer_types=None, swiglu_limit=10.0,
+                        rope_theta=10000.0, compress_rope_theta=160000.0, qk_rope_head_dim=None,
+                        hc_mult=4, hc_sinkhorn_iters=20, hc_eps=1e-6, swiglu_limit=10.0,
                         sliding_window=128, o_groups=8, o_lora_rank=1024, index_n_heads=64, index_head_dim=128,
                         index_topk=512, num_nextn_predict_layers=1, output_router_logits=False,
                         router_aux_loss_coef=0.001, router_jitter_noise=0.0, hidden_act="silu",
                         initializer_range=0.02, rms_norm_eps=1e-6, use_cache=True, pad_token_id=None, bos_token_id=0,
-                        eos_token_id=1, tie_word_embeddings=False, partial_rotary_factor=None,
-                        attention_bias=False, mlp_bias=False, attention_dropout=0.0),
+                        eos_token_id=1, tie_word_embeddings=False, attention_bias=False, mlp_bias=False,
+                        attention_dropout=0.0),
 }
 
 READS = frozenset({
@@ -86,7 +86,7 @@ REFUSE = (
 
 
 def check(h: dict, path: Path) -> None:
-    for key in ("compress_ratios", "num_hash_layers", "qk_rope_head_dim"):
+    for key in ("compress_ratios", "num_hash_layers"):
         if key not in h:
             raise ConfigError(f"{path}: no {key}: the converter's DeepseekV4Model reads it from config.json (every "
                               f"DeepSeek-V4 release states it) and fails without it")
@@ -103,6 +103,14 @@ def check(h: dict, path: Path) -> None:
     if h.get("topk_method", "noaux_tc") != "noaux_tc":
         raise ConfigError(f"{path}: topk_method {h['topk_method']!r}: transformers' DeepseekV4 router adds the "
                           f"selection bias (noaux_tc), as llama.cpp's {ARCH} does")
+
+
+def normalise(h: dict) -> dict:
+    """DeepseekV4Config.__post_init__'s qk_rope_head_dim where config.json does not state it: head_dim times its
+    default partial rotary factor (64 of 512), which its to_dict gives the converter."""
+    if h.get("qk_rope_head_dim") is None:
+        h["qk_rope_head_dim"] = int(h["head_dim"] * (h.get("partial_rotary_factor") or 64 / 512))
+    return h
 
 
 def _arch(key: str) -> str:
@@ -231,6 +239,7 @@ FAMILY = Family(
     vocab=vocab,
     refuse=REFUSE,
     check=check,
+    normalise=normalise,
     stored_kv=template_kv,
     index=index,
     rename=rename,
