@@ -9,7 +9,8 @@ scales or unquantized ones). Fixtures: fixtures/families/deepseek_v4.py.
   dequantizes the FP8 weights and the FP4 experts itself), within the measured ceiling of the converter's own file:
   measured NMSE 1.6e-4 (bf16 linears: llama.cpp's BF16 matmuls), 9.4e-4 (FP8 linears written Q8_0), 1.2e-4 (f32
   linears: the MXFP4 expert products, whose activations ggml quantizes to Q8_0); top-1 agreement 0.94, 0.88, 1.0.
-  With the experts zeroed the rest meets the ordinary bar (3.9e-7; test_without_the_experts_...).
+  With the experts zeroed the rest meets the ordinary bar (3.9e-7; test_without_the_experts_...), and over 150
+  tokens, where the 128:1 layer compresses and the compressed layers' yarn matters, 1.4e-7 (test_past_128_...).
 * the release's mtp.* layer (a few of its tensors in each fixture) is skipped, as the converter skips it.
 """
 from __future__ import annotations
@@ -36,32 +37,73 @@ def test_logits_within_the_converter_files_measured_ceiling(name, checkpoint, co
     check_within_ceiling(name, "f32", checkpoint, converted, transformers_logits)
 
 
-def test_without_the_experts_the_view_meets_the_ordinary_bar(checkpoint, tmp_path):
-    """The ceiling's cause, measured: deepseek_v4-f32 with every routed expert's exponents set to 0 (2^-127, so the
-    experts add nothing on either side) meets NMSE < 1e-4 by far (measured 3.9e-7): hyper-connections, sliding,
-    compressed and indexed attention, hash and scored routing's shared experts all agree with transformers, and the
-    1.2e-4 of the whole model comes from the MXFP4 expert products (ggml quantizes their activations to Q8_0)."""
+def _without_experts(checkpoint, dst, change=None):
+    """deepseek_v4-f32 with every routed expert's exponents set to 0 (2^-127, so the experts add nothing on either
+    side), `change(tensors)` applied to the rest."""
     import shutil
 
     import torch
     from safetensors.torch import load_file, save_file
 
-    from converter_ceiling import llama_cpp_logits
-    from family_oracle import NMSE_BAR, nmse, transformers_logits
-    from hfview import HfCheckpoint
-
-    src, dst = checkpoint("deepseek_v4-f32"), tmp_path / "DeepSeek-V4-no-experts"
+    src = checkpoint("deepseek_v4-f32")
     shutil.copytree(src, dst, ignore=shutil.ignore_patterns("model.safetensors"))
     tensors = load_file(str(src / "model.safetensors"))
     zeroed = [n for n in tensors if ".ffn.experts." in n and n.endswith(".scale")]
     assert zeroed
     for name in zeroed:
         tensors[name] = torch.zeros(tensors[name].shape, dtype=torch.uint8).view(torch.float8_e8m0fnu)
+    if change:
+        change(tensors)
     save_file(tensors, str(dst / "model.safetensors"), metadata={"format": "pt"})
-    ids, ours = llama_cpp_logits(HfCheckpoint(dst, "f32"))
-    value = nmse(ours, transformers_logits(dst, ids))
+    return dst
+
+
+def test_without_the_experts_the_view_meets_the_ordinary_bar(checkpoint, tmp_path):
+    """The ceiling's cause, measured: without the routed experts deepseek_v4-f32 meets NMSE < 1e-4 by far (measured
+    3.9e-7): hyper-connections, sliding, compressed and indexed attention, hash and scored routing's shared experts
+    all agree with transformers, and the 1.2e-4 of the whole model comes from the MXFP4 expert products (ggml
+    quantizes their activations to Q8_0)."""
+    from converter_ceiling import llama_cpp_logits
+    from family_oracle import NMSE_BAR, nmse, transformers_logits
+    from hfview import HfCheckpoint
+
+    path = _without_experts(checkpoint, tmp_path / "DeepSeek-V4-no-experts")
+    ids, ours = llama_cpp_logits(HfCheckpoint(path, "f32"))
+    value = nmse(ours, transformers_logits(path, ids))
     print(f"deepseek_v4-f32 without experts: NMSE {value:.3e}")
     assert value < NMSE_BAR / 10
+
+
+def test_past_128_tokens_the_heavily_compressed_layer_and_its_yarn_agree(checkpoint, tmp_path):
+    """150 tokens, so that the 128:1 layer's compressor makes an entry and the compressed layers' yarn rope turns
+    far enough to matter (the 16-token prompt reaches neither): without the routed experts the view matches
+    transformers to NMSE ~1.4e-7 (measured), while zeroing that layer's compressor in the reference moves its logits
+    by ~3e-3 and dropping the yarn by ~5e-4 (measured; asserted past the bar and 1000 x the view's miss). With the experts the whole
+    model misses by ~1e-2 over these tokens, at a handful of positions where the indexer's or a router's top-2 is
+    a near tie (margins 1e-4..6e-3 in transformers) that the experts' Q8_0 activations tip the other way; the median
+    position misses by 1.6e-4."""
+    import numpy as np
+
+    from family_oracle import NMSE_BAR, nmse, transformers_logits
+    from hfview import HfCheckpoint
+    from hfview.runner.stream import StreamModel
+
+    ids = [int(i) for i in np.random.default_rng(0).integers(256, 50000, 150)]
+    path = _without_experts(checkpoint, tmp_path / "DeepSeek-V4-no-experts")
+    with StreamModel(HfCheckpoint(path, "f32"), n_ctx=256) as m:
+        ours = m.logits(ids)
+    ref = transformers_logits(path, ids)
+    value = nmse(ours, ref)
+
+    def no_hca(tensors):
+        tensors["layers.2.attn.compressor.wkv.weight"] *= 0
+
+    hca = nmse(transformers_logits(_without_experts(checkpoint, tmp_path / "no-hca", no_hca), ids), ref)
+    yarn = nmse(transformers_logits(variant(path, tmp_path / "no-yarn", rope_scaling=DROP), ids), ref)
+    print(f"deepseek_v4-f32 without experts, 150 tokens: NMSE {value:.3e}; the 128:1 compressor moves transformers "
+          f"by {hca:.3e}, the yarn by {yarn:.3e}")
+    assert value < NMSE_BAR / 10
+    assert min(hca, yarn) > max(NMSE_BAR, 1000 * value)  # each would show, were the view to miss it
 
 
 def test_defaults_match_transformers():
