@@ -186,6 +186,22 @@ def test_unquantized_experts_are_refused_as_the_converter_fails_on_them(checkpoi
         HfCheckpoint(dst, "f32")
 
 
+def test_a_0731_checkpoint_gets_the_flash_0731_template(checkpoint, tmp_path):
+    """DeepseekV4Model picks its chat template by the model id hint (the directory's name here): "0731" in it gives
+    deepseek-ai-DeepSeek-V4-Flash-0731.jinja; the view writes the converter's file for it."""
+    import oracle
+    from hfview import HfCheckpoint
+    from hfview.export import export
+    from hfview.families._parts.deepseek_v4_templates import FLASH_0731, V4
+
+    path = variant(checkpoint("deepseek_v4"), tmp_path / "DeepSeek-V4-Flash-0731")
+    view = HfCheckpoint(path, "bf16")
+    assert {k.key: k.value for k in view.kv}["tokenizer.chat_template"] == FLASH_0731 != V4
+    theirs = oracle.convert_cached(path, "bf16")
+    ours = export(view, tmp_path / "ours.gguf")
+    assert oracle.sha256(ours) == oracle.sha256(theirs), oracle.first_difference(ours, theirs)
+
+
 def test_experts_first_mxfp4_and_kept_types(checkpoint):
     from hfview import HfCheckpoint
     from hfview.gguf_layout import GGMLType
