@@ -1622,9 +1622,9 @@ def deepseek_v4_expert(weight: StoredTensor, scale: StoredTensor) -> MXFP4Pair:
     `.scale` [rows, cols / 32], as an MXFP4Pair [rows, cols] (the same bits as OpenAI's blocks, 16 bytes a group)."""
     rows, half = weight.shape if len(weight.shape) == 2 else (0, 0)
     if weight.dtype not in ("I8", "U8") or half % 16 or tuple(scale.shape) != (rows, half // 16):
-        raise CheckpointError(f"{weight.path.name}: routed expert {weight.name!r} ({weight.dtype} {list(weight.shape)}) "
-                              f"with {scale.name!r} {list(scale.shape)}: an MXFP4 pair is int8 [rows, cols / 2] codes "
-                              f"beside [rows, cols / 32] E8M0 exponents")
+        raise CheckpointError(f"{weight.path.name}: routed expert {weight.name!r} ({weight.dtype} "
+                              f"{list(weight.shape)}) with {scale.name!r} {list(scale.shape)}: an MXFP4 pair is int8 "
+                              f"[rows, cols / 2] codes beside [rows, cols / 32] E8M0 exponents")
     return MXFP4Pair.of(weight.name, _bytes_as(weight, (rows, half // 16, 16)), _bytes_as(scale, (rows, half // 16)))
 
 

@@ -78,10 +78,10 @@ def test_past_128_tokens_the_heavily_compressed_layer_and_its_yarn_agree(checkpo
     """150 tokens, so that the 128:1 layer's compressor makes an entry and the compressed layers' yarn rope turns
     far enough to matter (the 16-token prompt reaches neither): without the routed experts the view matches
     transformers to NMSE ~1.4e-7 (measured), while zeroing that layer's compressor in the reference moves its logits
-    by ~3e-3 and dropping the yarn by ~5e-4 (measured; asserted past the bar and 1000 x the view's miss). With the experts the whole
-    model misses by ~1e-2 over these tokens, at a handful of positions where the indexer's or a router's top-2 is
-    a near tie (margins 1e-4..6e-3 in transformers) that the experts' Q8_0 activations tip the other way; the median
-    position misses by 1.6e-4."""
+    by ~3e-3 and dropping the yarn by ~5e-4 (measured; asserted past the bar and 1000 x the view's miss). With the
+    experts the whole model misses by ~1e-2 over these tokens, at a handful of positions where the indexer's or a
+    router's top-2 is a near tie (margins 1e-4..6e-3 in transformers) that the experts' Q8_0 activations tip the other
+    way; the median position misses by 1.6e-4."""
     import numpy as np
 
     from family_oracle import NMSE_BAR, nmse, transformers_logits

@@ -202,7 +202,8 @@ _NAMES = {
     _L + "attn.wq_a.weight": "blk.{bid}.attn_q_a.weight", _L + "attn.wq_b.weight": "blk.{bid}.attn_q_b.weight",
     _L + "attn.q_norm.weight": "blk.{bid}.attn_q_a_norm.weight", _L + "attn.wkv.weight": "blk.{bid}.attn_kv.weight",
     _L + "attn.kv_norm.weight": "blk.{bid}.attn_kv_a_norm.weight",
-    _L + "attn.wo_a.weight": "blk.{bid}.attn_output_a.weight", _L + "attn.wo_b.weight": "blk.{bid}.attn_output_b.weight",
+    _L + "attn.wo_a.weight": "blk.{bid}.attn_output_a.weight",
+    _L + "attn.wo_b.weight": "blk.{bid}.attn_output_b.weight",
     **{_L + f"attn.{w}compressor.{leaf}": f"blk.{{bid}}.{g}_compressor_{n}.weight"
        for w, g in (("", "attn"), ("indexer.", "indexer"))
        for leaf, n in (("ape", "ape"), ("wkv.weight", "kv"), ("wgate.weight", "gate"), ("norm.weight", "norm"))},
