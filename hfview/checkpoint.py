@@ -332,7 +332,9 @@ class HfCheckpoint:
         self._out_type = out_type
         self.tensors: list[Presented] = [
             # blocks already in a ggml type (MXFP4) are that type whatever the outtype
-            dataclasses.replace(t, ggml_type=t.view.packed_type) if getattr(t.view, "packed_type", None) else t
+            # (F32 is type 0: a packed type is tested against None)
+            dataclasses.replace(t, ggml_type=t.view.packed_type)
+            if getattr(t.view, "packed_type", None) is not None else t
             for t in plan_tensors(family, self._stored, self.hparams, self.block_count, self._type_for)]
         self._prec_a4: list[str] = []  # tensors the converter marks for 16-bit activations (W4A16_NVFP4)
         if isinstance(form, Nvfp4Form):

@@ -423,3 +423,7 @@ OVERRIDES[("lfm2", "block_norm_eps")] = NON_NEGATIVE.or_null()
 OVERRIDES.update({("plamo2", "hidden_size_per_head"): COUNT, ("plamo2", "mamba_step"): COUNT,
                   ("plamo2", "mamba_enabled"): BOOL})
 RULES.update({"rope_interleave": BOOL})  # deepseek_v3's; kimi_k2 (no transformers class, no defaults) needs it stated
+# DeepSeek-V4 (deepseek_v4): the per-layer compressions and hash-layer count the converter reads from config.json, the
+# experts' form; qk_rope_head_dim computed by DeepseekV4Config where unstated (the family's normalise)
+RULES.update({"compress_ratios": list_of(ZERO_OR_COUNT), "num_hash_layers": ZERO_OR_COUNT, "expert_dtype": STRING})
+OVERRIDES[("deepseek_v4", "qk_rope_head_dim")] = COUNT.or_null()

@@ -282,7 +282,12 @@ def quantized_form(config: dict[str, Any], config_path: Path
             f" for {shown(arch)}: the pinned converter reads MXFP4 only for gpt-oss (GptOssForCausalLM, its experts "
             f"repacked) and refuses it for any other architecture (\"Quant method is not yet supported: 'mxfp4'\")"))
     if method == "fp8" and config.get("expert_dtype") is not None:
-        # DeepSeek-V4's releases: FP8 linears, but experts in another form (fp4), which hfview does not read
+        # DeepSeek-V4's releases (FP8 linears, MXFP4 experts): DeepseekV4Model reads them with its own dequant_model
+        # and expert repacking, whatever quantization_config says, and so does the deepseek_v4 family's index
+        # (NVIDIA's NVFP4 export states the same keys beside a quant_algo and NVFP4 config_groups: still refused)
+        if ((config.get("architectures") or [None])[0] == "DeepseekV4ForCausalLM" and config["expert_dtype"] == "fp4"
+                and not quant.get("quant_algo") and not quant.get("config_groups")):
+            return None
         _refuse_other(config, config_path, also=f" with expert_dtype {shown(config['expert_dtype'])}")
     if method == "fp8":
         return ScaledForm("fp8", _block(quant.get("weight_block_size"), config_path, "weight_block_size"),

@@ -1594,3 +1594,124 @@ def nvfp4_first(tensors: list[Presented], stored: dict[str, StoredTensor], n_exp
                               f"give its file")
     placed.sort(key=lambda p: p[0])
     return [t for _, group in placed for t in group] + rest, sorted(marked)
+
+
+# ---------------------------------------------------------------- DeepSeek-V4 (its release's own FP8 and MXFP4 forms)
+@dataclass(frozen=True)
+class E8M0Scale(StoredTensor):
+    """A scale stored as E8M0 exponents (float8_e8m0fnu, one byte each), read as the float32 powers of two they
+    stand for (2^(byte - 127)), as the converter's DeepseekV4Model._e8m0_to_float computes them."""
+    stored: StoredTensor | None = None
+
+    @classmethod
+    def of(cls, t: StoredTensor) -> "E8M0Scale":
+        return cls(t.name, t.path, "F32", t.shape, t.offset, math.prod(t.shape) * 4, t.stamp, stored=t)
+
+    def read_rows(self, start: int, stop: int) -> np.ndarray:
+        bits = self.stored.read_rows(start, stop).view(np.uint8)
+        return np.ldexp(np.float32(1), bits.astype(np.int32) - 127).astype(np.float32)
+
+
+def _bytes_as(t: StoredTensor, shape: tuple[int, ...]) -> StoredTensor:
+    """`t`'s bytes read as uint8 of `shape` (an int8 or E8M0 tensor holding packed codes or exponents)."""
+    return StoredTensor(t.name, t.path, "U8", shape, t.offset, t.nbytes, t.stamp)
+
+
+def deepseek_v4_expert(weight: StoredTensor, scale: StoredTensor) -> MXFP4Pair:
+    """One routed expert's DeepSeek-V4 MXFP4 pair, `.weight` [rows, cols / 2] (element 2i in the low nibble) with
+    `.scale` [rows, cols / 32], as an MXFP4Pair [rows, cols] (the same bits as OpenAI's blocks, 16 bytes a group)."""
+    rows, half = weight.shape if len(weight.shape) == 2 else (0, 0)
+    if weight.dtype not in ("I8", "U8") or half % 16 or tuple(scale.shape) != (rows, half // 16):
+        raise CheckpointError(f"{weight.path.name}: routed expert {weight.name!r} ({weight.dtype} "
+                              f"{list(weight.shape)}) with {scale.name!r} {list(scale.shape)}: an MXFP4 pair is int8 "
+                              f"[rows, cols / 2] codes beside [rows, cols / 32] E8M0 exponents")
+    return MXFP4Pair.of(weight.name, _bytes_as(weight, (rows, half // 16, 16)), _bytes_as(scale, (rows, half // 16)))
+
+
+@dataclass
+class MXFP4ExpertStack(View):
+    """Each expert's MXFP4 pair stacked [experts, rows, cols] as ggml's MXFP4 (`packed_type`), each row's bits moved
+    into ggml's blocks on read (mxfp4_blocks): lossless, as the converter's repack_mxfp4_blocks."""
+    parts: tuple[MXFP4Pair, ...]
+    packed_type = GGMLType.MXFP4
+
+    def __post_init__(self):
+        self.sources = self.parts
+        first = self.parts[0].shape
+        for p in self.parts[1:]:
+            if p.shape != first:
+                raise CheckpointError(f"cannot stack expert {p.name!r} {list(p.shape)} with "
+                                      f"{self.parts[0].name!r} {list(first)}")
+        self.shape = (len(self.parts), *first)
+        self.name = f"{len(self.parts)} experts' MXFP4 pairs repacked as ggml's blocks (lossless)"
+
+    def rows(self, start, stop):
+        per, out, row = self.shape[1], [], start
+        while row < stop:
+            expert, r = divmod(row, per)
+            take = min(stop - row, per - r)
+            out.append(mxfp4_blocks(*self.parts[expert].packed_rows(r, r + take)))
+            row += take
+        return np.concatenate(out) if len(out) > 1 else out[0]
+
+
+@dataclass
+class KeptType(View):
+    """A matrix written in the type its stored dtype decides, whatever the outtype (DeepseekV4Model.tensor_force_quant):
+    bf16 as BF16, f32 as F32, one dequantized from FP8 as Q8_0 (F16 where a row is not whole blocks of 32, the
+    converter's QuantError fallback), a hash table (integers) as I32; `packed_type` None leaves it to the outtype."""
+    inner: View
+
+    def __post_init__(self):
+        self.sources, self.shape = self.inner.sources, self.inner.shape
+        src = self.sources[0]
+        if isinstance(src, FP8Dequantized):
+            kept = GGMLType.F16 if self.shape[-1] % 32 else GGMLType.Q8_0
+        elif src.dtype.startswith(("I", "U")):
+            kept = GGMLType.I32
+        else:
+            kept = {"BF16": GGMLType.BF16, "F32": GGMLType.F32}.get(src.dtype)
+        self.packed_type = kept if len(self.shape) >= 2 or src.dtype == "F32" or kept == GGMLType.I32 else None
+        self.name = self.inner.name + (f", kept {self.packed_type.name}" if self.packed_type else "")
+
+    def rows(self, start, stop):
+        values = self.inner.rows(start, stop)
+        if self.packed_type is None:
+            return values
+        if self.packed_type == GGMLType.I32:
+            return values.astype(np.int32)
+        return to_output(to_working(values, self.sources[0].dtype), self.packed_type)
+
+
+def deepseek_v4_stored(stored: dict[str, StoredTensor]) -> dict[str, StoredTensor]:
+    """The tensors as DeepseekV4Model takes them: a weight stored FP8 beside an E8M0 `.scale` dequantized over
+    [128, 128] blocks where it stands (its dequant_model), each routed expert's `.weight` / `.scale` one MXFP4Pair;
+    the hash tables first, then the experts block by block (its generate_extra_tensors), then the rest in order."""
+    import re
+
+    expert = re.compile(r"layers\.(\d+)\.ffn\.experts\.\d+\.w[123]\.weight$")
+    out, experts, tables = {}, [], []
+    for name, t in stored.items():
+        if name.endswith(".scale") and name.removesuffix(".scale") + ".weight" in stored:
+            continue  # read with its weight
+        scale = stored.get(name.removesuffix(".weight") + ".scale") if name.endswith(".weight") else None
+        if m := expert.search(name):
+            if scale is None:
+                raise CheckpointError(f"{t.path.name}: routed expert {name!r} has no .scale beside it: the converter's "
+                                      f"DeepseekV4Model reads routed experts only as MXFP4 pairs and fails otherwise "
+                                      f"(KeyError: Missing routed expert tensors)")
+            experts.append((int(m.group(1)), name, deepseek_v4_expert(t, scale)))
+            continue
+        if scale is not None and t.dtype in ("F8_E4M3", "F8_E5M2"):
+            t = FP8Dequantized.of(t, E8M0Scale.of(scale) if scale.dtype in ("F8_E8M0", "U8") else scale, (128, 128),
+                                  "scale")
+        elif scale is not None:  # a .scale the converter leaves beside a weight it does not dequantize: unmapped
+            out[name.removesuffix(".weight") + ".scale"] = scale
+        if name.endswith(".ffn.gate.tid2eid"):
+            tables.append((name, t))
+        else:
+            out[name] = t
+    ordered = dict(tables)
+    ordered.update((name, pair) for _, name, pair in sorted(experts, key=lambda e: e[0]))
+    ordered.update(out)
+    return ordered

@@ -61,6 +61,8 @@ FEWER: dict[str, str] = {
 }
 # mixtures, part A
 FEWER.update(dict.fromkeys(("phimoe", "dbrx", "gpt_oss", "ernie4_5_moe"), _UNREACHED))
+FEWER["deepseek_v4"] = ("two copies reached (DeepSeek-V4-Flash's and -Pro's, in aiconfigurator); the -Base releases' "
+                       "only as transcriptions inside other projects' code")
 # latent attention and GLM mixtures: zai-org publishes on the Hub only; beside GLM-4.5's copy in rtp-llm's
 # test data, the search reached printed configs (a training tool's log of Glm4MoeConfig) and copies quoted inside
 # documents

@@ -87,10 +87,9 @@ EXPECTED: dict[str, str] = {
     # context (tests/test_family_ministral3.py measures both sides of the window)
     'fp8/unsloth__Devstral-Small-2-24B-Instruct-2512.json': 'view',
     # mxfp4
-    'mxfp4/deepseek-ai__DeepSeek-V4-Flash.json':
-        '/config.json declares quantization_config (FP8, quant_method "fp8") with expert_dtype \'fp4\'',
-    'mxfp4/deepseek-ai__DeepSeek-V4-Pro.json':
-        '/config.json declares quantization_config (FP8, quant_method "fp8") with expert_dtype \'fp4\'',
+    # FP8 linears and MXFP4 experts, read as DeepseekV4Model reads them (tests/test_family_deepseek_v4.py)
+    'mxfp4/deepseek-ai__DeepSeek-V4-Flash.json': 'view',
+    'mxfp4/deepseek-ai__DeepSeek-V4-Pro.json': 'view',
     'mxfp4/openai__gpt-oss-120b.json': 'view',
     'mxfp4/openai__gpt-oss-20b.json': 'view',
     # compressed_tensors
@@ -148,8 +147,6 @@ EXPECTED: dict[str, str] = {
 # that hfview does not see)
 _CONVERTER_READS = "the pinned converter reads this form (conversion/{}); hfview refuses it today"
 GAPS: dict[str, str] = {
-    "mxfp4/deepseek-ai__DeepSeek-V4-Flash.json": _CONVERTER_READS.format("deepseek.py repack_mxfp4_blocks"),
-    "mxfp4/deepseek-ai__DeepSeek-V4-Pro.json": _CONVERTER_READS.format("deepseek.py repack_mxfp4_blocks"),
     "compressed_tensors/moonshotai__Kimi-K3.json": _CONVERTER_READS.format("base.py dequant_model, compressed-tensors"),
     "modelopt/nvidia__DeepSeek-V3.1-NVFP4.json": (
         "read as the converter reads it (its bytes on a DeepSeek-V3 NVFP4 fixture: tests/test_nvfp4.py; export and "

@@ -57,12 +57,6 @@ NOT_PRESENTED: dict[str, str] = {
     "gptj": "the pinned converter has no class for GPTJForCausalLM (llama.cpp's gptj architecture has no "
             "converter to write it)",
     "flex_olmo": "llama.cpp has no FlexOlmo architecture and its pinned converter no class for FlexOlmoForCausalLM",
-    # tests/test_family_deepseek_v4.py runs the converter on both expert forms
-    "deepseek_v4": "the pinned converter's DeepseekV4Model writes DeepSeek-V4's routed experts only by repacking "
-                   "MXFP4 pairs (each expert's w1/w2/w3 as packed 4-bit codes with an E8M0 .scale) into llama.cpp "
-                   "MXFP4 blocks, and fails on unquantized experts (KeyError: Missing routed expert tensors); the "
-                   "checkpoints it converts are therefore quantized, which hfview does not read (the DSpark draft, "
-                   "the converter's --dspark, is cut from the same checkpoint's mtp.* tensors)",
     # read from transformers 5.24's own modeling code: what each computes that no llama.cpp architecture does
     "axk1": "A.X-K1's MoE layers pass the MoE block's output through an RMSNorm (post_mlp_layernorm) before the "
             "residual; llama.cpp's latent-attention MoE graphs (deepseek2, deepseek32, glm-dsa) have no norm there, and "
