@@ -205,3 +205,15 @@ def test_nemotron_3_ultras_mtp_head_is_one_more_block():
     assert kv["nemotron_h_moe.attention.head_count_kv"] == [2 if t == "attention" else 0 for t in trunk] + [2]
     assert kv["nemotron_h_moe.feed_forward_length"] == [5120 if t == "moe" else 0 for t in trunk] + [5120]
     assert kv["nemotron_h_moe.nextn_predict_layers"] == 1
+
+
+@pytest.mark.parametrize("quant, ftype", [("Q4_K_M", 15), ("Q8_0", 7)])
+def test_mtp_head_quantized_matches_llama_model_quantize(quant, ftype, checkpoint, quantized, tmp_path):
+    """llama_model_quantize loads the MTP block too (load_mtp): its mix over the converter's bf16 file of the
+    nemotron_h-mtp fixture (the MTP router kept at bf16, as the converter wrote it) == the view's --quant."""
+    from hfview import HfCheckpoint
+    from hfview.export import export
+
+    theirs = quantized("nemotron_h-mtp", "bf16", ftype)
+    ours = export(HfCheckpoint(checkpoint("nemotron_h-mtp"), "bf16", quant=quant), tmp_path / "ours.gguf")
+    assert oracle.sha256(ours) == oracle.sha256(theirs), oracle.first_difference(ours, theirs)
