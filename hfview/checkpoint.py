@@ -375,7 +375,7 @@ class HfCheckpoint:
     def _type_for(self, gguf_name: str, shape: tuple[int, ...]) -> GGMLType:
         if len(shape) <= 1 or gguf_name.endswith("_norm.weight"):
             return GGMLType.F32
-        if not self.family.matrices_at_outtype and (
+        if not self.family.matrices_at_outtype and not self.family.f32_list_missed(gguf_name, self.hparams) and (
                 _base_name(gguf_name) in _ALWAYS_F32 or gguf_name[-7:] not in (".weight", ".lora_a", ".lora_b")):
             return GGMLType.F32
         if self.family.kept_f32(gguf_name, self.hparams):

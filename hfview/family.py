@@ -265,6 +265,10 @@ class Family:
     # Matrices the converter's tensor_force_quant keeps in F32 beyond the common list, by GGUF name and the
     # hyperparameters (Hy4's iHC mixing matrices, and its lm_head where enable_lm_head_fp32 says)
     kept_f32: Callable[[str, dict], bool] = lambda name, h: False
+    # The reverse: matrices of that common list the converter writes at the outtype, as it matches the list at the
+    # block id it read off the stored name, before its modify_tensors renames the tensor into another block
+    # (Nemotron-H's MTP router, stored under mtp.layers.1 and written as blk.{num_hidden_layers})
+    f32_list_missed: Callable[[str, dict], bool] = lambda name, h: False
     # What the runner must do beside reading the file (load-time overrides, the window llama.cpp applies or not)
     runner: "RunnerFacts" = field(default_factory=lambda: RunnerFacts())
     # One-key refusals as data: the engine refuses a value no rule allows, before `check` runs

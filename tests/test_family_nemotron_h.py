@@ -1,5 +1,7 @@
 """Nemotron-H (NemotronHForCausalLM -> llama.cpp nemotron_h / nemotron_h_moe): both oracles on a Nemotron 3 Nano-style
-mixture, a latent-width mixture (Nemotron 3 Super's experts) and a dense Nemotron-H-8B-style hybrid.
+mixture, a latent-width mixture (Nemotron 3 Super's experts), a latent mixture with the multi-token-prediction head
+Nemotron 3 Ultra stores (mtp.layers.{0,1}.*, which the converter writes as one more block and transformers ignores)
+and a dense Nemotron-H-8B-style hybrid.
 
 The dense one is the pinned converter's own failure under transformers 5.24: it reads the config through
 AutoConfig.to_dict(), where NemotronHConfig always carries num_experts_per_tok (a default) and the layers as
@@ -18,7 +20,8 @@ import oracle
 from family_oracle import OUTTYPES, oracle_tests
 from family_variants import DROP, assert_refused
 
-test_export, test_logits = oracle_tests("nemotron_h", ["nemotron_h-moe", "nemotron_h-latent", "nemotron_h-narrow"])
+test_export, test_logits = oracle_tests("nemotron_h", ["nemotron_h-moe", "nemotron_h-latent", "nemotron_h-narrow",
+                                                      "nemotron_h-mtp"])
 _, test_dense_logits = oracle_tests("nemotron_h", ["nemotron_h-dense"])
 
 UNKNOWN_MODEL_TYPE = "hfview-oracle-unregistered"
@@ -82,7 +85,8 @@ def test_config_defaults_are_transformers():
     ("nemotron_h-moe", {"hybrid_override_pattern": "MEMEE"}, "no attention layer"),
     ("nemotron_h-moe", {"hybrid_override_pattern": "MEM*"}, "lists 4 layers, num_hidden_layers says 5"),
     ("nemotron_h-moe", {"n_group": 2, "topk_group": 1}, "n_group 2"),
-    ("nemotron_h-moe", {"num_nextn_predict_layers": 1}, "num_nextn_predict_layers 1"),
+    ("nemotron_h-mtp", {"num_nextn_predict_layers": 2}, "num_nextn_predict_layers 2"),
+    ("nemotron_h-mtp", {"mtp_layers_block_type": ["moe", "attention"]}, "mtp_layers_block_type \\["),
     ("nemotron_h-moe", {"vocab_size": 50300}, "vocab_size 50300"),
     ("nemotron_h-moe", {"mlp_hidden_act": "silu"}, "mlp_hidden_act 'silu'"),
     ("nemotron_h-moe", {"time_step_limit": [0.0, 10.0]}, "time_step_limit"),
@@ -152,3 +156,64 @@ def test_nemotron_3_nanos_config_is_read(tmp_path):
     h = read_as(family, NANO, tmp_path / "config.json")
     kv = {k.key: k.value for k in family.parameters(h, 52, 1)}
     assert kv["nemotron_h_moe.ssm.inner_size"] == 4096 and kv["nemotron_h_moe.ssm.time_step_rank"] == 64
+
+
+def test_mtp_head_stated_but_not_stored_converts_as_the_converter_does(checkpoint, tmp_path):
+    """num_nextn_predict_layers 1 over a checkpoint without mtp.* tensors (as transformers saves one, ignoring them on
+    load): the converter still counts the MTP block in block_count and the per-layer KV, with no tensors in it. The
+    view's bytes on the mixture fixture so changed == the converter's, at f32."""
+    from family_variants import variant
+    from hfview import HfCheckpoint
+    from hfview.export import export
+
+    path = variant(checkpoint("nemotron_h-moe"), tmp_path / "nemotron_h-moe", num_nextn_predict_layers=1)
+    ours = HfCheckpoint(path, "f32")
+    assert ours.block_count == 6 and not any(t.name.startswith("blk.5.") for t in ours.tensors)
+    theirs = oracle.convert_cached(path, "f32")
+    assert oracle.sha256(export(ours, tmp_path / "ours.gguf")) == oracle.sha256(theirs), \
+        oracle.first_difference(tmp_path / "ours.gguf", theirs)
+
+
+def test_mtp_tensors_of_a_dense_checkpoint_are_refused_by_name(checkpoint, tmp_path):
+    """The converter folds an MTP head only for a mixture; a dense checkpoint's mtp.* tensors would be read as its
+    trunk's layers 0 and 1 (their block ids): the view names the first instead of presenting them."""
+    import torch
+    from safetensors.torch import load_file, save_file
+    from family_variants import variant
+    from hfview import HfCheckpoint
+    from hfview.errors import CheckpointError
+
+    path = variant(checkpoint("nemotron_h-dense"), tmp_path / "nemotron_h-dense", num_nextn_predict_layers=1)
+    tensors = load_file(str(path / "model.safetensors"))
+    tensors["mtp.layers.0.enorm.weight"] = torch.ones(32, dtype=torch.bfloat16)
+    (path / "model.safetensors").unlink()  # a link to the cached fixture: written anew, not through
+    save_file(tensors, str(path / "model.safetensors"), metadata={"format": "pt"})
+    with pytest.raises(CheckpointError, match=r"mtp\.layers\.0\.enorm\.weight"):
+        HfCheckpoint(path, "f32")
+
+
+def test_nemotron_3_ultras_mtp_head_is_one_more_block():
+    """NVIDIA-Nemotron-3-Ultra-550B-A55B's released config.json (num_nextn_predict_layers 1, mtp_layers_block_type
+    ['attention', 'moe']; tests/data/released_configs/nemotron_h): its KV as the converter writes it with the MTP
+    head, the head a 109th block after the 108 trunk layers, counted as an attention layer (its KV heads) and a
+    mixture (its FFN width), and nextn_predict_layers 1; the nemotron_h-mtp fixture proves those bytes in small."""
+    from released_config import DATA, config_path_kv
+    kv = config_path_kv(DATA / "nemotron_h" / "nvidia__NVIDIA-Nemotron-3-Ultra-550B-A55B-BF16.json", 1)
+    trunk = json.loads((DATA / "nemotron_h" / "nvidia__NVIDIA-Nemotron-3-Ultra-550B-A55B-BF16.json")
+                       .read_text(encoding="utf-8"))["layers_block_type"]
+    assert kv["nemotron_h_moe.block_count"] == len(trunk) + 1
+    assert kv["nemotron_h_moe.attention.head_count_kv"] == [2 if t == "attention" else 0 for t in trunk] + [2]
+    assert kv["nemotron_h_moe.feed_forward_length"] == [5120 if t == "moe" else 0 for t in trunk] + [5120]
+    assert kv["nemotron_h_moe.nextn_predict_layers"] == 1
+
+
+@pytest.mark.parametrize("quant, ftype", [("Q4_K_M", 15), ("Q8_0", 7)])
+def test_mtp_head_quantized_matches_llama_model_quantize(quant, ftype, checkpoint, quantized, tmp_path):
+    """llama_model_quantize loads the MTP block too (load_mtp): its mix over the converter's bf16 file of the
+    nemotron_h-mtp fixture (the MTP router kept at bf16, as the converter wrote it) == the view's --quant."""
+    from hfview import HfCheckpoint
+    from hfview.export import export
+
+    theirs = quantized("nemotron_h-mtp", "bf16", ftype)
+    ours = export(HfCheckpoint(checkpoint("nemotron_h-mtp"), "bf16", quant=quant), tmp_path / "ours.gguf")
+    assert oracle.sha256(ours) == oracle.sha256(theirs), oracle.first_difference(ours, theirs)

@@ -1,7 +1,7 @@
 """Qwen3.5-MoE text (Qwen3.5's hybrid with a mixture and shared expert in every layer): converter bytes at every
 outtype (the converter run with --no-mtp on the fixtures transformers writes; without it on qwen3_5_moe-mm-mtp, which
 carries the released MTP layer), llama.cpp logits, refusals, the image-text wrapper read as its text model, the
-released Qwen3.5-35B-A3B config through the view's config path."""
+released configs (the Qwen3.5 / 3.6 wrappers and the text-only Qwen3.8-2.4T-A95B) through the view's config path."""
 import pytest
 
 from converter_ceiling import check_within_ceiling
@@ -57,9 +57,13 @@ def test_logits_bf16_within_the_converter_files_measured_ceiling(name, checkpoin
 
 @pytest.mark.parametrize("path", released_configs("qwen3_5_moe_text"), ids=lambda p: p.stem)
 def test_released_config_is_accepted(path):
-    """The released wrapper's text_config: its widths, attention every 4th layer, its M-RoPE sections."""
+    """The released config's text model (a wrapper's text_config, or a text-only release's top level): its widths,
+    attention every 4th layer, its M-RoPE sections (the converter's [11, 11, 10] where none is stated)."""
     import json
-    text = json.loads(path.read_text(encoding="utf-8"))["text_config"]
+
+    from hfview.families.qwen3_5_text import DEFAULT_MROPE_SECTION
+    config = json.loads(path.read_text(encoding="utf-8"))
+    text = config.get("text_config") or config
     kv = config_path_kv(path)
     n = text["num_hidden_layers"]
     assert kv["qwen35moe.block_count"] == n
@@ -67,5 +71,6 @@ def test_released_config_is_accepted(path):
     assert kv["qwen35moe.expert_count"] == text["num_experts"]
     assert kv["qwen35moe.expert_used_count"] == text["num_experts_per_tok"]
     assert kv["qwen35moe.ssm.time_step_rank"] == text["linear_num_value_heads"]
-    assert kv["qwen35moe.rope.dimension_sections"] == text["rope_parameters"]["mrope_section"] + [0]
+    sections = text["rope_parameters"].get("mrope_section")
+    assert kv["qwen35moe.rope.dimension_sections"] == (sections + [0] if sections else DEFAULT_MROPE_SECTION)
     assert kv["qwen35moe.rope.dimension_count"] == 64

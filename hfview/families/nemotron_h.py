@@ -1,6 +1,7 @@
-"""Nemotron-H (Nemotron-H-8B/47B, Nemotron Nano 2: dense) and Nemotron 3 Nano / Super (mixtures; Super's experts
-at a latent width): NemotronHForCausalLM -> llama.cpp `nemotron_h` / `nemotron_h_moe` (the converter's
-NemotronHModel, a GraniteHybridModel).
+"""Nemotron-H (Nemotron-H-8B/47B, Nemotron Nano 2: dense) and Nemotron 3 Nano / Super / Ultra (mixtures; Super's and
+Ultra's experts at a latent width, their multi-token-prediction head written as one more block):
+NemotronHForCausalLM -> llama.cpp `nemotron_h` / `nemotron_h_moe` (the converter's NemotronHModel, a
+GraniteHybridModel).
 
 Each layer is one kind, as hybrid_override_pattern (M Mamba-2, * attention, - MLP, E mixture) or transformers 5's
 layers_block_type (linear_attention, full_attention, mlp, moe) says, behind one RMSNorm: Mamba-2's mixer (as
@@ -9,6 +10,14 @@ attention without positions (Q/K in rotation pairs, as the converter's Granite b
 MLP (up, down), or a mixture: a sigmoid router with its correction bias, stacked squared-ReLU experts (down, up),
 optionally between a latent down and up projection, beside one shared expert. KV heads and the FFN width are
 written per layer (0 where the layer has none); llama.cpp reads a layer with neither as Mamba.
+
+A mixture's multi-token-prediction head (Nemotron 3 Super / Ultra: num_nextn_predict_layers 1, stored as
+mtp.layers.0.* for the input fusion and an attention sub-layer, mtp.layers.1.* for a mixture sub-layer and the head's
+final norm) is written as the converter writes it unless --no-mtp: one more block after the trunk, both an attention
+and a mixture layer in the per-layer KV, its tensors under blk.{n}.* by the trunk's rules and blk.{n}.nextn.* for
+its own, and nextn_predict_layers. llama.cpp loads that block only for drafting (its main graph runs the trunk), and
+transformers ignores mtp.* on load: the logits are the trunk's. A checkpoint saved without the mtp.* tensors (as
+transformers saves one) converts to the same KV with no tensors in that block.
 
 How the pinned converter reads the config decides the file. It reads AutoConfig's to_dict(), and transformers 5.24's
 NemotronHConfig always carries num_experts_per_tok (a default) and writes the layers as layers_block_type: a dense
@@ -28,6 +37,7 @@ from ..gguf_layout import KV, ValueType
 from ..names import GGUF, Keys
 from ..params import boolean, f32, text_model_parameters, u32
 from ..views import NEG_EXP, Reshaped
+from ._parts.nextn import NEXTN_TENSORS
 from ._parts.state_space import clamps_nothing, padded_vocab, per_head, squeezed
 
 # transformers 5.24's NemotronHConfig defaults: what the converter sees (through to_dict) beside a mixture's keys
@@ -88,6 +98,40 @@ def as_read(h: dict) -> dict:
     return {**CONFIG_DEFAULTS, **h} if is_moe(h) else h
 
 
+MTP = "mtp"  # the kind of the block after the trunk that holds the MTP head: an attention and a mixture sub-layer
+
+
+def mtp_blocks(h: dict) -> int:
+    """The blocks the converter writes after the trunk: the MTP head of a mixture (a dense one's it never writes)."""
+    return (as_read(h).get("num_nextn_predict_layers") or 0) if is_moe(h) else 0
+
+
+# the converter's renames of the head's own tensors (conversion/nemotron.py); the rest of mtp.layers.{0,1}.X is
+# read as backbone.layers.{n}.X, under the trunk's rules
+_MTP_OWN = {"mtp.layers.0.enorm.weight": "enorm.weight", "mtp.layers.0.hnorm.weight": "hnorm.weight",
+            "mtp.layers.0.eh_proj.weight": "eh_proj.weight",
+            "mtp.layers.1.norm.weight": "post_attention_layernorm.weight",
+            "mtp.layers.1.final_layernorm.weight": "shared_head.norm.weight"}
+
+
+def mtp_router_at_outtype(gguf_name: str, h: dict) -> bool:
+    """The MTP block's router: the converter reads block 1 off mtp.layers.1.mixer.gate.weight, so its F32 list
+    (blk.1.ffn_gate_inp) misses blk.{n}.ffn_gate_inp and writes it at the outtype, unlike the trunk's routers."""
+    n = h["num_hidden_layers"]
+    return bool(mtp_blocks(h)) and n != 1 and gguf_name == GGUF.FFN_GATE_INP.weight.format(bid=n)
+
+
+def mtp_rename(name: str, h: dict) -> str:
+    """mtp.layers.0.* and mtp.layers.1.* into block n = num_hidden_layers, as the converter folds them: its own
+    tensors as model.layers.{n}.*, the sub-layers' as backbone.layers.{n}.*. Any other name (and any mtp.* name
+    where no MTP block is written) is kept, and refused as a tensor the family does not know."""
+    if not mtp_blocks(h) or not name.startswith(("mtp.layers.0.", "mtp.layers.1.")):
+        return name
+    n = h["num_hidden_layers"]
+    own = _MTP_OWN.get(name)
+    return f"model.layers.{n}.{own}" if own else f"backbone.layers.{n}.{name.split('.', 3)[3]}"
+
+
 def by_group(sources, h):
     src = sources[0]
     groups = h["n_groups"]
@@ -129,6 +173,10 @@ TENSORS = (
     Tensor(_M + "shared_experts.down_proj.weight", GGUF.FFN_DOWN_SHEXP.weight, **_OPT),
     Tensor(_M + "fc1_latent_proj.weight", GGUF.MOE_LATENT_DOWN.weight, **_OPT),
     Tensor(_M + "fc2_latent_proj.weight", GGUF.MOE_LATENT_UP.weight, **_OPT),
+    # the MTP head's own tensors, as mtp_rename names them (its mixture's input norm is llama.cpp's post-attention
+    # norm of that block)
+    *NEXTN_TENSORS,
+    Tensor("model.layers.{bid}.post_attention_layernorm.weight", GGUF.ATTN_POST_NORM.weight, **_OPT),
 )
 
 
@@ -191,9 +239,7 @@ def check(h: dict, path: Path) -> None:
         check_routing(r, path)
         if not 0 < r["num_experts_per_tok"] <= r["n_routed_experts"]:
             raise ConfigError(f"{path}: num_experts_per_tok {r['num_experts_per_tok']} of {r['n_routed_experts']}")
-        if r.get("num_nextn_predict_layers"):
-            raise ConfigError(f"{path}: num_nextn_predict_layers {r['num_nextn_predict_layers']}: the multi-token "
-                              f"prediction head is not presented; this family reads checkpoints without it")
+        check_mtp(r, path)
 
 
 def check_sizes(r: dict, path: Path) -> None:
@@ -233,6 +279,26 @@ def check_sizes(r: dict, path: Path) -> None:
                           f"the whole context")
 
 
+# the MTP head the converter folds into one block: mtp.layers.0 attention, mtp.layers.1 a mixture
+_MTP_KINDS = (["full_attention", "moe"], ["attention", "moe"])
+
+
+def check_mtp(r: dict, path: Path) -> None:
+    """A mixture's MTP head as the converter writes it: one, of an attention and a mixture layer."""
+    n = r.get("num_nextn_predict_layers") or 0
+    if n > 1:
+        raise ConfigError(f"{path}: num_nextn_predict_layers {n}: the converter folds one MTP head into one block "
+                          f"and stops on more (\"NemotronH MTP conversion currently supports num_nextn_predict_layers "
+                          f"== 1\")")
+    stated = r.get("mtp_layers_block_type")
+    pattern = r.get("mtp_hybrid_override_pattern")
+    if n and ((stated is not None and list(stated) not in _MTP_KINDS) or pattern not in (None, "*E")):
+        what = f"mtp_layers_block_type {stated!r}" if stated is not None and list(stated) not in _MTP_KINDS \
+            else f"mtp_hybrid_override_pattern {pattern!r}"
+        raise ConfigError(f"{path}: {what}: the converter writes the MTP head as an attention layer "
+                          f"(mtp.layers.0) and a mixture (mtp.layers.1) whatever this says")
+
+
 def check_routing(r: dict, path: Path) -> None:
     """A mixture's routing as llama.cpp's nemotron_h_moe computes it: no expert groups, one shared expert."""
     if r["n_group"] != 1 or r["topk_group"] != 1:
@@ -257,7 +323,7 @@ def trunk_parameters(r: dict, arch: str, layers: list[str], block_count: int, fi
            u32(Keys.SSM.INNER_SIZE.format(arch=arch), r["mamba_num_heads"] * r["mamba_head_dim"]),
            u32(Keys.SSM.TIME_STEP_RANK.format(arch=arch), r["mamba_num_heads"]),
            KV(Keys.Attention.HEAD_COUNT_KV.format(arch=arch), ValueType.ARRAY,
-              [r["num_key_value_heads"] if t == "full_attention" else 0 for t in layers], ValueType.INT32),
+              [r["num_key_value_heads"] if t in ("full_attention", MTP) else 0 for t in layers], ValueType.INT32),
            boolean(Keys.Rope.SCALING_FINETUNED.format(arch=arch), False),
            u32(Keys.LLM.CONTEXT_LENGTH.format(arch=arch), 2 ** 20)]
     head_dim = r.get("head_dim", r.get("attention_head_dim"))
@@ -269,16 +335,17 @@ def trunk_parameters(r: dict, arch: str, layers: list[str], block_count: int, fi
 def parameters(h: dict, block_count: int, file_type: int) -> list:
     """NemotronHModel.set_gguf_parameters: GraniteMoeModel's list (TextModel's without head_dim, the vocabulary size,
     Llama's rope width), the Mamba-2 sizes, the KV heads per layer and no rope, then the head width, the FFN width
-    per layer and a mixture's expert keys; keys set twice keep their first place."""
+    per layer, a mixture's expert keys and its MTP head's count; keys set twice keep their first place. The MTP
+    block counts as an attention and a mixture layer."""
     moe = is_moe(h)
     arch = "nemotron_h_moe" if moe else "nemotron_h"
     r = as_read(h)
-    layers = kinds(r)
+    layers = kinds(r) + [MTP] * mtp_blocks(h)
     kv = trunk_parameters(r, arch, layers, block_count, file_type)
     ffn = "moe" if moe else "mlp"
     width = r["moe_intermediate_size"] if moe else r["intermediate_size"]
     kv.append(KV(Keys.LLM.FEED_FORWARD_LENGTH.format(arch=arch), ValueType.ARRAY,
-                 [width if t == ffn else 0 for t in layers],
+                 [width if t in (ffn, MTP) else 0 for t in layers],
                  ValueType.INT32))
     if moe:
         kv += [u32(Keys.LLM.EXPERT_USED_COUNT.format(arch=arch), r["num_experts_per_tok"]),
@@ -292,6 +359,8 @@ def parameters(h: dict, block_count: int, file_type: int) -> list:
                u32(Keys.LLM.EXPERT_GROUP_COUNT.format(arch=arch), r["n_group"])]
         if r.get("moe_latent_size") is not None:
             kv.append(u32(Keys.LLM.MOE_LATENT_SIZE.format(arch=arch), r["moe_latent_size"]))
+        if mtp_blocks(h):
+            kv.append(u32(Keys.LLM.NEXTN_PREDICT_LAYERS.format(arch=arch), mtp_blocks(h)))
     return kv
 
 
@@ -316,4 +385,7 @@ FAMILY = Family(
     check=check,
     normalise=normalise,
     gguf_arch_for=lambda h: "nemotron_h_moe" if is_moe(h) else "nemotron_h",
+    extra_blocks=mtp_blocks,
+    rename=mtp_rename,
+    f32_list_missed=mtp_router_at_outtype,
 )
