@@ -12,6 +12,12 @@ scales or unquantized ones). Fixtures: fixtures/families/deepseek_v4.py.
   With the experts zeroed the rest meets the ordinary bar (3.9e-7; test_without_the_experts_...), and over 150
   tokens, where the 128:1 layer compresses and the compressed layers' yarn matters, 1.4e-7 (test_past_128_...).
 * the release's mtp.* layer (a few of its tensors in each fixture) is skipped, as the converter skips it.
+* `--quant MXFP4_MOE`: llama_model_quantize's file over the converter's, byte for byte, on all three fixtures;
+  `--quant Q8_0` and `Q4_K_M` refused as llama_model_quantize refuses them on the converter's file ("requantizing
+  from type mxfp4 is disabled", or "q8_0" for the FP8 linears' Q8_0), measured.
+* refused, each as the converter fails (measured): routed experts stored unquantized ("Missing routed expert
+  tensors") and NVIDIA's NVFP4 export, experts ModelOpt NVFP4 under DeepSeek's names (deepseek_v4-nvfp4: "Can not
+  map tensor 'layers.0.ffn.experts.0.w1.weight'").
 """
 from __future__ import annotations
 
