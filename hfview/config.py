@@ -150,7 +150,9 @@ def _check_config_shape(config: dict[str, Any], path: Path) -> None:
 # Wrapper config classes of transformers 5.24 that read their text_config as another model type, as the converter's
 # AutoConfig then gives it: (wrapper model_type, text model_type) -> the model_type its text_config is read as
 # (Kimi_K25Config reads Kimi-K2's kimi_k2 text_config as deepseek_v3, with DeepseekV3Config's defaults)
-TEXT_READ_AS = {("kimi_k25", "kimi_k2"): "deepseek_v3"}
+# Kimi-K3's kimi_linear text_config is read as Kimi-K3 itself: the converter picks KimiK3Model (llama.cpp kimi-k3) by
+# its architectures, not Kimi-Linear's class, whose graph lacks K3's additions (families.NOT_COMPUTABLE["kimi_k3"])
+TEXT_READ_AS = {("kimi_k25", "kimi_k2"): "deepseek_v3", ("kimi_k3", "kimi_linear"): "kimi_k3"}
 
 
 def merge_text_config(config: dict[str, Any]) -> dict[str, Any]:

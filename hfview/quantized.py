@@ -259,6 +259,20 @@ _BITNET_PACKED = (
     "transformers, top-1 agreement 0.25); use the release's unpacked (bf16, quantization_mode online) checkpoint")
 
 
+def _deepseek_v4_other_experts(config: dict[str, Any], config_path: Path) -> str:
+    """Why a DeepSeek-V4 quantization other than DeepSeek's own is refused. NVIDIA's NVFP4 export (ModelOpt
+    MIXED_PRECISION, each layer's routed experts NVFP4 under DeepSeek's names, measured on a fixture of that form in
+    tests/test_family_deepseek_v4.py): the converter's NVFP4 path stacks only experts named gate/up/down_proj and
+    maps the others one by one, and the DeepSeek names have no GGUF name, so it stops."""
+    prepared = _prepared_quantization(config, config_path)
+    if any(isinstance(v, dict) and str(v.get("quant_algo")).endswith("NVFP4") for v in prepared.layers.values()):
+        return (f" with quant_algo {shown(prepared.algo)} and NVFP4 routed experts (ModelOpt's per-layer "
+                "quant_algo): the pinned converter's DeepseekV4Model reads routed experts only as DeepSeek's MXFP4 "
+                "pairs, and its NVFP4 path cannot name DeepSeek's expert tensors (measured: \"Can not map tensor "
+                "'layers.0.ffn.experts.0.w1.weight'\"); use DeepSeek's own release (MXFP4 experts)")
+    return f" with expert_dtype {shown(config.get('expert_dtype'))}"
+
+
 def quantized_form(config: dict[str, Any], config_path: Path
                    ) -> ScaledForm | Mxfp4Form | GptqForm | PackedForm | Nvfp4Form | None:
     """The quantized form hfview reads, as the pinned converter reads it (conversion/base.py prepare_tensors and
@@ -288,7 +302,7 @@ def quantized_form(config: dict[str, Any], config_path: Path
         if ((config.get("architectures") or [None])[0] == "DeepseekV4ForCausalLM" and config["expert_dtype"] == "fp4"
                 and not quant.get("quant_algo") and not quant.get("config_groups")):
             return None
-        _refuse_other(config, config_path, also=f" with expert_dtype {shown(config['expert_dtype'])}")
+        _refuse_other(config, config_path, also=_deepseek_v4_other_experts(merged, config_path))
     if method == "fp8":
         return ScaledForm("fp8", _block(quant.get("weight_block_size"), config_path, "weight_block_size"),
                           _FP8_SCALES, _FP8_DROPPED)

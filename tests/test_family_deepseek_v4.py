@@ -12,8 +12,16 @@ scales or unquantized ones). Fixtures: fixtures/families/deepseek_v4.py.
   With the experts zeroed the rest meets the ordinary bar (3.9e-7; test_without_the_experts_...), and over 150
   tokens, where the 128:1 layer compresses and the compressed layers' yarn matters, 1.4e-7 (test_past_128_...).
 * the release's mtp.* layer (a few of its tensors in each fixture) is skipped, as the converter skips it.
+* `--quant MXFP4_MOE`: llama_model_quantize's file over the converter's, byte for byte, on all three fixtures;
+  `--quant Q8_0` and `Q4_K_M` refused as llama_model_quantize refuses them on the converter's file ("requantizing
+  from type mxfp4 is disabled", or "q8_0" for the FP8 linears' Q8_0), measured.
+* refused, each as the converter fails (measured): routed experts stored unquantized ("Missing routed expert
+  tensors") and NVIDIA's NVFP4 export, experts ModelOpt NVFP4 under DeepSeek's names (deepseek_v4-nvfp4: "Can not
+  map tensor 'layers.0.ffn.experts.0.w1.weight'").
 """
 from __future__ import annotations
+
+import re
 
 import pytest
 
@@ -249,3 +257,50 @@ def test_released_config(path):
     assert kv["deepseek4.attention.compress_ratios"] == released["compress_ratios"]
     assert kv["deepseek4.embedding_length_out"] == 4 * released["hidden_size"]
     assert kv["deepseek4.rope.scaling.type"] == "yarn" and kv["general.file_type"] == 38
+
+
+@pytest.mark.parametrize("name", FIXTURES)
+def test_quant_mxfp4_moe_is_llama_quantizes(name, checkpoint, quantized, tmp_path):
+    """--quant MXFP4_MOE over the view: llama_model_quantize's file over the converter's, byte for byte (it keeps
+    the MXFP4 experts and the Q8_0 of FP8 linears, and quantizes the bf16 / f32 matrices to Q8_0)."""
+    import oracle
+    from hfview import HfCheckpoint
+    from hfview.export import export
+
+    theirs = quantized(name, "bf16", 38)
+    ours = export(HfCheckpoint(checkpoint(name), "bf16", quant="MXFP4_MOE"), tmp_path / "ours.gguf")
+    assert oracle.sha256(ours) == oracle.sha256(theirs), oracle.first_difference(ours, theirs)
+
+
+@pytest.mark.parametrize("quant", ["Q8_0", "Q4_K_M"])
+@pytest.mark.parametrize("name", ["deepseek_v4", "deepseek_v4-fp8"])
+def test_other_quant_types_are_refused_as_llama_quantize_refuses_them(name, quant, checkpoint, converted, tmp_path):
+    """--quant Q8_0 / Q4_K_M would requantize the converter's MXFP4 experts (and, for Q4_K_M over FP8 linears, their
+    Q8_0): llama_model_quantize refuses (measured here on the converter's file) and the view refuses first, quoting
+    the reason llama.cpp gives."""
+    import oracle
+    from hfview import HfCheckpoint
+    from hfview.errors import ConfigError
+    from hfview.quant import FILE_TYPES
+
+    with pytest.raises(ConfigError, match="requantizing from type") as refused:
+        HfCheckpoint(checkpoint(name), "bf16", quant=quant)
+    reason = re.search(r'"(requantizing from type \w+ is disabled)"', str(refused.value)).group(1)
+    with pytest.raises(oracle.ConverterFailed, match=re.escape(reason)):
+        oracle.quantize(converted(name, "bf16"), tmp_path / "theirs.gguf", FILE_TYPES[quant][0])
+
+
+def test_nvfp4_experts_are_refused_as_the_converter_fails_on_them(checkpoint, tmp_path):
+    """nvidia/DeepSeek-V4-Flash-NVFP4's form (deepseek_v4-nvfp4: DeepSeek's FP8 linears, each layer's routed experts
+    ModelOpt NVFP4 under DeepSeek's names, quant_algo MIXED_PRECISION): the converter's NVFP4 path takes them, but
+    names only experts called gate/up/down_proj, and stops on DeepSeek's (measured here); the view refuses the
+    checkpoint before any weight is read, quoting that failure."""
+    import oracle
+    from hfview import HfCheckpoint
+    from hfview.errors import QuantizedCheckpoint
+
+    failure = "Can not map tensor 'layers.0.ffn.experts.0.w1.weight'"
+    with pytest.raises(oracle.ConverterFailed, match=re.escape(failure)):
+        oracle.convert(checkpoint("deepseek_v4-nvfp4"), tmp_path / "theirs.gguf", "bf16")
+    with pytest.raises(QuantizedCheckpoint, match=f"NVFP4 routed experts.*{re.escape(failure)}"):
+        HfCheckpoint(checkpoint("deepseek_v4-nvfp4"), "bf16")

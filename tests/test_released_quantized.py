@@ -97,8 +97,10 @@ EXPECTED: dict[str, str] = {
     # its int4 pack-quantized routed experts, stated inside text_config, read as the converter reads them
     # (tests/test_family_kimi_k25.py)
     'compressed_tensors/moonshotai__Kimi-K2.5.json': 'view',
+    # kimi_k3 (read as itself, not as its kimi_linear text_config: the converter's KimiK3Model writes llama.cpp kimi-k3)
+    # has no transformers class, so no logits oracle: refused by the gate, naming why (tests/test_kimi_k3.py)
     'compressed_tensors/moonshotai__Kimi-K3.json':
-        '/config.json declares quantization_config (MXFP4 (compressed-tensors), quant_method "compressed-tensors")',
+        'kimi_k3: KimiK3ForConditionalGeneration (Kimi-K3) has no transformers 5.24 class',
     # naive-quantized (llm-compressor's earlier name) over 8-bit float weights, which the converter dequantizes as
     # float-quantized (tests/test_scaled_fp8.py's qwen3-ct-fp8-naive: bytes and logits)
     'compressed_tensors/neuralmagic__Meta-Llama-3.1-8B-Instruct-FP8-dynamic.json': 'view',
@@ -111,8 +113,12 @@ EXPECTED: dict[str, str] = {
         'config groups (the converter: "Can\'t handle multiple config groups for compressed-tensors yet")',
     # modelopt
     'modelopt/nvidia__DeepSeek-V3.1-NVFP4.json': 'view',
+    # its routed experts ModelOpt NVFP4 under DeepSeek's names: the converter stops on them (measured on a fixture of
+    # that form: tests/test_family_deepseek_v4.py::test_nvfp4_experts_are_refused_as_the_converter_fails_on_them)
     'modelopt/nvidia__DeepSeek-V4-Flash-NVFP4.json':
-        '/config.json declares quantization_config (FP8, quant_method "fp8") with expert_dtype \'fp4\'',
+        'with quant_algo \'MIXED_PRECISION\' and NVFP4 routed experts (ModelOpt\'s per-layer quant_algo): the pinned '
+        'converter\'s DeepseekV4Model reads routed experts only as DeepSeek\'s MXFP4 pairs, and its NVFP4 path cannot '
+        'name DeepSeek\'s expert tensors (measured: "Can not map tensor \'layers.0.ffn.experts.0.w1.weight\'")',
     'modelopt/nvidia__GLM-5-NVFP4.json': 'view',
     'modelopt/nvidia__GLM-5.1-NVFP4.json': 'view',
     'modelopt/nvidia__Gemma-4-31B-IT-NVFP4.json': 'view',
@@ -145,9 +151,7 @@ EXPECTED: dict[str, str] = {
 
 # file -> why today's outcome is not the wanted one (the form the pinned converter reads, or a form it refuses
 # that hfview does not see)
-_CONVERTER_READS = "the pinned converter reads this form (conversion/{}); hfview refuses it today"
 GAPS: dict[str, str] = {
-    "compressed_tensors/moonshotai__Kimi-K3.json": _CONVERTER_READS.format("base.py dequant_model, compressed-tensors"),
     "modelopt/nvidia__DeepSeek-V3.1-NVFP4.json": (
         "read as the converter reads it (its bytes on a DeepSeek-V3 NVFP4 fixture: tests/test_nvfp4.py; export and "
         "mount write them), but the runner refuses to run it: llama.cpp's deepseek2 graph applies no per-tensor .scale "
@@ -158,10 +162,6 @@ GAPS: dict[str, str] = {
         "the pinned converter's NVFP4 path stacks only experts named experts.<i>.(gate|up|down)_proj and maps "
         "MiniMax's experts.<i>.w1/w2/w3 one by one, which its tensor map cannot name (hfview refuses them as it "
         "fails; read from gguf-py's tensor map, not run on a fixture)"),
-    "modelopt/nvidia__DeepSeek-V4-Flash-NVFP4.json": (
-        "refused, but named as FP8 with expert_dtype fp4: the config.json states quant_method fp8 with quant_algo "
-        "MIXED_PRECISION and NVFP4 config_groups, and hf_quant_config.json a ModelOpt MIXED_PRECISION record; the "
-        "refusal should name ModelOpt NVFP4"),
 }
 
 
