@@ -265,6 +265,9 @@ class Family:
     # Matrices the converter's tensor_force_quant keeps in F32 beyond the common list, by GGUF name and the
     # hyperparameters (Hy4's iHC mixing matrices, and its lm_head where enable_lm_head_fp32 says)
     kept_f32: Callable[[str, dict], bool] = lambda name, h: False
+    # Whether the converter's NVFP4 path regroups q_proj / k_proj rows (and their block scales) into rotation pairs:
+    # LlamaModel's _repack_nvfp4 under undo_permute, which its subclasses inherit whatever their own BF16 path does
+    nvfp4_qk_pairs: Callable[[dict], bool] = lambda h: False
     # What the runner must do beside reading the file (load-time overrides, the window llama.cpp applies or not)
     runner: "RunnerFacts" = field(default_factory=lambda: RunnerFacts())
     # One-key refusals as data: the engine refuses a value no rule allows, before `check` runs

@@ -315,5 +315,6 @@ FAMILY = Family(
     vocab=vocab,
     check=check,
     normalise=normalise,
+    nvfp4_qk_pairs=lambda h: True,  # its converter class is a LlamaModel with undo_permute
     gguf_arch_for=lambda h: "nemotron_h_moe" if is_moe(h) else "nemotron_h",
 )
