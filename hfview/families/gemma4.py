@@ -36,6 +36,7 @@ from ..family import Experts, Family, Refuse, RunnerFacts, Skip, Tensor, stated,
 from ..gguf_layout import KV, ValueType
 from ..names import GGUF, Keys
 from ..params import boolean, f32, text_model_parameters, u32
+from ..views import NVFP4Pair
 from ._parts.gemma_common import check_vocab_rows
 
 _DEFAULT_ROPE = {"sliding_attention": {"rope_type": "default", "rope_theta": 10000.0},
@@ -338,7 +339,9 @@ FAMILY = Family(
     refuse=REFUSE,
     check=check,
     normalise=normalise,
-    stored_hparams=lambda h, stored: {**h, "_experts_split": any(".experts.0.down_proj.weight" in n for n in stored)},
+    # (read only as NVFP4: the converter stacks per-expert linears on its NVFP4 path alone)
+    stored_hparams=lambda h, stored: {**h, "_experts_split": any(
+        n.endswith(".experts.0.down_proj.weight") and isinstance(t, NVFP4Pair) for n, t in stored.items())},
     notes={"embedding scale": "sqrt(hidden_size) is applied by llama.cpp's gemma4 graph; nothing is written",
            "image-text": "Gemma4ForConditionalGeneration is presented as its text model; the vision tower and "
                          "its embedder (the converter's --mmproj file) are not presented"},
