@@ -12,11 +12,14 @@ import pytest
 from family_oracle import OUTTYPES, check_export
 from test_nvfp4 import nvfp4_twin
 
-FIXTURES = {"granite": ["granite-nvfp4", "granite-nvfp4-record"], "gemma4": ["gemma4-moe-nvfp4"]}
+FIXTURES = {f: [f"{f}-nvfp4", f"{f}-nvfp4-record"] for f in ("granite", "arcee", "smollm3")}
+FIXTURES["gemma4"] = ["gemma4-moe-nvfp4"]
 ALL = [n for names in FIXTURES.values() for n in names]
-# llama.cpp's granite graph passes its FFNs no per-tensor scale (src/models/granite.cpp: NULL where llama passes
-# ffn_*_s): the converter's own file of granite-nvfp4 gives NaN logits (test_granite_nvfp4_is_nan_in_llama_cpp)
-LOGITS = ["granite-nvfp4-record", "gemma4-moe-nvfp4"]
+# llama.cpp's granite, arcee and smollm3 graphs pass their FFNs no per-tensor scale (src/models/granite.cpp: NULL where
+# llama passes ffn_*_s): the converter's own files of the fixtures with scales give NaN logits
+# (test_nvfp4_ffn_scales_unapplied_are_refused_by_the_runner); their scales-of-1 twins run
+SCALES_UNAPPLIED = ["granite-nvfp4", "arcee-nvfp4", "smollm3-nvfp4"]
+LOGITS = [n for n in ALL if n not in SCALES_UNAPPLIED]
 
 
 @pytest.mark.parametrize("outtype", OUTTYPES + ["q8_0"])
@@ -88,10 +91,11 @@ def test_qk_pairs_fact_is_the_converters_class_chain():
     assert ours == theirs
 
 
-def test_granite_nvfp4_is_refused_by_the_runner_as_llama_cpp_runs_it_as_nan(checkpoint, converted):
-    """Measured: llama.cpp running the converter's own NVFP4 Granite file, whose FFN weights carry a .scale, gives NaN
-    logits (its granite graph drops the scale: RunnerFacts.applies_ffn_scales), so the runner refuses the view,
-    naming the scale; its bytes are the converter's all the same (test_export), and granite-nvfp4-record, whose
+@pytest.mark.parametrize("name", SCALES_UNAPPLIED)
+def test_nvfp4_ffn_scales_unapplied_are_refused_by_the_runner(name, checkpoint, converted):
+    """Measured: llama.cpp running the converter's own NVFP4 Granite / Arcee / SmolLM3 file, whose FFN weights carry a
+    .scale, gives NaN logits (its graph drops the scale: RunnerFacts.applies_ffn_scales), so the runner refuses the
+    view, naming the scale; its bytes are the converter's all the same (test_export), and the -record fixture, whose
     scales are 1, runs (test_logits_within_converter_file_ceiling). Once llama.cpp applies the scales the first
     assertion fails: declare the fact true and move the fixture into LOGITS."""
     from converter_ceiling import GGUFFile, llama_cpp_logits
@@ -100,11 +104,12 @@ def test_granite_nvfp4_is_refused_by_the_runner_as_llama_cpp_runs_it_as_nan(chec
     from hfview.errors import CheckpointError
 
     ids = list(range(100, 116))
-    _, theirs = llama_cpp_logits(GGUFFile(converted("granite-nvfp4", "bf16")), ids)
+    _, theirs = llama_cpp_logits(GGUFFile(converted(name, "bf16")), ids)
     assert np.isnan(theirs).any()
-    with pytest.raises(CheckpointError, match=r"'blk\.\d+\.ffn_[a-z_]+\.scale' \(NVFP4's per-tensor weight_scale_2\) "
-                                              r"is a scale llama.cpp's granite graph does not apply"):
-        llama_cpp_logits(HfCheckpoint(checkpoint("granite-nvfp4"), "bf16"), ids)
+    arch = name.removesuffix("-nvfp4")
+    with pytest.raises(CheckpointError, match=rf"'blk\.\d+\.ffn_[a-z_]+\.scale' \(NVFP4's per-tensor weight_scale_2\) "
+                                              rf"is a scale llama.cpp's {arch} graph does not apply"):
+        llama_cpp_logits(HfCheckpoint(checkpoint(name), "bf16"), ids)
 
 
 @pytest.mark.parametrize("name, outtype", [("qwen3-nvfp4-mixed", "bf16"), ("qwen3-nvfp4-mixed", "f32"),
