@@ -12,13 +12,14 @@ import pytest
 from family_oracle import OUTTYPES, check_export
 from test_nvfp4 import nvfp4_twin
 
-FIXTURES = {f: [f"{f}-nvfp4", f"{f}-nvfp4-record"] for f in ("granite", "arcee", "smollm3")}
+FIXTURES = {f: [f"{f}-nvfp4", f"{f}-nvfp4-record"] for f in ("granite", "granite_swa", "arcee", "smollm3")}
 FIXTURES["gemma4"] = ["gemma4-moe-nvfp4"]
+FIXTURES["afmoe"] = ["afmoe-nvfp4-mlp"]
 ALL = [n for names in FIXTURES.values() for n in names]
-# llama.cpp's granite, arcee and smollm3 graphs pass their FFNs no per-tensor scale (src/models/granite.cpp: NULL where
-# llama passes ffn_*_s): the converter's own files of the fixtures with scales give NaN logits
-# (test_nvfp4_ffn_scales_unapplied_are_refused_by_the_runner); their scales-of-1 twins run
-SCALES_UNAPPLIED = ["granite-nvfp4", "arcee-nvfp4", "smollm3-nvfp4"]
+# llama.cpp's granite, granite_swa, arcee, smollm3 and afmoe graphs pass their FFNs no per-tensor scale
+# (src/models/granite.cpp: NULL where llama passes ffn_*_s): the converter's own files of the fixtures with scales give
+# NaN logits (test_nvfp4_ffn_scales_unapplied_are_refused_by_the_runner); their scales-of-1 twins run
+SCALES_UNAPPLIED = ["granite-nvfp4", "granite_swa-nvfp4", "arcee-nvfp4", "smollm3-nvfp4", "afmoe-nvfp4-mlp"]
 LOGITS = [n for n in ALL if n not in SCALES_UNAPPLIED]
 
 
@@ -93,11 +94,11 @@ def test_qk_pairs_fact_is_the_converters_class_chain():
 
 @pytest.mark.parametrize("name", SCALES_UNAPPLIED)
 def test_nvfp4_ffn_scales_unapplied_are_refused_by_the_runner(name, checkpoint, converted):
-    """Measured: llama.cpp running the converter's own NVFP4 Granite / Arcee / SmolLM3 file, whose FFN weights carry a
-    .scale, gives NaN logits (its graph drops the scale: RunnerFacts.applies_ffn_scales), so the runner refuses the
-    view, naming the scale; its bytes are the converter's all the same (test_export), and the -record fixture, whose
-    scales are 1, runs (test_logits_within_converter_file_ceiling). Once llama.cpp applies the scales the first
-    assertion fails: declare the fact true and move the fixture into LOGITS."""
+    """Measured: llama.cpp running the converter's own NVFP4 Granite / Granite SWA / Arcee / SmolLM3 / AFMoE file, whose
+    FFN weights carry a .scale, gives NaN logits (its graph drops the scale: RunnerFacts.applies_ffn_scales), so the
+    runner refuses the view, naming the scale; its bytes are the converter's all the same (test_export), and the
+    -record fixture, whose scales are 1, runs (test_logits_within_converter_file_ceiling). Once llama.cpp applies the
+    scales the first assertion fails: declare the fact true and move the fixture into LOGITS."""
     from converter_ceiling import GGUFFile, llama_cpp_logits
 
     from hfview import HfCheckpoint
@@ -106,10 +107,10 @@ def test_nvfp4_ffn_scales_unapplied_are_refused_by_the_runner(name, checkpoint, 
     ids = list(range(100, 116))
     _, theirs = llama_cpp_logits(GGUFFile(converted(name, "bf16")), ids)
     assert np.isnan(theirs).any()
-    arch = name.removesuffix("-nvfp4")
+    view = HfCheckpoint(checkpoint(name), "bf16")
     with pytest.raises(CheckpointError, match=rf"'blk\.\d+\.ffn_[a-z_]+\.scale' \(NVFP4's per-tensor weight_scale_2\) "
-                                              rf"is a scale llama.cpp's {arch} graph does not apply"):
-        llama_cpp_logits(HfCheckpoint(checkpoint(name), "bf16"), ids)
+                                              rf"is a scale llama.cpp's {view.arch} graph does not apply"):
+        llama_cpp_logits(view, ids)
 
 
 @pytest.mark.parametrize("name, outtype", [("qwen3-nvfp4-mixed", "bf16"), ("qwen3-nvfp4-mixed", "f32"),
@@ -166,7 +167,8 @@ def gemma4_twin(src, dst):
             out[name] = t
     for prefix, parts in experts.items():
         n = 1 + max(e for e, _ in parts)
-        out[prefix + ".gate_up_proj"] = torch.stack([torch.cat([parts[(e, "gate")], parts[(e, "up")]]) for e in range(n)])
+        out[prefix + ".gate_up_proj"] = torch.stack([torch.cat([parts[(e, "gate")], parts[(e, "up")]])
+                                                     for e in range(n)])
         out[prefix + ".down_proj"] = torch.stack([parts[(e, "down")] for e in range(n)])
     tmp = dst.with_name(dst.name + ".partial")
     shutil.rmtree(tmp, ignore_errors=True)
@@ -188,7 +190,8 @@ def test_minimax_m2_nvfp4_experts_are_refused_as_the_converter_fails(checkpoint,
     with pytest.raises(oracle.ConverterFailed, match=r"_repack_nvfp4[\s\S]*Can not map tensor "
                                                      r"'model\.layers\.0\.block_sparse_moe\.experts\.0\.w1\.weight'"):
         oracle.convert(checkpoint("minimax_m2-nvfp4"), tmp_path / "c.gguf", "bf16")
-    with pytest.raises(CheckpointError, match=r"block_sparse_moe\.experts\.0\.w1\.weight'\.\.\. are not the converter's "
+    with pytest.raises(CheckpointError, match=r"block_sparse_moe\.experts\.0\.w1\.weight'\.\.\. are not the "
+                                              r"converter's "
                                               r"[\s\S]*\"Can not map tensor 'model\.layers\.0\.block_sparse_moe\."
                                               r"experts\.0\.w1\.weight'\"\)"):
         HfCheckpoint(checkpoint("minimax_m2-nvfp4"), "bf16")

@@ -111,5 +111,6 @@ FAMILY = Family(
     check=check,
     normalise=normalise,
     nvfp4_qk_pairs=lambda h: True,  # its converter class is a LlamaModel with undo_permute
-    runner=RunnerFacts(llama_cpp_applies_window=True),  # llama.cpp's granite_swa slides on the layers layer_types names
+    # llama.cpp's granite_swa slides on the layers layer_types names, and passes its FFNs no scale
+    runner=RunnerFacts(llama_cpp_applies_window=True, applies_ffn_scales=False),
 )
