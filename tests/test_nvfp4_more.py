@@ -216,3 +216,32 @@ def test_afmoe_nvfp4_qk_is_refused_as_the_converters_file_is_another_model(check
     with pytest.raises(CheckpointError, match=r"attn_k\.weight \(from 'model\.layers\.0\.self_attn\.k_proj\.weight'\): "
                                               r"the pinned converter's NVFP4 path regroups it into rotation pairs"):
         HfCheckpoint(checkpoint("afmoe-nvfp4"), "bf16")
+
+
+def test_gemma4_router_scale_beside_partly_nvfp4_experts_is_refused_as_the_converter_fails(checkpoint, tmp_path):
+    """Gemma 4's fold needs every expert's down_proj NVFP4 with a weight_scale_2: with expert 1's stored in bfloat16
+    instead, the converter's Gemma4Model asserts (measured); hfview refuses, quoting it and naming the expert."""
+    import shutil
+
+    import oracle
+    from safetensors.torch import load_file, save_file
+
+    from hfview import HfCheckpoint
+    from hfview.errors import CheckpointError
+    from test_nvfp4 import nvfp4_dequantized
+
+    path = tmp_path / "partial"
+    shutil.copytree(checkpoint("gemma4-moe-nvfp4"), path)
+    tensors = load_file(str(path / "model.safetensors"))
+    base = "model.layers.0.experts.1.down_proj"
+    tensors[base + ".weight"] = nvfp4_dequantized(tensors[base + ".weight"], tensors.pop(base + ".weight_scale"),
+                                                  tensors.pop(base + ".weight_scale_2")).bfloat16()
+    tensors.pop(base + ".input_scale")
+    save_file({k: v.contiguous() for k, v in tensors.items()}, str(path / "model.safetensors"),
+              metadata={"format": "pt"})
+    with pytest.raises(oracle.ConverterFailed, match=r"layer 0: partial NVFP4 quantization across experts"):
+        oracle.convert(path, tmp_path / "c.gguf", "bf16")
+    with pytest.raises(CheckpointError, match=r"'model\.layers\.0\.experts\.1\.down_proj\.weight' is not NVFP4 with a "
+                                              r"weight_scale_2; the pinned converter fails on it \(\"layer 0: partial "
+                                              r"NVFP4 quantization across experts\"\)"):
+        HfCheckpoint(path, "bf16")
