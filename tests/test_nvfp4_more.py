@@ -13,6 +13,8 @@ from family_oracle import OUTTYPES, check_export
 from test_nvfp4 import nvfp4_twin
 
 FIXTURES = {f: [f"{f}-nvfp4", f"{f}-nvfp4-record"] for f in ("granite", "granite_swa", "arcee", "smollm3")}
+FIXTURES["llama"] = ["mistral3-mm-nvfp4"]
+FIXTURES["ministral3"] = ["ministral3-nvfp4", "ministral3-nvfp4-record"]
 FIXTURES["gemma4"] = ["gemma4-moe-nvfp4"]
 FIXTURES["afmoe"] = ["afmoe-nvfp4-mlp"]
 ALL = [n for names in FIXTURES.values() for n in names]
@@ -38,7 +40,7 @@ def test_logits_within_converter_file_ceiling(name, outtype, checkpoint, convert
     """llama.cpp over the view vs transformers over the dequantized float32 twin, held to the NMSE of llama.cpp
     running the converter's own NVFP4 file against the same twin (or the ordinary bar, where that file meets it)."""
     from converter_ceiling import GGUFFile, llama_cpp_logits
-    from family_oracle import NMSE_BAR, nmse, transformers_logits
+    from family_oracle import NMSE_BAR, nmse, transformers_logits, wrapper_logits
 
     from hfview import HfCheckpoint
 
@@ -50,7 +52,9 @@ def test_logits_within_converter_file_ceiling(name, outtype, checkpoint, convert
         (gemma4_twin if name.startswith("gemma4") else nvfp4_twin)(path, twin)
     ids, ours = llama_cpp_logits(HfCheckpoint(path, outtype))
     _, theirs = llama_cpp_logits(GGUFFile(converted(name, outtype)), ids)
-    ref = transformers_logits(twin, ids)
+    # (Mistral 3's image-text wrapper: no AutoModelForCausalLM maps it)
+    ref = (wrapper_logits("Mistral3ForConditionalGeneration") if name.startswith("mistral3") else
+           transformers_logits)(twin, ids)
     value, ceiling = nmse(ours, ref), nmse(theirs, ref)
     print(f"{name} {outtype}: NMSE {value:.3e} against its dequantized-F32 twin (converter's file {ceiling:.3e}), "
           f"top-1 agreement {np.mean(ours.argmax(-1) == ref.argmax(-1)):.3f}")
@@ -62,15 +66,18 @@ import json, sys
 sys.path[:0] = [sys.argv[1] + "/gguf-py", sys.argv[1]]
 from conversion import get_model_class
 from conversion.llama import LlamaModel
+from conversion.base import TextModel
 out = {}
 for arch in json.loads(sys.argv[2]):
     try:
         cls = get_model_class(arch)
     except Exception:  # an architecture hfview reads that the converter has no class for (no_converter)
         continue
-    # prepare_tensors calls _repack_nvfp4 on the registered class itself (a wrapper such as Mistral3Model, a
-    # TextModel around a LlamaModel, keeps ModelBase's)
-    out[arch] = issubclass(cls, LlamaModel) and bool(cls.undo_permute)
+    # a wrapper (Mistral3Model: prepare_tensors and write delegated to `impl`, one of its nested classes chosen by
+    # the text model's type) does what its implementations do: one fact each
+    impls = [c for c in vars(cls).values() if isinstance(c, type) and issubclass(c, TextModel)] \
+        if "impl" in vars(cls).get("__annotations__", {}) else [cls]
+    out[arch] = sorted({issubclass(c, LlamaModel) and bool(c.undo_permute) for c in impls})
 print(json.dumps(out))
 """
 
@@ -87,9 +94,13 @@ def test_qk_pairs_fact_is_the_converters_class_chain():
     done = subprocess.run([sys.executable, "-c", _CONVERTER_CLASSES, str(oracle.converter_root()), json.dumps(archs)],
                           capture_output=True, text=True, check=True)
     theirs = json.loads(done.stdout.strip().splitlines()[-1])
-    ours = {a: f.nvfp4_qk_pairs({"architectures": [a]}) for f in FAMILIES for a in f.architectures if a in theirs}
-    assert sum(theirs.values()) >= 10
-    assert ours == theirs
+    assert sum(facts == [True] for facts in theirs.values()) >= 10
+    for family in FAMILIES:
+        for arch in family.architectures:
+            if arch in theirs:
+                # (a wrapper's implementations may differ: Mistral3Model's mistral4 one is a DeepseekV2Model, a text
+                # model no family of these architectures reads; mistral3-mm-nvfp4's bytes prove the one they read)
+                assert family.nvfp4_qk_pairs({"architectures": [arch]}) in theirs[arch], (family.name, arch)
 
 
 @pytest.mark.parametrize("name", SCALES_UNAPPLIED)

@@ -93,8 +93,8 @@ FAMILY = Family(
     refuse=REFUSE,
     normalise=normalise,
     gguf_arch_for=arch_for,
-    # LlamaModel's NVFP4 path regroups q/k; Mistral 3's wrapper class (a TextModel) writes them as stored
-    nvfp4_qk_pairs=lambda h: not is_mistral3_wrapper(h),
+    # its converter classes are LlamaModels with undo_permute (Mistral 3's wrapper delegates to one)
+    nvfp4_qk_pairs=lambda h: True,
     notes={"sliding_window": "llama.cpp's llama architecture attends to the whole context: the runner "
                              "caps the context at sliding_window so the computation stays the same"},
 )
