@@ -13,7 +13,7 @@ import numpy as np
 
 from . import config_values, families
 from .config import check_keys, class_defaults, read_checkpoint_config, read_config, with_defaults
-from .quantized import (NVFP4_ROTATING, GptqForm, Mxfp4Form, Nvfp4Form, PackedForm, ScaledForm,
+from .quantized import (GptqForm, Mxfp4Form, Nvfp4Form, PackedForm, ScaledForm,
                         nvfp4_stored, quantized_form)
 from .errors import CheckpointError, ConfigError
 from .family import Family, plan_tensors
@@ -310,7 +310,7 @@ class HfCheckpoint:
         elif isinstance(form, Mxfp4Form):  # each MXFP4 pair one weight, first, its bits repacked on read
             self._stored = mxfp4_paired(self._stored)
         elif isinstance(form, Nvfp4Form):  # each NVFP4 weight one pair in its place (first, repacked on read)
-            self._stored = nvfp4_stored(self._stored, form)
+            self._stored = nvfp4_stored(self._stored, form, form.n_experts(config))
         config_values.check_against_tensors(config, [t.shape for t in self._stored.values()], config_path)
         self.hparams = family.normalise(hparams)
         family.validate(self.hparams, config_path)
@@ -339,7 +339,7 @@ class HfCheckpoint:
         self._prec_a4: list[str] = []  # tensors the converter marks for 16-bit activations (W4A16_NVFP4)
         if isinstance(form, Nvfp4Form):
             self.tensors, self._prec_a4 = nvfp4_first(self.tensors, self._stored, form.n_experts(config),
-                                                      family.name in NVFP4_ROTATING, form.algo_of)
+                                                      family.nvfp4_qk_pairs(self.hparams), form.algo_of)
         if fp8_as_q8:
             self.tensors = self._fp8_as_q8(form)
         self._by_name = {t.name: t for t in self.tensors}
@@ -387,7 +387,10 @@ class HfCheckpoint:
     def _fp8_as_q8(self, form) -> list[Presented]:
         """The converter's --fp8-as-q8 (tensor_force_quant): each matrix made from weights its dequant_model
         dequantized from FP8 written as Q8_0 (F16 where a row is not whole blocks of 32, its QuantError fallback),
-        whatever the outtype; norms and 1-D tensors stay F32. The file type stays the outtype's."""
+        whatever the outtype; norms and 1-D tensors stay F32. The file type stays the outtype's (MOSTLY_NVFP4 for
+        ModelOpt NVFP4, whose mixed checkpoints' FP8 layers dequant_model dequantizes, and marks, as ModelOpt FP8's)."""
+        if isinstance(form, Nvfp4Form) and form.fp8 is not None:
+            form = form.fp8
         if not isinstance(form, ScaledForm):
             raise ConfigError(f"{self.path}: --fp8-as-q8 applies to FP8 checkpoints; this one is "
                               f"{'not quantized' if form is None else type(form).__name__.removesuffix('Form')}")

@@ -269,6 +269,9 @@ class Family:
     # block id it read off the stored name, before its modify_tensors renames the tensor into another block
     # (Nemotron-H's MTP router, stored under mtp.layers.1 and written as blk.{num_hidden_layers})
     f32_list_missed: Callable[[str, dict], bool] = lambda name, h: False
+    # Whether the converter's NVFP4 path regroups q_proj / k_proj rows (and their block scales) into rotation pairs:
+    # LlamaModel's _repack_nvfp4 under undo_permute, which its subclasses inherit whatever their own BF16 path does
+    nvfp4_qk_pairs: Callable[[dict], bool] = lambda h: False
     # What the runner must do beside reading the file (load-time overrides, the window llama.cpp applies or not)
     runner: "RunnerFacts" = field(default_factory=lambda: RunnerFacts())
     # One-key refusals as data: the engine refuses a value no rule allows, before `check` runs

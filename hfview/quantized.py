@@ -144,25 +144,15 @@ class Nvfp4Form:
         return int(config[key] or 0) if key else 0
 
 
-# families whose converter class (LlamaModel's _repack_nvfp4) mirrors Llama's Q/K rotation pairs on NVFP4 weights;
-# every other writes NVFP4 weights as stored
-NVFP4_ROTATING = ("llama",)
-
-
-def nvfp4_stored(stored: dict, form: Nvfp4Form) -> dict:
+def nvfp4_stored(stored: dict, form: Nvfp4Form, n_experts: int) -> dict:
     """The tensors the converter's prepare_tensors leaves for NVFP4: each NVFP4 weight one views.NVFP4Pair in its
-    place; then, where a weight_scale is left (ModelOpt's FP8 layers of a mixed checkpoint), dequant_model's
-    ModelOpt FP8 dequantization. compressed-tensors leaves such a scale unread, and the converter fails on it."""
+    place (Gemma 4's router per-expert scales folded into its experts', nvfp4_router_folded); then, where a
+    weight_scale is left (ModelOpt's FP8 layers of a mixed checkpoint), dequant_model's ModelOpt FP8
+    dequantization. compressed-tensors leaves such a scale unread, and the converter fails on it."""
     from .errors import CheckpointError
-    from .views import nvfp4_paired, scale_dequantized
+    from .views import nvfp4_paired, nvfp4_router_folded, scale_dequantized
 
-    folded = next((n for n in stored if n.endswith(".router.per_expert_scale")), None)
-    if folded is not None:  # (Gemma 4's mixtures)
-        raise CheckpointError(f"{stored[folded].path.name}: {folded!r} beside NVFP4 weights: the pinned converter's "
-                              f"Gemma 4 folds each expert's router scale into its down_proj weight_scale_2 "
-                              f"(conversion/gemma.py _generate_nvfp4_tensors), which hfview does not; its BF16 "
-                              f"release reads")
-    out = nvfp4_paired(stored, inverted=form.method == "compressed-tensors")
+    out = nvfp4_router_folded(nvfp4_paired(stored, inverted=form.method == "compressed-tensors"), n_experts)
     left = [n for n in out if n.endswith((".weight_scale", ".weight_scale_inv"))]
     if not left:  # dequant_model returns at once: "all quantized tensors were already handled"
         return out

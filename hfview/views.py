@@ -10,6 +10,7 @@ from __future__ import annotations
 import functools
 import math
 import os
+import dataclasses
 from dataclasses import dataclass, field
 from typing import Callable, Sequence
 
@@ -1373,6 +1374,9 @@ class NVFP4Pair(StoredTensor):
     input_scale: StoredTensor | None = None
     inverted: bool = False  # compressed-tensors' global scales: the converter writes 1 / x
     position: int = 0
+    # Gemma 4's router.per_expert_scale and this expert's index in it, folded into scale_2 (nvfp4_router_folded)
+    fold: StoredTensor | None = None
+    fold_index: int = 0
 
     @classmethod
     def of(cls, name: str, weight: StoredTensor, scale: StoredTensor, scale_2: StoredTensor | None,
@@ -1404,12 +1408,26 @@ class NVFP4Pair(StoredTensor):
         if t is None:
             return None
         values = _as_f32(t.read_rows(0, t.shape[0]) if t.shape else t.read_rows(0, 0), t.dtype).reshape(-1)
-        return (np.float32(1) / values).astype(np.float32) if self.inverted else values.astype(np.float32)
+        values = (np.float32(1) / values).astype(np.float32) if self.inverted else values.astype(np.float32)
+        if which == "scale_2" and self.fold is not None:
+            # the converter's `s() * r()[i]`: torch's product of two 0-dim tensors, float32 unless both are one
+            # 16-bit type (an inverted scale is float32 already)
+            r = self.fold
+            factor = _as_f32(r.read_rows(0, r.shape[0]), r.dtype).reshape(-1)[self.fold_index]
+            values = (values * factor).astype(np.float32)
+            kept = "F32" if self.inverted else t.dtype
+            if kept == r.dtype == "BF16":
+                values = _bf16_rounded(values)
+            elif kept == r.dtype == "F16":
+                values = values.astype(np.float16).astype(np.float32)
+        return values
 
     def per_tensor_label(self, which: str) -> str:
         """Where a per-tensor scale's values come from (inspect's account)."""
         t = getattr(self, which)
-        return f"{'1 / ' if self.inverted else ''}{t.name}" if t is not None else "1"
+        label = f"{'1 / ' if self.inverted else ''}{t.name}" if t is not None else "1"
+        return f"{label} x {self.fold.name}[{self.fold_index}]" if which == "scale_2" and self.fold is not None \
+            else label
 
     def packed_rows(self, start: int, stop: int) -> np.ndarray:
         """Rows [start, stop) as ggml's NVFP4 blocks (nvfp4_blocks)."""
@@ -1520,6 +1538,36 @@ def nvfp4_paired(stored: dict[str, StoredTensor], inverted: bool) -> dict[str, S
     return {n: t for n, t in out.items() if not n.endswith((".k_scale", ".v_scale"))}
 
 
+def nvfp4_router_folded(stored: dict[str, StoredTensor], n_experts: int) -> dict[str, StoredTensor]:
+    """Gemma 4's converter class (Gemma4Model._generate_nvfp4_tensors): a layer's `router.per_expert_scale`
+    [n_experts] scales each expert's output, as a per-expert scale of its down_proj does, so where that layer's
+    experts 0..n_experts-1 are NVFP4 with a weight_scale_2 each it is folded into them (expert e's times element e),
+    and its own tensor dropped; a layer with none of them keeps it. Values are computed on read (per_tensor)."""
+    import re
+
+    out = dict(stored)
+    for name in [n for n in stored if n.endswith(".router.per_expert_scale")]:
+        m = re.search(r"\.layers\.(\d+)\.", name)
+        if m is None:
+            continue
+        targets = [f"{name[:m.end()]}experts.{e}.down_proj.weight" for e in range(n_experts)]
+        present = [isinstance(out.get(t), NVFP4Pair) and out[t].scale_2 is not None for t in targets]
+        if not any(present):
+            continue
+        if not all(present):
+            missing = targets[present.index(False)]
+            raise CheckpointError(f"{stored[name].path.name}: {name!r} beside NVFP4 experts, but {missing!r} is not "
+                                  f"NVFP4 with a weight_scale_2; the pinned converter fails on it (\"layer "
+                                  f"{m.group(1)}: partial NVFP4 quantization across experts\")")
+        router = out.pop(name)
+        if len(router.shape) != 1 or router.shape[0] != n_experts:
+            raise CheckpointError(f"{router.path.name}: {name!r} is {list(router.shape)}, not one scale per expert "
+                                  f"({n_experts})")
+        for e, t in enumerate(targets):
+            out[t] = dataclasses.replace(out[t], fold=router, fold_index=e)
+    return out
+
+
 def _per_tensor_written(values: np.ndarray | None) -> bool:
     """_write_scale_tensor's test: a per-tensor scale is written unless it is one value within 1e-6 of 1."""
     return values is not None and not (values.size <= 1 and abs(float(values.sum(dtype=np.float64)) - 1.0) < 1e-6)
@@ -1532,8 +1580,9 @@ def nvfp4_first(tensors: list[Presented], stored: dict[str, StoredTensor], n_exp
     them (a weight where it comes in the checkpoint; an expert stack when its `n_experts`-th expert comes, or after
     every other where that never happens), each followed by its `.scale` and `.input_scale` F32 tensors where they
     are not 1; then the rest in their order. Also the names the `prec_a4` KV marks (their algorithm W4A16_NVFP4).
-    `permuting`: the family's converter class mirrors Llama's Q/K rotation pairs on NVFP4 weights (LlamaModel's
-    _repack_nvfp4); elsewhere its NVFP4 path writes every weight as stored, mapped by name only."""
+    `permuting`: the family's converter class regroups NVFP4 q_proj / k_proj rows into rotation pairs (LlamaModel's
+    _repack_nvfp4, Family.nvfp4_qk_pairs), so those come through the family's rotation-pair view; every other
+    NVFP4 weight, and every one elsewhere, its NVFP4 path writes as stored, mapped by name only."""
     import re
 
     pairs = {t.name: t for t in stored.values() if isinstance(t, NVFP4Pair)}
@@ -1547,8 +1596,17 @@ def nvfp4_first(tensors: list[Presented], stored: dict[str, StoredTensor], n_exp
             rest.append(t)
             continue
         what = f"{t.name} (from {srcs[0].name!r})"
+        # (the converter's test: the HF name's ending, whatever GGUF name it maps to)
+        paired = permuting and srcs[0].name.endswith(("q_proj.weight", "k_proj.weight"))
+        if paired and not isinstance(t.view, RowPermutation):
+            raise CheckpointError(
+                f"{what}: the pinned converter's NVFP4 path regroups it into rotation pairs (LlamaModel's "
+                f"_repack_nvfp4 under undo_permute), which its own unquantized path and llama.cpp's graph for this "
+                f"family do not ('{t.describe()}'), so its NVFP4 file computes another attention (measured on an "
+                f"AFMoE fixture: llama.cpp on that file misses transformers by NMSE 0.058, top-1 agreement 0.63); "
+                f"use the release's BF16 checkpoint")
         if (len(srcs) != len(t.view.sources) or _whole_rows(t.view) is None or t.steps
-                or isinstance(t.view, RowPermutation) and not permuting):
+                or isinstance(t.view, RowPermutation) and not paired):
             raise CheckpointError(
                 f"{what} is made by '{t.describe()}' from NVFP4 weights; the pinned converter's NVFP4 path writes "
                 f"each NVFP4 weight as stored, mapped by its name alone (or its experts stacked), so hfview cannot "
@@ -1562,7 +1620,8 @@ def nvfp4_first(tensors: list[Presented], stored: dict[str, StoredTensor], n_exp
                 raise CheckpointError(
                     f"{what}: its NVFP4 experts {srcs[0].name!r}... are not the converter's `experts.<i>.(gate|up|"
                     f"down)_proj.weight` 0..{max(n_experts, 1) - 1} of one layer, which its NVFP4 path stacks; it maps "
-                    f"each other NVFP4 weight by name and fails on an expert's (\"Can not map tensor\")")
+                    f"each other NVFP4 weight by name and fails on such an expert (\"Can not map tensor "
+                    f"{srcs[0].name!r}\"); use the release's BF16 checkpoint")
             # flushed when its n_experts-th expert comes; with no expert count, after the loop in first-come order
             positions = sorted(s.position for s in srcs)
             key = (0, positions[n_experts - 1]) if n_experts else (1, positions[0])

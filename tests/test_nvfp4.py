@@ -68,7 +68,8 @@ def nvfp4_twin(src: Path, dst: Path) -> Path:
         tensors = {n: f.get_tensor(n) for n in f.keys()}
     out = {}
     for name, t in tensors.items():
-        if name.endswith(("_scale", "_scale_2", "_global_scale")):
+        if name.endswith((".weight_scale", ".weight_scale_2", ".input_scale", ".k_scale", ".v_scale",
+                          "_global_scale")):  # (not a model's own scale: Gemma 4's router.per_expert_scale)
             continue
         if name.endswith(".weight_packed"):  # compressed-tensors
             base = name.removesuffix("_packed")

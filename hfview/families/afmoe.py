@@ -157,6 +157,7 @@ FAMILY = Family(
     refuse=REFUSE,
     check=check,
     normalise=normalise,
+    nvfp4_qk_pairs=lambda h: True,  # its converter class is a LlamaModel with undo_permute
     # llama.cpp's afmoe slides on three layers of four, as the model does
-    runner=RunnerFacts(llama_cpp_applies_window=True),
+    runner=RunnerFacts(llama_cpp_applies_window=True, applies_ffn_scales=False),  # nor does it scale its FFNs
 )

@@ -32,10 +32,11 @@ import numpy as np
 
 from ..config import ANY, Harmless
 from ..errors import ConfigError
-from ..family import Family, Refuse, RunnerFacts, Skip, Tensor, stated, unset
+from ..family import Experts, Family, Refuse, RunnerFacts, Skip, Tensor, stated, unset
 from ..gguf_layout import KV, ValueType
 from ..names import GGUF, Keys
 from ..params import boolean, f32, text_model_parameters, u32
+from ..views import NVFP4Pair
 from ._parts.gemma_common import check_vocab_rows
 
 _DEFAULT_ROPE = {"sliding_attention": {"rope_type": "default", "rope_theta": 10000.0},
@@ -81,6 +82,12 @@ def _moe(h: dict) -> bool:
     return bool(h["enable_moe_block"])
 
 
+def _moe_stacked(h: dict) -> bool:
+    """A mixture whose experts are stored stacked, the router's per-expert scale beside them (not ModelOpt's NVFP4
+    export: each expert its own linears, that scale folded into theirs by the converter)."""
+    return _moe(h) and not h["_experts_split"]
+
+
 def _per_layer_inputs(h: dict) -> bool:
     return bool(h.get("hidden_size_per_layer_input"))
 
@@ -114,11 +121,15 @@ TENSORS = (
     # the mixture layers (enable_moe_block, the 26B-A4B): the MLP above is their shared expert; the experts are
     # stored stacked (gate and up fused, as llama.cpp's ffn_gate_up_exps takes them), the router with its own scale
     # and a per-expert scale of the experts' outputs (ffn_down_exps.scale)
-    Tensor("model.layers.{bid}.experts.gate_up_proj", GGUF.FFN_GATE_UP_EXP.weight, required=_moe),
-    Tensor("model.layers.{bid}.experts.down_proj", GGUF.FFN_DOWN_EXP.weight, required=_moe),
+    Tensor("model.layers.{bid}.experts.gate_up_proj", GGUF.FFN_GATE_UP_EXP.weight, required=_moe_stacked),
+    Tensor("model.layers.{bid}.experts.down_proj", GGUF.FFN_DOWN_EXP.weight, required=_moe_stacked),
+    # ModelOpt's NVFP4 exports: one linear per expert and projection, stacked by the converter's NVFP4 path
+    *(Experts(f"model.layers.{{bid}}.experts.{{x}}.{p}_proj.weight", g, "num_experts", required=False)
+      for p, g in (("gate", GGUF.FFN_GATE_EXP.weight), ("up", GGUF.FFN_UP_EXP.weight),
+                   ("down", GGUF.FFN_DOWN_EXP.weight))),
     Tensor("model.layers.{bid}.router.proj.weight", GGUF.FFN_GATE_INP.weight, required=_moe),
     Tensor("model.layers.{bid}.router.scale", "blk.{bid}.ffn_gate_inp.scale", required=_moe),
-    Tensor("model.layers.{bid}.router.per_expert_scale", "blk.{bid}.ffn_down_exps.scale", required=_moe),
+    Tensor("model.layers.{bid}.router.per_expert_scale", "blk.{bid}.ffn_down_exps.scale", required=_moe_stacked),
     Tensor("model.layers.{bid}.pre_feedforward_layernorm_2.weight", GGUF.FFN_PRE_NORM_2.weight, required=_moe),
     Tensor("model.layers.{bid}.post_feedforward_layernorm_1.weight", GGUF.FFN_POST_NORM_1.weight,
            required=_moe),
@@ -328,6 +339,9 @@ FAMILY = Family(
     refuse=REFUSE,
     check=check,
     normalise=normalise,
+    # (read only as NVFP4: the converter stacks per-expert linears on its NVFP4 path alone)
+    stored_hparams=lambda h, stored: {**h, "_experts_split": any(
+        n.endswith(".experts.0.down_proj.weight") and isinstance(t, NVFP4Pair) for n, t in stored.items())},
     notes={"embedding scale": "sqrt(hidden_size) is applied by llama.cpp's gemma4 graph; nothing is written",
            "image-text": "Gemma4ForConditionalGeneration is presented as its text model; the vision tower and "
                          "its embedder (the converter's --mmproj file) are not presented"},

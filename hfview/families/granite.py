@@ -9,7 +9,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from ..config import ANY, Harmless
-from ..family import Family, Skip
+from ..family import Family, RunnerFacts, Skip
 from ..names import Keys
 from ..params import f32, text_model_parameters, u32
 from ._parts.checks import rope_types, silu_only
@@ -84,4 +84,6 @@ FAMILY = Family(
     vocab=vocab,
     refuse=REFUSE,
     normalise=normalise,
+    nvfp4_qk_pairs=lambda h: True,  # its converter class is a LlamaModel with undo_permute
+    runner=RunnerFacts(applies_ffn_scales=False),  # llama.cpp's granite graph passes its FFNs no scale
 )

@@ -110,5 +110,7 @@ FAMILY = Family(
     refuse=REFUSE,
     check=check,
     normalise=normalise,
-    runner=RunnerFacts(llama_cpp_applies_window=True),  # llama.cpp's granite_swa slides on the layers layer_types names
+    nvfp4_qk_pairs=lambda h: True,  # its converter class is a LlamaModel with undo_permute
+    # llama.cpp's granite_swa slides on the layers layer_types names, and passes its FFNs no scale
+    runner=RunnerFacts(llama_cpp_applies_window=True, applies_ffn_scales=False),
 )

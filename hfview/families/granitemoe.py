@@ -70,4 +70,5 @@ FAMILY = Family(
     vocab=vocab,
     refuse=REFUSE,
     normalise=normalise,
+    nvfp4_qk_pairs=lambda h: True,  # its converter class is a LlamaModel with undo_permute
 )

@@ -69,5 +69,6 @@ FAMILY = Family(
     refuse=REFUSE,
     check=_swa_check,
     normalise=normalise,
+    nvfp4_qk_pairs=lambda h: True,  # its converter class is a LlamaModel with undo_permute
     runner=RunnerFacts(llama_cpp_applies_window=True),  # llama.cpp's granite_swa slides on the layers layer_types names
 )

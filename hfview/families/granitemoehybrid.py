@@ -254,4 +254,5 @@ FAMILY = Family(
     refuse=REFUSE,
     check=check,
     normalise=normalise,
+    nvfp4_qk_pairs=lambda h: True,  # its converter class is a LlamaModel with undo_permute
 )

@@ -56,4 +56,5 @@ FAMILY = Family(
     generated=llama3_rope_freqs,
     refuse=REFUSE,
     check=check,
+    nvfp4_qk_pairs=lambda h: True,  # its converter class is a LlamaModel with undo_permute
 )

@@ -93,6 +93,8 @@ FAMILY = Family(
     refuse=REFUSE,
     normalise=normalise,
     gguf_arch_for=arch_for,
+    # its converter classes are LlamaModels with undo_permute (Mistral 3's wrapper delegates to one)
+    nvfp4_qk_pairs=lambda h: True,
     notes={"sliding_window": "llama.cpp's llama architecture attends to the whole context: the runner "
                              "caps the context at sliding_window so the computation stays the same"},
 )

@@ -129,6 +129,7 @@ FAMILY = Family(
     refuse=REFUSE,
     check=check,
     normalise=normalise,
+    nvfp4_qk_pairs=lambda h: True,  # its converter class delegates to a LlamaModel with undo_permute
     notes={"query temperature": "Llama 4's: written as attention.temperature_scale, floored by the yarn "
                                 "original context, computed by llama.cpp's mistral3 graph",
            "image-text": "Mistral3ForConditionalGeneration is presented as its text model; the Pixtral tower "

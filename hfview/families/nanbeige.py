@@ -106,4 +106,5 @@ FAMILY = Family(
     check=check,
     notes={"num_loops": "the stored layers run num_loops times (llama.cpp counts num_loops x block_count "
                         "layers, each with its own cache slots)"},
+    nvfp4_qk_pairs=lambda h: True,  # its converter class is a LlamaModel with undo_permute
 )

@@ -384,6 +384,7 @@ FAMILY = Family(
     vocab=vocab,
     check=check,
     normalise=normalise,
+    nvfp4_qk_pairs=lambda h: True,  # its converter class is a LlamaModel with undo_permute
     gguf_arch_for=lambda h: "nemotron_h_moe" if is_moe(h) else "nemotron_h",
     extra_blocks=mtp_blocks,
     rename=mtp_rename,

@@ -171,6 +171,7 @@ FAMILY = Family(
     refuse=REFUSE,
     check=check,
     normalise=normalise,
+    nvfp4_qk_pairs=lambda h: True,  # its converter class is a LlamaModel with undo_permute
     rename=rename,
     notes={"block_configs": "per layer: block_type mamba / attention / moe; a moe block's moe_intermediate_size "
                             "and num_experts_per_tok (written per layer); the MTP head dropped"},

@@ -9,7 +9,7 @@ from pathlib import Path
 
 from ..config import Harmless
 from ..errors import ConfigError
-from ..family import Family, Refuse
+from ..family import Family, Refuse, RunnerFacts
 from ._parts.checks import check_no_pooling, rope_types, silu_only
 from ._parts.decoder import LM_HEAD, decoder_tensors, llama_parameters
 from ._parts.vocab import llama_vocab
@@ -87,4 +87,6 @@ FAMILY = Family(
     refuse=REFUSE,
     check=check,
     normalise=normalise,
+    nvfp4_qk_pairs=lambda h: True,  # its converter class is a LlamaModel with undo_permute
+    runner=RunnerFacts(applies_ffn_scales=False),  # llama.cpp's smollm3 graph passes its FFNs no scale
 )
