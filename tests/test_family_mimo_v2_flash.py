@@ -248,6 +248,19 @@ def test_an_mtp_mixtures_router_is_written_at_the_outtype_as_the_converter_write
                                                                           types["blk.1.ffn_gate_exps.weight"]}
 
 
+@pytest.mark.parametrize("quant, ftype", [("Q4_K_M", 15), ("Q8_0", 7)])
+def test_an_mtp_mixture_quantized_matches_llama_model_quantize(quant, ftype, mtp_mixture, tmp_path):
+    """llama_model_quantize over the converter's bf16 file of the variant (the MTP routers at bf16, as it wrote
+    them; the trunk's F32) == the view's --quant."""
+    from hfview import HfCheckpoint
+    from hfview.export import export
+
+    src = _as_read(mtp_mixture, "bf16")
+    theirs = oracle.made_once(src.with_name(f"{src.stem}-q{ftype}.gguf"), lambda tmp: oracle.quantize(src, tmp, ftype))
+    ours = export(HfCheckpoint(mtp_mixture, "bf16", quant=quant), tmp_path / "ours.gguf")
+    assert oracle.sha256(ours) == oracle.sha256(theirs), oracle.first_difference(ours, theirs)
+
+
 def test_an_mtp_mixture_leaves_the_logits_as_they_were(mtp_mixture):
     """transformers ignores model.mtp.* and llama.cpp runs the trunk: the variant's logits hold the bar."""
     from family_oracle import check_logits
