@@ -124,13 +124,13 @@ def rename(name: str, h: dict) -> str:
     return f"model.layers.{h['num_hidden_layers'] + int(m.group(1))}.{m.group(2)}" if m else name
 
 
-
 def mtp_router_at_outtype(gguf_name: str, h: dict) -> bool:
     """An MTP layer's router (the releases' MTP layers are dense; llama.cpp's mimo2 loads a mixture there too): the
     converter renames model.mtp.layers.{i} to block n + i in modify_tensors, after its F32 list took block i off the
     stored name, so blk.{n + i}.ffn_gate_inp misses that list and goes out at the outtype."""
     n = h["num_hidden_layers"]
     return gguf_name in {GGUF.FFN_GATE_INP.weight.format(bid=n + i) for i in range(N_MTP)}
+
 
 # the converter's reading of the rope (top-level keys, as released), kept beside transformers' rope_parameters
 CONVERTER_ROPE_THETA = "rope_theta (as the converter reads it)"
