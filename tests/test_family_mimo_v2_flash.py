@@ -6,6 +6,7 @@ layers stored, one without; both cross the window), refusals of what llama.cpp's
 does."""
 import hashlib
 import json
+import re
 import shutil
 from pathlib import Path
 
@@ -199,6 +200,72 @@ def test_refuses_an_mtp_layer_past_the_converters_three(checkpoint, tmp_path):
                       if k.startswith("model.mtp.layers.2.")}})
     with pytest.raises(CheckpointError, match="block 6"):
         HfCheckpoint(dst, "f32")
+
+
+def _mtp_mixture(tensors: dict) -> dict:
+    """The fixture's three MTP layers with a mixture where the releases have a dense MLP: mixture layer 1's router,
+    selection bias and experts, each scaled by its own seeded noise, in place of mlp.{gate,up,down}_proj."""
+    import torch
+
+    gen = torch.Generator().manual_seed(6103)
+    out = {k: v for k, v in tensors.items() if not re.match(r"model\.mtp\.layers\.\d\.mlp\.", k)}
+    for i in range(3):
+        for name in sorted(k for k in tensors if k.startswith("model.layers.1.mlp.")):
+            t = tensors[name]
+            noise = torch.randn(t.shape, generator=gen, dtype=torch.float32)
+            out[name.replace("model.layers.1.", f"model.mtp.layers.{i}.")] = (t.float() * (1 + 0.5 * noise)).to(t.dtype)
+    return out
+
+
+@pytest.fixture(scope="module")
+def mtp_mixture(checkpoint, tmp_path_factory) -> Path:
+    from family_variants import weights_variant
+
+    return weights_variant(checkpoint("mimo_v2_flash"), tmp_path_factory.mktemp("v") / "mimo_v2_flash-mtp-moe",
+                           _mtp_mixture)
+
+
+@pytest.mark.parametrize("outtype", OUTTYPES)
+def test_an_mtp_mixtures_router_is_written_at_the_outtype_as_the_converter_writes_it(outtype, mtp_mixture, tmp_path,
+                                                                                      record_property):
+    """MTP layers with a mixture (llama.cpp's mimo2 loads one there): MimoV2Model renames model.mtp.layers.{i}.* to
+    block n + i inside modify_tensors, after its F32 list took block i off the stored name, so the routers
+    blk.{n + i}.ffn_gate_inp go out at the outtype (the trunk's stay F32): the view's bytes equal its file."""
+    from gguf import GGUFReader
+
+    from hfview import HfCheckpoint
+    from hfview.export import export
+
+    record_property("family", "mimo_v2_flash")
+    record_property("oracle", "bytes")
+    theirs = _as_read(mtp_mixture, outtype)
+    ours = export(HfCheckpoint(mtp_mixture, outtype), tmp_path / "ours.gguf")
+    if oracle.sha256(ours) != oracle.sha256(theirs):
+        pytest.fail(f"mtp mixture --outtype {outtype}: {oracle.first_difference(ours, theirs)}")
+    types = {t.name: t.tensor_type.name for t in GGUFReader(theirs).tensors}
+    assert types["blk.1.ffn_gate_inp.weight"] == "F32"
+    assert {types[f"blk.{b}.ffn_gate_inp.weight"] for b in (3, 4, 5)} == {"F32" if outtype == "f32" else
+                                                                          types["blk.1.ffn_gate_exps.weight"]}
+
+
+@pytest.mark.parametrize("quant, ftype", [("Q4_K_M", 15), ("Q8_0", 7)])
+def test_an_mtp_mixture_quantized_matches_llama_model_quantize(quant, ftype, mtp_mixture, tmp_path):
+    """llama_model_quantize over the converter's bf16 file of the variant (the MTP routers at bf16, as it wrote
+    them; the trunk's F32) == the view's --quant."""
+    from hfview import HfCheckpoint
+    from hfview.export import export
+
+    src = _as_read(mtp_mixture, "bf16")
+    theirs = oracle.made_once(src.with_name(f"{src.stem}-q{ftype}.gguf"), lambda tmp: oracle.quantize(src, tmp, ftype))
+    ours = export(HfCheckpoint(mtp_mixture, "bf16", quant=quant), tmp_path / "ours.gguf")
+    assert oracle.sha256(ours) == oracle.sha256(theirs), oracle.first_difference(ours, theirs)
+
+
+def test_an_mtp_mixture_leaves_the_logits_as_they_were(mtp_mixture):
+    """transformers ignores model.mtp.* and llama.cpp runs the trunk: the variant's logits hold the bar."""
+    from family_oracle import check_logits
+
+    check_logits("mimo_v2_flash-mtp-moe", "f32", lambda name: mtp_mixture)
 
 
 def test_refuses_sinks_on_a_full_attention_layer(checkpoint, tmp_path):

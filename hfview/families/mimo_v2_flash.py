@@ -16,7 +16,8 @@ dense MLP, plus enorm, hnorm, eh_proj and final_layernorm) are written as the co
 --no-mtp: it always counts three MTP blocks (block_count n + 3, nextn_predict_layers 3, the window pattern and KV
 head counts extended with sliding entries) and maps mtp.layers.{i}.* to blk.{n + i}.*, whether or not the
 checkpoint stores them (transformers saves a fine-tune without them). llama.cpp runs the n trunk layers, as
-transformers' forward does.
+transformers' forward does. An MTP layer stored with a mixture (llama.cpp's mimo2 loads one) has its router
+written at the outtype, as the converter writes it (mtp_router_at_outtype).
 
 Under transformers 5.24 the pinned converter fails on every MiMo-V2-Flash config: MiMoV2FlashConfig presents
 rope_parameters per layer kind, and MimoV2Model reads rope_parameters["partial_rotary_factor"] (KeyError). The
@@ -121,6 +122,14 @@ def rename(name: str, h: dict) -> str:
     """The converter's MTP rename: model.mtp.layers.{i}.X read as model.layers.{num_hidden_layers + i}.X."""
     m = _MTP.fullmatch(name)
     return f"model.layers.{h['num_hidden_layers'] + int(m.group(1))}.{m.group(2)}" if m else name
+
+
+def mtp_router_at_outtype(gguf_name: str, h: dict) -> bool:
+    """An MTP layer's router (the releases' MTP layers are dense; llama.cpp's mimo2 loads a mixture there too): the
+    converter renames model.mtp.layers.{i} to block n + i in modify_tensors, after its F32 list took block i off the
+    stored name, so blk.{n + i}.ffn_gate_inp misses that list and goes out at the outtype."""
+    n = h["num_hidden_layers"]
+    return gguf_name in {GGUF.FFN_GATE_INP.weight.format(bid=n + i) for i in range(N_MTP)}
 
 
 # the converter's reading of the rope (top-level keys, as released), kept beside transformers' rope_parameters
@@ -325,6 +334,7 @@ FAMILY = Family(
     extra_blocks=lambda h: N_MTP,
     stored_hparams=stored_hparams,
     rename=rename,
+    f32_list_missed=mtp_router_at_outtype,
     # llama.cpp's mimo2 applies the window on the layers its pattern marks (LLAMA_SWA_TYPE_STANDARD), as
     # transformers does on layer_types' sliding layers
     runner=RunnerFacts(llama_cpp_applies_window=True),
