@@ -158,10 +158,10 @@ GAPS: dict[str, str] = {
         "(weight_scale_2) to FFNs or experts (RunnerFacts.applies_ffn_scales), and on the fixture the converter's own "
         "file gives NaN logits"),
     "modelopt/nvidia__MiniMax-M2.5-NVFP4.json": (
-        "its config reads (its partial_rotary_factor 0.5 is rotary_dim / head_dim), but its tensors would be refused: "
-        "the pinned converter's NVFP4 path stacks only experts named experts.<i>.(gate|up|down)_proj and maps "
-        "MiniMax's experts.<i>.w1/w2/w3 one by one, which its tensor map cannot name (hfview refuses them as it "
-        "fails; read from gguf-py's tensor map, not run on a fixture)"),
+        "its config reads (its partial_rotary_factor 0.5 is rotary_dim / head_dim), but its tensors are refused as the "
+        "pinned converter fails on them: its NVFP4 path stacks only experts named experts.<i>.(gate|up|down)_proj and "
+        "cannot map MiniMax's experts.<i>.w1/w2/w3 ('Can not map tensor ...experts.0.w1.weight', measured on a "
+        "fixture: tests/test_nvfp4_more.py test_minimax_m2_nvfp4_experts_are_refused_as_the_converter_fails)"),
 }
 
 
