@@ -315,7 +315,8 @@ def convert(ckpt: Path, out: Path, outtype: str = "bf16") -> tuple[float, int]:
 
 # A child that loads `path` as `mode` and prints, as JSON: seconds from its first line to the model freed, and
 # `first_logits`: seconds from its launch (run's LAUNCHED_AT, interpreter start-up included) to the logits in hand,
-# the latency a user waits for, which leaves out freeing the model and the process's exit.
+# the latency a user waits for, which leaves out freeing the model and the process's exit; `imported`: from its
+# launch to its imports done (llama_cpp's among them), the rest being the data path's.
 # FIRST_LOGITS: the view ("view": as the runner chooses, HFVIEW_DATA_PATH; "view-stream": through the FILE*;
 # "view-memfd": from a memory file), through hfview's runner. FILE_FIRST_LOGITS: a GGUF file with ("mmap") or without
 # ("nommap") mmap, through llama.cpp's bindings alone, as a user of llama.cpp loads it: it imports nothing of hfview's
@@ -326,12 +327,15 @@ t0 = time.perf_counter()
 mode, path = sys.argv[1], sys.argv[2]
 from hfview.runner.stream import StreamModel, load_model
 from hfview import HfCheckpoint
+from hfview.runner.devices import llama_bindings
+llama_bindings()  # llama_cpp imported, as the file's child imports it
+imported = time.time() - float(os.environ.get("LAUNCHED_AT", "nan"))
 src = load_model(HfCheckpoint(path), data_path=mode.partition("-")[2] or None)
 with StreamModel(src, n_ctx=32) as m:
     logits = m.logits([1, 450, 4996])
     first = time.time() - float(os.environ.get("LAUNCHED_AT", "nan"))
     data_path = m.model.data_path
-print(json.dumps({"seconds": time.perf_counter() - t0, "first_logits": first,
+print(json.dumps({"seconds": time.perf_counter() - t0, "first_logits": first, "imported": imported,
                   "finite": bool(abs(logits).max() < 1e30), "data_path": data_path}))
 """
 FILE_FIRST_LOGITS = r"""
@@ -339,6 +343,7 @@ import os, sys, time, json, ctypes
 t0 = time.perf_counter()
 mode, path = sys.argv[1], sys.argv[2]
 import llama_cpp as ll
+imported = time.time() - float(os.environ.get("LAUNCHED_AT", "nan"))
 ll.llama_backend_init()
 params = ll.llama_model_default_params()
 params.load_mode = ll.LLAMA_LOAD_MODE_MMAP if mode == "mmap" else ll.LLAMA_LOAD_MODE_NONE
@@ -358,8 +363,8 @@ first = time.time() - float(os.environ.get("LAUNCHED_AT", "nan"))
 finite = all(abs(last[i]) < 1e30 for i in range(n_vocab))
 ll.llama_free(ctx)
 ll.llama_model_free(model)
-print(json.dumps({"seconds": time.perf_counter() - t0, "first_logits": first, "finite": finite,
-                  "data_path": "file"}))
+print(json.dumps({"seconds": time.perf_counter() - t0, "first_logits": first, "imported": imported,
+                  "finite": finite, "data_path": "file"}))
 """
 
 

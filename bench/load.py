@@ -111,6 +111,7 @@ def main() -> None:
              "nommap": (conv_out, "converted file, no mmap -> first logits")}
     walls: dict[str, list[float]] = {mode: [] for mode in modes}
     firsts: dict[str, list[float]] = {mode: [] for mode in modes}  # launch -> logits in hand (no teardown)
+    loads: dict[str, list[float]] = {mode: [] for mode in modes}  # imports done -> logits in hand
     peaks: dict[str, int] = {mode: 0 for mode in modes}
     busy_before = _cpu_ticks()
     for _ in range(args.runs):
@@ -122,10 +123,12 @@ def main() -> None:
                 assert json.loads(out)["data_path"] == mode.partition("-")[2], out
             walls[mode].append(wall)
             firsts[mode].append(json.loads(out)["first_logits"])
+            loads[mode].append(json.loads(out)["first_logits"] - json.loads(out)["imported"])
             peaks[mode] = max(peaks[mode], rss)
     idle = _idle_since(busy_before)
     median = {mode: statistics.median(w) for mode, w in walls.items()}
     first = {mode: statistics.median(f) for mode, f in firsts.items()}
+    load = {mode: statistics.median(f) for mode, f in loads.items()}
     for mode, (_path, label) in modes.items():
         rows.append((f"{label} (median of {args.runs})", median[mode], peaks[mode], 0))
     shutil.rmtree(cached_env["HFVIEW_CACHE"], ignore_errors=True)
@@ -152,6 +155,9 @@ def main() -> None:
     for mode in ("view-memfd", "view-stream"):
         print(f"{modes[mode][1].split(' ->')[0]}: launch -> logits / the no-mmap load's "
               f"{first[mode] / first['nommap']:.2f}, / the mmap load's {first[mode] / first['mmap']:.2f}")
+    print("imports done -> logits in hand, the data path alone (medians, s): "
+          + ", ".join(f"{mode} {load[mode]:.2f}" for mode in modes))
+    print(f"view, memory file: imports done -> logits / the no-mmap load's {load['view-memfd'] / load['nommap']:.2f}")
     print(f"memory file vs FILE*: {median['view-stream'] / median['view-memfd']:.2f}x faster to first logits")
     if idle is not None:  # the contenders alternate, but a machine others use too spreads them: say how busy it was
         print(f"CPUs idle while the alternating runs ran: {idle:.0%} (each run uses up to every core); load average "
