@@ -339,7 +339,8 @@ class HfCheckpoint:
         self._prec_a4: list[str] = []  # tensors the converter marks for 16-bit activations (W4A16_NVFP4)
         if isinstance(form, Nvfp4Form):
             self.tensors, self._prec_a4 = nvfp4_first(self.tensors, self._stored, form.n_experts(config),
-                                                      family.nvfp4_qk_pairs(self.hparams), form.algo_of)
+                                                      family.nvfp4_qk_pairs(self.hparams), form.algo_of,
+                                                      family.nvfp4_unmapped)
         if fp8_as_q8:
             self.tensors = self._fp8_as_q8(form)
         self._by_name = {t.name: t for t in self.tensors}

@@ -272,6 +272,9 @@ class Family:
     # Whether the converter's NVFP4 path regroups q_proj / k_proj rows (and their block scales) into rotation pairs:
     # LlamaModel's _repack_nvfp4 under undo_permute, which its subclasses inherit whatever their own BF16 path does
     nvfp4_qk_pairs: Callable[[dict], bool] = lambda h: False
+    # Endings of stored names the converter's tensor map does not know (its modify_tensors renames them first): its
+    # NVFP4 path maps each NVFP4 weight by the stored name, bypassing modify_tensors, and fails on such a weight
+    nvfp4_unmapped: tuple[str, ...] = ()
     # What the runner must do beside reading the file (load-time overrides, the window llama.cpp applies or not)
     runner: "RunnerFacts" = field(default_factory=lambda: RunnerFacts())
     # One-key refusals as data: the engine refuses a value no rule allows, before `check` runs
