@@ -265,12 +265,15 @@ def test_gemma4_router_scale_beside_partly_nvfp4_experts_is_refused_as_the_conve
 MORE = {"granitemoehybrid": ["granite-4.0-h-nvfp4-attn", "granite-4.0-h-dense-nvfp4-attn"],
         "granitemoe": ["granitemoe-nvfp4-attn"],
         "nemotron_h": ["nemotron_h-moe-nvfp4", "nemotron_h-moe-nvfp4-record"],
+        "nemotron_h_puzzle": ["nemotron_h_puzzle-nvfp4", "nemotron_h_puzzle-nvfp4-record"],
         "iquestcoder": ["iquestcoder-nvfp4", "iquestcoder-nvfp4-record"],
         "nanbeige": ["nanbeige-nvfp4", "nanbeige-nvfp4-record", "nanbeige-nvfp4-attn"],
         "granitemoe_swa": ["granitemoe_swa-nvfp4-attn"]}
 MORE_ALL = [n for names in MORE.values() for n in names]
 # llama.cpp's nanbeige loads the looped layers' weights without their .scale (RunnerFacts.applies_ffn_scales)
 MORE_SCALES_UNAPPLIED = ["nanbeige-nvfp4", "nanbeige-nvfp4-attn"]
+# llama.cpp cannot load the converter's file: its loader leaves the latent projections' .scale unread
+MORE_UNLOADABLE = ["nemotron_h_puzzle-nvfp4"]
 
 
 def _llama_of(path, ids):
@@ -293,6 +296,9 @@ def _reference(name):
     if name.startswith("nanbeige"):
         from test_family_nanbeige import looped_llama_logits
         return looped_llama_logits
+    if name.startswith("nemotron_h_puzzle"):
+        from test_family_nemotron_h_puzzle import puzzle_logits
+        return puzzle_logits
     return transformers_logits
 
 
@@ -305,7 +311,7 @@ def test_more_export(name, outtype, checkpoint, converted, tmp_path, record_prop
 
 
 @pytest.mark.parametrize("outtype", OUTTYPES)
-@pytest.mark.parametrize("name", [n for n in MORE_ALL if n not in MORE_SCALES_UNAPPLIED])
+@pytest.mark.parametrize("name", [n for n in MORE_ALL if n not in MORE_SCALES_UNAPPLIED + MORE_UNLOADABLE])
 def test_more_logits_within_converter_file_ceiling(name, outtype, checkpoint, converted, tmp_path_factory,
                                                    record_property):
     """As test_logits_within_converter_file_ceiling: llama.cpp over the view vs the family's reference (transformers,
@@ -425,3 +431,21 @@ def test_nemotron_h_dense_nvfp4_logits_within_converter_file_ceiling(outtype, ch
     print(f"nemotron_h-dense-nvfp4 {outtype}: NMSE {value:.3e} (converter's file {ceiling:.3e}), top-1 agreement "
           f"{np.mean(ours.argmax(-1) == ref.argmax(-1)):.3f}")
     assert value <= max(NMSE_BAR, ceiling * (1 + 1e-6)), f"view {value:.3e} > the converter's file {ceiling:.3e}"
+
+
+def test_nemotron_latent_nvfp4_scales_fail_llama_cpp_as_the_converters_file(checkpoint, converted):
+    """Measured: with the latent projections (fc1/fc2_latent_proj) NVFP4 and their scales not 1, the converter writes
+    blk.N.ffn_latent_down/up.scale and .input_scale, which llama.cpp's nemotron_h_moe loader does not read: it refuses
+    the converter's own file ("wrong number of tensors"), and the view, byte-equal (test_more_export), the same way;
+    with scales of 1 (no .scale written) both run (test_more_logits_within_converter_file_ceiling)."""
+    from converter_ceiling import GGUFFile, llama_cpp_logits
+
+    from hfview import HfCheckpoint
+    from hfview.runner.stream import ModelLoadError
+
+    ids = list(range(100, 116))
+    failure = r"wrong number of tensors; expected 84, got 76"
+    with pytest.raises(ModelLoadError, match=failure):
+        llama_cpp_logits(GGUFFile(converted("nemotron_h_puzzle-nvfp4", "bf16")), ids)
+    with pytest.raises(ModelLoadError, match=failure):
+        llama_cpp_logits(HfCheckpoint(checkpoint("nemotron_h_puzzle-nvfp4"), "bf16"), ids)
