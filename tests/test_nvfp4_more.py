@@ -1,7 +1,8 @@
 """NVFP4 beyond tests/test_nvfp4.py: q/k on LlamaModel's subclasses (Family.nvfp4_qk_pairs), --fp8-as-q8 over
 ModelOpt NVFP4, Gemma 4's router per-expert scale folded into its NVFP4 experts' scales; each proven by the two
 oracles as test_nvfp4 proves its fixtures (the converter's bytes at every outtype; llama.cpp's logits from the view
-against transformers over the dequantized float32 twin, within the converter's own file's NMSE)."""
+against transformers over the dequantized float32 twin, within the converter's own file's NMSE); and the measured
+refusals: an NVFP4 Granite shared MLP (Family.nvfp4_unmapped), scales llama.cpp's graph drops (RunnerFacts)."""
 import json
 import subprocess
 import sys
