@@ -339,7 +339,8 @@ class HfCheckpoint:
         self._prec_a4: list[str] = []  # tensors the converter marks for 16-bit activations (W4A16_NVFP4)
         if isinstance(form, Nvfp4Form):
             self.tensors, self._prec_a4 = nvfp4_first(self.tensors, self._stored, form.n_experts(config),
-                                                      family.nvfp4_qk_pairs(self.hparams), form.algo_of)
+                                                      family.nvfp4_qk_pairs(self.hparams), form.algo_of,
+                                                      family.nvfp4_unmapped)
         if fp8_as_q8:
             self.tensors = self._fp8_as_q8(form)
         self._by_name = {t.name: t for t in self.tensors}
@@ -691,14 +692,18 @@ class HfCheckpoint:
 
     def for_llama_cpp(self) -> "HfCheckpoint | LoadTimeView":
         """What hfview's runner hands llama.cpp: this view, or where the family declares load-time array values
-        (RunnerFacts.load_arrays) the view with those values in the header. Refuses a view whose FFN scales the
-        family's llama.cpp graph would not apply (RunnerFacts.applies_ffn_scales)."""
-        scaled = next((t.name for t in self.tensors if t.name.startswith("blk.") and ".ffn_" in t.name
-                       and t.name.endswith(".scale")), None)
-        if scaled is not None and not self.family.runner.applies_ffn_scales:
+        (RunnerFacts.load_arrays) the view with those values in the header. Refuses a view whose FFN or attention scales
+        the family's llama.cpp graph would not apply (RunnerFacts.applies_ffn_scales, applies_attn_scales)."""
+        facts = self.family.runner
+        unapplied = [part for part, applied in ((".ffn_", facts.applies_ffn_scales),
+                                                (".attn_", facts.applies_attn_scales)) if not applied]
+        scaled = next((t.name for t in self.tensors if t.name.startswith("blk.") and t.name.endswith(".scale")
+                       and any(part in t.name for part in unapplied)), None)
+        if scaled is not None:
+            which = "FFN and expert" if ".ffn_" in scaled else "attention"
             raise CheckpointError(f"{self.path}: {scaled!r} (NVFP4's per-tensor weight_scale_2) is a scale llama.cpp's "
-                                  f"{self.arch} graph does not apply to its FFN and expert weights, so it would run "
-                                  f"another model (the converter's own file gives NaN logits); `hfview export` writes "
+                                  f"{self.arch} graph does not apply to its {which} weights, so it would run another "
+                                  f"model (the converter's own file gives NaN or wrong logits); `hfview export` writes "
                                   f"the file as the converter does, and the release's BF16 weights run")
         return LoadTimeView(self) if self.load_arrays else self
 

@@ -202,6 +202,9 @@ class RunnerFacts:
     # so it would run a view carrying them as another model (NaN logits from the converter's own file, measured): the
     # runner refuses that view, which export and mount still write as the converter does
     applies_ffn_scales: bool = True
+    # The same for attention weights' `.scale` (nanbeige's loop passes after the first carry none: measured, a
+    # Nanbeige whose attention alone is NVFP4 misses transformers by NMSE 1.3 from the converter's own file)
+    applies_attn_scales: bool = True
 
 
 @dataclass(frozen=True)
@@ -272,6 +275,9 @@ class Family:
     # Whether the converter's NVFP4 path regroups q_proj / k_proj rows (and their block scales) into rotation pairs:
     # LlamaModel's _repack_nvfp4 under undo_permute, which its subclasses inherit whatever their own BF16 path does
     nvfp4_qk_pairs: Callable[[dict], bool] = lambda h: False
+    # Endings of stored names the converter's tensor map does not know (its modify_tensors renames them first): its
+    # NVFP4 path maps each NVFP4 weight by the stored name, bypassing modify_tensors, and fails on such a weight
+    nvfp4_unmapped: tuple[str, ...] = ()
     # What the runner must do beside reading the file (load-time overrides, the window llama.cpp applies or not)
     runner: "RunnerFacts" = field(default_factory=lambda: RunnerFacts())
     # One-key refusals as data: the engine refuses a value no rule allows, before `check` runs

@@ -1574,7 +1574,8 @@ def _per_tensor_written(values: np.ndarray | None) -> bool:
 
 
 def nvfp4_first(tensors: list[Presented], stored: dict[str, StoredTensor], n_experts: int,
-                permuting: bool, algo_of: Callable[[str], str | None]) -> tuple[list[Presented], list[str]]:
+                permuting: bool, algo_of: Callable[[str], str | None],
+                unmapped: tuple[str, ...] = ()) -> tuple[list[Presented], list[str]]:
     """The converter's tensor list over NVFP4 weights (_generate_nvfp4_tensors, before its main loop): each tensor
     made of NVFP4Pairs presented as ggml's NVFP4 (NVFP4Rows) and moved to the front in the order the converter adds
     them (a weight where it comes in the checkpoint; an expert stack when its `n_experts`-th expert comes, or after
@@ -1582,7 +1583,8 @@ def nvfp4_first(tensors: list[Presented], stored: dict[str, StoredTensor], n_exp
     are not 1; then the rest in their order. Also the names the `prec_a4` KV marks (their algorithm W4A16_NVFP4).
     `permuting`: the family's converter class regroups NVFP4 q_proj / k_proj rows into rotation pairs (LlamaModel's
     _repack_nvfp4, Family.nvfp4_qk_pairs), so those come through the family's rotation-pair view; every other
-    NVFP4 weight, and every one elsewhere, its NVFP4 path writes as stored, mapped by name only."""
+    NVFP4 weight, and every one elsewhere, its NVFP4 path writes as stored, mapped by name only; it fails on a stored
+    name its tensor map does not know (`unmapped`, Family.nvfp4_unmapped)."""
     import re
 
     pairs = {t.name: t for t in stored.values() if isinstance(t, NVFP4Pair)}
@@ -1596,6 +1598,11 @@ def nvfp4_first(tensors: list[Presented], stored: dict[str, StoredTensor], n_exp
             rest.append(t)
             continue
         what = f"{t.name} (from {srcs[0].name!r})"
+        if srcs[0].name.endswith(unmapped):
+            raise CheckpointError(
+                f"{what}: the pinned converter's NVFP4 path maps each NVFP4 weight by its stored name, which its tensor "
+                f"map does not know (this family's own path renames it first), and fails on it (\"Can not map tensor "
+                f"{srcs[0].name!r}\"); use the release's BF16 checkpoint")
         # (the converter's test: the HF name's ending, whatever GGUF name it maps to)
         paired = permuting and srcs[0].name.endswith(("q_proj.weight", "k_proj.weight"))
         if paired and not isinstance(t.view, RowPermutation):

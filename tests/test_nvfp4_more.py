@@ -1,7 +1,8 @@
 """NVFP4 beyond tests/test_nvfp4.py: q/k on LlamaModel's subclasses (Family.nvfp4_qk_pairs), --fp8-as-q8 over
 ModelOpt NVFP4, Gemma 4's router per-expert scale folded into its NVFP4 experts' scales; each proven by the two
 oracles as test_nvfp4 proves its fixtures (the converter's bytes at every outtype; llama.cpp's logits from the view
-against transformers over the dequantized float32 twin, within the converter's own file's NMSE)."""
+against transformers over the dequantized float32 twin, within the converter's own file's NMSE); and the measured
+refusals: an NVFP4 Granite shared MLP (Family.nvfp4_unmapped), scales llama.cpp's graph drops (RunnerFacts)."""
 import json
 import subprocess
 import sys
@@ -256,3 +257,196 @@ def test_gemma4_router_scale_beside_partly_nvfp4_experts_is_refused_as_the_conve
                                               r"weight_scale_2; the pinned converter fails on it \(\"layer 0: partial "
                                               r"NVFP4 quantization across experts\"\)"):
         HfCheckpoint(path, "bf16")
+
+
+# Issue 32: NVFP4 on the Granite mixture / hybrid families, Nemotron-H, IQuest-Coder and Nanbeige, whose
+# nvfp4_qk_pairs were declared from the converter's classes alone. Where their converter class is a LlamaModel with
+# undo_permute, the -attn fixtures' NVFP4 q/k (attention NVFP4, the MLPs as stored) prove the rotation pairs reach
+# llama.cpp as transformers computes them.
+MORE = {"granitemoehybrid": ["granite-4.0-h-nvfp4-attn", "granite-4.0-h-dense-nvfp4-attn"],
+        "granitemoe": ["granitemoe-nvfp4-attn"],
+        "nemotron_h": ["nemotron_h-moe-nvfp4", "nemotron_h-moe-nvfp4-record"],
+        "nemotron_h_puzzle": ["nemotron_h_puzzle-nvfp4", "nemotron_h_puzzle-nvfp4-record"],
+        "iquestcoder": ["iquestcoder-nvfp4", "iquestcoder-nvfp4-record"],
+        "nanbeige": ["nanbeige-nvfp4", "nanbeige-nvfp4-record", "nanbeige-nvfp4-attn"],
+        "granitemoe_swa": ["granitemoe_swa-nvfp4-attn"]}
+MORE_ALL = [n for names in MORE.values() for n in names]
+# llama.cpp's nanbeige loads the looped layers' weights without their .scale (RunnerFacts.applies_ffn_scales)
+MORE_SCALES_UNAPPLIED = ["nanbeige-nvfp4", "nanbeige-nvfp4-attn"]
+# llama.cpp cannot load the converter's file: its loader leaves the latent projections' .scale unread
+MORE_UNLOADABLE = ["nemotron_h_puzzle-nvfp4"]
+
+
+def _llama_of(path, ids):
+    """IQuest-Coder (no transformers class; its decoder is Llama's): transformers' Llama over the same weights."""
+    import torch
+    import transformers
+
+    cfg = json.loads((path / "config.json").read_text())
+    config = transformers.LlamaConfig(**{k: v for k, v in cfg.items()
+                                         if k not in ("architectures", "auto_map", "model_type")})
+    model = transformers.LlamaForCausalLM.from_pretrained(path, config=config, dtype=torch.float32)
+    with torch.no_grad():
+        return model(torch.tensor([ids])).logits[0].float().numpy()
+
+
+def _reference(name):
+    from family_oracle import transformers_logits
+    if name.startswith("iquestcoder"):
+        return _llama_of
+    if name.startswith("nanbeige"):
+        from test_family_nanbeige import looped_llama_logits
+        return looped_llama_logits
+    if name.startswith("nemotron_h_puzzle"):
+        from test_family_nemotron_h_puzzle import puzzle_logits
+        return puzzle_logits
+    return transformers_logits
+
+
+@pytest.mark.parametrize("outtype", OUTTYPES + ["q8_0"])
+@pytest.mark.parametrize("name", MORE_ALL)
+def test_more_export(name, outtype, checkpoint, converted, tmp_path, record_property):
+    record_property("family", next(f for f, names in MORE.items() if name in names))
+    record_property("oracle", "bytes")
+    check_export(name, outtype, checkpoint, converted, tmp_path)
+
+
+@pytest.mark.parametrize("outtype", OUTTYPES)
+@pytest.mark.parametrize("name", [n for n in MORE_ALL if n not in MORE_SCALES_UNAPPLIED + MORE_UNLOADABLE])
+def test_more_logits_within_converter_file_ceiling(name, outtype, checkpoint, converted, tmp_path_factory,
+                                                   record_property):
+    """As test_logits_within_converter_file_ceiling: llama.cpp over the view vs the family's reference (transformers,
+    or its Llama modules where transformers has no class) over the dequantized float32 twin, held to the NMSE of
+    llama.cpp running the converter's own file (or the ordinary bar)."""
+    from converter_ceiling import GGUFFile, llama_cpp_logits
+    from family_oracle import NMSE_BAR, nmse
+
+    from hfview import HfCheckpoint
+
+    record_property("family", next(f for f, names in MORE.items() if name in names))
+    record_property("oracle", "logits")
+    path = checkpoint(name)
+    twin = tmp_path_factory.getbasetemp() / f"{path.name}-nvfp4-twin"
+    if not (twin / "model.safetensors").is_file():
+        nvfp4_twin(path, twin)
+    ids, ours = llama_cpp_logits(HfCheckpoint(path, outtype))
+    _, theirs = llama_cpp_logits(GGUFFile(converted(name, outtype)), ids)
+    ref = _reference(name)(twin, ids)
+    value, ceiling = nmse(ours, ref), nmse(theirs, ref)
+    print(f"{name} {outtype}: NMSE {value:.3e} against its dequantized-F32 twin (converter's file {ceiling:.3e}), "
+          f"top-1 agreement {np.mean(ours.argmax(-1) == ref.argmax(-1)):.3f}")
+    assert value <= max(NMSE_BAR, ceiling * (1 + 1e-6)), f"view {value:.3e} > the converter's file {ceiling:.3e}"
+
+
+@pytest.mark.parametrize("name", ["nanbeige-nvfp4", "nanbeige-nvfp4-attn"])
+def test_nanbeige_nvfp4_scales_unapplied_on_loops_are_refused_by_the_runner(name, checkpoint, converted, tmp_path):
+    """Measured: llama.cpp's nanbeige copies the stored layers into the loop slots (load_arch_tensors) before its
+    generic pass loads each blk.N.*.scale, so the second pass runs unscaled: the converter's own NVFP4 file of a
+    two-loop Nanbeige gives NaN logits (every linear NVFP4) or misses transformers over the dequantized twin by
+    NMSE 1.3 (the attention alone NVFP4). The runner refuses the view (RunnerFacts.applies_ffn_scales and
+    applies_attn_scales), naming the scale; the scales-of-1 twin runs (test_more_logits_within_converter_file_ceiling).
+    Once llama.cpp loads the loop slots' scales, the first assertion fails: declare the facts true."""
+    from converter_ceiling import GGUFFile, llama_cpp_logits
+    from family_oracle import nmse
+    from test_family_nanbeige import looped_llama_logits
+
+    from hfview import HfCheckpoint
+    from hfview.errors import CheckpointError
+
+    ids, theirs = llama_cpp_logits(GGUFFile(converted(name, "bf16")))
+    if name == "nanbeige-nvfp4":
+        assert np.isnan(theirs).any()
+    else:
+        value = nmse(theirs, looped_llama_logits(nvfp4_twin(checkpoint(name), tmp_path / "twin"), ids))
+        print(f"{name}: the converter's file misses its twin by NMSE {value:.3e}")
+        assert value > 0.1
+    with pytest.raises(CheckpointError, match=r"'blk\.0\.(attn|ffn)_[a-z]+\.scale' \(NVFP4's per-tensor weight_scale_2\) "
+                                              r"is a scale llama.cpp's nanbeige graph does not apply to its "
+                                              r"(attention|FFN and expert) weights"):
+        llama_cpp_logits(HfCheckpoint(checkpoint(name), "bf16"), ids)
+
+
+@pytest.mark.parametrize("name", ["granite-4.0-h-nvfp4", "granite-4.0-h-nvfp4-record", "granite-4.0-h-dense-nvfp4",
+                                  "granite-4.0-h-dense-nvfp4-record", "granitemoeshared-nvfp4",
+                                  "granitemoeshared-nvfp4-record", "granitemoe_swa-nvfp4",
+                                  "granitemoe_swa-nvfp4-record"])
+def test_granite_nvfp4_shared_mlp_is_refused_as_the_converter_fails(name, checkpoint, tmp_path):
+    """A ModelOpt export quantizes the shared MLP's fused input_linear (an nn.Linear): the pinned converter's NVFP4
+    path maps each NVFP4 weight by its stored name, which its tensor map does not know (the Granite classes'
+    modify_tensors split or rename it first; that path is bypassed), and fails (measured on Granite 4.0-H with and
+    without experts, Granite MoE Shared and Granite MoE SWA); hfview refuses quoting that failure
+    (Family.nvfp4_unmapped), where without the fact it would present Granite MoE SWA's fused input_linear as
+    ffn_up_shexp, a file the converter cannot write."""
+    import oracle
+
+    from hfview import HfCheckpoint
+    from hfview.errors import CheckpointError
+
+    with pytest.raises(oracle.ConverterFailed, match=r"_repack_nvfp4[\s\S]*Can not map tensor "
+                                                     r"'model\.layers\.0\.shared_mlp\.input_linear\.weight'"):
+        oracle.convert(checkpoint(name), tmp_path / "c.gguf", "bf16")
+    with pytest.raises(CheckpointError, match=r"\(from 'model\.layers\.0\.shared_mlp\.input_linear\.weight'\): the "
+                                              r"pinned converter's NVFP4 path [\s\S]*\(\"Can not map tensor "
+                                              r"'model\.layers\.0\.shared_mlp\.input_linear\.weight'\"\)"):
+        HfCheckpoint(checkpoint(name), "bf16")
+
+
+@pytest.mark.parametrize("outtype", OUTTYPES + ["q8_0"])
+def test_nemotron_h_dense_nvfp4_export_matches_the_converter_on_config_as_stated(outtype, checkpoint, tmp_path,
+                                                                                 record_property):
+    """A dense Nemotron-H's NVFP4 export (every mixer linear NVFP4): the pinned converter under transformers 5.24
+    writes any dense Nemotron-H as nemotron_h_moe (test_family_nemotron_h's strict xfail), so its bytes are those of
+    the converter on config.json as written, as for the family's unquantized dense fixture."""
+    import oracle
+    from test_family_nemotron_h import convert_as_stated
+
+    from hfview import HfCheckpoint
+    from hfview.export import export
+
+    record_property("family", "nemotron_h")
+    record_property("oracle", "bytes")
+    path = checkpoint("nemotron_h-dense-nvfp4")
+    theirs = convert_as_stated(path, outtype, tmp_path)
+    ours = export(HfCheckpoint(path, outtype), tmp_path / "ours.gguf")
+    assert oracle.sha256(ours) == oracle.sha256(theirs), oracle.first_difference(ours, theirs)
+
+
+@pytest.mark.parametrize("outtype", OUTTYPES)
+def test_nemotron_h_dense_nvfp4_logits_within_converter_file_ceiling(outtype, checkpoint, tmp_path, record_property):
+    """llama.cpp over the dense NVFP4 view vs transformers over its dequantized twin, held to llama.cpp on the
+    converter's file (config.json as written): its graph applies the MLPs' scales (measured: no NaN)."""
+    from converter_ceiling import GGUFFile, llama_cpp_logits
+    from family_oracle import NMSE_BAR, nmse, transformers_logits
+    from test_family_nemotron_h import convert_as_stated
+
+    from hfview import HfCheckpoint
+
+    record_property("family", "nemotron_h")
+    record_property("oracle", "logits")
+    path = checkpoint("nemotron_h-dense-nvfp4")
+    twin = nvfp4_twin(path, tmp_path / "twin")
+    ids, ours = llama_cpp_logits(HfCheckpoint(path, outtype))
+    _, theirs = llama_cpp_logits(GGUFFile(convert_as_stated(path, outtype, tmp_path)), ids)
+    ref = transformers_logits(twin, ids)
+    value, ceiling = nmse(ours, ref), nmse(theirs, ref)
+    print(f"nemotron_h-dense-nvfp4 {outtype}: NMSE {value:.3e} (converter's file {ceiling:.3e}), top-1 agreement "
+          f"{np.mean(ours.argmax(-1) == ref.argmax(-1)):.3f}")
+    assert value <= max(NMSE_BAR, ceiling * (1 + 1e-6)), f"view {value:.3e} > the converter's file {ceiling:.3e}"
+
+
+def test_nemotron_latent_nvfp4_scales_fail_llama_cpp_as_the_converters_file(checkpoint, converted):
+    """Measured: with the latent projections (fc1/fc2_latent_proj) NVFP4 and their scales not 1, the converter writes
+    blk.N.ffn_latent_down/up.scale and .input_scale, which llama.cpp's nemotron_h_moe loader does not read: it refuses
+    the converter's own file ("wrong number of tensors"), and the view, byte-equal (test_more_export), the same way;
+    with scales of 1 (no .scale written) both run (test_more_logits_within_converter_file_ceiling)."""
+    from converter_ceiling import GGUFFile, llama_cpp_logits
+
+    from hfview import HfCheckpoint
+    from hfview.runner.stream import ModelLoadError
+
+    ids = list(range(100, 116))
+    failure = r"wrong number of tensors; expected 84, got 76"
+    with pytest.raises(ModelLoadError, match=failure):
+        llama_cpp_logits(GGUFFile(converted("nemotron_h_puzzle-nvfp4", "bf16")), ids)
+    with pytest.raises(ModelLoadError, match=failure):
+        llama_cpp_logits(HfCheckpoint(checkpoint("nemotron_h_puzzle-nvfp4"), "bf16"), ids)

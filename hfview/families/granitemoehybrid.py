@@ -255,4 +255,5 @@ FAMILY = Family(
     check=check,
     normalise=normalise,
     nvfp4_qk_pairs=lambda h: True,  # its converter class is a LlamaModel with undo_permute
+    nvfp4_unmapped=("shared_mlp.input_linear.weight",),  # measured: "Can not map tensor" (test_nvfp4_more)
 )
