@@ -47,8 +47,8 @@ LEGACY_TEKKEN_SPECIALS = (
 )
 
 # The chat template the converter writes when the directory has no chat_template.jinja: llama.cpp's
-# built-in template names for the older tokenizers; for v11 and v13 a community template file that ships
-# with llama.cpp's sources (models/templates/), not with hfview.
+# built-in template names for the older tokenizers; for v11 and v13 (either kind) a community template file
+# from llama.cpp's sources (models/templates/), which hfview carries as data (mistral_templates.py).
 _BUILTIN_TEMPLATES = {("v1", "spm"): "mistral-v1", ("v1", "tekken"): "mistral-v1",
                       ("v3", "spm"): "mistral-v3", ("v3", "tekken"): "mistral-v3-tekken",
                       ("v7", "spm"): "mistral-v7", ("v7", "tekken"): "mistral-v7-tekken"}
@@ -227,9 +227,8 @@ def chat_template(model_dir: Path, tok: MistralTokens, mistral_format: bool = Tr
     if (tok.version, tok.kind) in _BUILTIN_TEMPLATES:
         return _BUILTIN_TEMPLATES[(tok.version, tok.kind)]
     if tok.version in _TEMPLATE_FILES:
-        raise TokenizerError(f"{model_dir}: a {tok.version} Mistral tokenizer takes the community chat template "
-                             f"{_TEMPLATE_FILES[tok.version]} from llama.cpp's sources, which hfview does not ship; "
-                             f"put that template beside the weights as chat_template.jinja")
+        from .mistral_templates import TEMPLATES
+        return TEMPLATES[_TEMPLATE_FILES[tok.version]]
     raise TokenizerError(f"{model_dir}: the converter knows no chat template for a {tok.version} {tok.kind} Mistral "
                          f"tokenizer (it refuses unless told to skip it); add chat_template.jinja beside the weights")
 
