@@ -195,6 +195,36 @@ def test_mistral_vocab_equals_converter_on_real_tokenizers(source, name, tmp_pat
         assert encode_kv(kv) == raw, kv.key
 
 
+@pytest.mark.parametrize("version", ["v11", "v13"])
+def test_mistral_vocab_equals_converter_on_v11_and_v13_tekken(version, checkpoint, tmp_path):
+    """A v11 (Voxtral, Mistral Small 3.2) or v13 (Devstral) tekken.json with no chat_template.jinja: the converter
+    writes the community template its tree keeps for that version (hfview.tokenizer.mistral_templates holds the same
+    bytes). tokenizer.* (and llama.vocab_size) equal its --vocab-only --mistral-format output, KV by KV in order; the
+    tekken file is the voxtral fixture's (v11 as Voxtral releases it), restated as `version`."""
+    from gguf import GGUFReader
+    import oracle
+    from hfview.gguf_layout import encode_kv
+    from hfview.tokenizer.mistral import mistral_vocab
+
+    pytest.importorskip("mistral_common")
+    tekken = json.loads((checkpoint("voxtral") / "tekken.json").read_text(encoding="utf-8"))
+    assert tekken["config"]["version"] == "v11"
+    tekken["config"]["version"] = version
+    d = tmp_path / "ckpt"
+    d.mkdir()
+    (d / "params.json").write_text(json.dumps({"dim": 64, "n_layers": 1, "head_dim": 16, "hidden_dim": 128,
+                                                "n_heads": 4, "n_kv_heads": 4, "norm_eps": 1e-5}))
+    (d / "tekken.json").write_text(json.dumps(tekken), encoding="utf-8")
+    theirs = GGUFReader(oracle.convert_cached(d, "f32", "--vocab-only", "--mistral-format"))
+    wanted = [k for k in theirs.fields if k.startswith("tokenizer.") or k == "llama.vocab_size"]
+    ours = mistral_vocab(d, "llama")
+    assert [kv.key for kv in ours] == wanted
+    assert "tokenizer.chat_template" in wanted
+    for kv in ours:
+        raw = b"".join(bytes(p) for p in theirs.fields[kv.key].parts)
+        assert encode_kv(kv) == raw, kv.key
+
+
 def test_v2_tokenizer_is_refused_like_the_converter(tmp_path):
     """A v2 SentencePiece tokenizer has no chat template in the converter's table: it fails, and so does the
     view, naming what to add."""
