@@ -101,20 +101,27 @@ def test_logits_within_converter_file_ceiling(name, outtype, checkpoint, convert
                                               record_property):
     """llama.cpp over the view vs transformers over the dequantized float32 twin, held to the NMSE of llama.cpp
     running the converter's own NVFP4 file against the same twin (or the ordinary bar, where that file meets it)."""
+    record_property("family", next(f for f, names in FIXTURES.items() if name in names))
+    record_property("oracle", "logits")
+    check_twin_logits(name, outtype, checkpoint, converted, tmp_path_factory)
+
+
+def check_twin_logits(name, outtype, checkpoint, converted, tmp_path_factory, make_twin=None, reference=None):
+    """llama.cpp over the view of fixture `name` vs `reference` (default transformers_logits) over its dequantized
+    float32 twin (made once by `make_twin`, default nvfp4_twin), held to the NMSE of llama.cpp running the
+    converter's own file against the same twin, or to the ordinary bar where that file meets it."""
     from converter_ceiling import GGUFFile, llama_cpp_logits
     from family_oracle import NMSE_BAR, nmse, transformers_logits
 
     from hfview import HfCheckpoint
 
-    record_property("family", next(f for f, names in FIXTURES.items() if name in names))
-    record_property("oracle", "logits")
     path = checkpoint(name)
     twin = tmp_path_factory.getbasetemp() / f"{path.name}-nvfp4-twin"
     if not (twin / "model.safetensors").is_file():
-        nvfp4_twin(path, twin)
+        (make_twin or nvfp4_twin)(path, twin)
     ids, ours = llama_cpp_logits(HfCheckpoint(path, outtype))
     _, theirs = llama_cpp_logits(GGUFFile(converted(name, outtype)), ids)
-    ref = transformers_logits(twin, ids)
+    ref = (reference or transformers_logits)(twin, ids)
     value, ceiling = nmse(ours, ref), nmse(theirs, ref)
     print(f"{name} {outtype}: NMSE {value:.3e} against its dequantized-F32 twin (converter's file {ceiling:.3e}), "
           f"top-1 agreement {np.mean(ours.argmax(-1) == ref.argmax(-1)):.3f}")

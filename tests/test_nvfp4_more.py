@@ -11,7 +11,7 @@ import numpy as np
 import pytest
 
 from family_oracle import OUTTYPES, check_export
-from test_nvfp4 import nvfp4_twin
+from test_nvfp4 import check_twin_logits, nvfp4_twin
 
 FIXTURES = {f: [f"{f}-nvfp4", f"{f}-nvfp4-record"] for f in ("granite", "granite_swa", "arcee", "smollm3")}
 FIXTURES["llama"] = ["mistral3-mm-nvfp4"]
@@ -40,26 +40,15 @@ def test_logits_within_converter_file_ceiling(name, outtype, checkpoint, convert
                                               record_property):
     """llama.cpp over the view vs transformers over the dequantized float32 twin, held to the NMSE of llama.cpp
     running the converter's own NVFP4 file against the same twin (or the ordinary bar, where that file meets it)."""
-    from converter_ceiling import GGUFFile, llama_cpp_logits
-    from family_oracle import NMSE_BAR, nmse, transformers_logits, wrapper_logits
-
-    from hfview import HfCheckpoint
+    from family_oracle import wrapper_logits
 
     record_property("family", next(f for f, names in FIXTURES.items() if name in names))
     record_property("oracle", "logits")
-    path = checkpoint(name)
-    twin = tmp_path_factory.getbasetemp() / f"{path.name}-nvfp4-twin"
-    if not (twin / "model.safetensors").is_file():
-        (gemma4_twin if name.startswith("gemma4") else nvfp4_twin)(path, twin)
-    ids, ours = llama_cpp_logits(HfCheckpoint(path, outtype))
-    _, theirs = llama_cpp_logits(GGUFFile(converted(name, outtype)), ids)
     # (Mistral 3's image-text wrapper: no AutoModelForCausalLM maps it)
-    ref = (wrapper_logits("Mistral3ForConditionalGeneration") if name.startswith("mistral3") else
-           transformers_logits)(twin, ids)
-    value, ceiling = nmse(ours, ref), nmse(theirs, ref)
-    print(f"{name} {outtype}: NMSE {value:.3e} against its dequantized-F32 twin (converter's file {ceiling:.3e}), "
-          f"top-1 agreement {np.mean(ours.argmax(-1) == ref.argmax(-1)):.3f}")
-    assert value <= max(NMSE_BAR, ceiling * (1 + 1e-6)), f"view {value:.3e} > the converter's file {ceiling:.3e}"
+    check_twin_logits(name, outtype, checkpoint, converted, tmp_path_factory,
+                      make_twin=gemma4_twin if name.startswith("gemma4") else None,
+                      reference=wrapper_logits("Mistral3ForConditionalGeneration") if name.startswith("mistral3")
+                      else None)
 
 
 _CONVERTER_CLASSES = r"""
