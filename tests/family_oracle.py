@@ -49,6 +49,20 @@ def check_export(name: str, outtype: str, checkpoint, converted, tmp_path) -> No
         pytest.fail(f"{name} --outtype {outtype}: {oracle.first_difference(ours, theirs)}")
 
 
+def check_types_as_converter(name: str, outtype: str, checkpoint, converted, types: dict[str, str]) -> None:
+    """The ggml types of fixture `name`'s tensors named in `types` (GGUF name -> type name, "OUT" for the outtype's),
+    in the view and in the converter's file alike."""
+    from gguf import GGUFReader
+
+    from hfview import HfCheckpoint
+
+    theirs = {t.name: t.tensor_type.name for t in GGUFReader(converted(name, outtype)).tensors}
+    ours = {t.name: t.ggml_type.name for t in HfCheckpoint(checkpoint(name), outtype).tensors}
+    for tensor, wanted in types.items():
+        wanted = outtype.upper() if wanted == "OUT" else wanted
+        assert theirs[tensor] == ours[tensor] == wanted, (tensor, theirs[tensor], ours[tensor])
+
+
 def check_logits(name: str, outtype: str, checkpoint, *, bar: float = NMSE_BAR, reference=None,
                  against: str = "transformers") -> float:
     """llama.cpp fed from the view of fixture `name` vs transformers over `reference`: the fixture itself, a twin

@@ -145,15 +145,11 @@ def test_mtp_routers_stay_f32_as_the_converter_keeps_them(outtype, checkpoint, c
     stored name), Qwen's (mtp.layers.0 -> model.layers.4) is the converter's filter_tensors, before prepare_tensors
     reads it: its F32 list sees block 4, so the MTP layer's router and shared-expert gate stay F32 at a 16-bit outtype,
     as the trunk's do; the view's too (test_export has the bytes)."""
-    from gguf import GGUFReader
+    from family_oracle import check_types_as_converter
 
-    from hfview import HfCheckpoint
-
-    theirs = {t.name: t.tensor_type.name for t in GGUFReader(converted("qwen3_next-mtp", outtype)).tensors}
-    ours = {t.name: t.ggml_type.name for t in HfCheckpoint(checkpoint("qwen3_next-mtp"), outtype).tensors}
-    for name in ("blk.4.ffn_gate_inp.weight", "blk.4.ffn_gate_inp_shexp.weight"):
-        assert theirs[name] == ours[name] == "F32", name
-    assert theirs["blk.4.ffn_gate_exps.weight"] == ours["blk.4.ffn_gate_exps.weight"] == outtype.upper()
+    check_types_as_converter("qwen3_next-mtp", outtype, checkpoint, converted, {
+        "blk.4.ffn_gate_inp.weight": "F32", "blk.4.ffn_gate_inp_shexp.weight": "F32",
+        "blk.4.ffn_gate_exps.weight": "OUT"})
 
 
 def test_a_checkpoint_without_mtp_tensors_presents_as_no_mtp_converts_it(checkpoint, tmp_path):
