@@ -307,24 +307,9 @@ def test_more_logits_within_converter_file_ceiling(name, outtype, checkpoint, co
     """As test_logits_within_converter_file_ceiling: llama.cpp over the view vs the family's reference (transformers,
     or its Llama modules where transformers has no class) over the dequantized float32 twin, held to the NMSE of
     llama.cpp running the converter's own file (or the ordinary bar)."""
-    from converter_ceiling import GGUFFile, llama_cpp_logits
-    from family_oracle import NMSE_BAR, nmse
-
-    from hfview import HfCheckpoint
-
     record_property("family", next(f for f, names in MORE.items() if name in names))
     record_property("oracle", "logits")
-    path = checkpoint(name)
-    twin = tmp_path_factory.getbasetemp() / f"{path.name}-nvfp4-twin"
-    if not (twin / "model.safetensors").is_file():
-        nvfp4_twin(path, twin)
-    ids, ours = llama_cpp_logits(HfCheckpoint(path, outtype))
-    _, theirs = llama_cpp_logits(GGUFFile(converted(name, outtype)), ids)
-    ref = _reference(name)(twin, ids)
-    value, ceiling = nmse(ours, ref), nmse(theirs, ref)
-    print(f"{name} {outtype}: NMSE {value:.3e} against its dequantized-F32 twin (converter's file {ceiling:.3e}), "
-          f"top-1 agreement {np.mean(ours.argmax(-1) == ref.argmax(-1)):.3f}")
-    assert value <= max(NMSE_BAR, ceiling * (1 + 1e-6)), f"view {value:.3e} > the converter's file {ceiling:.3e}"
+    check_twin_logits(name, outtype, checkpoint, converted, tmp_path_factory, reference=_reference(name))
 
 
 @pytest.mark.parametrize("name", ["nanbeige-nvfp4", "nanbeige-nvfp4-attn"])
@@ -401,26 +386,16 @@ def test_nemotron_h_dense_nvfp4_export_matches_the_converter_on_config_as_stated
 
 
 @pytest.mark.parametrize("outtype", OUTTYPES)
-def test_nemotron_h_dense_nvfp4_logits_within_converter_file_ceiling(outtype, checkpoint, tmp_path, record_property):
+def test_nemotron_h_dense_nvfp4_logits_within_converter_file_ceiling(outtype, checkpoint, tmp_path, tmp_path_factory,
+                                                                    record_property):
     """llama.cpp over the dense NVFP4 view vs transformers over its dequantized twin, held to llama.cpp on the
     converter's file (config.json as written): its graph applies the MLPs' scales (measured: no NaN)."""
-    from converter_ceiling import GGUFFile, llama_cpp_logits
-    from family_oracle import NMSE_BAR, nmse, transformers_logits
     from test_family_nemotron_h import convert_as_stated
-
-    from hfview import HfCheckpoint
 
     record_property("family", "nemotron_h")
     record_property("oracle", "logits")
-    path = checkpoint("nemotron_h-dense-nvfp4")
-    twin = nvfp4_twin(path, tmp_path / "twin")
-    ids, ours = llama_cpp_logits(HfCheckpoint(path, outtype))
-    _, theirs = llama_cpp_logits(GGUFFile(convert_as_stated(path, outtype, tmp_path)), ids)
-    ref = transformers_logits(twin, ids)
-    value, ceiling = nmse(ours, ref), nmse(theirs, ref)
-    print(f"nemotron_h-dense-nvfp4 {outtype}: NMSE {value:.3e} (converter's file {ceiling:.3e}), top-1 agreement "
-          f"{np.mean(ours.argmax(-1) == ref.argmax(-1)):.3f}")
-    assert value <= max(NMSE_BAR, ceiling * (1 + 1e-6)), f"view {value:.3e} > the converter's file {ceiling:.3e}"
+    check_twin_logits("nemotron_h-dense-nvfp4", outtype, checkpoint,
+                      lambda name, outtype: convert_as_stated(checkpoint(name), outtype, tmp_path), tmp_path_factory)
 
 
 def test_nemotron_latent_nvfp4_scales_fail_llama_cpp_as_the_converters_file(checkpoint, converted):
