@@ -6,6 +6,12 @@ order: Q/K as stored), then per mlp_layer_types a dense SwiGLU or a mixture: a s
 renormalised and times router_scaling_factor, per-expert SwiGLUs stacked down, gate, up, and a shared SwiGLU
 (`mlp.shared_mlp`) of moe_intermediate_size x num_shared_experts. The converter writes no layer kinds: llama.cpp
 takes a layer without a router as dense, so each layer's stored FFN is checked against mlp_layer_types.
+
+The next-token-prediction (MTP) layers the release stores after the trunk (num_nextn_predict_layers 1: a mixture
+decoder layer as model.layers.80.* with eh_proj, enorm, hnorm and final_layernorm) are written as the converter
+writes them without --no-mtp: block_count counts them, the decoder tensors under blk.{n}.*, their own under
+blk.{n}.nextn.* (final_layernorm as shared_head_norm), and nextn_predict_layers in the KV. llama.cpp's hy_v3 loads
+them and runs the trunk only, as transformers (which drops them on load) does.
 """
 from __future__ import annotations
 
@@ -17,6 +23,7 @@ from ..family import Experts, Family, Refuse, Tensor, unset
 from ..names import GGUF, Keys
 from ..params import boolean, f32, text_model_parameters, u32
 from ._parts.checks import check_no_pooling, rope_types, silu_only
+from ._parts.nextn import NEXTN_TENSORS, in_mtp_block, mtp_layers
 from ._parts.vocab import gpt2_vocab
 
 ARCH = "hy_v3"
@@ -40,10 +47,15 @@ READS = frozenset({
     "attention_bias", "mlp_bias",  # checked: none (llama.cpp's hy_v3 loads no biases)
     "num_experts", "num_local_experts", "num_experts_per_tok", "num_shared_experts", "moe_intermediate_size",
     "router_scaling_factor", "mlp_layer_types",  # checked against each layer's stored FFN
+    "route_norm",  # the converter's expert_weights_norm: refused unless true (transformers always renormalises)
+    "num_nextn_predict_layers",  # the MTP blocks after the trunk (HYV3Config defines none: absent, 0)
 })
 HARMLESS: Harmless = {
     # the mixture's sum taken in f32 before rounding to the activations' dtype: llama.cpp sums in f32
     "enable_moe_fp32_combine": ANY,
+    # read by neither HYV3Config nor the converter (transformers' get_mtp_config zeroes it for the MTP layers only):
+    # the layer kinds come from mlp_layer_types, checked against each layer's stored FFN
+    "first_k_dense_replace": ANY,
 }
 ALIASES = {"num_local_experts": "num_experts"}
 
@@ -67,7 +79,15 @@ TENSORS = (
               required=False) for p in ("down", "gate", "up")),
     *(Tensor(f"{_MLP}shared_mlp.{p}_proj.weight", f"blk.{{bid}}.ffn_{p}_shexp.weight", required=False)
       for p in ("gate", "up", "down")),
+    *NEXTN_TENSORS,  # the MTP blocks' own (their final_layernorm renamed shared_head.norm first)
 )
+
+
+def rename(name: str, h: dict) -> str:
+    """HYV3Model.filter_tensors: an MTP block's trailing final_layernorm (after its decoder layer, before the shared
+    head) is read as its shared_head.norm; in a trunk layer the name is kept, matches no rule and is refused, as the
+    converter cannot map it either."""
+    return name.replace(".final_layernorm.", ".shared_head.norm.") if in_mtp_block(name, h) else name
 
 
 def normalise(h: dict) -> dict:
@@ -84,6 +104,8 @@ REFUSE = (
       for key in ("attention_bias", "mlp_bias")),
     Refuse("rope_parameters.partial_rotary_factor", (1.0,), f"the converter writes no rope width, so llama.cpp's "
            f"{ARCH} rotates the whole head", default=1.0),
+    Refuse("route_norm", (True,), f"transformers' HYV3 always renormalises the chosen experts' weights, but the "
+           f"converter would write expert_weights_norm false and llama.cpp's {ARCH} would not", default=True),
 )
 
 
@@ -120,15 +142,16 @@ def check_layers(h: dict, stored: dict) -> list:
 
 
 def parameters(h: dict, block_count: int, file_type: int) -> list:
-    """TextModel's list, then HYV3Model's: expert widths, renormalisation (route_norm, absent: true), the
-    router's scale and the sigmoid gating."""
+    """TextModel's list (block_count with the MTP blocks), then HYV3Model's: expert widths, renormalisation
+    (route_norm, absent: true), the router's scale, the sigmoid gating and the MTP block count where there is one."""
     return [*text_model_parameters(h, ARCH, block_count, file_type),
             u32(Keys.LLM.EXPERT_FEED_FORWARD_LENGTH.format(arch=ARCH), h["moe_intermediate_size"]),
             u32(Keys.LLM.EXPERT_SHARED_FEED_FORWARD_LENGTH.format(arch=ARCH),
                 h["moe_intermediate_size"] * h["num_shared_experts"]),
             boolean(Keys.LLM.EXPERT_WEIGHTS_NORM.format(arch=ARCH), True),
             f32(Keys.LLM.EXPERT_WEIGHTS_SCALE.format(arch=ARCH), float(h["router_scaling_factor"])),
-            u32(Keys.LLM.EXPERT_GATING_FUNC.format(arch=ARCH), 2)]
+            u32(Keys.LLM.EXPERT_GATING_FUNC.format(arch=ARCH), 2),
+            *([u32(Keys.LLM.NEXTN_PREDICT_LAYERS.format(arch=ARCH), mtp_layers(h))] if mtp_layers(h) else [])]
 
 
 FAMILY = Family(
@@ -146,4 +169,6 @@ FAMILY = Family(
     normalise=normalise,
     stored_kv=check_layers,
     aliases=ALIASES,
+    extra_blocks=mtp_layers,
+    rename=rename,
 )

@@ -2,6 +2,8 @@
 layers past num_hidden_layers) and Qwen3-Next's mtp.* tensors, which the converter renames into those blocks."""
 from __future__ import annotations
 
+import re
+
 from ...errors import CheckpointError, ConfigError
 from ...family import Tensor, converter_name
 from ...names import GGUF
@@ -27,6 +29,16 @@ NEXTN_TENSORS = (
 def mtp_layers(h: dict) -> int:
     """The converter's extra blocks: the next-token-prediction layers (it writes them unless --no-mtp)."""
     return h.get("num_nextn_predict_layers") or 0
+
+
+_STORED_BLOCK = re.compile(r"model\.layers\.(\d+)\.")
+
+
+def in_mtp_block(name: str, h: dict) -> bool:
+    """Whether a stored model.layers.{i}.* name lies after the trunk (i >= num_hidden_layers): an MTP layer stored as
+    a block of its own (GLM-4.5, Step-3.5, Hy3), where a converter class renames some of its tensors."""
+    m = _STORED_BLOCK.match(name)
+    return m is not None and int(m.group(1)) >= h["num_hidden_layers"]
 
 
 # Qwen3-Next's MTP layer (mtp.* as stored), as the converter renames it into the blocks after the trunk
