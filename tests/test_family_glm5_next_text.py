@@ -12,7 +12,8 @@ from family_oracle import oracle_tests, reference_logits_test
 from family_variants import variant
 from released_config import config_path_kv, released_configs
 
-FIXTURES = ["glm5_next_text", "glm5_next_text-dsa"]
+# -release-names: glm5_next_text with layer_types as GLM-5.3-Flash's config.json spells them (deepseek_sparse_attention)
+FIXTURES = ["glm5_next_text", "glm5_next_text-dsa", "glm5_next_text-release-names"]
 test_export, _ = oracle_tests("glm5_next_text", FIXTURES)
 
 _model = {}
@@ -38,8 +39,8 @@ test_logits = reference_logits_test("glm5_next_text", FIXTURES, glm5_next_logits
 @pytest.mark.parametrize("name", FIXTURES)
 def test_logits_within_converter_ceiling_bf16_activations(name, outtype, checkpoint, converted):
     """At bf16 (and auto, bf16 for these bf16 weights) llama.cpp running the converter's own file misses
-    transformers' float32 forward by more than the bar (measured: NMSE 5.6e-3 on glm5_next_text, 3.6e-4 on
-    glm5_next_text-dsa; at f16 and f32 both fixtures meet it). The stored weights are bf16, so f16 holds the same
+    transformers' float32 forward by more than the bar (measured: NMSE 5.6e-3 on glm5_next_text and on
+    glm5_next_text-release-names, its weights, 3.6e-4 on glm5_next_text-dsa; at f16 and f32 every fixture meets it). The stored weights are bf16, so f16 holds the same
     values: what differs is the precision llama.cpp computes in with bf16 weights (not isolated further here).
     The view's bytes equal the file's, so its logits must miss by no more."""
     from converter_ceiling import check_within_ceiling
@@ -99,13 +100,16 @@ def test_layers_mtp_and_kept_f32_reach_the_file(checkpoint):
                               "gate_lower_bound": -5.0}), "linear_attn_config.num_heads"),
     (dict(linear_attn_config={"num_heads": 4, "head_dim": 8, "short_conv_kernel_size": 4}), "gate_lower_bound"),
     (dict(layer_types=["linear_attention", "sliding_attention", "linear_attention"]), "layer_types"),
+    # transformers reads the legacy "attention" as "full_attention", which its Glm5Next forward cannot mask
+    # (measured: KeyError 'full_attention')
+    (dict(layer_types=["linear_attention", "attention", "linear_attention"]), "full_attention"),
     (dict(indexer_types=["full", "shared", "full"]), "first latent layer"),
     (dict(indexer_types=["full", "full"]), "indexer_types"),
     (dict(num_key_value_heads=2), "num_key_value_heads"),
     (dict(hidden_act="gelu"), "hidden_act"),
 ], ids=["tied", "attn_bias", "softmax", "greedy", "groups", "streams", "no_mhc", "rope", "no_nope_flag",
         "pool_divides", "pool_one", "no_clamp", "no_dense_count", "dense_disagree", "no_linear_config",
-        "linear_heads", "no_gate_bound", "layer_kind", "shared_first", "indexer_length", "kv_heads", "gelu"])
+        "linear_heads", "no_gate_bound", "layer_kind", "legacy_attention", "shared_first", "indexer_length", "kv_heads", "gelu"])
 def test_refuses_what_glm5_next_cannot_run_as_transformers_does(changes, reason, checkpoint, tmp_path):
     from hfview import HfCheckpoint
     from hfview.errors import ConfigError
@@ -142,20 +146,15 @@ def test_at_least_two_released_configs_collected():
 
 @pytest.mark.parametrize("path", released_configs("glm5_next_text"), ids=lambda p: p.stem)
 def test_released_config_is_accepted(path):
-    """Each released config passes the key check and the family's checks; its KV carries the released counts. The FP8
-    upload's quantization (quant_method fp8) is read, but GLM-5.3-Flash's copy (SOURCES.md) names its latent layers
-    deepseek_sparse_attention, which the family refuses by name (transformers 5.24 masks by indexed_attention)."""
-    from hfview.errors import ConfigError
-
-    config = json.loads(path.read_text(encoding="utf-8"))
-    if "deepseek_sparse_attention" in config["text_config"].get("layer_types", []):
-        with pytest.raises(ConfigError, match='one of "linear_attention" / "indexed_attention" per layer'):
-            config_path_kv(path)
-        return
-    released = config["text_config"]
+    """Each released config passes the key check and the family's checks; its KV carries the released counts and a
+    latent layer (one KV head) wherever its layer_types names one, "deepseek_sparse_attention" as GLM-5.3-Flash's
+    copy (SOURCES.md) spells it included. The FP8 upload's quantization (quant_method fp8) is read."""
+    released = json.loads(path.read_text(encoding="utf-8"))["text_config"]
     kv = config_path_kv(path)
     assert kv["glm5-next.block_count"] == released["num_hidden_layers"] + released.get("num_nextn_predict_layers", 0)
     assert kv["glm5-next.expert_count"] == released["n_routed_experts"]
+    latent = [int(t != "linear_attention") for t in released["layer_types"]]
+    assert kv["glm5-next.attention.head_count_kv"][:released["num_hidden_layers"]] == latent and 1 in latent
 
 
 def _release_shaped(layer_kind):
@@ -192,13 +191,31 @@ def test_release_shaped_config_reads_as_released(tmp_path):
     assert kv["glm5-next.attention.head_count_kv"][:5] == [0, 0, 0, 1, 0] and kv["glm5-next.expert_count"] == 288
 
 
-def test_layer_kind_transformers_cannot_mask_is_refused(tmp_path):
-    """"deepseek_sparse_attention" (as some ports spell the latent layers): transformers 5.24 masks by
-    "indexed_attention" / "linear_attention" only."""
-    from hfview.errors import ConfigError
+def test_release_layer_kind_reads_as_indexed_attention(tmp_path):
+    """"deepseek_sparse_attention" (GLM-5.3-Flash's config.json's name for its latent layers) is transformers'
+    legacy name of "indexed_attention": its config class reads it so (measured: Glm5NextConfig's text_config.layer_types
+    and to_dict() say indexed_attention), so the converter writes the same file (measured: glm5_next_text-release-names
+    converts to glm5_next_text's file but for general.name) and the view presents the same KV."""
+    kvs = []
+    for kind in ("indexed_attention", "deepseek_sparse_attention"):
+        path = tmp_path / kind / "glm5_next_text" / "shaped.json"
+        path.parent.mkdir(parents=True)
+        path.write_text(json.dumps(_release_shaped(kind)), encoding="utf-8")
+        kvs.append(config_path_kv(path))
+    assert kvs[0] == kvs[1]
 
-    path = tmp_path / "glm5_next_text" / "shaped.json"
-    path.parent.mkdir()
-    path.write_text(json.dumps(_release_shaped("deepseek_sparse_attention")), encoding="utf-8")
-    with pytest.raises(ConfigError, match="layer_types"):
-        config_path_kv(path)
+
+def test_release_names_present_as_indexed_attention(checkpoint):
+    """The fixture with the release's layer_types and the one with transformers' names (same weights) are presented
+    alike: the same KV but the name, the same tensors, byte for byte."""
+    import numpy as np
+
+    from hfview import HfCheckpoint
+
+    ours, named = HfCheckpoint(checkpoint("glm5_next_text-release-names"), "bf16"), \
+        HfCheckpoint(checkpoint("glm5_next_text"), "bf16")
+    assert {k.key: k.value for k in ours.kv if k.key != "general.name"} == \
+        {k.key: k.value for k in named.kv if k.key != "general.name"}
+    assert [t.name for t in ours.tensors] == [t.name for t in named.tensors]
+    for t in named.tensors:
+        assert np.array_equal(ours.read_tensor(t.name), named.read_tensor(t.name)), t.name

@@ -345,10 +345,8 @@ FEWER["hyperclovax"] = _UNREACHED
 # GLM-5.3-Flash (glm5_next_text): zai-org publishes on the Hub only; one copy reached (tt-metal's), the others
 # are other projects' hand-written test configs (tests/data/released_configs/glm5_next_text/SOURCES.md)
 FEWER["glm5_next_text"] = "one copy reached (GLM-5.3-Flash's FP8 config.json, kept by tt-metal's reference code)"
-REFUSED["glm5_next_text/zai-org__GLM-5.3-Flash.json"] = (
-    'one of "linear_attention" / "indexed_attention" per layer', "its layer_types name the latent layers "
-    "deepseek_sparse_attention, which the family refuses by name (transformers 5.24 masks by indexed_attention); its "
-    "FP8 (quant_method fp8, block 128) is read")
+# (accepted: its layer_types' "deepseek_sparse_attention" is transformers' legacy name of indexed_attention, read so
+# by the config class and so by the converter; its FP8, quant_method fp8 with 128-blocks, is read)
 
 
 # MiMo-7B: its checkpoints publish config.json on the Hub only; one copy reached (XiaomiMiMo/MiMo's

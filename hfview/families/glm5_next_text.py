@@ -5,7 +5,8 @@ The text decoder under model.language_model. (the converter strips the prefix an
 model.visual.* tensors). A hybrid of Kimi Delta Attention layers (hfview/families/kimi_linear.py's tensors: q/k/v
 projections through their own causal short convolutions, presented (1, channels, 1, kernel); the low-rank forget
 gate with dt_bias as the dt "projection"'s bias and A = -exp(A_log) per head; beta; the sigmoid-gated output norm)
-and, where layer_types says "indexed_attention", DeepSeek's latent attention without rope (qk_rope_head_dim 0,
+and, where layer_types says "indexed_attention" (or, as GLM-5.3-Flash's config.json and transformers' legacy name
+have it, "deepseek_sparse_attention"), DeepSeek's latent attention without rope (qk_rope_head_dim 0,
 kv_b_proj split into attn_k_b transposed and attn_v_b, hfview/families/deepseek_v2.py) with a DSA indexer whose
 keys are pooled index_kpool at a time (index_kpool_compress_ape / _gate, written as indexer_compressor_*). Every
 layer's residual is hc_mult streams mixed by mHC (hc_attn_* / hc_ffn_*: a mixing matrix, a base and three
@@ -127,11 +128,17 @@ def kept_f32(name: str, h: dict) -> bool:
 
 
 LINEAR, INDEXED = "linear_attention", "indexed_attention"
+# transformers' PreTrainedConfig.__post_init__, after the class's own step, reads legacy names of layer kinds as
+# today's (configuration_utils._LEGACY_LAYER_TYPE_REMAP, 5.24); the converter reads layer_types through that class.
+# GLM-5.3-Flash's config.json names its latent layers "deepseek_sparse_attention".
+_LEGACY_LAYER_TYPES = {"mamba": LINEAR, "attention": "full_attention", "deepseek_sparse_attention": INDEXED,
+                       "qwen_sparse_attention": INDEXED}
 
 
 def normalise(h: dict) -> dict:
     """Glm5NextTextConfig.__post_init__: KV heads default to the heads; three leading dense layers; a latent
-    layer every fourth (idx % 4 == 3), "full_attention" read as "indexed_attention"; indexer_types from
+    layer every fourth (idx % 4 == 3), "full_attention" read as "indexed_attention", then the legacy names of layer
+    kinds as transformers' shared config code reads them (_LEGACY_LAYER_TYPES); indexer_types from
     index_topk_pattern or the freq/offset schedule; the linear-attention sizes from linear_attn_config; head_dim
     the rope width (0) and qk_head_dim the key width."""
     n = h["num_hidden_layers"]
@@ -141,7 +148,8 @@ def normalise(h: dict) -> dict:
         h["mlp_layer_types"] = ["dense"] * min(3, n) + ["sparse"] * (n - 3)
     if h.get("layer_types") is None:
         h["layer_types"] = [LINEAR if i % 4 != 3 else INDEXED for i in range(n)]
-    h["layer_types"] = [INDEXED if t == "full_attention" else t for t in h["layer_types"]]
+    h["layer_types"] = [_LEGACY_LAYER_TYPES.get(t, t) for t in
+                        (INDEXED if t == "full_attention" else t for t in h["layer_types"])]
     if h.get("indexer_types") is None:
         pattern = h.get("index_topk_pattern")
         if pattern is not None:
