@@ -24,11 +24,8 @@ CONFIGS = [p.relative_to(DATA).as_posix() for family in FAMILIES for p in releas
 
 # file -> (what the refusal says, why that refusal is right)
 REFUSED: dict[str, tuple[str, str]] = {
-    "falcon/tiiuae__falcon-7b.json": (
-        'model architecture "RefinedWebModel" is unsupported', "Falcon-7B's first (remote-code) revision; the Hub's current file is "
-                                            "model_type falcon, which the view reads"),
-    "falcon/tiiuae__falcon-40b.json": (
-        'model architecture "RefinedWeb" is unsupported', "Falcon-40B's first (remote-code) revision, as above"),
+    # (Falcon-7B's and Falcon-40B's first, remote-code revisions, model_type RefinedWebModel / RefinedWeb, are read:
+    # the converter registers RWForCausalLM for its Falcon class; tests/test_family_falcon.py's falcon-rw-* fixtures)
     "mpt/replit__replit-code-v1_5-3b.json": (
         "attn_config.kv_n_heads 8", "grouped-query MPT: transformers' MPT has no GQA and the converter writes none"),
     "hunyuan_v1_moe/tencent__Hunyuan-A13B-Instruct.json": (
