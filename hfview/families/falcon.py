@@ -45,8 +45,9 @@ DEFAULTS = {
 # n_head_kv), read as FalconConfig's. Only for the RW model types: FalconConfig does not read them.
 RW_NAMES = {"n_head": "num_attention_heads", "n_layer": "num_hidden_layers", "n_head_kv": "num_kv_heads"}
 # What each first revision's own code computes where its config.json is silent: RWConfig's defaults for the
-# switches (rotary, no biases), its code's fixed block (a 4 x hidden GELU MLP, rope base 10000, one LayerNorm per
-# block (7B) or ln_attn and ln_mlp around n_head_kv groups (40B), the embeddings tied as PretrainedConfig's default)
+# switches (rotary, no biases), its code's fixed block (a 4 x hidden GELU MLP, one LayerNorm per block (7B) or ln_attn
+# and ln_mlp around n_head_kv groups (40B), rope base 10000 as the check takes it where no rope is stated), the
+# embeddings tied as PretrainedConfig's default
 _RW_BLOCK = dict(alibi=False, bias=False, num_ln_in_parallel_attn=None, ffn_hidden_size=None, activation="gelu",
                  tie_word_embeddings=True)
 RW_CODE = {
@@ -65,8 +66,9 @@ RW_STATED = {"RefinedWebModel": ("vocab_size", "hidden_size", "n_layer", "n_head
 
 READS = frozenset({
     "vocab_size", "hidden_size", "n_embed", "num_hidden_layers", "num_attention_heads", "num_ln_in_parallel_attn",
-    *RW_NAMES, "layer_norm_epsilon", "num_kv_heads", "alibi", "new_decoder_architecture", "multi_query", "parallel_attn",
+    "layer_norm_epsilon", "num_kv_heads", "alibi", "new_decoder_architecture", "multi_query", "parallel_attn",
     "bias", "rope_parameters", "rope_scaling", "rope_theta", "ffn_hidden_size", "activation", "tie_word_embeddings",
+    *RW_NAMES,  # the first revisions' names (normalise reads them as FalconConfig's; check refuses them elsewhere)
 })
 # max_position_embeddings: the converter writes a context of 2048 whatever it says (rope is relative).
 # apply_residual_connection_post_layernorm: Falcon-7B's release states it false, which is what transformers'
