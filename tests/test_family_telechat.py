@@ -154,8 +154,69 @@ def test_a_key_value_of_the_wrong_height_is_refused(checkpoint, tmp_path):
 
 
 # released configs: TeleChat 1 states no base_seqlen (its modeling code fixes it), so its rotary base is unknown
+# (measured below: the converter has no class for it, and a guessed base_seqlen runs another function)
 REFUSED = {p: "base_seqlen is missing" for p in ("Tele-AI__TeleChat-7B", "Tele-AI__TeleChat-12B",
                                                   "Tele-AI__TeleChat-12B-V2")}
+
+
+def test_the_pinned_converter_refuses_telechat_1(checkpoint, tmp_path):
+    """Issue 32's rule, first half: run the pinned converter on TeleChat 1's layout (TeleChat2's block, config.json
+    without base_seqlen, as Tele-AI/Telechat's models/7B, 12B and 12B-V2 state it). It has no class to convert it
+    with; these are its words."""
+    import oracle
+    from family_variants import DROP
+
+    tc1 = variant(checkpoint("telechat"), tmp_path / "telechat-1", base_seqlen=DROP)
+    with pytest.raises(oracle.ConverterFailed, match="Model TelechatForCausalLM is not supported"):
+        oracle.convert(tc1, tmp_path / "tc1.gguf", "f32")
+
+
+def test_telechat_1_with_a_guessed_base_seqlen_runs_another_function(checkpoint, tmp_path):
+    """Issue 32's rule, second half: no context cap makes base_seqlen irrelevant. TeleChat 1's code (models/7B/
+    modeling_telechat.py: get_ntk_alpha's log2(L / 4096); 12B's: / 8192) takes L = max(length, training_seqlen), never
+    below training_seqlen, so its rotary base at every length up to training_seqlen is 10000 * alpha^(d / (d - 2))
+    with alpha from training_seqlen / base_seqlen: 3 for TeleChat-7B, 1 for TeleChat-12B, whose config.json files
+    differ in nothing that says which. The release's function (TeleChat-7B's 4096, the Llama twin at that base) is
+    what llama.cpp computes from the view given 4096; given the other value a TeleChat 1 code fixes (8192, which is
+    also training_seqlen) it misses by NMSE ~6e-4 over 128 tokens on this fixture (measured), past the bar."""
+    import torch
+    import transformers
+
+    from family_oracle import NMSE_BAR
+    from hfview import HfCheckpoint
+    from hfview.runner.stream import StreamModel
+
+    src = checkpoint("telechat")
+    assert json.loads((src / "config.json").read_text())["training_seqlen"] == 8192
+    twin = llama_twin(variant(src, tmp_path / "b4096", base_seqlen=4096), tmp_path / "twin")
+    model = transformers.AutoModelForCausalLM.from_pretrained(twin, dtype=torch.float32)
+    values = {}
+    for base_seqlen in (4096, 8192):
+        with StreamModel(HfCheckpoint(variant(src, tmp_path / f"v{base_seqlen}", base_seqlen=base_seqlen), "f32"),
+                         n_ctx=256) as m:
+            ids = m.tokenize(PROMPT * 6)[:128]
+            assert len(ids) == 128
+            ours = m.logits(ids)
+        with torch.no_grad():
+            ref = model(torch.tensor([ids])).logits[0].numpy()
+        values[base_seqlen] = nmse(ours, ref)
+    print(f"TeleChat-7B's base_seqlen 4096: NMSE {values[4096]:.3e}; guessed 8192: NMSE {values[8192]:.3e}")
+    assert values[4096] < NMSE_BAR < values[8192]
+
+
+@pytest.mark.parametrize("path, base_seqlen, alpha", [("Tele-AI__TeleChat-7B", 4096, 3),
+                                                      ("Tele-AI__TeleChat-12B", 8192, 1),
+                                                      ("Tele-AI__TeleChat-12B-V2", 8192, 1)])
+def test_telechat_1_configs_with_the_base_seqlen_their_code_fixes_are_read(path, base_seqlen, alpha, tmp_path):
+    """base_seqlen is the one fact TeleChat 1's config.json files lack: stated as each release's code fixes it, the
+    family reads them (rotary base 10000 * alpha^(128 / 126), context training_seqlen)."""
+    released = json.loads((DATA / "telechat" / f"{path}.json").read_text())
+    config = tmp_path / "telechat" / "c.json"
+    config.parent.mkdir()
+    config.write_text(json.dumps({**released, "base_seqlen": base_seqlen}))
+    kv = config_path_kv(config)
+    assert kv["llama.rope.freq_base"] == pytest.approx(10000 * alpha ** (128 / 126), rel=1e-7)
+    assert kv["llama.context_length"] == released["training_seqlen"] == 8192
 # TeleChat-52B: the FLM-2 lineage's layout (GPT-2 names, Conv1D c_attn, muP) under the same model_type, no
 # architectures stated: its keys are not TeleChat2's, refused by the first of them
 REFUSED["Tele-AI__TeleChat-52B"] = "config key 'activation_function'.*not one the telechat family knows"

@@ -24,11 +24,8 @@ CONFIGS = [p.relative_to(DATA).as_posix() for family in FAMILIES for p in releas
 
 # file -> (what the refusal says, why that refusal is right)
 REFUSED: dict[str, tuple[str, str]] = {
-    "falcon/tiiuae__falcon-7b.json": (
-        'model architecture "RefinedWebModel" is unsupported', "Falcon-7B's first (remote-code) revision; the Hub's current file is "
-                                            "model_type falcon, which the view reads"),
-    "falcon/tiiuae__falcon-40b.json": (
-        'model architecture "RefinedWeb" is unsupported', "Falcon-40B's first (remote-code) revision, as above"),
+    # (Falcon-7B's and Falcon-40B's first, remote-code revisions, model_type RefinedWebModel / RefinedWeb, are read:
+    # the converter registers RWForCausalLM for its Falcon class; tests/test_family_falcon.py's falcon-rw-* fixtures)
     "mpt/replit__replit-code-v1_5-3b.json": (
         "attn_config.kv_n_heads 8", "grouped-query MPT: transformers' MPT has no GQA and the converter writes none"),
     "hunyuan_v1_moe/tencent__Hunyuan-A13B-Instruct.json": (
@@ -304,7 +301,9 @@ FEWER["mimo_v2_flash"] = _UNREACHED
 # families the converter has no class for: TeleChat 1 states no base_seqlen (its modeling code fixes it)
 REFUSED.update({f"telechat/Tele-AI__TeleChat-{m}.json": (
     "base_seqlen is missing", "TeleChat 1: the rotary base depends on base_seqlen, which its modeling code fixes "
-    "(4096 for 7B, 8192 for 12B) instead of config.json") for m in ("7B", "12B", "12B-V2")})
+    "(4096 for 7B, 8192 for 12B) instead of config.json; the pinned converter has no class for it ('Model "
+    "TelechatForCausalLM is not supported'), no context cap avoids it, and a guessed value runs another function "
+    "(measured in tests/test_family_telechat.py)") for m in ("7B", "12B", "12B-V2")})
 # Tele-FLM / FLM-2: CofeAI publishes on the Hub only; no copy of a config.json file reached
 FEWER["teleflm"] = _UNREACHED
 REFUSED["telechat/Tele-AI__TeleChat-52B.json"] = (

@@ -8,6 +8,13 @@ converter writes its own short list: a context of 2048, a feed-forward width of 
 Under transformers 5 the converter reads Falcon-7B's KV head count from num_kv_heads, which FalconConfig fills
 with the query head count, and fails on its multi-query tensor; the view takes the count transformers' own
 model uses (1 for multi-query outside the new decoder architecture).
+
+Falcon's first revisions ran as remote code (configuration_RW.py, modelling_RW.py; RWForCausalLM, which the
+converter registers for this class): model_type RefinedWebModel (Falcon-7B: multi-query, one LayerNorm) and
+RefinedWeb (Falcon-40B: n_head_kv groups, ln_attn and ln_mlp: what FalconConfig calls the new decoder
+architecture). transformers 5.24 has no config class for either, so the converter reads their config.json as
+written, under RWConfig's names (n_head, n_layer, n_head_kv), which the view reads as FalconConfig's; transformers'
+FalconForCausalLM is the port of that code, and computes it over the same weights.
 """
 from __future__ import annotations
 
@@ -28,12 +35,40 @@ DEFAULTS = {
                    max_position_embeddings=2048, rope_parameters={"rope_theta": 10000.0, "rope_type": "default"},
                    bos_token_id=11, eos_token_id=11, pad_token_id=None, ffn_hidden_size=None, activation="gelu",
                    tie_word_embeddings=True),
+    # no config class in transformers 5.24: the converter reads config.json as written (RW_CODE below: what the
+    # release's own code takes where a key is absent)
+    "RefinedWebModel": {},
+    "RefinedWeb": {},
 }
+
+# RWConfig's names (its attribute map: num_hidden_layers -> n_layer, num_attention_heads -> n_head; Falcon-40B's
+# n_head_kv), read as FalconConfig's. Only for the RW model types: FalconConfig does not read them.
+RW_NAMES = {"n_head": "num_attention_heads", "n_layer": "num_hidden_layers", "n_head_kv": "num_kv_heads"}
+# What each first revision's own code computes where its config.json is silent: RWConfig's defaults for the
+# switches (rotary, no biases), its code's fixed block (a 4 x hidden GELU MLP, one LayerNorm per block (7B) or ln_attn
+# and ln_mlp around n_head_kv groups (40B), rope base 10000 as the check takes it where no rope is stated), the
+# embeddings tied as PretrainedConfig's default
+_RW_BLOCK = dict(alibi=False, bias=False, num_ln_in_parallel_attn=None, ffn_hidden_size=None, activation="gelu",
+                 tie_word_embeddings=True)
+RW_CODE = {
+    # Falcon-7B's code: one KV head under multi_query (which must be stated: RW_STATED); its RWConfig defaults
+    # parallel_attn to false, which the check refuses (llama.cpp's falcon runs attention and MLP in parallel only)
+    "RefinedWebModel": dict(_RW_BLOCK, parallel_attn=False, new_decoder_architecture=False, num_kv_heads=1),
+    # Falcon-40B's code always runs n_head_kv groups with ln_attn / ln_mlp in parallel; it reads neither
+    # multi_query nor parallel_attn
+    "RefinedWeb": dict(_RW_BLOCK, parallel_attn=True, new_decoder_architecture=True),
+}
+# stated in every first revision, and needed as stated: the converter reads them from config.json with no default
+# (hidden_size, layer_norm_epsilon: a KeyError; n_head_kv: one KV head, where Falcon-40B's RWConfig takes n_head)
+RW_STATED = {"RefinedWebModel": ("vocab_size", "hidden_size", "n_layer", "n_head", "layer_norm_epsilon",
+                                 "multi_query"),
+             "RefinedWeb": ("vocab_size", "hidden_size", "n_layer", "n_head", "n_head_kv", "layer_norm_epsilon")}
 
 READS = frozenset({
     "vocab_size", "hidden_size", "n_embed", "num_hidden_layers", "num_attention_heads", "num_ln_in_parallel_attn",
     "layer_norm_epsilon", "num_kv_heads", "alibi", "new_decoder_architecture", "multi_query", "parallel_attn",
     "bias", "rope_parameters", "rope_scaling", "rope_theta", "ffn_hidden_size", "activation", "tie_word_embeddings",
+    *RW_NAMES,  # the first revisions' names (normalise reads them as FalconConfig's; check refuses them elsewhere)
 })
 # max_position_embeddings: the converter writes a context of 2048 whatever it says (rope is relative).
 # apply_residual_connection_post_layernorm: Falcon-7B's release states it false, which is what transformers'
@@ -70,6 +105,8 @@ def _norms(h: dict) -> int:
 
 def normalise(h: dict) -> dict:
     """FalconConfig's constructor: KV heads and FFN width filled in."""
+    if h.get("model_type") in RW_CODE:
+        return _first_revision(h)
     if h["num_kv_heads"] is None:
         h["num_kv_heads"] = h["num_attention_heads"]
     if h["ffn_hidden_size"] is None:
@@ -77,7 +114,52 @@ def normalise(h: dict) -> dict:
     return h
 
 
+def _first_revision(h: dict) -> dict:
+    """A RefinedWeb / RefinedWebModel config read as FalconConfig: RWConfig's names as FalconConfig's (a config
+    stating both is refused by the check), what the release's code takes where it is silent; nothing filled in for
+    what the converter reads without a default (the check refuses it missing)."""
+    h = dict(h)
+    for old, new in RW_NAMES.items():
+        if old in h and new not in h:
+            h[new] = h.pop(old)
+    h = {**RW_CODE[h["model_type"]], **h}
+    if h["ffn_hidden_size"] is None and isinstance(h.get("hidden_size"), int):
+        h["ffn_hidden_size"] = 4 * h["hidden_size"]
+    return h
+
+
+def check_first_revision(h: dict, path: Path) -> None:
+    """A RefinedWeb / RefinedWebModel config states what the converter reads without a default, under one name
+    each, and computes what llama.cpp's falcon does; in a falcon config RWConfig's names are refused by name
+    (FalconConfig does not read them: transformers would take its own default)."""
+    model_type = h.get("model_type")
+    old = sorted(k for k in RW_NAMES if k in h)
+    if model_type not in RW_CODE:
+        if old:
+            raise ConfigError(f"{path}: config key {old[0]!r} is RWConfig's name (Falcon's first, remote-code "
+                              f"revisions, model_type RefinedWebModel / RefinedWeb); FalconConfig (model_type "
+                              f"{model_type}) does not read it, so transformers would take its own default; state "
+                              f"{RW_NAMES[old[0]]} instead")
+        return
+    if old:
+        raise ConfigError(f"{path}: config keys {old[0]!r} and {RW_NAMES[old[0]]!r} are both stated; the converter "
+                          f"reads {RW_NAMES[old[0]]}, Falcon's remote code {old[0]}; state one")
+    missing = [k for k in RW_STATED[model_type] if h.get(RW_NAMES.get(k, k)) is None]
+    if missing:
+        raise ConfigError(f"{path}: model_type {model_type} without {', '.join(missing)}: transformers has no config "
+                          f"class for it, so the converter reads config.json as it stands; state them, as Falcon's "
+                          f"first revisions do")
+    flags = [k for k in ("multi_query", "parallel_attn", "alibi", "bias") if k in h and not isinstance(h[k], bool)]
+    if flags:
+        raise ConfigError(f"{path}: {flags[0]} is {h[flags[0]]!r}; expected true or false")
+    if model_type == "RefinedWebModel" and (h["multi_query"] is not True or h["num_kv_heads"] != 1):
+        raise ConfigError(f"{path}: multi_query {h['multi_query']}, n_head_kv {h['num_kv_heads']}: Falcon-7B's code "
+                          f"(RefinedWebModel) runs one KV head only under multi_query and reads no n_head_kv, and the "
+                          f"converter writes n_head_kv (one where it is absent); this checkpoint would run wrong")
+
+
 def check(h: dict, path: Path) -> None:
+    check_first_revision(h, path)
     wrong = [f"{k} {h[k]}" for k, ok in (("alibi", False), ("bias", False), ("parallel_attn", True)) if h[k] != ok]
     if wrong:
         raise ConfigError(f"{path}: {', '.join(wrong)}: llama.cpp's falcon runs rope, without biases, attention and "
@@ -112,7 +194,7 @@ def vocab(model_dir: Path, h: dict) -> list:
 FAMILY = Family(
     name="falcon",
     gguf_arch="falcon",
-    architectures=("FalconForCausalLM",),
+    architectures=("FalconForCausalLM", "RWForCausalLM"),  # RWForCausalLM: the first revisions' remote code
     defaults=DEFAULTS,
     reads=READS,
     harmless=HARMLESS,

@@ -124,10 +124,14 @@ def normalise(h: dict) -> dict:
 
 
 REFUSE = (
-    Refuse("base_seqlen", stated, "TeleChat's rotary base depends on it (the NTK factor from "
+    # Measured (tests/test_family_telechat.py): the pinned converter has no class for it ("Model
+    # TelechatForCausalLM is not supported"), so there is no reading of its to share; no context cap helps, since the
+    # code's NTK length is never below training_seqlen; and a guessed value runs another function (8192 in place of
+    # TeleChat-7B's 4096: NMSE 5.9e-4 against the release's function on a tiny fixture, 128 tokens)
+    Refuse("base_seqlen", stated, "TeleChat's rotary base depends on it at every length (the NTK factor from "
            "training_seqlen / base_seqlen), and TeleChat 1's modeling code fixes it in the code (4096 for 7B, 8192 for "
-           "12B) rather than in config.json, where base_seqlen is missing; add base_seqlen as the release's modeling "
-           "code states it"),
+           "12B) rather than in config.json, where base_seqlen is missing; no context length avoids it, and a guessed "
+           "value runs another model; add base_seqlen as the release's modeling code states it"),
     Refuse("embed_layernorm", unset, "the code normalises the embeddings before the first block "
            "(word_embeddings_layernorm), which llama.cpp's llama architecture does not compute"),
 )
