@@ -16,6 +16,7 @@ def _release(tmp_path, quantized=True):
     config = json.loads((DATA / RELEASE).read_text(encoding="utf-8"))
     if not quantized:
         del config["text_config"]["quantization_config"]
+    tmp_path.mkdir(parents=True, exist_ok=True)
     (tmp_path / "config.json").write_text(json.dumps(config), encoding="utf-8")
     return tmp_path
 
@@ -67,6 +68,13 @@ def test_the_released_config_is_read_with_k3s_additions(tmp_path):
     heads = list(kv["kimi-k3.attention.head_count_kv"])
     assert len(heads) == 93 and [i + 1 for i, n in enumerate(heads) if n] == [*range(4, 93, 4), 93]
     assert kv["kimi-k3.expert_gating_func"] == 2 and kv["kimi-k3.expert_weights_norm"] is True
+
+
+def test_the_released_quantized_config_is_written_as_mxfp4_moe(tmp_path):
+    """As released (routed experts mxfp4-pack-quantized) the file type is MOSTLY_MXFP4_MOE, as KimiK3Model labels it
+    at every outtype; unquantized, the outtype's."""
+    assert _released_kv(tmp_path / "q", quantized=True)["general.file_type"] == 38
+    assert _released_kv(tmp_path / "u", quantized=False)["general.file_type"] == 1
 
 
 def test_kimi_k25_is_still_read_as_deepseek_v3():

@@ -28,17 +28,18 @@ import re
 from pathlib import Path
 
 from ..config import ANY, Harmless
-from ..errors import ConfigError
-from ..family import Experts, Family, Refuse, Skip, Split, Tensor, stated, unset
+from ..errors import CheckpointError, ConfigError
+from ..family import Family, Refuse, Skip, Split, Stacked, Tensor, stated, unset
 from ..gguf_layout import KV, ValueType
 from ..names import GGUF, Keys
 from ..params import boolean, f32, text_model_parameters, u32
 from ..shards import index_shards
-from ..views import vector_products
+from ..views import MXFP4ExpertStack, MXFP4Pair, Stack, deepseek_v4_expert, vector_products
 from ._parts.latent import key_half, value_half
 from ._parts.state_space import KIMI_DELTA_ATTENTION, check_leading_dense
 
 ARCH = "kimi-k3"
+_MOSTLY_MXFP4_MOE = 38
 
 _M = "model."
 _L = _M + "layers.{bid}."
@@ -72,6 +73,13 @@ RES_PAIRS = (("self_attention_res_norm.weight", "self_attention_res_proj.weight"
              ("mlp_res_norm.weight", "mlp_res_proj.weight", "mlp_res_score"),
              ("output_attn_res_norm.weight", "output_attn_res_proj.weight", "output_attn_res_score"))
 
+def _experts(sources, h):
+    """The block's experts stacked: as stored, or (the release) their MXFP4 pairs repacked bits only into ggml's."""
+    if isinstance(sources[0], MXFP4Pair):
+        return MXFP4ExpertStack(tuple(sources))
+    return Stack(tuple(sources))
+
+
 TENSORS = (
     Skip("vision_tower.{rest}"),
     Skip("mm_projector.{rest}"),
@@ -100,8 +108,8 @@ TENSORS = (
     *(Tensor(_L + f"mlp.{p}_proj.weight", f"blk.{{bid}}.ffn_{p}.weight", required=some) for p in ("gate", "up", "down")),
     Tensor(_S + "gate.weight", GGUF.FFN_GATE_INP.weight, required=some),
     Tensor(_S + "gate.e_score_correction_bias", GGUF.FFN_EXP_PROBS_B.bias, required=some),
-    *(Experts(_S + f"experts.{{x}}.{w}.weight", f"blk.{{bid}}.ffn_{p}_exps.weight", "num_experts", required=some)
-      for w, p in (("w1", "gate"), ("w2", "down"), ("w3", "up"))),
+    *(Stacked(_S + f"experts.{{x}}.{w}.weight", f"blk.{{bid}}.ffn_{p}_exps.weight", "num_experts", required=some,
+              group="experts", view=_experts) for w, p in (("w1", "gate"), ("w2", "down"), ("w3", "up"))),
     *(Tensor(_S + f"shared_experts.{p}_proj.weight", f"blk.{{bid}}.ffn_{p}_shexp.weight", required=some)
       for p in ("gate", "up", "down")),
     *(Tensor(_S + f"routed_expert_{p}.weight", f"blk.{{bid}}.ffn_routed_{g}.weight", required=some)
@@ -121,10 +129,48 @@ def rename(name: str, h: dict) -> str:
     return name.removesuffix(".weight") + ("_mla.weight" if latent else "_kda.weight")
 
 
+_MXFP4_FORMAT = "mxfp4-pack-quantized"
+_PACKED_EXPERT = re.compile(r"model\.layers\.(\d+)\.block_sparse_moe\.experts\.(\d+)\.(w[123])\.weight_packed$")
+
+
+def mxfp4_packed(h: dict) -> bool:
+    """KimiK3Model._is_mxfp4_packed: compressed-tensors' mxfp4-pack-quantized (the release's routed experts)."""
+    quant = h.get("quantization_config") or {}
+    return quant.get("quant_method") == "compressed-tensors" and quant.get("format") == _MXFP4_FORMAT
+
+
+def _mxfp4_experts(stored: dict) -> dict:
+    """KimiK3Model's MXFP4 path: each routed expert's weight_packed / weight_scale one MXFP4Pair (the layout
+    DeepSeek-V4's experts share) named as its unquantized weight, all of them first, block by block and w1, w2, w3
+    within a block (its generate_extra_tensors, sorted by block and projection), then the rest in order. A packed
+    weight outside the routed experts is refused, as the converter refuses it (it has no repack path for it)."""
+    experts, out = [], {}
+    for name, t in stored.items():
+        if name.endswith(".weight_scale") and name.removesuffix("_scale") + "_packed" in stored:
+            continue  # read with its packed codes
+        if not name.endswith(".weight_packed"):
+            out[name] = t
+            continue
+        m = _PACKED_EXPERT.search(name)
+        if m is None:
+            raise CheckpointError(f"{t.path.name}: {name!r} is MXFP4 outside the routed experts; the converter "
+                                  f"repacks only the routed experts and refuses it (NotImplementedError)")
+        scale = stored.get(name.removesuffix("_packed") + "_scale")
+        if scale is None:
+            raise CheckpointError(f"{t.path.name}: {name!r} has no weight_scale beside it (KeyError in the converter)")
+        key = (int(m.group(1)), m.group(3), int(m.group(2)))
+        experts.append((key, name.removesuffix("_packed"), deepseek_v4_expert(t, scale)))
+    return {**{name: pair for _, name, pair in sorted(experts, key=lambda e: e[0])}, **out}
+
+
 def index(path: Path) -> dict:
     """The stored tensors as KimiK3Model takes them: each residual score's norm and proj one product, where the
-    second of the pair is stored."""
-    return vector_products(index_shards(path), RES_PAIRS)
+    second of the pair is stored; where the config states mxfp4-pack-quantized, the routed experts' MXFP4 pairs
+    first (_mxfp4_experts)."""
+    from ..config import read_checkpoint_config
+
+    stored = vector_products(index_shards(path), RES_PAIRS)
+    return _mxfp4_experts(stored) if mxfp4_packed(read_checkpoint_config(Path(path))[0]) else stored
 
 
 # keys KimiK3Model reads without a default (a KeyError or a failed assert in the converter where absent)
@@ -148,8 +194,6 @@ REFUSE = (
            "write for tied embeddings"),
     Refuse("linear_attn_config.use_full_rank_gate", (True,), "llama.cpp's kimi-k3 reads the delta attention's "
            "full-rank gate (ssm_g) only, not Kimi-Linear's g_a / g_b pair"),
-    Refuse("attn_res_block_size", lambda v: isinstance(v, int) and not isinstance(v, bool) and v >= 1,
-           "the release banks a block input every attn_res_block_size layers (layer index modulo it)"),
     Refuse("num_shared_experts", lambda v: isinstance(v, int) and not isinstance(v, bool) and v >= 1,
            "every mixture layer of the release has shared experts, whose width it scales"),
     Refuse("qk_nope_head_dim", lambda v: v >= 1, "the latent attention needs a key part outside the shared one"),
@@ -190,7 +234,10 @@ def parameters(h: dict, block_count: int, file_type: int) -> list:
     per-layer KV heads written over that entry, then the vocabulary size, the delta attention's sizes and gate bound,
     the latent ranks and widths, the mixture's sizes and routing, the latent width, situ's betas and the residual
     block size."""
-    kv = text_model_parameters(dict(h, num_key_value_heads=1), ARCH, block_count, file_type)
+    # MXFP4 experts: the file type MOSTLY_MXFP4_MOE at every outtype (KimiK3Model.prepare_tensors sets it after its
+    # tensors)
+    kv = text_model_parameters(dict(h, num_key_value_heads=1), ARCH, block_count,
+                               _MOSTLY_MXFP4_MOE if mxfp4_packed(h) else file_type)
     lac, kv_lora, rope = h["linear_attn_config"], h["kv_lora_rank"], h["qk_rope_head_dim"]
     heads = [1 if i + 1 in lac["full_attn_layers"] else 0 for i in range(h["num_hidden_layers"])]
     at = next(i for i, e in enumerate(kv) if e.key == f"{ARCH}.attention.head_count_kv")
