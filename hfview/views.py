@@ -1792,13 +1792,15 @@ class VectorProduct(StoredTensor):
     factors: tuple[StoredTensor, ...] = ()
 
     @classmethod
-    def of(cls, name: str, a: StoredTensor, b: StoredTensor) -> "VectorProduct":
+    def of(cls, name: str | None, a: StoredTensor, b: StoredTensor) -> "VectorProduct":
+        """`name` None: named for what it is, the two stored names joined by " * " (what inspect shows)."""
         width = math.prod(a.shape)
         for t in (a, b):
             if math.prod(t.shape) != width or max(t.shape, default=0) != width:
                 raise CheckpointError(f"{t.path.name}: {t.name!r} {list(t.shape)} is paired with {a.name!r} "
                                       f"{list(a.shape)}: both must hold one vector of the same width")
-        return cls(name, b.path, "F32", (width,), b.offset, width * 4, b.stamp, factors=(a, b))
+        return cls(name or f"{a.name} * {b.name}", b.path, "F32", (width,), b.offset, width * 4, b.stamp,
+                   factors=(a, b))
 
     def read_rows(self, start: int, stop: int) -> np.ndarray:
         a, b = (to_working(t.read(), t.dtype).astype(np.float32).reshape(-1) for t in self.factors)
@@ -1827,7 +1829,7 @@ def vector_products(stored: dict[str, StoredTensor],
         if not (a.name.endswith(first) and b.name.endswith(second)):
             raise CheckpointError(f"{t.path.name}: {t.name!r} and {other.name!r} are stored twice over: a pair is "
                                   f"one {first!r} and one {second!r}")
-        out[prefix + fused] = VectorProduct.of(prefix + fused, a, b)
+        out[prefix + fused] = VectorProduct.of(None, a, b)
     if held:
         t = next(iter(held.values()))
         raise CheckpointError(f"{t.path.name}: {t.name!r} has no partner: the converter fuses each such vector with "
