@@ -134,7 +134,8 @@ def kimi_k3_logits(path, ids, *, perturb: str | None = None):
     def mla(i):
         a = f"model.layers.{i}.self_attn."
         m = km.KimiLinearAttention(cfg, i)
-        for name in ("q_a_proj", "q_b_proj", "kv_a_proj_with_mqa", "kv_b_proj", "q_a_layernorm", "kv_a_layernorm"):
+        query = ("q_a_proj", "q_b_proj", "q_a_layernorm") if c.get("q_lora_rank") is not None else ("q_proj",)
+        for name in (*query, "kv_a_proj_with_mqa", "kv_b_proj", "kv_a_layernorm"):
             getattr(m, name).weight.data = w[a + name + ".weight"]
         m.o_proj = nn.Identity()  # applied after the output gate
         o_proj = linear(a + "o_proj.weight")
@@ -390,3 +391,44 @@ def test_a_tiktoken_release_exports_as_the_converter_writes_it(checkpoint, tmp_p
     theirs = oracle.convert_cached(dst, "f32")
     ours = export(view, tmp_path / "ours.gguf")
     assert oracle.sha256(ours) == oracle.sha256(theirs), oracle.first_difference(ours, theirs)
+
+
+def test_without_a_query_bottleneck_both_oracles_hold(checkpoint, tmp_path):
+    """q_lora_rank null (the release's code then has q_proj; llama.cpp's kimi-k3 takes attn_q where it finds no
+    attn_q_a_norm): a variant whose latent layers store q_proj in place of q_a / q_a_layernorm / q_b exports
+    sha256-equal to the converter at f32, and llama.cpp over the view meets the bar against the reference."""
+    import torch
+
+    import oracle
+    from family_oracle import NMSE_BAR, PROMPT
+    from family_variants import weights_variant
+    from hfview import HfCheckpoint
+    from hfview.export import export
+    from hfview.runner.stream import StreamModel
+
+    src = checkpoint(FIXTURE)
+    config = _text_variant(src, tmp_path / "config", q_lora_rank=None)
+    gen = torch.Generator().manual_seed(3303)
+
+    def edit(tensors):
+        out = {}
+        for name, t in tensors.items():
+            if ".self_attn.q_a_" in name:
+                continue
+            if name.endswith(".self_attn.q_b_proj.weight"):
+                hidden = tensors["language_model.model.embed_tokens.weight"].shape[1]
+                name = name.replace("q_b_proj", "q_proj")
+                t = (torch.randn(t.shape[0], hidden, generator=gen) / hidden ** 0.5).to(t.dtype)
+            out[name] = t
+        return out
+
+    dst = weights_variant(config, tmp_path / "kimi_k3-q", edit)
+    theirs = oracle.convert_cached(dst, "f32")
+    view = HfCheckpoint(dst, "f32")
+    assert "blk.2.attn_q.weight" in {t.name for t in view.tensors}
+    ours = export(view, tmp_path / "ours.gguf")
+    assert oracle.sha256(ours) == oracle.sha256(theirs), oracle.first_difference(ours, theirs)
+    with StreamModel(view, n_ctx=64) as m:
+        ids = m.tokenize(PROMPT)[:16]
+        logits = m.logits(ids)
+    assert nmse(logits, kimi_k3_logits(dst, ids)) < NMSE_BAR
