@@ -151,7 +151,7 @@ def _check_config_shape(config: dict[str, Any], path: Path) -> None:
 # AutoConfig then gives it: (wrapper model_type, text model_type) -> the model_type its text_config is read as
 # (Kimi_K25Config reads Kimi-K2's kimi_k2 text_config as deepseek_v3, with DeepseekV3Config's defaults)
 # Kimi-K3's kimi_linear text_config is read as Kimi-K3 itself: the converter picks KimiK3Model (llama.cpp kimi-k3) by
-# its architectures, not Kimi-Linear's class, whose graph lacks K3's additions (families.NOT_COMPUTABLE["kimi_k3"])
+# its architectures, not Kimi-Linear's class, whose graph lacks K3's additions (hfview/families/kimi_k3.py)
 TEXT_READ_AS = {("kimi_k25", "kimi_k2"): "deepseek_v3", ("kimi_k3", "kimi_linear"): "kimi_k3"}
 
 

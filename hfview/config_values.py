@@ -427,3 +427,8 @@ RULES.update({"rope_interleave": BOOL})  # deepseek_v3's; kimi_k2 (no transforme
 # experts' form; qk_rope_head_dim computed by DeepseekV4Config where unstated (the family's normalise)
 RULES.update({"compress_ratios": list_of(ZERO_OR_COUNT), "num_hash_layers": ZERO_OR_COUNT, "expert_dtype": STRING})
 OVERRIDES[("deepseek_v4", "qk_rope_head_dim")] = COUNT.or_null()
+# Kimi-K3 (kimi_k3, no transformers class, so no class default types them): situ's two betas (divisors), the residual
+# block size, the latent width, the release's switches and its router's sizes that Kimi-Linear's class defaults type
+RULES.update({"activation_situ_beta": POSITIVE, "activation_situ_linear_beta": NUMBER, "attn_res_block_size": COUNT,
+              "routed_expert_hidden_size": COUNT.or_null(), "latent_moe_use_norm": BOOL, "mla_use_output_gate": BOOL,
+              "moe_renormalize": BOOL, "num_expert_group": COUNT.or_null()})

@@ -39,6 +39,7 @@ class Keys(_GgufKeys):
 
 
     class LLM(_GgufKeys.LLM):
+        EXPERT_LATENT_LENGTH = "{arch}.expert_latent_length"
         NUM_LOOPS = "{arch}.num_loops"
         SKIP_LOOP_FINAL_NORM = "{arch}.skip_loop_final_norm"
 
@@ -60,6 +61,13 @@ class Keys(_GgufKeys):
     class KDA(_GgufKeys.KDA):
         GATE_LOWER_BOUND = "{arch}.kda.gate_lower_bound"
         SAFE_GATE = "{arch}.kda.safe_gate"
+
+    class Activation:
+        SITU_BETA = "{arch}.activation.situ_beta"
+        SITU_LINEAR_BETA = "{arch}.activation.situ_linear_beta"
+
+    class AttnRes:
+        BLOCK_SIZE = "{arch}.attn_res.block_size"
 
     class HRM:
         H_CYCLES = "{arch}.hrm.h_cycles"

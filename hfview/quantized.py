@@ -285,6 +285,11 @@ def quantized_form(config: dict[str, Any], config_path: Path
         _refuse_other(config, config_path, also=(
             f" for {shown(arch)}: the pinned converter reads MXFP4 only for gpt-oss (GptOssForCausalLM, its experts "
             f"repacked) and refuses it for any other architecture (\"Quant method is not yet supported: 'mxfp4'\")"))
+    if method == "compressed-tensors" and quant.get("format") == "mxfp4-pack-quantized" and \
+            merged.get("model_type") == "kimi_k3":
+        # Kimi-K3's release (mxfp4-pack-quantized routed experts): KimiK3Model skips dequant_model and repacks the
+        # experts itself, and so does the kimi_k3 family's index
+        return None
     if method == "fp8" and config.get("expert_dtype") is not None:
         # DeepSeek-V4's releases (FP8 linears, MXFP4 experts): DeepseekV4Model reads them with its own dequant_model
         # and expert repacking, whatever quantization_config says, and so does the deepseek_v4 family's index

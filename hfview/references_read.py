@@ -68,6 +68,7 @@ FAMILIES: dict[str, tuple[dict[str, str], tuple[str, ...]]] = {
     'jais': ({}, ('JaisModel', 'TextModel', 'ModelBase')),
     'jais2': ({'jais2': 'jais2'}, ('Jais2Model', 'TextModel', 'ModelBase')),
     'jamba': ({'jamba': 'jamba'}, ('JambaModel', 'TextModel', 'ModelBase')),
+    'kimi_k3': ({}, ('KimiK3Model', 'TextModel', 'ModelBase', 'KimiLinearModel')),
     'kimi_linear': ({'kimi_linear': 'kimi_linear'}, ('KimiLinearModel', 'TextModel', 'ModelBase')),
     'laguna': ({'laguna': 'laguna'}, ('LagunaModel', 'TextModel', 'ModelBase')),
     'lfm2': ({'lfm2': 'lfm2'}, ('LFM2Model', 'TextModel', 'ModelBase')),
@@ -1563,6 +1564,15 @@ CONVERTER: dict[str, frozenset[str]] = {
         "mamba_d_state", "mamba_dt_rank", "mamba_expand", "max_position_embeddings", "n_ctx",
         "num_attention_heads", "num_experts", "num_experts_per_tok", "num_experts_per_token",
         "num_key_value_heads", "num_local_experts", "rms_norm_eps", "up_proj",
+    }),
+    'KimiK3Model': frozenset({
+        "activation_situ_beta", "activation_situ_linear_beta", "attn_res_block_size", "eos_token_id",
+        "first_k_dense_replace", "format", "full_attn_layers", "gate_lower_bound", "get", "head_dim", "hidden_act",
+        "kv_lora_rank", "linear_attn_config", "mla_use_nope", "mm_projector.", "moe_intermediate_size",
+        "moe_renormalize", "moe_router_activation_func", "norm", "num_attention_heads", "num_experts",
+        "num_hidden_layers", "num_key_value_heads", "num_shared_experts", "proj", "q_lora_rank",
+        "qk_nope_head_dim", "qk_rope_head_dim", "quant_method", "quantization_config", "routed_expert_hidden_size",
+        "routed_scaling_factor", "short_conv_kernel_size", "v_head_dim", "vision_tower.", "vocab_size",
     }),
     'KimiLinearModel': frozenset({
         "first_k_dense_replace", "full_attn_layers", "get", "head_dim", "kv_lora_rank", "linear_attn_config",

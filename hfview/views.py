@@ -1781,3 +1781,58 @@ def deepseek_v4_stored(stored: dict[str, StoredTensor]) -> dict[str, StoredTenso
     ordered.update((name, pair) for _, name, pair in sorted(experts, key=lambda e: e[0]))
     ordered.update(out)
     return ordered
+
+
+# ---------------------------------------------------------------- Kimi-K3 (its attention residuals' fused scores)
+@dataclass(frozen=True)
+class VectorProduct(StoredTensor):
+    """Two stored vectors of one width (a [width] norm weight and a [1, width] projection) read as one F32 [width]
+    vector, their elementwise product in float32: what the converter writes for a pair used only as that product
+    (KimiK3Model._try_fuse_res: norm.float().flatten() * proj.float().flatten())."""
+    factors: tuple[StoredTensor, ...] = ()
+
+    @classmethod
+    def of(cls, name: str | None, a: StoredTensor, b: StoredTensor) -> "VectorProduct":
+        """`name` None: named for what it is, the two stored names joined by " * " (what inspect shows)."""
+        width = math.prod(a.shape)
+        for t in (a, b):
+            if math.prod(t.shape) != width or max(t.shape, default=0) != width:
+                raise CheckpointError(f"{t.path.name}: {t.name!r} {list(t.shape)} is paired with {a.name!r} "
+                                      f"{list(a.shape)}: both must hold one vector of the same width")
+        return cls(name or f"{a.name} * {b.name}", b.path, "F32", (width,), b.offset, width * 4, b.stamp,
+                   factors=(a, b))
+
+    def read_rows(self, start: int, stop: int) -> np.ndarray:
+        a, b = (to_working(t.read(), t.dtype).astype(np.float32).reshape(-1) for t in self.factors)
+        return (a * b)[start:stop]
+
+
+def vector_products(stored: dict[str, StoredTensor],
+                    pairs: Sequence[tuple[str, str, str]]) -> dict[str, StoredTensor]:
+    """Each pair of stored vectors (names ending in `first` and `second` of one prefix, either order) one
+    VectorProduct named prefix + `fused`, in the place of the second of the pair (where the converter, which holds
+    the first until its partner arrives, writes it); every other tensor in its order. A half without its partner is
+    refused, as the converter refuses it."""
+    out: dict[str, StoredTensor] = {}
+    held: dict[str, StoredTensor] = {}  # fused name -> the half read first
+    for name, t in stored.items():
+        pair = next(((name.removesuffix(end), p) for p in pairs for end in p[:2] if name.endswith(end)), None)
+        if pair is None:
+            out[name] = t
+            continue
+        prefix, (first, second, fused) = pair
+        if prefix + fused not in held:
+            held[prefix + fused] = t
+            continue
+        other = held.pop(prefix + fused)
+        a, b = (other, t) if other.name.endswith(first) else (t, other)
+        if not (a.name.endswith(first) and b.name.endswith(second)):
+            raise CheckpointError(f"{t.path.name}: {t.name!r} and {other.name!r} are stored twice over: a pair is "
+                                  f"one {first!r} and one {second!r}")
+        out[prefix + fused] = VectorProduct.of(None, a, b)
+    if held:
+        t = next(iter(held.values()))
+        raise CheckpointError(f"{t.path.name}: {t.name!r} has no partner: the converter fuses each such vector with "
+                              f"its pair into one ({', '.join(' * '.join(p[:2]) for p in pairs)}) and fails on a half "
+                              f"(\"Unpaired attention-residual tensors\")")
+    return out

@@ -66,6 +66,8 @@ FEWER["deepseek_v4"] = ("two copies reached (DeepSeek-V4-Flash's and -Pro's, in 
 FEWER["glm4_moe"] = ("one copy reached (GLM-4.5's, in rtp-llm's test data); GLM-4.5-Air's, 4.6's and 4.7's only printed "
                      "or quoted")
 FEWER["glm4_moe_lite"] = "no copy of a released config.json file reached, only configs printed in logs and quoted in documents"
+FEWER["kimi_k3"] = ("one released model (Kimi-K3), published quantized: its config.json is "
+                    "tests/data/released_quantized/compressed_tensors/moonshotai__Kimi-K3.json (tests/test_kimi_k3.py)")
 
 
 def _through_the_config_path(rel: str) -> dict:

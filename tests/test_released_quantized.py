@@ -97,10 +97,10 @@ EXPECTED: dict[str, str] = {
     # its int4 pack-quantized routed experts, stated inside text_config, read as the converter reads them
     # (tests/test_family_kimi_k25.py)
     'compressed_tensors/moonshotai__Kimi-K2.5.json': 'view',
-    # kimi_k3 (read as itself, not as its kimi_linear text_config: the converter's KimiK3Model writes llama.cpp kimi-k3)
-    # has no transformers class, so no logits oracle: refused by the gate, naming why (tests/test_kimi_k3.py)
-    'compressed_tensors/moonshotai__Kimi-K3.json':
-        'kimi_k3: KimiK3ForConditionalGeneration (Kimi-K3) has no transformers 5.24 class',
+    # kimi_k3 (read as itself, not as its kimi_linear text_config: the converter's KimiK3Model writes llama.cpp kimi-k3,
+    # its mxfp4-pack-quantized routed experts repacked bits only to ggml MXFP4; bytes and logits against a reference
+    # composed from transformers' modules on the kimi_k3-mxfp4 fixture, tests/test_family_kimi_k3.py)
+    'compressed_tensors/moonshotai__Kimi-K3.json': 'view',
     # naive-quantized (llm-compressor's earlier name) over 8-bit float weights, which the converter dequantizes as
     # float-quantized (tests/test_scaled_fp8.py's qwen3-ct-fp8-naive: bytes and logits)
     'compressed_tensors/neuralmagic__Meta-Llama-3.1-8B-Instruct-FP8-dynamic.json': 'view',

@@ -106,15 +106,6 @@ NOT_COMPUTABLE["mimo_v2"] = (
     "quant_method fp8) with a fused qkv_proj sharded by tensor-parallel rank "
     "(attention_projection_layout fused_qkv), which the converter regroups into q, k, v only while dequantizing FP8")
 
-# Measured in tests/test_kimi_k3.py
-NOT_COMPUTABLE["kimi_k3"] = (
-    "KimiK3ForConditionalGeneration (Kimi-K3) has no transformers 5.24 class (its release runs only as remote code, "
-    "auto_map modeling_kimi_k3), so its function cannot be checked against transformers; the pinned converter writes "
-    "it as llama.cpp kimi-k3 (KimiK3Model, conversion/kimi_k3.py: cross-layer attention residuals, a latent MoE, the "
-    "situ activation, an MLA output gate and a full-rank KDA gate beside Kimi-Linear's layers), its compressed-tensors "
-    "mxfp4-pack-quantized routed experts repacked bits-only to ggml MXFP4; kimi-linear, which the view presents, "
-    "computes none of K3's additions")
-
 # Remote-code families with no transformers class, each read from its public ports (vLLM, SGLang, mlx-lm):
 # what their forward computes that no llama.cpp architecture of the pinned build does
 NOT_COMPUTABLE["iquestloopcoder"] = (
