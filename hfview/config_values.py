@@ -137,6 +137,10 @@ RULES.update({
 })
 # mixtures, wave 2a part C (AFMoE): keys of Trinity's config.json AfmoeConfig does not define
 RULES.update({"route_norm": BOOL, "score_func": STRING})
+# Hunyuan-A13B's release (model_type hunyuan) states its config class's latent-attention widths null beside use_mla
+# false (the family holds use_mla false)
+OVERRIDES.update({("hunyuan_v1_moe", k): COUNT.or_null()
+                  for k in ("kv_lora_rank", "qk_nope_head_dim", "qk_rope_head_dim", "v_head_dim")})
 # (Cohere 2 MoE): one MLP kind per layer (the family checks the length and the kinds)
 RULES.update({"mlp_layer_types": list_of(STRING).or_null(), "shared_expert_combination_strategy": STRING,
               "expert_selection_fn": STRING})

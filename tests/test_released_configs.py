@@ -28,9 +28,6 @@ REFUSED: dict[str, tuple[str, str]] = {
     # the converter registers RWForCausalLM for its Falcon class; tests/test_family_falcon.py's falcon-rw-* fixtures)
     "mpt/replit__replit-code-v1_5-3b.json": (
         "attn_config.kv_n_heads 8", "grouped-query MPT: transformers' MPT has no GQA and the converter writes none"),
-    "hunyuan_v1_moe/tencent__Hunyuan-A13B-Instruct.json": (
-        'model architecture "hunyuan" is unsupported', "Hunyuan-A13B's release: model_type hunyuan with its own remote "
-        "code; transformers 5.24 implements it as hunyuan_v1_moe, which the view reads"),
 }
 
 # Families with fewer than three collected, and why. For most the Hub publishes more, but the search reaches

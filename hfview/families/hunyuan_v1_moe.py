@@ -7,6 +7,15 @@ experts' weights renormalised), per-expert SwiGLUs stacked down, gate, up, and o
 moe_intermediate_size, num_shared_expert) are read as the converter reads them: their first entry, all entries
 equal.
 
+Hunyuan-A13B as released states model_type "hunyuan" (its own HunYuanConfig and model, auto_map); the converter picks
+HunYuanMoEModel by its architectures and reads that config.json as it stands, without head_dim (its code rotates
+hidden_size / num_attention_heads, as llama.cpp does where no key_length is written). Its other keys are its config
+class's: each is read, harmless at the value the release states (HARMLESS, from what its hunyuan.py and
+modeling_hunyuan.py, read as text, do with it), or null. The reference is transformers' HunYuanMoEV1 over the same
+weights, the config read as hunyuan_v1_moe with head_dim stated. The release's own code differs from it in one thing:
+its top-k gate (topkgating, read, not run) drops the tokens an expert receives past max(topk, topk * tokens //
+num_experts) in one forward pass; transformers' class and llama.cpp drop none.
+
 The vocabulary: the converter reads it only through the release's tokenizer code (tokenization_hy.py, run with
 trust_remote_code). hfview runs no checkpoint code: it reads hy.tiktoken as that code reads it (one token per line,
 in line order, a repeated token skipped) and numbers after the ranks the special tokens that code defines, splits
@@ -18,8 +27,8 @@ import unicodedata
 from pathlib import Path
 
 from ..config import ANY, Harmless
-from ..errors import ConfigError
-from ..family import Experts, Family, Refuse, Tensor, stated, unset
+from ..errors import ConfigError, shown
+from ..family import Experts, Family, Refuse, Tensor, unset
 from ..names import GGUF, Keys
 from ..params import f32, string, text_model_parameters, u32
 from ._parts.checks import silu_only
@@ -35,6 +44,12 @@ DEFAULTS = {
                            rope_parameters={"rope_theta": 10000.0, "rope_type": "default"}, attention_bias=False,
                            attention_dropout=0.0, num_experts=1, output_router_logits=False, moe_topk=1,
                            head_dim=None),
+    # Hunyuan-A13B as released: model_type "hunyuan", its config class and model in its own code (auto_map), which
+    # transformers 5.24 has no class for. The converter loads configs without remote code, so its AutoConfig raises and
+    # it reads config.json as it stands: no defaults fill a hunyuan config (check requires HUNYUAN_STATED).
+    # transformers' HunYuanMoEV1 over the same weights, the config read as hunyuan_v1_moe, computes what the release's
+    # code computes (tests/test_family_hunyuan_v1_moe.py's twin)
+    "hunyuan": {},
 }
 
 READS = frozenset({
@@ -52,6 +67,21 @@ HARMLESS: Harmless = {
     "moe_layer_num_skipped": (0,), "group_limited_greedy": (False,), "routed_scaling_factor": (1.0,),
     "moe_drop_tokens": ANY, "moe_random_routing_dropped_token": ANY,
     "org_vocab_size": ANY,  # the tokenizer's size before padding
+    # The rest of the release's HunYuanConfig (model_type hunyuan), as its own forward (hunyuan.py, modeling_hunyuan.py,
+    # read as text) uses them. A reward head (pool_head, no final norm) under add_classification_head, whose class_num,
+    # pool_type and pad_id only it reads; cla_share_factor read only with use_cla (held false above)
+    "add_classification_head": (False,), "class_num": ANY, "pool_type": ANY, "pad_id": ANY, "dense_list": ANY,
+    "cla_share_factor": ANY,
+    # the multimodal class's loss masks (MultimodelHunYuanForCausalLM, labels only) and its prompt markers
+    **dict.fromkeys(("im_start_id", "im_end_id", "im_newline_id", "text_start_id", "text_end_id", "image_token_id",
+                     "video_start_id", "video_end_id", "mask_init_id"), ANY),
+    # the vision tower's settings (vit_model.py's, empty in the release): the text forward never reads them
+    **dict.fromkeys(("vit_path", "vit_type", "vit_input_resolution", "vit_token", "vit_patch", "vit_mapping_type",
+                     "vit_norm_type", "vit_used_rms_norm", "vit_remove_prenorm", "vit_add_patchemb_bias",
+                     "num_media_embeds", "anyres_vit_max_image_size", "anyres_pooling_size", "anyres_vit_two_views",
+                     "skip_cls_token"), ANY),
+    # XD-RoPE (a later Hunyuan's rope over sections); the release's code reads neither, off and unset
+    "position_embedding_xdrope": (False,), "xdrope_section": (None,),
 }
 ALIASES = {"num_experts_per_tok": "moe_topk", "num_local_experts": "num_experts"}
 
@@ -79,13 +109,29 @@ REFUSE = (
            f"of at least two experts in every layer"),
     Refuse("num_shared_expert", lambda v: not v or v[0] == 1, "transformers' HunYuanMoEV1 has exactly one shared "
            "MLP"),
-    Refuse("head_dim", stated, "transformers' HunYuanMoEV1 needs it stated"),
     Refuse("rope_parameters.rope_type", ("default", "dynamic"), "not one hfview reads for Hunyuan MoE",
            default="default"),
 )
 
 
+# what the view and the converter read from a hunyuan config.json, which transformers' HunYuanMoEV1Config (the twin's)
+# would otherwise fill with its own defaults
+HUNYUAN_STATED = ("vocab_size", "hidden_size", "intermediate_size", "num_hidden_layers", "num_attention_heads",
+                  "num_experts", "moe_topk", "moe_intermediate_size", "num_shared_expert", "max_position_embeddings",
+                  "rms_norm_eps", "tie_word_embeddings")
+
+
 def check(h: dict, path: Path) -> None:
+    if h["model_type"] == "hunyuan":
+        missing = [k for k in HUNYUAN_STATED if h.get(k) is None]
+        if missing:
+            raise ConfigError(f"{path}: model_type hunyuan without {', '.join(missing)}: transformers has no hunyuan "
+                              f"config class, so the converter reads config.json as it stands while transformers "
+                              f"(read as hunyuan_v1_moe) would fill HunYuanMoEV1Config's defaults; state them, as "
+                              f"Hunyuan-A13B's release does")
+    elif h.get("head_dim") is None:
+        # the release's own code takes hidden_size / num_attention_heads; transformers' class reads head_dim only
+        raise ConfigError(f"{path}: head_dim {shown(h.get('head_dim'))}: transformers' HunYuanMoEV1 needs it stated")
     n = h["num_hidden_layers"]
     for key in _LISTS:
         value = h.get(key)
