@@ -53,7 +53,7 @@ READS = frozenset({
     # checked: Qwen-1's long-context switches, which change nothing up to seq_length tokens (module docstring)
     "seq_length", "use_dynamic_ntk", "use_logn_attn",
     # the first release's names (Qwen-7B, August 2023), refused by name in check: the converter finds no
-    # feed-forward length among them
+    # feed-forward length among them, and llama.cpp refuses its file
     "n_embd", "n_head", "n_layer", "n_positions", "ffn_hidden_size",
     # Qwen-VL's and Qwen-Audio's encoders (QWenLMHeadModel too), refused by name in check
     "visual", "audio",
@@ -92,9 +92,16 @@ _REQUIRED = ("vocab_size", "hidden_size", "intermediate_size", "num_hidden_layer
 _ABSENT = object()  # stated at all, even as null, the key is refused
 
 REFUSE = (
+    # measured (tests/test_converter_refusals.py): the converter drops the encoder's tensors (its filter_tensors skips
+    # names holding "visual." / "audio.") and writes the text decoder, whose tokens it takes from the release's own
+    # tokenizer code; the view does not read those codes' added tokens yet
     *(Refuse(key, lambda v: v is _ABSENT, f"a Qwen-{what} checkpoint (its {key} encoder's tensors beside the "
-             f"language model); the view presents Qwen-1's text model only", default=_ABSENT)
-      for key, what in (("visual", "VL"), ("audio", "Audio"))),
+             f"language model): the converter drops the encoder and writes the text decoder with the tokens of "
+             f"Qwen-{what}'s tokenizer code ({added}), which the view does not read; it presents Qwen-1's text model "
+             f"with Qwen-7B's tokens only", default=_ABSENT)
+      for key, what, added in (
+          ("visual", "VL", "its image tags <ref> ... <imgpad> after Qwen's 208 special tokens"),
+          ("audio", "Audio", "its audio, task, language and timestamp tags after Qwen's 208 special tokens"))),
     Refuse("rotary_pct", (1.0,), "the converter writes no rope width, and llama.cpp's qwen rotates the whole head; "
            "only rotary_pct 1.0 (every release's) runs as the model", default=1.0),
     # absent: refused by check as missing
@@ -113,10 +120,13 @@ REFUSE = (
 def check(h: dict, path: Path) -> None:
     # before the required keys: Qwen-7B's first release lacks intermediate_size among them
     if "ffn_hidden_size" in h and "intermediate_size" not in h:
+        # measured (tests/test_converter_refusals.py): the converter converts it, and llama.cpp, given the RMS epsilon
+        # as the runner gives it, refuses its file
         raise ConfigError(f"{path}: ffn_hidden_size {h['ffn_hidden_size']} (Qwen-7B's first release, n_embd / "
                           f"n_layer names): the converter finds no feed-forward length among these names and writes "
-                          f"none, so llama.cpp's qwen could not load the MLP; use the release's current config.json "
-                          f"(hidden_size, intermediate_size, ...)")
+                          f"none, and llama.cpp refuses its file (\"check_tensor_dims: tensor 'blk.0.ffn_gate.weight' "
+                          f"has wrong shape; expected ..., 0\"); use the release's current config.json (hidden_size, "
+                          f"intermediate_size, ...)")
     for key in _REQUIRED:
         if h.get(key) is None:
             raise ConfigError(f"{path}: {key} is missing; Qwen-1's config.json states it (no config class fills "
