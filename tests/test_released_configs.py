@@ -404,16 +404,8 @@ REFUSED.update({
         "converts it writing no feed-forward length, and llama.cpp refuses its file (check_tensor_dims: blk.0.ffn_gate "
         "has wrong shape; tests/test_converter_refusals.py measures it); the current config reads"),
 })
-# Qwen-VL and Qwen-Audio: the converter drops the encoder and converts the text decoder (measured in
-# tests/test_converter_refusals.py), with the tokens of the release's own tokenizer code, which the view does not read
-GAPS.update({
-    "qwen/Qwen__Qwen-VL-Chat-Int4.json": (
-        "a Qwen-VL checkpoint", "the converter writes the text decoder (transformer.visual.* dropped) with Qwen-VL's "
-        "image tags <ref> ... <imgpad> after Qwen's 208 special tokens; the view writes [PAD] there"),
-    "qwen/Qwen__Qwen-Audio.json": (
-        "a Qwen-Audio checkpoint", "the converter writes the text decoder (transformer.audio.* dropped) with Qwen-Audio's "
-        "audio, task, language and timestamp tags after Qwen's 208 special tokens; the view writes [PAD] there"),
-})
+# (Qwen-VL-Chat-Int4 and Qwen-Audio are read: the converter drops the encoder and writes the text decoder with the
+# release's tokenizer tags, as the view does; tests/test_family_qwen.py's qwen-vl and qwen-audio fixtures)
 # Ling 3.0: Ling-3.0-tiny and Ling-3.0-flash publish on the Hub only; copies found only as other projects'
 # subsets and transcriptions of their values (and one quantized derivative's, without model_type)
 FEWER["bailing_hybrid"] = _UNREACHED
