@@ -305,6 +305,13 @@ def quantized_form(config: dict[str, Any], config_path: Path
         mistral = config["quantization"]
         if mistral.get("qformat_weight") == "fp8_e4m3":  # MistralModel.dequant_model: fp8, no block
             return ScaledForm("fp8", None, _FP8_SCALES, _FP8_DROPPED)
+        if "qformat_weight" not in mistral and {"bits", "group_size"} <= mistral.keys():
+            # mlx-lm's affine quantization in a config.json: the converter reads no `quantization` there and meets the
+            # packed uint32 weights' scales and biases unread (measured in tests/test_converter_refusals.py)
+            _refuse_other(config, config_path, also=(
+                " (mlx-lm's packed uint32 weights with per-group scales and biases: the pinned converter reads no "
+                "`quantization` from a config.json and fails on them, for a Llama layout with \"Can not map tensor "
+                "'model.embed_tokens.biases'\")"))
         _refuse_other(config, config_path, also=(
             " (the pinned converter asserts qformat_weight == \"fp8_e4m3\", the one Mistral quantization it reads)"))
     nvfp4 = _nvfp4(merged, config_path) if method in (None, "modelopt", "compressed-tensors") else None

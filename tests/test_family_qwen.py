@@ -21,6 +21,11 @@ layer_norm_epsilon, from layer_norm_epsilon), while llama.cpp's qwen requires qw
 llama.cpp refuses the converter's own file, and so the view's (its bytes are the converter's). The standard
 logits test is therefore a strict xfail; the logits are measured with llama.cpp's own KV override
 (llama_model_kv_override, llama-cli's --override-kv) supplying that one key at load, the file unchanged.
+
+Qwen-VL and Qwen-Audio (qwen-vl, qwen-audio): the decoder with an encoder's config and tensors beside it
+(transformer.visual.* / transformer.audio.*) and the release's tags in its tokenizer code. The converter drops the
+encoder and writes the decoder with those tags; the view's bytes are its bytes. Over text alone their forward is
+Qwen-1's, so the same reference serves.
 """
 from __future__ import annotations
 
@@ -57,19 +62,24 @@ def restored(src: Path, root: Path) -> Path:
     return dst
 
 
+# Qwen-VL and Qwen-Audio: the decoder with an encoder beside it and the release's tags in its tokenizer code
+WITH_ENCODERS = ["qwen-vl", "qwen-audio"]
+
+
 @pytest.mark.parametrize("outtype", OUTTYPES)
-def test_export(outtype, checkpoint, tmp_path_factory, tmp_path, record_property):
+@pytest.mark.parametrize("name", [FIXTURE, *WITH_ENCODERS])
+def test_export(name, outtype, checkpoint, tmp_path_factory, tmp_path, record_property):
     """hfview export of the fixture as released == the converter's file for the restored copy (sha256)."""
     from hfview import HfCheckpoint
     from hfview.export import export
 
     record_property("family", "qwen")
     record_property("oracle", "bytes")
-    src = checkpoint(FIXTURE)
+    src = checkpoint(name)
     theirs = oracle.convert_cached(restored(src, tmp_path_factory.getbasetemp() / "qwen-restored"), outtype)
     ours = export(HfCheckpoint(src, outtype), tmp_path / "ours.gguf")
     if oracle.sha256(ours) != oracle.sha256(theirs):
-        pytest.fail(f"qwen --outtype {outtype}: {oracle.first_difference(ours, theirs)}")
+        pytest.fail(f"{name} --outtype {outtype}: {oracle.first_difference(ours, theirs)}")
 
 
 # ------------------------------------------------------------------------------------------ the reference
@@ -210,8 +220,30 @@ def view_logits(path: Path, outtype: str, ids: list[int] | None = None, n_ctx: i
         return ids, m.logits(ids)
 
 
-# llama.cpp from the view vs Qwen-1's forward: the runner supplies the missing RMS epsilon at load (Family.load_kv)
-test_logits = reference_logits_test("qwen", [FIXTURE], qwen1_logits, "Qwen-1's forward")
+# llama.cpp from the view vs Qwen-1's forward: the runner supplies the missing RMS epsilon at load (Family.load_kv).
+# Qwen-VL's and Qwen-Audio's forward over text alone (no image or audio tag among the ids, so their encoder does not
+# run: modeling_qwen.py consults it only where image_start_id / audio_info is present) is Qwen-1's over the decoder
+test_logits = reference_logits_test("qwen", [FIXTURE, *WITH_ENCODERS], qwen1_logits, "Qwen-1's forward")
+
+
+@pytest.mark.parametrize("name, start_key, start_tag, tags", [
+    ("qwen-vl", "visual.image_start_id", "<img>", 9), ("qwen-audio", "audio.audio_start_id", "<audio>", 3314)])
+def test_the_releases_tags_follow_qwens_special_tokens(name, start_key, start_tag, tags, checkpoint):
+    """The view's tokens: Qwen's 208 special tokens from 151643, then the release's tags (CONTROL), then [PAD] holes;
+    the start tag at the id the fixture's config states as the release does; no encoder tensor in the view."""
+    from hfview import HfCheckpoint
+
+    path = checkpoint(name)
+    ckpt = HfCheckpoint(path, "f32")
+    kv = {k.key: k.value for k in ckpt.kv}
+    tokens, types = kv["tokenizer.ggml.tokens"], kv["tokenizer.ggml.token_type"]
+    config = json.loads((path / "config.json").read_text(encoding="utf-8"))
+    key, field = start_key.split(".")
+    first = 151643 + 208
+    assert tokens[config[key][field]] == start_tag and tokens[151645] == "<|im_end|>"
+    assert all(types[i] == 3 for i in range(151643, first + tags))  # CONTROL
+    assert tokens[first + tags] == f"[PAD{first + tags}]" and len(tokens) == config["vocab_size"]
+    assert not [t.name for t in ckpt.tensors if "visual" in t.name or "audio" in t.name]
 
 
 def test_the_view_declares_the_rms_epsilon_llama_cpp_needs(checkpoint):
@@ -344,13 +376,16 @@ def test_llama_cpp_past_seq_length_is_qwen1_without_the_switches(checkpoint, tmp
     (dict(intermediate_size=175), "intermediate_size 175: odd"),
     (dict(scale_attn_weights=False), "scale_attn_weights"),
     (dict(use_cache_quantization=True), "use_cache_quantization"),
-    (dict(visual={"heads": 16}), "Qwen-VL"),
+    (dict(visual={"heads": 16}, audio={"n_head": 20}), "both visual and audio are stated"),
+    (dict(visual={"image_start_id": 151851}), r"visual.image_start_id 151851 is not 151857, the id of <img>"),
+    (dict(audio={"audio_start_id": 151859}), r"audio.audio_start_id 151859 is not 155163, the id of <audio>"),
+    (dict(visual=[448]), r"visual is \[448\]; expected an object"),
     (dict(seq_length=None), "seq_length is missing"),
     (dict(rotary_emb_base=None), "rotary_emb_base is missing"),
     (dict(intermediate_size=None, ffn_hidden_size=176), "ffn_hidden_size 176"),
     (dict(architectures=["QWenForCausalLM"]), "QWenForCausalLM"),
-], ids=["kv_channels", "rotary_pct", "biases", "tied", "theta", "odd_ff", "unscaled", "kv_quant", "vl",
-        "no_seq_length", "no_base", "first_release", "arch"])
+], ids=["kv_channels", "rotary_pct", "biases", "tied", "theta", "odd_ff", "unscaled", "kv_quant", "vl_and_audio",
+        "image_start_id", "audio_start_id", "visual_null", "no_seq_length", "no_base", "first_release", "arch"])
 def test_refused(changes, message, checkpoint, tmp_path):
     assert_refused(checkpoint(FIXTURE), tmp_path, message, **changes)
 

@@ -27,7 +27,10 @@ REFUSED: dict[str, tuple[str, str]] = {
     # (Falcon-7B's and Falcon-40B's first, remote-code revisions, model_type RefinedWebModel / RefinedWeb, are read:
     # the converter registers RWForCausalLM for its Falcon class; tests/test_family_falcon.py's falcon-rw-* fixtures)
     "mpt/replit__replit-code-v1_5-3b.json": (
-        "attn_config.kv_n_heads 8", "grouped-query MPT: transformers' MPT has no GQA and the converter writes none"),
+        "attn_config.attn_type 'grouped_query_attention': the converter fails on it",
+        "grouped-query MPT: the converter asks transformers' MptConfig for the tokenizer class, which accepts only "
+        "multihead_attention / multiquery_attention, and its SentencePiece fallback finds no tokenizer.model "
+        "(tests/test_converter_refusals.py measures it on the mpt fixture with replit's attention)"),
 }
 
 # Families with fewer than three collected, and why. For most the Hub publishes more, but the search reaches
@@ -307,8 +310,9 @@ REFUSED.update({f"telechat/Tele-AI__TeleChat-{m}.json": (
 FEWER["teleflm"] = _UNREACHED
 REFUSED["telechat/Tele-AI__TeleChat-52B.json"] = (
     "config key 'activation_function'", "TeleChat-52B: the FLM-2 lineage's GPT-2-named layout (n_embd, Conv1D c_attn, "
-    "muP multipliers) under model_type telechat, another architecture than TeleChat2's, which the family does not present "
-    "(and its weights are released as pickled pytorch_model.bin shards, which hfview does not read)")
+    "muP multipliers) under model_type telechat, another architecture than TeleChat2's; its config.json states no "
+    "architectures, and the converter stops on it with \"ValueError: Failed to detect model architecture\" (it has no "
+    "TeleChat class at all; tests/test_converter_refusals.py measures it on the telechat fixture with 52B's config)")
 # Solar Open: upstage publishes Solar-Open-100B on the Hub only; the search reached copies of its config
 # quoted in code and documents (tests/test_family_solar_open.py tests a config with every key they state)
 FEWER["solar_open"] = _UNREACHED
@@ -383,7 +387,10 @@ FEWER["baichuan"] = _UNREACHED
 # copy reached is mlx-community's 4-bit conversion's config.json, quoted field for field in a port's test
 FEWER["telechat3"] = _UNREACHED
 REFUSED["telechat3/mlx-community__Telechat3-36B-Thinking-4bit.json"] = (
-    "quantized checkpoints are unsupported", "MLX affine 4-bit (mlx-lm's `quantization`, group_size 64)")
+    "quantized checkpoints are unsupported", "MLX affine 4-bit (mlx-lm's `quantization`, group_size 64): the converter "
+    "has no TeleChat3 class, and for the Llama it computes reads no `quantization` from config.json and stops at the "
+    "packed weights' scales / biases (\"Can not map tensor 'model.embed_tokens.biases'\"; tests/test_converter_refusals.py "
+    "measures both on telechat3-plain packed so)")
 # Param2 MoE (param2moe): bharatgenai/Param2-17B-A2.4B-Thinking publishes its config.json on the Hub only;
 # the search reached Megatron-Bridge's bridge (the keys it writes), vLLM's / SGLang's code and transformers' port
 # (tests/data/released_configs/param2moe/SOURCES.md), no copy of the file
@@ -392,11 +399,11 @@ FEWER["param2moe"] = _UNREACHED
 REFUSED.update({
     "qwen/Qwen__Qwen-7B-Chat-2023-08.json": (
         "ffn_hidden_size 22016", "Qwen-7B-Chat's first revision (n_embd, n_layer, ffn_hidden_size): the converter "
-        "finds no feed-forward length among those names, so its file would not load; the current config reads"),
-    "qwen/Qwen__Qwen-VL-Chat-Int4.json": ("a Qwen-VL checkpoint", "a visual encoder beside the text model (its GPTQ "
-                                          "4-bit weights would be read)"),
-    "qwen/Qwen__Qwen-Audio.json": ("a Qwen-Audio checkpoint", "an audio encoder beside the text model"),
+        "converts it writing no feed-forward length, and llama.cpp refuses its file (check_tensor_dims: blk.0.ffn_gate "
+        "has wrong shape; tests/test_converter_refusals.py measures it); the current config reads"),
 })
+# (Qwen-VL-Chat-Int4 and Qwen-Audio are read: the converter drops the encoder and writes the text decoder with the
+# release's tokenizer tags, as the view does; tests/test_family_qwen.py's qwen-vl and qwen-audio fixtures)
 # Ling 3.0: Ling-3.0-tiny and Ling-3.0-flash publish on the Hub only; copies found only as other projects'
 # subsets and transcriptions of their values (and one quantized derivative's, without model_type)
 FEWER["bailing_hybrid"] = _UNREACHED

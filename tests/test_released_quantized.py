@@ -134,7 +134,7 @@ EXPECTED: dict[str, str] = {
     'modelopt/nvidia__Qwen3-235B-A22B-NVFP4.json': 'view',
     'modelopt/nvidia__Qwen3.5-122B-A10B-NVFP4.json': 'view',
     # gptq
-    'gptq/Qwen__Qwen-VL-Chat-Int4.json': "a Qwen-VL checkpoint (its visual encoder's tensors beside the language model)",
+    'gptq/Qwen__Qwen-VL-Chat-Int4.json': 'view',
     'gptq/TheBloke__Genz-70b-GPTQ.json': '/config.json declares quantization_config (GPTQ 3-bit, quant_method "gptq")',
     'gptq/TheBloke__Llama-2-13B-chat-GPTQ.json': 'view',
     'gptq/TheBloke__Wizard-Vicuna-30B-Uncensored-GPTQ-first-revision.json': '/quantize_config.json declares quantization (GPTQ 4-bit, quant_method "gptq")',

@@ -62,15 +62,26 @@ def normalise(h: dict) -> dict:
     return h
 
 
+# The attention kinds transformers' MptAttentionConfig accepts. The converter loads that config (AutoTokenizer asks
+# AutoConfig for the tokenizer class), and on any other kind (replit-code-v1_5's grouped_query_attention) its
+# validation error sends the converter's vocabulary to its SentencePiece fallback, which finds no tokenizer.model
+# beside an MPT release's tokenizer.json (measured in tests/test_converter_refusals.py)
+ATTN_TYPES = ("multihead_attention", "multiquery_attention")
+ATTN_TYPE_REFUSED = Refuse(
+    "attn_config.attn_type", ATTN_TYPES, f"the converter fails on it: transformers' MptConfig, which it loads to pick "
+    f"the tokenizer, accepts only {ATTN_TYPES} (\"Field 'attn_type' expected one of ...\"), and its SentencePiece "
+    f"fallback then stops with \"FileNotFoundError: File not found: .../tokenizer.model\" (transformers' MPT has no "
+    f"grouped-query attention either)", default="multihead_attention")
+
 # normalise states every attn_config field; an absent ffn_config reads as the plain MLP
-REFUSE = tuple(
+REFUSE = (ATTN_TYPE_REFUSED, *(
     Refuse(key, (ok,), "transformers' MPT and llama.cpp's mpt, fed what the converter writes (ALiBi, 1/sqrt(head) "
            "scaling, no biases, FFN 4 x d_model, LayerNorm eps 1e-5), agree only without this value; this checkpoint "
            "would run wrong", default=ok)
     for key, ok in (("attn_config.alibi", True), ("attn_config.qk_ln", False), ("attn_config.softmax_scale", None),
                     ("attn_config.prefix_lm", False), ("attn_config.kv_n_heads", None), ("logit_scale", None),
                     ("no_bias", True), ("expansion_ratio", 4), ("layer_norm_epsilon", 1e-5),
-                    ("embedding_fraction", 1.0), ("ffn_config.ffn_type", "mptmlp"), ("ffn_config.fc_type", "torch")))
+                    ("embedding_fraction", 1.0), ("ffn_config.ffn_type", "mptmlp"), ("ffn_config.fc_type", "torch"))))
 
 
 def parameters(h: dict, block_count: int, file_type: int) -> list:

@@ -29,6 +29,14 @@ rank` per line, the stated ranks) and the special tokens that code defines at fi
 <|im_end|>, <|extra_0|>..<|extra_204|> from 151643 on), and writes what the converter's _set_vocab_qwen writes from
 them: ids past the tokenizer as [PAD<id>], one merge per multi-byte token, BOS/EOS/UNK <|endoftext|> where config.json
 states no special ids.
+
+Qwen-VL and Qwen-Audio are QWenLMHeadModel too: Qwen-1's decoder with a visual (`visual`) or audio (`audio`) encoder
+under transformer.visual.* / transformer.audio.*, whose output their forward puts in place of the image or audio
+tags' positions; over text alone their forward is Qwen-1's. The converter drops the encoder's tensors (its
+filter_tensors skips names holding "visual." / "audio.") and writes the text decoder, its tokens taken from the
+release's tokenizer code, which numbers its own tags after Qwen's special tokens (Qwen-VL's <ref> .. <imgpad>,
+Qwen-Audio's audio, task, language and timestamp tags): the view does the same, reading those tags as that code
+defines them, and checks config.json's image_start_id / audio_start_id against them.
 """
 from __future__ import annotations
 
@@ -36,8 +44,8 @@ import unicodedata
 from pathlib import Path
 
 from ..config import ANY, Harmless
-from ..errors import ConfigError
-from ..family import Family, Refuse, RunnerFacts, Tensor, stated, unset
+from ..errors import ConfigError, shown
+from ..family import Family, Refuse, RunnerFacts, Skip, Tensor, stated, unset
 from ..names import GGUF, Keys
 from ..params import text_model_parameters
 
@@ -53,9 +61,10 @@ READS = frozenset({
     # checked: Qwen-1's long-context switches, which change nothing up to seq_length tokens (module docstring)
     "seq_length", "use_dynamic_ntk", "use_logn_attn",
     # the first release's names (Qwen-7B, August 2023), refused by name in check: the converter finds no
-    # feed-forward length among them
+    # feed-forward length among them, and llama.cpp refuses its file
     "n_embd", "n_head", "n_layer", "n_positions", "ffn_hidden_size",
-    # Qwen-VL's and Qwen-Audio's encoders (QWenLMHeadModel too), refused by name in check
+    # Qwen-VL's and Qwen-Audio's encoders (QWenLMHeadModel too): their presence names the release's added tags, and
+    # the start tag's id is checked against them
     "visual", "audio",
 })
 HARMLESS: Harmless = {
@@ -83,18 +92,16 @@ TENSORS = (
     Tensor(_H + "mlp.c_proj.weight", GGUF.FFN_DOWN.weight),
     Tensor("transformer.ln_f.weight", GGUF.OUTPUT_NORM.weight),
     Tensor("lm_head.weight", GGUF.OUTPUT.weight),
+    # Qwen-VL's / Qwen-Audio's encoder, which the converter's filter_tensors drops (names holding "visual." / "audio.")
+    Skip("transformer.visual.{rest}", when=lambda h: "visual" in h),
+    Skip("transformer.audio.{rest}", when=lambda h: "audio" in h),
 )
 
 _REQUIRED = ("vocab_size", "hidden_size", "intermediate_size", "num_hidden_layers", "num_attention_heads",
              "max_position_embeddings", "layer_norm_epsilon", "kv_channels", "seq_length")
 
 
-_ABSENT = object()  # stated at all, even as null, the key is refused
-
 REFUSE = (
-    *(Refuse(key, lambda v: v is _ABSENT, f"a Qwen-{what} checkpoint (its {key} encoder's tensors beside the "
-             f"language model); the view presents Qwen-1's text model only", default=_ABSENT)
-      for key, what in (("visual", "VL"), ("audio", "Audio"))),
     Refuse("rotary_pct", (1.0,), "the converter writes no rope width, and llama.cpp's qwen rotates the whole head; "
            "only rotary_pct 1.0 (every release's) runs as the model", default=1.0),
     # absent: refused by check as missing
@@ -111,12 +118,27 @@ REFUSE = (
 
 
 def check(h: dict, path: Path) -> None:
+    if "visual" in h and "audio" in h:
+        raise ConfigError(f"{path}: both visual and audio are stated: Qwen-VL's and Qwen-Audio's tokenizer code each add "
+                          f"their own tags after Qwen's special tokens, and no release states both")
+    for key, (start_key, start_tag) in _START_TAGS.items():
+        if key not in h:
+            continue
+        encoder = h[key]  # an object: the config reader refuses any other value of a nested config
+        wanted = special_tokens(h)[start_tag]
+        if encoder.get(start_key, wanted) != wanted:
+            raise ConfigError(f"{path}: {key}.{start_key} {shown(encoder[start_key])} is not {wanted}, the id of "
+                              f"{start_tag} in the Qwen-{'VL' if key == 'visual' else 'Audio'} release's tokenizer code, "
+                              f"which hfview reads as the converter runs it: this checkpoint's tokenizer is another")
     # before the required keys: Qwen-7B's first release lacks intermediate_size among them
     if "ffn_hidden_size" in h and "intermediate_size" not in h:
+        # measured (tests/test_converter_refusals.py): the converter converts it, and llama.cpp, given the RMS epsilon
+        # as the runner gives it, refuses its file
         raise ConfigError(f"{path}: ffn_hidden_size {h['ffn_hidden_size']} (Qwen-7B's first release, n_embd / "
                           f"n_layer names): the converter finds no feed-forward length among these names and writes "
-                          f"none, so llama.cpp's qwen could not load the MLP; use the release's current config.json "
-                          f"(hidden_size, intermediate_size, ...)")
+                          f"none, and llama.cpp refuses its file (\"check_tensor_dims: tensor 'blk.0.ffn_gate.weight' "
+                          f"has wrong shape; expected ..., 0\"); use the release's current config.json (hidden_size, "
+                          f"intermediate_size, ...)")
     for key in _REQUIRED:
         if h.get(key) is None:
             raise ConfigError(f"{path}: {key} is missing; Qwen-1's config.json states it (no config class fills "
@@ -159,6 +181,33 @@ QWEN_PATTERN = (r"""(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}|
                 r"""|\s*[\r\n]+|\s+(?!\S)|\s+""")
 SPECIAL_START_ID = 151643
 QWEN_SPECIALS = ("<|endoftext|>", "<|im_start|>", "<|im_end|>", *(f"<|extra_{i}|>" for i in range(205)))
+# Qwen-VL's tokenization_qwen.py numbers its image tags (IMAGE_ST) after those: <img> is 151857, its config.json's
+# visual.image_start_id
+QWEN_VL_TAGS = ("<ref>", "</ref>", "<box>", "</box>", "<quad>", "</quad>", "<img>", "</img>", "<imgpad>")
+# Qwen-Audio's numbers its audio tags (AUDIO_ST) after them: its eight languages, 3001 timestamps, 128 MIDI pitches
+# and velocities; <audio> is 155163, its config.json's audio.audio_start_id
+QWEN_AUDIO_TAGS = (
+    "[[[AUDIO:modality]]]", "<|startoftranscript|>", "<|startofanalysis|>", "<|translate|>", "<|transcribe|>",
+    "<|caption|>", "<|keyword|>", "<|unknown|>",
+    *(f"<|{lang}|>" for lang in ("en", "zh", "de", "es", "ko", "fr", "ja", "it")),
+    "<|zh_tr|>", "<|notimestamps|>", "<|sil|>", "<|timestamps|>", *(f"<|{i * 0.01:.2f}|>" for i in range(3001)),
+    "<|caption_audiocaps|>", "<|caption_clotho|>", "<|audioset_ontology|>", "<|caption_plain|>", "<|itn|>",
+    "<|wo_itn|>", "<|startofentityvalue|>", "<|endofentityvalue|>", "<|startofentitytype|>", "<|endofentitytype|>",
+    "<|named_entity_recognition|>", "<|audio_grounding|>", "<|startofword|>", "<|endofword|>", "<|delim|>",
+    "<|emotion_recognition|>", "<|music_description|>", "<|note_analysis|>", "<|pitch|>",
+    *(f"<|midi_pitch_{i}|>" for i in range(128)), "<|velocity|>", *(f"<|midi_velocity_{i}|>" for i in range(128)),
+    "<|sonic|>", "<|instrument|>", "<|speaker_meta|>", "<|song_meta|>", "<|question|>", "<|answer|>", "<|choice|>",
+    "<|scene|>", "<|event|>", "<|vocal_classification|>", "<|speech_understanding|>", "<|scenario|>", "<|action|>",
+    "<|entities|>", "<|speech_edit|>", "<audio>", "</audio>")
+_ADDED_TAGS = {"visual": QWEN_VL_TAGS, "audio": QWEN_AUDIO_TAGS}
+_START_TAGS = {"visual": ("image_start_id", "<img>"), "audio": ("audio_start_id", "<audio>")}
+
+
+def special_tokens(h: dict) -> dict[str, int]:
+    """The special tokens the release's tokenizer code defines, by id: Qwen's, then Qwen-VL's or Qwen-Audio's tags
+    where config.json states that encoder."""
+    added = next((tags for key, tags in _ADDED_TAGS.items() if key in h), ())
+    return {t: SPECIAL_START_ID + i for i, t in enumerate(QWEN_SPECIALS + added)}
 
 
 def _probe_ids(ranks: dict[bytes, int], specials: dict[str, int]) -> list[int]:
@@ -192,7 +241,7 @@ def vocab(model_dir: Path, h: dict) -> list:
         raise ConfigError(f"{ranks_file} is missing: the converter reads Qwen-1's vocabulary from qwen.tiktoken "
                           f"(through the release's tokenizer code), and hfview reads that file")
     ranks = load_ranks(ranks_file)
-    specials = {t: SPECIAL_START_ID + i for i, t in enumerate(QWEN_SPECIALS)}
+    specials = special_tokens(h)
     taken = set(ranks.values())
     if len(taken) != len(ranks) or any(tid in taken for tid in specials.values()):
         raise ConfigError(f"{ranks_file}: its ranks repeat or reach the special tokens' ids ({SPECIAL_START_ID} on): "
