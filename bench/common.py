@@ -250,18 +250,20 @@ def make_checkpoint(out: Path, layers: int, hidden: int, experts: int = 0, famil
     return out
 
 
-def run(cmd: list[str], env=None) -> tuple[float, int, str]:
+def run(cmd: list[str], env=None, cwd: Path | None = None) -> tuple[float, int, str]:
     """Wall seconds, peak RSS bytes and stdout of one child process, run as a user runs it: with Python's bytecode
     caches (`warm_bytecode`), whatever PYTHONDONTWRITEBYTECODE says here. The peak is wait4's: the largest of the
     child's and of the processes it waited for (a view's vocabulary built apart, hfview.vocab_cache, which has
-    ended before the model loads: the view's own peak is the larger one)."""
+    ended before the model loads: the view's own peak is the larger one). `cwd`: the child's working directory,
+    this project's root unless given: a `python -c` child puts its working directory first on sys.path, so one
+    started elsewhere (from another checkout) would import that directory's hfview whatever PYTHONPATH says."""
     import tempfile
 
     env = {k: v for k, v in (os.environ if env is None else env).items() if k != "PYTHONDONTWRITEBYTECODE"}
     with tempfile.TemporaryFile("w+") as out, tempfile.TemporaryFile("w+") as err:
         t0 = time.perf_counter()
         env["LAUNCHED_AT"] = repr(time.time())  # for a child that times from its launch (FIRST_LOGITS)
-        proc = subprocess.Popen(cmd, stdout=out, stderr=err, env=env, text=True)
+        proc = subprocess.Popen(cmd, stdout=out, stderr=err, env=env, text=True, cwd=cwd or ROOT)
         _, status, usage = os.wait4(proc.pid, 0)
         wall = time.perf_counter() - t0
         proc.returncode = os.waitstatus_to_exitcode(status)
@@ -295,13 +297,14 @@ def checkpoint(layers: int, hidden: int, experts: int = 0, family: str = "llama"
     return path
 
 
-def warm_bytecode() -> None:
+def warm_bytecode(*trees: Path) -> None:
     """Compile hfview's and the converter's modules once, as pip and a first import do on a user's machine: with
     PYTHONDONTWRITEBYTECODE set (as on the machines this project runs on) every contender would otherwise compile
-    its Python from source on each start, hfview's ~100 modules (0.25 s) more than llama.cpp's loader alone."""
+    its Python from source on each start, hfview's ~100 modules (0.25 s) more than llama.cpp's loader alone. `trees`:
+    other checkouts whose hfview is measured too (load.py --compare-with)."""
     import compileall
 
-    for d in (ROOT / "hfview", oracle.converter_root()):
+    for d in (ROOT / "hfview", oracle.converter_root(), *(tree / "hfview" for tree in trees)):
         compileall.compile_dir(d, quiet=1)
 
 
@@ -316,7 +319,8 @@ def convert(ckpt: Path, out: Path, outtype: str = "bf16") -> tuple[float, int]:
 # A child that loads `path` as `mode` and prints, as JSON: seconds from its first line to the model freed, and
 # `first_logits`: seconds from its launch (run's LAUNCHED_AT, interpreter start-up included) to the logits in hand,
 # the latency a user waits for, which leaves out freeing the model and the process's exit; `imported`: from its
-# launch to its imports done (llama_cpp's among them), the rest being the data path's.
+# launch to its imports done (llama_cpp's among them), the rest being the data path's; `imported_cpu`: the CPU seconds
+# the child had used by then (process_time: one thread until then), its start-up's cost whatever else the machine runs.
 # FIRST_LOGITS: the view ("view": as the runner chooses, HFVIEW_DATA_PATH; "view-stream": through the FILE*;
 # "view-memfd": from a memory file), through hfview's runner. FILE_FIRST_LOGITS: a GGUF file with ("mmap") or without
 # ("nommap") mmap, through llama.cpp's bindings alone, as a user of llama.cpp loads it: it imports nothing of hfview's
@@ -330,13 +334,14 @@ from hfview import HfCheckpoint
 from hfview.runner.devices import llama_bindings
 llama_bindings()  # llama_cpp imported, as the file's child imports it
 imported = time.time() - float(os.environ.get("LAUNCHED_AT", "nan"))
+imported_cpu = time.process_time()
 src = load_model(HfCheckpoint(path), data_path=mode.partition("-")[2] or None)
 with StreamModel(src, n_ctx=32) as m:
     logits = m.logits([1, 450, 4996])
     first = time.time() - float(os.environ.get("LAUNCHED_AT", "nan"))
     data_path = m.model.data_path
 print(json.dumps({"seconds": time.perf_counter() - t0, "first_logits": first, "imported": imported,
-                  "finite": bool(abs(logits).max() < 1e30), "data_path": data_path}))
+                  "imported_cpu": imported_cpu, "finite": bool(abs(logits).max() < 1e30), "data_path": data_path}))
 """
 FILE_FIRST_LOGITS = r"""
 import os, sys, time, json, ctypes
@@ -344,6 +349,7 @@ t0 = time.perf_counter()
 mode, path = sys.argv[1], sys.argv[2]
 import llama_cpp as ll
 imported = time.time() - float(os.environ.get("LAUNCHED_AT", "nan"))
+imported_cpu = time.process_time()
 ll.llama_backend_init()
 params = ll.llama_model_default_params()
 params.load_mode = ll.LLAMA_LOAD_MODE_MMAP if mode == "mmap" else ll.LLAMA_LOAD_MODE_NONE
@@ -364,7 +370,7 @@ finite = all(abs(last[i]) < 1e30 for i in range(n_vocab))
 ll.llama_free(ctx)
 ll.llama_model_free(model)
 print(json.dumps({"seconds": time.perf_counter() - t0, "first_logits": first, "imported": imported,
-                  "finite": finite, "data_path": "file"}))
+                  "imported_cpu": imported_cpu, "finite": finite, "data_path": "file"}))
 """
 
 

@@ -16,7 +16,10 @@ Page cache is warm for every step (the checkpoint is read once before timing).
 Targets: export >= 3x the converter (both timed until the file is on disk: export fsyncs before its rename, the
 converter's file is fsynced after it exits) with peak RSS under 300 MB; the memory-file view's first logits at most
 1.0x the no-mmap load's, its peak RSS at most 1.1x the model's bytes.
-Usage: python bench/load.py [--layers 9] [--hidden 2048] [--runs 5] [--keep]
+With --compare-with DIR (another checkout of hfview, e.g. `git archive main hfview | tar -x -C DIR`), the memory
+file's first logits are also measured with DIR's hfview, in the same alternation: a change's before and after on the
+same machine at the same time (each child imports the hfview of its own tree: PYTHONPATH and working directory).
+Usage: python bench/load.py [--layers 9] [--hidden 2048] [--runs 5] [--keep] [--compare-with DIR]
        python bench/load.py --experts 32 --layers 8 --hidden 1024   # a 0.98 GB Mixtral (--layers 9: 1.09 GB)
        python bench/load.py --family deepseek_v3 --experts 32 --layers 8 --hidden 1024
            # a 1.3 GB DeepSeek-V3: latent attention, 1 dense layer, 32 routed + 1 shared expert, sigmoid router
@@ -35,7 +38,8 @@ import time
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from common import FAMILIES, FILE_FIRST_LOGITS, FIRST_LOGITS, ROOT, WORK, checkpoint, convert, run  # noqa: E402
+from common import (FAMILIES, FILE_FIRST_LOGITS, FIRST_LOGITS, ROOT, WORK, checkpoint, convert, run,  # noqa: E402
+                    warm_bytecode)
 import oracle  # noqa: E402
 
 def synced(path: Path) -> float:
@@ -76,7 +80,12 @@ def main() -> None:
     ap.add_argument("--runs", type=int, default=5, help="alternating runs of each first-logits step (median shown)")
     ap.add_argument("--no-export", action="store_true", help="skip the converter-vs-export rows (a converted file "
                     "kept by --keep is reused)")
+    ap.add_argument("--compare-with", type=Path, metavar="DIR", help="another checkout (holding hfview/): its view, "
+                    "memory file, measured in the same alternation")
     args = ap.parse_args()
+    other = args.compare_with.resolve() if args.compare_with else None
+    if other is not None and not (other / "hfview" / "__init__.py").is_file():
+        raise SystemExit(f"--compare-with {other}: no hfview/__init__.py there")
     ckpt = checkpoint(args.layers, args.hidden, args.experts, args.family)
     size = sum(f.stat().st_size for f in ckpt.glob("*.safetensors"))
     env = dict(os.environ, PYTHONPATH=str(ROOT))
@@ -105,30 +114,47 @@ def main() -> None:
     shutil.rmtree(cached_env["HFVIEW_CACHE"], ignore_errors=True)
     wall, rss, out = run([sys.executable, "-c", FIRST_LOGITS, "view", str(ckpt)], cached_env)
     rows.append((f"view -> first logits (first open, {json.loads(out)['data_path']})", wall, rss, 0))
+    if other is not None:
+        warm_bytecode(other)
+        # its own first open (its vocabulary cache may be keyed apart from this tree's), untimed
+        run([sys.executable, "-c", FIRST_LOGITS, "view-memfd", str(ckpt)], dict(cached_env, PYTHONPATH=str(other)),
+            cwd=other)
     modes = {"view-memfd": (ckpt, "view, memory file -> first logits"),
              "view-stream": (ckpt, "view, FILE* -> first logits"),
              "mmap": (conv_out, "converted file, mmap -> first logits"),
              "nommap": (conv_out, "converted file, no mmap -> first logits")}
+    if other is not None:
+        modes["other-memfd"] = (ckpt, f"view, memory file, {other.name}'s hfview -> first logits")
     walls: dict[str, list[float]] = {mode: [] for mode in modes}
     firsts: dict[str, list[float]] = {mode: [] for mode in modes}  # launch -> logits in hand (no teardown)
     loads: dict[str, list[float]] = {mode: [] for mode in modes}  # imports done -> logits in hand
+    imports: dict[str, list[float]] = {mode: [] for mode in modes}  # launch -> imports done
+    import_cpus: dict[str, list[float]] = {mode: [] for mode in modes}  # the child's CPU seconds by then
     peaks: dict[str, int] = {mode: 0 for mode in modes}
     busy_before = _cpu_ticks()
     for _ in range(args.runs):
         for mode, (path, _label) in modes.items():
-            child = FIRST_LOGITS if mode.startswith("view") else FILE_FIRST_LOGITS
-            wall, rss, out = run([sys.executable, "-c", child, mode, str(path)],
-                                 cached_env if mode.startswith("view") else env)
+            child = FILE_FIRST_LOGITS if mode in ("mmap", "nommap") else FIRST_LOGITS
+            if mode == "other-memfd":
+                wall, rss, out = run([sys.executable, "-c", child, "view-memfd", str(path)],
+                                     dict(cached_env, PYTHONPATH=str(other)), cwd=other)
+            else:
+                wall, rss, out = run([sys.executable, "-c", child, mode, str(path)],
+                                     cached_env if mode.startswith("view") else env)
             if mode.startswith("view"):
                 assert json.loads(out)["data_path"] == mode.partition("-")[2], out
             walls[mode].append(wall)
             firsts[mode].append(json.loads(out)["first_logits"])
             loads[mode].append(json.loads(out)["first_logits"] - json.loads(out)["imported"])
+            imports[mode].append(json.loads(out)["imported"])
+            import_cpus[mode].append(json.loads(out)["imported_cpu"])
             peaks[mode] = max(peaks[mode], rss)
     idle = _idle_since(busy_before)
     median = {mode: statistics.median(w) for mode, w in walls.items()}
     first = {mode: statistics.median(f) for mode, f in firsts.items()}
     load = {mode: statistics.median(f) for mode, f in loads.items()}
+    imported = {mode: statistics.median(f) for mode, f in imports.items()}
+    import_cpu = {mode: statistics.median(f) for mode, f in import_cpus.items()}
     for mode, (_path, label) in modes.items():
         rows.append((f"{label} (median of {args.runs})", median[mode], peaks[mode], 0))
     shutil.rmtree(cached_env["HFVIEW_CACHE"], ignore_errors=True)
@@ -152,12 +178,22 @@ def main() -> None:
     # the wall times above run to the child's exit, which frees the model: a memory file's pages are dearer to free
     # than llama.cpp's buffers. The latency a user waits for ends with the logits in hand
     print("launch -> logits in hand (medians, s): " + ", ".join(f"{mode} {first[mode]:.2f}" for mode in modes))
-    for mode in ("view-memfd", "view-stream"):
+    for mode in ("view-memfd", "view-stream", *(("other-memfd",) if other else ())):
         print(f"{modes[mode][1].split(' ->')[0]}: launch -> logits / the no-mmap load's "
               f"{first[mode] / first['nommap']:.2f}, / the mmap load's {first[mode] / first['mmap']:.2f}")
     print("imports done -> logits in hand, the data path alone (medians, s): "
           + ", ".join(f"{mode} {load[mode]:.2f}" for mode in modes))
-    print(f"view, memory file: imports done -> logits / the no-mmap load's {load['view-memfd'] / load['nommap']:.2f}")
+    print("launch -> imports done (medians, s): "
+          + ", ".join(f"{mode} {imported[mode]:.3f}" for mode in modes))
+    print("launch -> imports done, the child's CPU seconds (medians): "
+          + ", ".join(f"{mode} {import_cpu[mode]:.3f}" for mode in modes))
+    for mode in ("view-memfd", *(("other-memfd",) if other else ())):
+        print(f"{modes[mode][1].split(' ->')[0]}: imports done -> logits / the no-mmap load's "
+              f"{load[mode] / load['nommap']:.2f}")
+    if other is not None:
+        print(f"this tree's memory file vs {other.name}'s: launch -> logits {first['view-memfd'] / first['other-memfd']:.3f}x,"
+              f" launch -> imports done {imported['view-memfd'] / imported['other-memfd']:.3f}x (CPU "
+              f"{import_cpu['view-memfd'] / import_cpu['other-memfd']:.3f}x)")
     print(f"memory file vs FILE*: {median['view-stream'] / median['view-memfd']:.2f}x faster to first logits")
     if idle is not None:  # the contenders alternate, but a machine others use too spreads them: say how busy it was
         print(f"CPUs idle while the alternating runs ran: {idle:.0%} (each run uses up to every core); load average "

@@ -227,9 +227,9 @@ def _read_config(path: Path) -> tuple[dict, Path]:
     (Mistral's params.json), tagged with that family's model_type: the first family claiming its content where
     several read that file (Family.claims), else the first without a claim."""
     if not (path / "config.json").is_file():
-        for family in sorted(families.FAMILIES, key=lambda f: f.claims is None):
+        for family in families.own_format_families():
             own = path / family.config_file
-            if family.config_file != "config.json" and own.is_file():
+            if own.is_file():
                 config = read_config(own)
                 if family.claims is None or family.claims(config):
                     return {**config, "model_type": family.model_types[0]}, own
