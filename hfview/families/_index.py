@@ -9,6 +9,8 @@ their own, in the order a directory without config.json tries them."""
 
 BY_MODEL_TYPE: dict[str, str] = {
     'PanguEmbedded': 'pangu_embedded',
+    'RefinedWeb': 'falcon',
+    'RefinedWebModel': 'falcon',
     'TeleFLM': 'teleflm',
     'afmoe': 'afmoe',
     'apertus': 'apertus',
@@ -68,6 +70,7 @@ BY_MODEL_TYPE: dict[str, str] = {
     'granitemoehybrid': 'granitemoehybrid',
     'granitemoeshared': 'granitemoe',
     'hrm_text': 'hrm_text',
+    'hunyuan': 'hunyuan_v1_moe',
     'hunyuan_v1_dense': 'hunyuan_v1_dense',
     'hunyuan_v1_moe': 'hunyuan_v1_moe',
     'hy_v3': 'hy_v3',
@@ -81,6 +84,7 @@ BY_MODEL_TYPE: dict[str, str] = {
     'jamba': 'jamba',
     'kclgpt': 'codeshell',
     'kimi_k2': 'deepseek_v3',
+    'kimi_k3': 'kimi_k3',
     'kimi_linear': 'kimi_linear',
     'laguna': 'laguna',
     'lfm2': 'lfm2',
