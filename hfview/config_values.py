@@ -45,7 +45,8 @@ _COUNTS = (
     "dense_intermediate_size", "weight_bits", "input_bits",
 )
 _NULLABLE_COUNTS = ("num_key_value_heads", "n_kv_heads", "head_dim", "model_max_length", "n_ctx", "n_positions",
-                    "max_length", "n_inner", "ffn_hidden_size", "max_sequence_length", "num_kv_heads", "num_ln_in_parallel_attn")
+                    "max_length", "n_inner", "ffn_hidden_size", "max_sequence_length", "num_kv_heads", "num_ln_in_parallel_attn",
+                    "n_head_kv")  # n_head_kv: Falcon-40B RWConfig's num_kv_heads (None: n_head)
 # counts where 0 states "none" (experts of a dense config, a shared expert's width, a window switched off): the
 # family's own check says what a 0 means for it
 _ZERO_OR_COUNTS = ("num_local_experts", "num_experts", "n_routed_experts", "shared_intermediate_size",
@@ -436,3 +437,7 @@ OVERRIDES[("deepseek_v4", "qk_rope_head_dim")] = COUNT.or_null()
 RULES.update({"activation_situ_beta": POSITIVE, "activation_situ_linear_beta": NUMBER, "attn_res_block_size": COUNT,
               "routed_expert_hidden_size": COUNT.or_null(), "latent_moe_use_norm": BOOL, "mla_use_output_gate": BOOL,
               "moe_renormalize": BOOL, "num_expert_group": COUNT.or_null()})
+# Falcon's first revisions (RefinedWebModel / RefinedWeb) have no config class to give their keys a default's type:
+# the same types FalconConfig's defaults give them
+OVERRIDES.update({("falcon", k): BOOL for k in ("alibi", "multi_query", "new_decoder_architecture", "parallel_attn")})
+OVERRIDES[("falcon", "activation")] = STRING
