@@ -36,7 +36,7 @@ from ..params import boolean, f32, text_model_parameters, u32
 from ..shards import index_shards
 from ..views import MXFP4ExpertStack, MXFP4Pair, Stack, deepseek_v4_expert, vector_products
 from ._parts.latent import key_half, value_half
-from ._parts.state_space import KIMI_DELTA_ATTENTION, check_leading_dense
+from ._parts.state_space import KIMI_DELTA_ATTENTION, check_kimi_heads, check_leading_dense
 
 ARCH = "kimi-k3"
 _MOSTLY_MXFP4_MOE = 38
@@ -214,14 +214,7 @@ def check(h: dict, path: Path) -> None:
     missing = [k for k in ("head_dim", "num_heads", "short_conv_kernel_size") if k not in lac]
     if missing:
         raise ConfigError(f"{path}: linear_attn_config has no {', '.join(missing)}: KimiK3Model reads them")
-    if lac["num_heads"] != h["num_attention_heads"]:
-        raise ConfigError(f"{path}: linear_attn_config.num_heads {lac['num_heads']} is not num_attention_heads "
-                          f"{h['num_attention_heads']}: llama.cpp's kimi-k3 sizes the delta attention's heads by the "
-                          f"attention head count (the converter writes no other)")
-    if h["num_key_value_heads"] != h["num_attention_heads"]:
-        raise ConfigError(f"{path}: num_key_value_heads {h['num_key_value_heads']} is not num_attention_heads "
-                          f"{h['num_attention_heads']}: the converter splits kv_b_proj by num_key_value_heads, the "
-                          f"release expands it per query head")
+    check_kimi_heads(h, path, ARCH, "the release")
     dense = check_leading_dense(h, path, n, ARCH)
     if dense < n and (not h["num_experts"] or not h["num_experts_per_token"]):
         raise ConfigError(f"{path}: num_experts {h['num_experts']}, num_experts_per_token "

@@ -27,7 +27,7 @@ from ..gguf_layout import KV, ValueType
 from ..names import GGUF, Keys
 from ..params import f32, text_model_parameters, u32
 from ._parts.latent import key_half, value_half
-from ._parts.state_space import KIMI_DELTA_ATTENTION, check_leading_dense
+from ._parts.state_space import KIMI_DELTA_ATTENTION, check_kimi_heads, check_leading_dense
 
 ARCH = "kimi-linear"
 
@@ -162,14 +162,7 @@ def check(h: dict, path: Path) -> None:
         raise ConfigError(f"{path}: linear_attn_config has no {', '.join(missing)}: the converter then writes no "
                           f"{'kda.head_dim' if 'head_dim' in missing else 'ssm.conv_kernel'} and llama.cpp's "
                           f"kimi-linear cannot load the file")
-    if lac["num_heads"] != h["num_attention_heads"]:
-        raise ConfigError(f"{path}: linear_attn_config.num_heads {lac['num_heads']} is not num_attention_heads "
-                          f"{h['num_attention_heads']}: llama.cpp's kimi-linear sizes the delta attention's heads "
-                          f"by the attention head count (the converter writes no other)")
-    if h["num_key_value_heads"] != h["num_attention_heads"]:
-        raise ConfigError(f"{path}: num_key_value_heads {h['num_key_value_heads']} is not num_attention_heads "
-                          f"{h['num_attention_heads']}: the converter splits kv_b_proj by num_key_value_heads, "
-                          f"transformers expands it per query head")
+    check_kimi_heads(h, path, ARCH, "transformers")
     dense = check_leading_dense(h, path, n, ARCH)
     if dense < n and (not h["num_experts"] or not h["num_experts_per_token"] or not h["num_shared_experts"]):
         raise ConfigError(f"{path}: num_experts {h['num_experts']}, num_experts_per_token "

@@ -97,6 +97,20 @@ def check_leading_dense(h: dict, path: Path, n: int, arch: str) -> int:
     return dense
 
 
+def check_kimi_heads(h: dict, path: Path, arch: str, reference: str) -> None:
+    """Kimi's delta and latent attention sized as llama.cpp's `arch` sizes them (kimi-linear, kimi-k3): the delta
+    heads by the attention head count, the latent keys and values one per query head, as `reference` computes."""
+    lac = h["linear_attn_config"]
+    if lac["num_heads"] != h["num_attention_heads"]:
+        raise ConfigError(f"{path}: linear_attn_config.num_heads {lac['num_heads']} is not num_attention_heads "
+                          f"{h['num_attention_heads']}: llama.cpp's {arch} sizes the delta attention's heads by the "
+                          f"attention head count (the converter writes no other)")
+    if h["num_key_value_heads"] != h["num_attention_heads"]:
+        raise ConfigError(f"{path}: num_key_value_heads {h['num_key_value_heads']} is not num_attention_heads "
+                          f"{h['num_attention_heads']}: the converter splits kv_b_proj by num_key_value_heads, "
+                          f"{reference} expands it per query head")
+
+
 def by_mamba_n_groups(sources, h):
     src = sources[0]
     groups = h["mamba_n_groups"]
