@@ -89,8 +89,12 @@ def test_tiktoken_only_release_is_read_as_the_converters_kimi_branch(checkpoint,
     (dict(mla_use_nope=False), "mla_use_nope"),
     (dict(num_nextn_predict_layers=1), "num_nextn_predict_layers"),
     (dict(tie_word_embeddings=True), "tie_word_embeddings True"),
+    (dict(linear_attn_config={"full_attn_layers": [2], "kda_layers": [1, 3], "head_dim": 8, "num_heads": 2,
+                              "short_conv_kernel_size": 4}), "sizes the delta attention's heads"),
+    (dict(num_key_value_heads=2), "transformers expands it per query head"),
 ], ids=["no_router_func", "softmax", "no_renorm", "groups", "kinds_disagree", "kinds_short", "no_linear_config",
-        "layers_missing", "all_latent", "mlp_kinds", "no_dense_count", "rope", "mtp", "tied"])
+        "layers_missing", "all_latent", "mlp_kinds", "no_dense_count", "rope", "mtp", "tied", "delta_heads",
+        "kv_heads"])
 def test_refuses_what_kimi_linear_cannot_run_as_transformers_does(changes, reason, checkpoint, tmp_path):
     from hfview import HfCheckpoint
     from hfview.errors import ConfigError
