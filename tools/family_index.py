@@ -56,14 +56,9 @@ def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--check", action="store_true", help="exit 1 where the index is not what this writes")
     args = ap.parse_args()
-    text = render(derive())
-    if args.check:
-        same = OUT.is_file() and OUT.read_text(encoding="utf-8") == text
-        print(f"{OUT.relative_to(ROOT)}: {'current' if same else 'stale; run python tools/family_index.py'}")
-        return 0 if same else 1
-    OUT.write_text(text, encoding="utf-8")
-    print(f"wrote {OUT.relative_to(ROOT)}")
-    return 0
+    from tools._generated import write_or_check
+
+    return write_or_check({OUT: render(derive())}, "family_index.py", args.check)
 
 
 if __name__ == "__main__":

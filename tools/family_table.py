@@ -442,16 +442,9 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--check", action="store_true", help="write nothing; exit 1 where docs/families.md differs")
     args = parser.parse_args(argv)
-    text = render()
-    if args.check:
-        if previous() != text:
-            print("docs/families.md is not what tools/family_table.py writes: run python tools/family_table.py")
-            return 1
-        return 0
-    OUT.parent.mkdir(parents=True, exist_ok=True)
-    OUT.write_text(text, encoding="utf-8")
-    print(f"wrote {OUT.relative_to(ROOT)} ({text.count(chr(10))} lines)")
-    return 0
+    from tools._generated import write_or_check
+
+    return write_or_check({OUT: render()}, "family_table.py", args.check)
 
 
 if __name__ == "__main__":

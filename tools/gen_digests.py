@@ -137,15 +137,10 @@ def main() -> int:
     chktxt, table = read_digest_table(root / "conversion" / "base.py")
     outputs = {DIGESTS: render_digests(chktxt, table, f"{root.parent.name} conversion/base.py"),
                HF_CLASSES: render_hf_classes()}
-    stale = [p for p, text in outputs.items() if not p.is_file() or p.read_text(encoding="utf-8") != text]
-    if args.check:
-        for p in stale:
-            print(f"{p.relative_to(REPO)} is out of date: run python tools/gen_digests.py", file=sys.stderr)
-        return 1 if stale else 0
-    for p in stale:
-        p.write_text(outputs[p], encoding="utf-8")
-        print(f"wrote {p.relative_to(REPO)}")
-    return 0
+    sys.path.insert(0, str(REPO))
+    from tools._generated import write_or_check
+
+    return write_or_check(outputs, "gen_digests.py", args.check)
 
 
 if __name__ == "__main__":

@@ -350,14 +350,9 @@ def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--check", action="store_true", help="exit 1 where the data file is not what this writes")
     args = ap.parse_args()
-    text = render(derive())
-    if args.check:
-        same = OUT.is_file() and OUT.read_text(encoding="utf-8") == text
-        print(f"{OUT.relative_to(ROOT)}: {'current' if same else 'stale; run python tools/key_policy.py'}")
-        return 0 if same else 1
-    OUT.write_text(text, encoding="utf-8")
-    print(f"wrote {OUT.relative_to(ROOT)}")
-    return 0
+    from tools._generated import write_or_check
+
+    return write_or_check({OUT: render(derive())}, "key_policy.py", args.check)
 
 
 if __name__ == "__main__":
