@@ -528,3 +528,40 @@ def test_generate_json_names_the_data_path(monkeypatch):
     assert got["auto"]["data_path"] == ("memfd" if memfile.supported() else "stream")
     assert got["stream"]["data_path"] == "stream"
     assert got["auto"]["tokens"] == got["stream"]["tokens"]
+
+
+_FRESH_PROCESS_LOAD = r"""
+import importlib.abc, sys, threading
+from hfview import HfCheckpoint
+from hfview.runner.stream import load_model
+assert "llama_cpp.llama_cpp" not in sys.modules, "imported before load_model"
+threads = []
+start = threading.Thread.start
+threading.Thread.start = lambda self: (threads.append(self.name), start(self))[1]
+if sys.argv[2] == "broken":  # llama.cpp's bindings cannot be imported here: neither on the thread nor after
+    class NoBindings(importlib.abc.MetaPathFinder):
+        def find_spec(self, name, path=None, target=None):
+            if name == "llama_cpp.llama_cpp":
+                raise ImportError("no bindings in this test")
+    sys.meta_path.insert(0, NoBindings())
+try:
+    with load_model(HfCheckpoint(sys.argv[1]), data_path="memfd") as model:
+        print(model.data_path, "hfview-import-llama-cpp" in threads)
+except ImportError as exc:
+    print("ImportError:", exc, "hfview-import-llama-cpp" in threads)
+"""
+
+
+@pytest.mark.parametrize("bindings", ["importable", "broken"])
+def test_bindings_are_imported_while_the_memory_file_fills(bindings):
+    """A process that has not imported llama.cpp's bindings imports them on a thread while the memory file fills
+    (their ~50 ms of Python overlaps the fill), and loads as before; where they cannot be imported, load_model's own
+    import raises the install hint, as it did before the thread."""
+    done = subprocess.run([sys.executable, "-c", _FRESH_PROCESS_LOAD, str(REPO / "fixtures" / "default"), bindings],
+                          capture_output=True, text=True, cwd=REPO, timeout=300)
+    assert done.returncode == 0, done.stderr
+    if bindings == "importable":
+        assert done.stdout.split() == ["memfd", "True"]
+    else:
+        assert done.stdout.startswith("ImportError: llama-cpp-python is not installed") and \
+            done.stdout.split()[-1] == "True", done.stdout
