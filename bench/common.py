@@ -319,8 +319,7 @@ def convert(ckpt: Path, out: Path, outtype: str = "bf16") -> tuple[float, int]:
 # A child that loads `path` as `mode` and prints, as JSON: seconds from its first line to the model freed, and
 # `first_logits`: seconds from its launch (run's LAUNCHED_AT, interpreter start-up included) to the logits in hand,
 # the latency a user waits for, which leaves out freeing the model and the process's exit; `imported`: from its
-# launch to its imports done (the file's: llama_cpp's; the view's: hfview's, whose load_model imports llama_cpp while
-# the memory file fills), the rest being the data path's; `imported_cpu`: the CPU seconds
+# launch to its imports done (llama_cpp's among them), the rest being the data path's; `imported_cpu`: the CPU seconds
 # the child had used by then (process_time: one thread until then), its start-up's cost whatever else the machine runs.
 # FIRST_LOGITS: the view ("view": as the runner chooses, HFVIEW_DATA_PATH; "view-stream": through the FILE*;
 # "view-memfd": from a memory file), through hfview's runner. FILE_FIRST_LOGITS: a GGUF file with ("mmap") or without
@@ -332,8 +331,8 @@ t0 = time.perf_counter()
 mode, path = sys.argv[1], sys.argv[2]
 from hfview.runner.stream import StreamModel, load_model
 from hfview import HfCheckpoint
-# llama.cpp's bindings are not imported here: load_model imports them while the memory file fills, as the runner
-# does, so "imported" is hfview's imports and the bindings' import is inside imports done -> logits on this side
+from hfview.runner.devices import llama_bindings
+llama_bindings()  # llama_cpp imported, as the file's child imports it
 imported = time.time() - float(os.environ.get("LAUNCHED_AT", "nan"))
 imported_cpu = time.process_time()
 src = load_model(HfCheckpoint(path), data_path=mode.partition("-")[2] or None)

@@ -181,8 +181,7 @@ def main() -> None:
     for mode in ("view-memfd", "view-stream", *(("other-memfd",) if other else ())):
         print(f"{modes[mode][1].split(' ->')[0]}: launch -> logits / the no-mmap load's "
               f"{first[mode] / first['nommap']:.2f}, / the mmap load's {first[mode] / first['mmap']:.2f}")
-    print("imports done -> logits in hand, the data path alone (the view's with llama_cpp's import, overlapping its "
-          "fill; medians, s): "
+    print("imports done -> logits in hand, the data path alone (medians, s): "
           + ", ".join(f"{mode} {load[mode]:.2f}" for mode in modes))
     print("launch -> imports done (medians, s): "
           + ", ".join(f"{mode} {imported[mode]:.3f}" for mode in modes))

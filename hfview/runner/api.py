@@ -208,6 +208,8 @@ def load(model: str | os.PathLike | None = None, *, precision: str = "auto", dev
     where the weights stay in this machine's memory, else a FILE*; "memfd" or "stream" to choose
     (runner.stream.choose_data_path). ``Runner.data_path`` says which was used.
     """
+    import llama_cpp.llama_cpp as ll
+
     from hfview import HfCheckpoint
 
     from .stream import StreamModel, load_model, load_model_from_path
@@ -265,8 +267,6 @@ def load(model: str | os.PathLike | None = None, *, precision: str = "auto", dev
         if lm.data_path_reason.startswith("fallback"):
             why = lm.data_path_reason.removeprefix("fallback: ")
             notes.append(f"loaded through a FILE* instead of a memory file: {why}")
-    import llama_cpp.llama_cpp as ll  # here: load_model imports it while the memory file fills
-
     try:
         lora_ptrs = []
         if adapters:

@@ -16,10 +16,8 @@ exception is re-raised once llama.cpp has returned.
 from __future__ import annotations
 
 import ctypes
-import importlib
 import os
 import sys
-import threading
 from collections import deque
 from typing import Any, Callable, Protocol
 
@@ -505,6 +503,7 @@ def load_model(source: Any, *, n_gpu_layers: int = 0, progress: bool | Callable[
     Raises the source's own exception if a read failed, ModelLoadError if llama.cpp refused the data,
     hfview.memfile.MemoryFileError where the memory file does not fit in the memory free.
     """
+    ll = llama_bindings()
     desc = _describe(source)
     if hasattr(source, "for_llama_cpp"):  # a view (HfCheckpoint): its family may declare load-time array values
         source = source.for_llama_cpp()
@@ -513,14 +512,12 @@ def load_model(source: Any, *, n_gpu_layers: int = 0, progress: bool | Callable[
     path, why = choose_data_path(source, data_path, vocab_only=vocab_only, offload=offload)
     memory_file = None
     if path == "memfd":
-        _import_bindings_meanwhile()
         try:
             memory_file = _filled(source, desc, progress)
         except memfile.NoMemoryFiles as exc:
             if why.startswith("asked"):
                 raise
             path, why = "stream", f"fallback: {exc}"
-    ll = llama_bindings()  # imported by now, or its import (on the thread above) finishing: Python's import lock
     if verbose:
         sys.stderr.write(f"hfview: data path: {_DATA_PATH_WORDS[path]} ({why})\n")
     backend_init()
@@ -575,25 +572,6 @@ def load_model(source: Any, *, n_gpu_layers: int = 0, progress: bool | Callable[
 
 _DATA_PATH_WORDS = {"memfd": "memory file (memfd) mapped by llama.cpp's file loader",
                     "stream": "FILE* stream over the view", "file": "llama.cpp's file loader"}
-
-
-def _import_bindings_meanwhile() -> None:
-    """Import llama.cpp's bindings on a thread while the memory file fills, where this process has not yet: their
-    import is ~50 ms of Python (1.07 GB Llama, 2 cores), and the fill's threads wait on memory copies with the GIL
-    let go. An import that fails there is raised by llama_bindings() in the caller, which imports again."""
-    if _BINDINGS in sys.modules:
-        return
-
-    def run():
-        try:
-            importlib.import_module(_BINDINGS)
-        except BaseException:  # noqa: BLE001 - the caller's own import raises it, with its message
-            pass
-
-    threading.Thread(target=run, name="hfview-import-llama-cpp", daemon=True).start()
-
-
-_BINDINGS = "llama_cpp.llama_cpp"
 
 
 def _filled(source: Any, desc: str, progress):
