@@ -28,8 +28,8 @@ from __future__ import annotations
 from pathlib import Path
 
 from ..config import ANY, Harmless
-from ..errors import ConfigError
 from ..family import Family, Refuse, RunnerFacts, Skip
+from ._parts.checks import check_stated
 from ._parts.deepseek_moe import check_groups, check_mixture, check_sigmoid_router
 from ._parts.latent import LATENT_HARMLESS, LATENT_READS, check_latent_attention, latent_normalise, latent_parameters
 from ._parts.vocab import gpt2_vocab
@@ -47,7 +47,7 @@ DEFAULTS = {
                         tie_word_embeddings=False, rope_parameters={"rope_theta": 10000.0, "rope_type": "default"},
                         rope_interleave=True, attention_bias=False, attention_dropout=0.0,
                         num_nextn_predict_layers=1),
-    # no config class: the converter reads a kimi_k2 config.json as it stands (check_stated requires the keys)
+    # no config class: the converter reads a kimi_k2 config.json as it stands (check requires KIMI_K2_STATED)
     "kimi_k2": {},
 }
 
@@ -68,17 +68,6 @@ KIMI_K2_STATED = ("vocab_size", "hidden_size", "intermediate_size", "moe_interme
                   "max_position_embeddings", "rms_norm_eps")
 
 
-def check_stated(h: dict, path: Path) -> None:
-    """A kimi_k2 config is read as it stands (no config class): a key it leaves out would be transformers'
-    DeepseekV3 default on one side and absent (or the converter's own default) on the other."""
-    missing = [k for k in KIMI_K2_STATED if k not in h]
-    if missing:
-        raise ConfigError(f"{path}: model_type kimi_k2 without {', '.join(missing)}: transformers has no kimi_k2 "
-                          f"config class, so the converter reads config.json as it stands while transformers "
-                          f"(read as deepseek_v3) would fill DeepseekV3Config's defaults; state them, as every "
-                          f"Kimi-K2 release does")
-
-
 REFUSE = (
     Refuse("rope_interleave", bool, "llama.cpp's deepseek2 rotates interleaved pairs, and the converter writes "
            "q_pe / k_pe as stored without regrouping them", default=True),
@@ -86,8 +75,10 @@ REFUSE = (
 
 
 def check(h: dict, path: Path) -> None:
-    if h.get("model_type") == "kimi_k2":
-        check_stated(h, path)
+    if h.get("model_type") == "kimi_k2":  # a stated null (q_lora_rank) is a value DeepseekV3Config reads
+        check_stated(h, path, KIMI_K2_STATED, "transformers has no kimi_k2 config class, so the converter reads "
+                     "config.json as it stands while transformers (read as deepseek_v3) would fill DeepseekV3Config's "
+                     "defaults; state them, as every Kimi-K2 release does", null_is_missing=False)
     check_latent_attention(h, path, "DeepSeek-V3")
     check_mixture(h, path)
     check_sigmoid_router(h, path, "DeepseekV3")

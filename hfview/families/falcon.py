@@ -25,6 +25,7 @@ from ..errors import ConfigError
 from ..family import Family, Tensor, qkv_by_part
 from ..names import GGUF, Keys
 from ..params import f32, string, u32
+from ._parts.checks import check_stated
 
 # transformers 5.24's FalconConfig defaults
 DEFAULTS = {
@@ -144,11 +145,8 @@ def check_first_revision(h: dict, path: Path) -> None:
     if old:
         raise ConfigError(f"{path}: config keys {old[0]!r} and {RW_NAMES[old[0]]!r} are both stated; the converter "
                           f"reads {RW_NAMES[old[0]]}, Falcon's remote code {old[0]}; state one")
-    missing = [k for k in RW_STATED[model_type] if h.get(RW_NAMES.get(k, k)) is None]
-    if missing:
-        raise ConfigError(f"{path}: model_type {model_type} without {', '.join(missing)}: transformers has no config "
-                          f"class for it, so the converter reads config.json as it stands; state them, as Falcon's "
-                          f"first revisions do")
+    check_stated(h, path, RW_STATED[model_type], "transformers has no config class for it, so the converter reads "
+                 "config.json as it stands; state them, as Falcon's first revisions do", names=RW_NAMES)
     flags = [k for k in ("multi_query", "parallel_attn", "alibi", "bias") if k in h and not isinstance(h[k], bool)]
     if flags:
         raise ConfigError(f"{path}: {flags[0]} is {h[flags[0]]!r}; expected true or false")

@@ -31,7 +31,7 @@ from ..errors import ConfigError, shown
 from ..family import Experts, Family, Refuse, Tensor, unset
 from ..names import GGUF, Keys
 from ..params import f32, string, text_model_parameters, u32
-from ._parts.checks import silu_only
+from ._parts.checks import check_stated, silu_only
 from .hunyuan_v1_dense import TENSORS as _DENSE_TENSORS
 
 # transformers 5.24's HunYuanMoEV1Config defaults, as data (its attribute map names num_experts_per_tok moe_topk)
@@ -123,12 +123,9 @@ HUNYUAN_STATED = ("vocab_size", "hidden_size", "intermediate_size", "num_hidden_
 
 def check(h: dict, path: Path) -> None:
     if h["model_type"] == "hunyuan":
-        missing = [k for k in HUNYUAN_STATED if h.get(k) is None]
-        if missing:
-            raise ConfigError(f"{path}: model_type hunyuan without {', '.join(missing)}: transformers has no hunyuan "
-                              f"config class, so the converter reads config.json as it stands while transformers "
-                              f"(read as hunyuan_v1_moe) would fill HunYuanMoEV1Config's defaults; state them, as "
-                              f"Hunyuan-A13B's release does")
+        check_stated(h, path, HUNYUAN_STATED, "transformers has no hunyuan config class, so the converter reads "
+                     "config.json as it stands while transformers (read as hunyuan_v1_moe) would fill "
+                     "HunYuanMoEV1Config's defaults; state them, as Hunyuan-A13B's release does")
     elif h.get("head_dim") is None:
         # the release's own code takes hidden_size / num_attention_heads; transformers' class reads head_dim only
         raise ConfigError(f"{path}: head_dim {shown(h.get('head_dim'))}: transformers' HunYuanMoEV1 needs it stated")

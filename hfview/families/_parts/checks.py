@@ -42,3 +42,20 @@ def check_no_pooling(path: Path) -> None:
     if modules.is_file() and "Pooling" in modules.read_text(encoding="utf-8"):
         raise ConfigError(f"{modules}: a sentence-transformers pooling module; the view presents decoders for "
                           f"generation only and does not write the converter's pooling type")
+
+
+def check_stated(h: dict, path: Path, keys: tuple[str, ...], why: str, *, null_is_missing: bool = True,
+                 names: dict[str, str] | None = None) -> None:
+    """A model type transformers has no config class for is read as it stands, by the converter and by the view:
+    each of `keys` (looked up under the name `names` gives it, where the family reads it under another) must be
+    stated, else the two references would read it differently; `why` says how. A key stated null counts as missing,
+    unless null is a value the family reads (null_is_missing False)."""
+    names = names or {}
+
+    def missing(key: str) -> bool:
+        key = names.get(key, key)
+        return key not in h or (null_is_missing and h[key] is None)
+
+    absent = [k for k in keys if missing(k)]
+    if absent:
+        raise ConfigError(f"{path}: model_type {h.get('model_type')} without {', '.join(absent)}: {why}")
