@@ -15,26 +15,27 @@ from dataclasses import dataclass
 from collections.abc import Callable, Iterator, Sequence
 from typing import Any
 
-import gguf
+# gguf-py's own constants (the converter writes with them); only gguf.constants is imported (hfview._gguf)
+from gguf.constants import GGML_QUANT_SIZES, GGUF_DEFAULT_ALIGNMENT, GGUF_VERSION, GGMLQuantizationType, GGUFValueType
+from gguf.constants import GGUF_MAGIC as _MAGIC_NUMBER
 
 from .errors import CheckpointError
 from .shards import pread_into
 
-# gguf-py's own constants (the converter writes with them), under the names hfview's modules import
-ValueType = gguf.GGUFValueType
-GGMLType = gguf.GGMLQuantizationType
-GGUF_MAGIC = struct.pack("<I", gguf.GGUF_MAGIC)  # b"GGUF"
-GGUF_VERSION = gguf.GGUF_VERSION
-ALIGNMENT = gguf.GGUF_DEFAULT_ALIGNMENT
+# under the names hfview's modules import
+ValueType = GGUFValueType
+GGMLType = GGMLQuantizationType
+GGUF_MAGIC = struct.pack("<I", _MAGIC_NUMBER)  # b"GGUF"
+ALIGNMENT = GGUF_DEFAULT_ALIGNMENT
 
 # bytes per element of the unquantized ggml types (those of one element per block)
-GGML_ITEM_SIZE = {t: size for t, (per_block, size) in gguf.GGML_QUANT_SIZES.items() if per_block == 1}
+GGML_ITEM_SIZE = {t: size for t, (per_block, size) in GGML_QUANT_SIZES.items() if per_block == 1}
 
 
 def row_bytes(ggml_type: GGMLType, n_per_row: int) -> int:
     """Bytes of one row of `n_per_row` values, by gguf-py's block sizes (ggml's own for every type hfview writes:
     tests/test_structure.py checks them against libggml)."""
-    per_block, block_bytes = gguf.GGML_QUANT_SIZES[ggml_type]
+    per_block, block_bytes = GGML_QUANT_SIZES[ggml_type]
     return n_per_row // per_block * block_bytes
 
 

@@ -31,7 +31,8 @@ def load(path: str | Path) -> Imatrix:
 
 
 def _load_gguf(p: Path, given: str) -> Imatrix:
-    from gguf import GGUFReader
+    from ._gguf import package
+    GGUFReader = package().GGUFReader  # gguf-py's reader (its import without mistral-common)
 
     try:
         r = GGUFReader(p)

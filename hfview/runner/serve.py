@@ -166,7 +166,8 @@ def _model_facts(path, view) -> tuple[dict[str, Any], int | None, int | None]:
         meta = {kv.key: kv.value for kv in view.kv}
         window = unapplied_window(view.family, view.hparams)
     else:
-        from gguf import GGUFReader
+        from .._gguf import package
+        GGUFReader = package().GGUFReader
         meta = {name: field.contents() for name, field in GGUFReader(str(path)).fields.items()}
         window = None
     arch = meta.get("general.architecture")

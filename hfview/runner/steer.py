@@ -62,7 +62,8 @@ def parse_steer(spec: "str | os.PathLike | SteerSpec") -> SteerSpec:
 
 def read_control_vector(path: "str | os.PathLike") -> dict[int, np.ndarray]:
     """{N: float32 [n_embd]} from a control-vector GGUF; refuses what llama.cpp's loader refuses, by name."""
-    from gguf import GGUFReader
+    from .._gguf import package
+    GGUFReader = package().GGUFReader  # gguf-py's reader (its import without mistral-common)
 
     path = Path(path)
     if not path.is_file():
