@@ -18,6 +18,7 @@ from __future__ import annotations
 import functools
 import hashlib
 import importlib.util
+import itertools
 import json
 import logging
 import mmap
@@ -32,7 +33,9 @@ from .cache import cache_dir, write_whole
 from .errors import HfviewError
 from .gguf_layout import KV, FileSpan, OpenFile, decode_kvs, encode_kv
 
-_MAGIC = b"hfview vocab 1\n"
+# an entry: _MAGIC, the count of entries (u64), the sha256 of what follows, where each entry ends in the payload
+# (u64 each: a string array's end is then not found by walking its strings), the entries as the header holds them
+_MAGIC = b"hfview vocab 2\n"
 _WEIGHTS = (".safetensors", ".bin", ".pt", ".pth", ".ckpt", ".gguf", ".h5", ".msgpack", ".npz", ".onnx")
 _MAX_HASHED = 256 << 20  # non-weight files beyond this are not read to make a key: such a directory is not cached
 _MAX_ENTRIES_BYTES = 512 << 20  # the cache's vocab entries, least recently used removed first
@@ -63,7 +66,8 @@ def _build_and_keep(build: Callable, model_dir: Path, hparams: dict, path: Path)
     ~45 MB of Python lists a 128k vocabulary is built as are freed now, not encoded a second time for the header),
     and True; or where that does not read back as the same bytes, what build gave, not kept, and False."""
     entries = build(model_dir, hparams)
-    payload = b"".join(map(encode_kv, entries))
+    encoded = list(map(encode_kv, entries))
+    payload = b"".join(encoded)
     try:
         kept = decode_kvs(payload, len(entries))
         same = b"".join(map(encode_kv, kept)) == payload
@@ -71,8 +75,11 @@ def _build_and_keep(build: Callable, model_dir: Path, hparams: dict, path: Path)
         same = False
     if not same:
         return entries, False
-    if write_whole(path, lambda f: f.writelines((_MAGIC, struct.pack("<Q", len(kept)),
-                                                 hashlib.sha256(payload).digest(), payload))):
+    ends = struct.pack(f"<{len(encoded)}Q", *itertools.accumulate(map(len, encoded)))
+    digest = hashlib.sha256(ends)
+    digest.update(payload)
+    if write_whole(path, lambda f: f.writelines((_MAGIC, struct.pack("<Q", len(kept)), digest.digest(), ends,
+                                                 payload))):
         _trim(path.parent)
     return kept, True
 
@@ -163,19 +170,21 @@ def _read(path: Path) -> list[KV] | None:
         f.close()
         return None
     spans: list[FileSpan] = []
+    entries, start = None, 0
 
-    def keep(start: int, end: int) -> FileSpan:
-        spans.append(FileSpan(f, head + start, end - start))
+    def keep(begin: int, end: int) -> FileSpan:
+        spans.append(FileSpan(f, start + begin, end - begin))
         return spans[-1]
 
-    entries = None
     with data, memoryview(data) as view:
         if len(view) >= head and view[:len(_MAGIC)] == _MAGIC:
             (count,) = struct.unpack_from("<Q", view, len(_MAGIC))
-            with view[head:] as payload:
-                if hashlib.sha256(payload).digest() == view[head - 32:head]:
+            start = head + 8 * count
+            if start <= len(view) and hashlib.sha256(view[head:]).digest() == view[head - 32:head]:
+                ends = struct.unpack_from(f"<{count}Q", view, head)
+                with view[start:] as payload:
                     try:
-                        entries = decode_kvs(payload, count, keep=keep)
+                        entries = decode_kvs(payload, count, keep=keep, ends=ends)
                     except ValueError:
                         pass
     if entries is None or not spans:

@@ -2,6 +2,7 @@
 changes, never a wrong or half-written entry."""
 from __future__ import annotations
 
+import itertools
 import json
 import logging
 import os
@@ -184,6 +185,33 @@ def test_decode_kvs_reads_what_encode_kv_wrote_and_refuses_what_it_did_not():
     for bad in (data[:-1], data + b"\0", data[:40]):
         with pytest.raises(ValueError):
             decode_kvs(bad, len(entries))
+
+
+def test_decode_kvs_with_the_entries_ends_reads_the_same_and_checks_each_end():
+    """The ends a cache entry keeps spare the walk over a string array's strings; each one is still checked where
+    its entry is read, so ends that do not match the bytes are refused, not served as a header."""
+    entries = _entries()
+    encoded = [encode_kv(e) for e in entries]
+    data, ends = b"".join(encoded), list(itertools.accumulate(map(len, encoded)))
+    assert _bytes(decode_kvs(data, len(entries), ends=ends)) == _bytes(decode_kvs(data, len(entries))) == data
+    for i in range(len(ends)):
+        for shift in (-1, 1):
+            wrong = ends[:i] + [ends[i] + shift] + ends[i + 1:]
+            with pytest.raises(ValueError):
+                decode_kvs(data, len(entries), ends=wrong)
+    with pytest.raises(ValueError):
+        decode_kvs(data, len(entries), ends=ends[:-1])
+
+
+def test_an_entry_with_damaged_ends_is_built_again(cache, tmp_path):
+    d, build = _model(tmp_path), Counting(_entries())
+    vocab_kv_bytes(build, d)
+    (entry,) = cache.glob("*.kv")
+    data = bytearray(entry.read_bytes())
+    head = len(vocab_cache._MAGIC) + 8 + 32
+    data[head + 8] ^= 0x01  # the second entry's end (the tokens array's)
+    entry.write_bytes(bytes(data))
+    assert vocab_kv_bytes(build, d) == _bytes(_entries()) and build.calls == 2
 
 
 @pytest.mark.parametrize("fixture", ["llama3-bpe", "mixtral"])
