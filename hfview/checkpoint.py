@@ -190,11 +190,16 @@ class LoadTimeView:
         return _read(self, offset, n)
 
     def fill_into(self, out: memoryview, *, threads: int | None = None,
-                  on_bytes: Callable[[int], None] | None = None, fd: int | None = None) -> None:
-        """HfCheckpoint.fill_into, with these arrays' values in the header."""
-        self.ckpt.fill_into(out, threads=threads, on_bytes=on_bytes, fd=fd)
-        for start, data in self._patches:
-            out[start:start + len(data)] = data
+                  on_bytes: Callable[[int], None] | None = None, fd: int | None = None,
+                  on_header: Callable[[], None] | None = None) -> None:
+        """HfCheckpoint.fill_into, with these arrays' values in the header (put there before `on_header`)."""
+        def patched() -> None:
+            for start, data in self._patches:
+                out[start:start + len(data)] = data
+            if on_header is not None:
+                on_header()
+
+        self.ckpt.fill_into(out, threads=threads, on_bytes=on_bytes, fd=fd, on_header=patched)
 
     def __repr__(self) -> str:
         return f"{self.ckpt!r} with {', '.join(self.ckpt.load_arrays)} as llama.cpp must read them"
@@ -624,9 +629,11 @@ class HfCheckpoint:
         return memoryview(self._chunk_buffer[:n]).cast("B")
 
     def fill_into(self, out: memoryview, *, threads: int | None = None,
-                  on_bytes: Callable[[int], None] | None = None, fd: int | None = None) -> None:
+                  on_bytes: Callable[[int], None] | None = None, fd: int | None = None,
+                  on_header: Callable[[], None] | None = None) -> None:
         """Write the whole file into `out`, a writable buffer of exactly `size` bytes (a mapped memory file:
-        hfview.memfile), on `threads` threads (default: every CPU). A tensor whose bytes are the stored bits is read
+        hfview.memfile), on `threads` threads (default: every CPU): the header first, then `on_header()` (a loader
+        may read the header while the tensors are filled), then the tensors. A tensor whose bytes are the stored bits is read
         from its shards straight into its place; every other one is made a chunk at a time and copied into its place.
         `fd`: a file whose bytes `out` maps (the memory file): stored bits that lie in a row in a shard are then
         read into a buffer the CPU's cache holds, their bf16 NaNs made quiet there, and put in the file by
@@ -637,6 +644,8 @@ class HfCheckpoint:
             raise ValueError(f"fill_into needs a writable buffer of {self.size} bytes, got {len(out)}"
                              f"{' (read-only)' if out.readonly else ''}")
         self._header.readinto(0, out[:self.data_start])
+        if on_header is not None:
+            on_header()
         writer = PieceWriter(fd, out) if fd is not None else None
         jobs: dict[object, list[tuple[Presented, int, int, int]]] = {}  # what one thread does, in order
         for t, rel in zip(self.tensors, self._data_offsets):

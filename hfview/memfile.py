@@ -179,10 +179,13 @@ class PieceWriter:
 
 
 def fill(source: Any, *, description: str | None = None, threads: int | None = None,
-         on_bytes: Callable[[int], None] | None = None) -> MemoryFile:
+         on_bytes: Callable[[int], None] | None = None,
+         on_header: Callable[[MemoryFile], None] | None = None) -> MemoryFile:
     """A memory file holding `source`'s bytes: a view (anything with ``fill_into``: HfCheckpoint, LoadTimeView)
     fills it in parallel, any other byte source (``size``, ``readinto`` or ``read``) is copied in. Refuses before
-    filling when the memory is not free (MemoryFileError), as where this system has no memory files."""
+    filling when the memory is not free (MemoryFileError), as where this system has no memory files.
+    `on_header(memory_file)`: called once the file's header is in place (a view's, before its tensors are filled;
+    any other source's, once all of it is), so that a loader can open the file and read it meanwhile."""
     description = description or repr(source)
     if not supported():
         raise NoMemoryFiles(f"no memory files (memfd_create and /proc/self/fd) on this system to load "
@@ -205,9 +208,12 @@ def fill(source: Any, *, description: str | None = None, threads: int | None = N
             view = memoryview(mapping)
             try:
                 if hasattr(source, "fill_into"):
-                    source.fill_into(view, threads=threads, on_bytes=on_bytes, fd=fd)
+                    source.fill_into(view, threads=threads, on_bytes=on_bytes, fd=fd,
+                                     on_header=None if on_header is None else lambda: on_header(memory_file))
                 else:
                     _copy(source, view, on_bytes)
+                    if on_header is not None:
+                        on_header(memory_file)
             finally:
                 view.release()
         finally:

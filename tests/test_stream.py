@@ -13,6 +13,7 @@ import shutil
 import subprocess
 import sys
 import textwrap
+import threading
 import time
 from pathlib import Path
 
@@ -450,6 +451,77 @@ def test_a_view_loads_from_a_memory_file_with_the_streams_logits(monkeypatch):
     monkeypatch.setenv("HFVIEW_DATA_PATH", "disk")
     with pytest.raises(Exception, match="data path 'disk' .HFVIEW_DATA_PATH.: choose one of auto, memfd, stream"):
         load_model(HfCheckpoint(default))
+
+
+@pytest.mark.parametrize("quant", [None, "Q4_0"])
+def test_llama_cpp_reads_the_header_while_the_tensors_are_filled_and_waits_for_them(quant, monkeypatch):
+    """The memory file's load begins once its header is in place (llama.cpp reads the header and vocabulary and maps
+    the file meanwhile) and reads no tensor before the fill has ended: with every tensor's bytes held back until
+    llama.cpp has come to its first progress call, the logits are still the stream's. (Q4_0: llama.cpp repacks
+    those weights for the CPU while it loads, reading their bytes then, not at the first decode.)"""
+    import hfview.checkpoint as checkpoint_module
+    from hfview import HfCheckpoint, memfile
+    from hfview.runner import stream as stream_module
+
+    if not memfile.supported():
+        pytest.skip("no memfd on this system")
+    default = REPO / "fixtures" / "default"
+    ids = [1, 450, 1996, 17, 1701]
+    with StreamModel(load_model(HfCheckpoint(default, quant=quant), data_path="stream"), n_ctx=16) as m:
+        want = m.logits(ids)
+    events, at_gate = [], threading.Event()
+    real_start, real_progress = stream_module._LoadWhileFilling.start, stream_module._LoadWhileFilling._on_progress
+    real_write, presented = checkpoint_module._write_stored, checkpoint_module.Presented
+    real_rows_into, real_rows = presented.rows_into, presented.rows
+
+    def start(self, memory_file):
+        events.append("load begun")
+        real_start(self, memory_file)
+
+    def on_progress(self, fraction, user_data):
+        if not at_gate.is_set():
+            events.append("llama.cpp at its first progress call")
+            at_gate.set()
+        return real_progress(self, fraction, user_data)
+
+    def held_back(real):
+        def put(*args, **kwargs):
+            assert at_gate.wait(60), "llama.cpp never came to its first progress call"
+            if "tensor bytes" not in events:
+                events.append("tensor bytes")
+            return real(*args, **kwargs)
+        return put
+
+    monkeypatch.setattr(stream_module._LoadWhileFilling, "start", start)
+    monkeypatch.setattr(stream_module._LoadWhileFilling, "_on_progress", on_progress)
+    monkeypatch.setattr(checkpoint_module, "_write_stored", held_back(real_write))
+    monkeypatch.setattr(presented, "rows_into", held_back(real_rows_into))
+    monkeypatch.setattr(presented, "rows", held_back(real_rows))
+    with StreamModel(load_model(HfCheckpoint(default, quant=quant), data_path="memfd"), n_ctx=16) as m:
+        got = m.logits(ids)
+    assert events[:3] == ["load begun", "llama.cpp at its first progress call", "tensor bytes"], events
+    assert np.array_equal(got, want)
+
+
+def test_a_fill_that_fails_cancels_the_load_begun_and_raises_its_own_error(monkeypatch):
+    import hfview.checkpoint as checkpoint_module
+    from hfview import HfCheckpoint, memfile
+
+    if not memfile.supported():
+        pytest.skip("no memfd on this system")
+
+    def broken(*_args, **_kwargs):
+        raise OSError(5, "Input/output error (a shard's disk)")
+
+    monkeypatch.setattr(checkpoint_module, "_write_stored", broken)
+    monkeypatch.setattr(checkpoint_module.Presented, "rows_into", broken)
+    for _ in range(2):  # and the process loads again after it
+        with pytest.raises(OSError, match="a shard's disk"):
+            load_model(HfCheckpoint(REPO / "fixtures" / "default"), data_path="memfd")
+        assert not [t for t in threading.enumerate() if t.name == "hfview-load"]
+    monkeypatch.undo()
+    with StreamModel(load_model(HfCheckpoint(REPO / "fixtures" / "default"), data_path="memfd"), n_ctx=16) as m:
+        assert m.logits([1, 2]).shape == (2, 2000)
 
 
 def test_what_auto_reads_through_the_stream(monkeypatch, tiny_llama):
