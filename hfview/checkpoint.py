@@ -647,6 +647,8 @@ class HfCheckpoint:
         if on_header is not None:
             on_header()
         writer = PieceWriter(fd, out) if fd is not None else None
+        if writer is not None:
+            writer.let_go(0, self.data_start)
         jobs: dict[object, list[tuple[Presented, int, int, int]]] = {}  # what one thread does, in order
         for t, rel in zip(self.tensors, self._data_offsets):
             start = self.data_start + rel
@@ -672,12 +674,16 @@ class HfCheckpoint:
                     for r in range(first, stop, rows):
                         end = min(stop, r + rows)
                         t.rows_into(r, end, place[(r - first) * t.row_bytes:(end - first) * t.row_bytes])
+                        if writer is not None:  # written through the mapping
+                            writer.let_go(at + (r - first) * t.row_bytes, (end - r) * t.row_bytes)
                 else:
                     rows = max(1, _FILL_COMPUTE_BYTES // max(1, t.row_bytes))
                     for r in range(first, stop, rows):
                         end = min(stop, r + rows)
                         place[(r - first) * t.row_bytes:(end - first) * t.row_bytes] = np.frombuffer(
                             _bytes_view(t.rows(r, end)), np.uint8)
+                        if writer is not None:
+                            writer.let_go(at + (r - first) * t.row_bytes, (end - r) * t.row_bytes)
                 if on_bytes is not None:
                     on_bytes(n)
 

@@ -130,6 +130,7 @@ def check_memory(size: int, description: str) -> None:
 
 
 _MADV_POPULATE_WRITE = 23  # Linux 5.14: fault a range's pages in, writable, in one call (not in Python's mmap module)
+_MADV_DONTNEED = 4  # a shared file mapping's pages dropped from this mapping; the file keeps them
 _PAGE = mmap.PAGESIZE
 
 
@@ -167,8 +168,7 @@ class PieceWriter:
                 self._writing.release()
             return
         if self._populate:
-            begin = (self._base + int(at)) // _PAGE * _PAGE
-            end = -(-(self._base + int(at) + piece.nbytes) // _PAGE) * _PAGE
+            begin, end = self._pages(at, piece.nbytes)
             err = 0 if self._madvise(begin, end - begin, _MADV_POPULATE_WRITE) == 0 else ctypes.get_errno()
             if err == errno.EINVAL:
                 self._populate = False
@@ -176,6 +176,16 @@ class PieceWriter:
                 raise MemoryFileError(f"the memory file could not take bytes {at}..{at + piece.nbytes}: "
                                       f"{os.strerror(err)}")
         self._out[at:at + piece.nbytes] = piece
+        self.let_go(at, piece.nbytes)
+
+    def let_go(self, at: int, n: int) -> None:
+        """Drop bytes [at, at + n), written through the mapping, from this mapping (the file keeps them): the loader
+        maps the file while it is filled, and a page in both mappings would count twice in the process's RSS."""
+        begin, end = self._pages(at, n)
+        self._madvise(begin, end - begin, _MADV_DONTNEED)  # advice: a refusal leaves the pages mapped, no worse
+
+    def _pages(self, at: int, n: int) -> tuple[int, int]:
+        return (self._base + int(at)) // _PAGE * _PAGE, -(-(self._base + int(at) + n) // _PAGE) * _PAGE
 
 
 def fill(source: Any, *, description: str | None = None, threads: int | None = None,
