@@ -9,6 +9,7 @@ import ctypes
 import functools
 import os
 import pathlib
+import sys
 from concurrent.futures import ThreadPoolExecutor
 from typing import Callable
 
@@ -19,10 +20,11 @@ from .gguf_layout import GGMLType
 
 @functools.lru_cache(maxsize=1)
 def _lib() -> ctypes.CDLL:
-    import llama_cpp
-    from llama_cpp._ctypes_extensions import load_shared_library
+    from .runner.devices import llama_bindings
 
-    lib = load_shared_library("ggml-base", pathlib.Path(llama_cpp.__file__).parent / "lib")
+    ll = llama_bindings()  # llama_cpp's bindings alone, and the library loader they load libllama with
+    load_shared_library = sys.modules["llama_cpp._ctypes_extensions"].load_shared_library
+    lib = load_shared_library("ggml-base", pathlib.Path(ll.__file__).parent / "lib")
     sigs = {
         "ggml_blck_size": ([ctypes.c_int], ctypes.c_int64),
         "ggml_type_size": ([ctypes.c_int], ctypes.c_size_t),

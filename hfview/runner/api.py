@@ -16,6 +16,7 @@ import numpy as np
 from hfview.errors import HfviewError
 
 from .chat import messages_for, render
+from .devices import llama_bindings
 from .generate import Decoder, Generation, decode_loop
 from .options import default_threads
 from .sampling import Sampling
@@ -127,7 +128,7 @@ class Runner:
 
     def special_tokens(self) -> dict[str, str]:
         """bos_token / eos_token as text, the variables a chat template expects."""
-        import llama_cpp.llama_cpp as ll
+        ll = llama_bindings()
         vocab = self.sm.model.vocab
         out = {}
         for name, fn in (("bos_token", ll.llama_vocab_bos), ("eos_token", ll.llama_vocab_eos)):
@@ -208,7 +209,7 @@ def load(model: str | os.PathLike | None = None, *, precision: str = "auto", dev
     where the weights stay in this machine's memory, else a FILE*; "memfd" or "stream" to choose
     (runner.stream.choose_data_path). ``Runner.data_path`` says which was used.
     """
-    import llama_cpp.llama_cpp as ll
+    ll = llama_bindings()
 
     from hfview import HfCheckpoint
 
@@ -338,6 +339,6 @@ def _model_sampling(lm) -> tuple[Sampling, list[str]]:
 
 
 def _gguf_chat_template(lm) -> str | None:
-    import llama_cpp.llama_cpp as ll
+    ll = llama_bindings()
     t = ll.llama_model_chat_template(lm.ptr, None)
     return t.decode("utf-8") if t else None

@@ -27,6 +27,8 @@ import numpy as np
 
 from hfview.errors import HfviewError
 
+from .devices import llama_bindings
+
 __all__ = ["CaptureError", "LayerTap", "parse_layers", "check_layers", "capture", "write_safetensors"]
 
 
@@ -49,8 +51,7 @@ _ggml_lib = None
 def _ggml():
     global _ggml_lib
     if _ggml_lib is None:
-        import llama_cpp
-        lib_dir = Path(llama_cpp.__file__).resolve().parent / "lib"
+        lib_dir = Path(llama_bindings().__file__).resolve().parent / "lib"
         names = [p for p in lib_dir.glob("libggml-base.*")] or [p for p in lib_dir.glob("ggml-base.*")]
         lib = ctypes.CDLL(str(names[0]) if names else "libggml-base.so")
         lib.ggml_get_name.argtypes = [ctypes.c_void_p]
@@ -69,7 +70,7 @@ class LayerTap:
     ``error`` and re-raised by ``raise_if_failed``."""
 
     def __init__(self, layers: Iterable[int], n_embd: int):
-        import llama_cpp.llama_cpp as ll
+        ll = llama_bindings()
 
         self.names = {f"l_out-{int(n)}".encode(): int(n) for n in layers}
         self.n_embd = int(n_embd)
@@ -146,7 +147,7 @@ def capture(runner, ids: list[int], layers: Iterable[int]) -> dict[int, np.ndarr
     """{N: float32 [len(ids), n_embd]}: the residual stream after layer N at every position of ``ids``
     (from an empty cache), as llama.cpp computes it for ``runner`` (a runner.api.Runner), its control
     vector included."""
-    import llama_cpp.llama_cpp as ll
+    ll = llama_bindings()
 
     from .options import default_threads
     from .stream import StreamModel
@@ -199,7 +200,7 @@ def capture(runner, ids: list[int], layers: Iterable[int]) -> dict[int, np.ndarr
 
 
 def _arch(model) -> str:
-    import llama_cpp.llama_cpp as ll
+    ll = llama_bindings()
     buf = ctypes.create_string_buffer(128)
     ll.llama_model_meta_val_str(model.ptr, b"general.architecture", buf, len(buf))
     return buf.value.decode("utf-8", "replace")

@@ -7,10 +7,13 @@ from __future__ import annotations
 
 import ctypes
 import functools
+import importlib
 import pathlib
+import sys
 import threading
 from dataclasses import dataclass
 
+from hfview._submodules import load_alone
 from hfview.errors import HfviewError
 
 __all__ = ["DeviceInfo", "DeviceUnavailable", "DEVICES", "backends", "devices", "check_device", "n_gpu_layers",
@@ -35,12 +38,15 @@ class DeviceInfo:
 
 
 def llama_bindings():
-    """llama-cpp-python's ctypes bindings (``llama_cpp.llama_cpp``), or an ImportError saying how to install them."""
+    """llama-cpp-python's ctypes bindings (``llama_cpp.llama_cpp``), or an ImportError saying how to install them.
+    Loaded alone (hfview._submodules) where llama_cpp is not imported yet: its package also imports the high-level
+    Llama, its chat formats (jinja2) and disk cache, 33 ms of each start that a view's run does not use (bench
+    machine); hfview's modules that do use them (runner.llama_object, serve) import the package then."""
     try:
-        import llama_cpp.llama_cpp as ll
+        load_alone("llama_cpp", "_ctypes_extensions", "llama_cpp")
+        return importlib.import_module("llama_cpp.llama_cpp")
     except ImportError as exc:  # pragma: no cover
         raise ImportError("llama-cpp-python is not installed: pip install llama-cpp-python==0.3.36") from exc
-    return ll
 
 
 _backend_lock = threading.Lock()
@@ -58,10 +64,9 @@ def backend_init() -> None:
 
 @functools.lru_cache(maxsize=1)
 def _ggml() -> ctypes.CDLL:
-    import llama_cpp
-    from llama_cpp._ctypes_extensions import load_shared_library
-
-    lib = load_shared_library("ggml", pathlib.Path(llama_cpp.__file__).parent / "lib")
+    ll = llama_bindings()
+    load_shared_library = sys.modules["llama_cpp._ctypes_extensions"].load_shared_library
+    lib = load_shared_library("ggml", pathlib.Path(ll.__file__).parent / "lib")
     sigs = {
         "ggml_backend_reg_count": ([], ctypes.c_size_t),
         "ggml_backend_reg_get": ([ctypes.c_size_t], ctypes.c_void_p),

@@ -16,6 +16,7 @@ import numpy as np
 
 from hfview.errors import HfviewError
 
+from .devices import llama_bindings
 from .sampling import Sampler, Sampling
 
 __all__ = ["PromptTooLong", "Decoder", "Utf8Pieces", "Generation", "decode_loop"]
@@ -26,7 +27,7 @@ class PromptTooLong(HfviewError):
 
 
 def _ll():
-    import llama_cpp.llama_cpp as ll
+    ll = llama_bindings()
     return ll
 
 

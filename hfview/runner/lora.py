@@ -35,6 +35,7 @@ import numpy as np
 from hfview.errors import HfviewError
 
 from .options import path_and_number
+from .devices import llama_bindings
 
 __all__ = ["LoraError", "LoraSpec", "parse_lora", "LoraFile", "export_lora", "load_adapter"]
 
@@ -240,7 +241,7 @@ def load_adapter(model, source: Any, data_path: str | None = None):
     (llama.cpp frees it with the model). Read the way the model was (``data_path``, default: HFVIEW_DATA_PATH, else
     a memory file where this system has them): "memfd" fills a memory file that ``llama_adapter_lora_init`` opens
     by path, "stream" (or "file") feeds ``llama_adapter_lora_init_from_file_ptr`` through a FILE*."""
-    import llama_cpp.llama_cpp as ll
+    ll = llama_bindings()
 
     from hfview import memfile
 
@@ -293,7 +294,7 @@ def apply_to_llama(llm, specs: Sequence["str | LoraSpec"], view) -> None:
     llama.cpp frees them with the model."""
     import ctypes
 
-    import llama_cpp.llama_cpp as ll
+    ll = llama_bindings()
 
     from .stream import ModelLoadError
 

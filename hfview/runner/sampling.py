@@ -20,6 +20,7 @@ from typing import Any, Mapping
 import numpy as np
 
 from hfview.errors import HfviewError
+from .devices import llama_bindings
 
 __all__ = ["Sampling", "Sampler", "from_generation_config", "model_sampling"]
 
@@ -114,7 +115,7 @@ def from_generation_config(model_dir: Path) -> tuple[dict[str, Any], list[str]]:
 
 def model_sampling(llama_model_ptr) -> tuple[dict[str, Any], list[str]]:
     """The model's defaults from the loaded llama.cpp model's `general.sampling.*` keys."""
-    import llama_cpp.llama_cpp as ll
+    ll = llama_bindings()
 
     meta: dict[str, Any] = {}
     buf = ctypes.create_string_buffer(256)
@@ -137,7 +138,7 @@ class Sampler:
     `accept(id)` records a token (prompt or generated) for the repetition penalty."""
 
     def __init__(self, settings: Sampling, n_vocab: int):
-        import llama_cpp.llama_cpp as ll
+        ll = llama_bindings()
 
         self._ll = ll
         s = settings.seeded()

@@ -32,6 +32,7 @@ import numpy as np
 from hfview.errors import HfviewError
 
 from .options import path_and_number
+from .devices import llama_bindings
 
 __all__ = ["SteerError", "SteerSpec", "parse_steer", "read_control_vector", "control_vector_rows",
            "write_control_vector", "steer_vector", "mean_direction", "contrast_ids"]
@@ -206,7 +207,7 @@ def write_control_vector(path: "str | os.PathLike", directions: dict[int, np.nda
 def contrast_ids(runner, positive: str, negative: str) -> tuple[list[int], list[int]]:
     """One pair's token ids as cvector-generator makes them: BOS as the vocabulary says, special tokens
     parsed, the shorter padded with the last token of " " (tokenized without specials)."""
-    import llama_cpp.llama_cpp as ll
+    ll = llama_bindings()
 
     add_bos = bool(ll.llama_vocab_get_add_bos(runner.sm.model.vocab))
     pos = runner.tokenize(positive, add_special=add_bos, parse_special=True)
@@ -231,7 +232,7 @@ def mean_direction(diffs: Iterable[np.ndarray]) -> np.ndarray:
 def steer_vector(runner, pairs: Sequence[tuple[str, str]]) -> dict[int, np.ndarray]:
     """{N: unit float32 [n_embd]} for N = 1 .. n_layer - 1, from the residual stream after layer N - 1 (see
     the module docstring), through llama.cpp's eval callback."""
-    import llama_cpp.llama_cpp as ll
+    ll = llama_bindings()
 
     from .capture import capture
 

@@ -24,7 +24,9 @@ class LlamaCppVocab:
     """A GGUF loaded vocabulary-only by llama.cpp (no tensor is read)."""
 
     def __init__(self, gguf_path: Path | str):
-        import llama_cpp.llama_cpp as ll
+        from hfview.runner.devices import llama_bindings
+
+        ll = llama_bindings()
 
         self._ll = ll
         ll.llama_backend_init()
