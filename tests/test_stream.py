@@ -503,6 +503,41 @@ def test_llama_cpp_reads_the_header_while_the_tensors_are_filled_and_waits_for_t
     assert np.array_equal(got, want)
 
 
+@pytest.mark.parametrize("header_share_from, begun", [(1000, "at the header"), (0, "after the fill")])
+def test_the_load_begins_at_the_header_where_the_header_is_a_large_share_of_the_file(header_share_from, begun,
+                                                                                      monkeypatch):
+    """Where the header is at least 1/_LOAD_AT_HEADER_FROM of the file (the default fixture's is 1/73), llama.cpp's
+    load begins at the header; elsewhere once the file is filled, as its MAP_POPULATE would run ahead of the fill."""
+    import hfview.checkpoint as checkpoint_module
+    from hfview import HfCheckpoint, memfile
+    from hfview.runner import stream as stream_module
+
+    if not memfile.supported():
+        pytest.skip("no memfd on this system")
+    events = []
+    real_start, presented = stream_module._LoadWhileFilling.start, checkpoint_module.Presented
+
+    def start(self, memory_file):
+        events.append("load begun")
+        real_start(self, memory_file)
+
+    def noted(real):
+        def put(*args, **kwargs):
+            events.append("tensor bytes")
+            return real(*args, **kwargs)
+        return put
+
+    monkeypatch.setattr(stream_module, "_LOAD_AT_HEADER_FROM", header_share_from)
+    monkeypatch.setattr(stream_module._LoadWhileFilling, "start", start)
+    monkeypatch.setattr(checkpoint_module, "_write_stored", noted(checkpoint_module._write_stored))
+    monkeypatch.setattr(presented, "rows_into", noted(presented.rows_into))
+    monkeypatch.setattr(presented, "rows", noted(presented.rows))
+    with StreamModel(load_model(HfCheckpoint(REPO / "fixtures" / "default"), data_path="memfd"), n_ctx=16) as m:
+        assert m.logits([1, 2]).shape == (2, 2000)
+    assert events.count("load begun") == 1 and "tensor bytes" in events
+    assert events.index("load begun") == (0 if begun == "at the header" else len(events) - 1), events
+
+
 def test_a_fill_that_fails_cancels_the_load_begun_and_raises_its_own_error(monkeypatch):
     import hfview.checkpoint as checkpoint_module
     from hfview import HfCheckpoint, memfile

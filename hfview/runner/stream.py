@@ -542,9 +542,10 @@ def load_model(source: Any, *, n_gpu_layers: int = 0, progress: bool | Callable[
             params.load_mode = ll.LLAMA_LOAD_MODE_MMAP
             loader = _LoadWhileFilling(params, prog._on_progress if prog is not None else
                                        given_callback if given_callback else None)
+            early = getattr(source, "data_start", 0) * _LOAD_AT_HEADER_FROM >= source.size
             with _LlamaLog(verbose) as log:
                 try:
-                    memory_file = _filled(source, desc, progress, on_header=loader.start)
+                    memory_file = _filled(source, desc, progress, on_header=loader.start if early else None)
                 except memfile.NoMemoryFiles as exc:  # before any file was made: no load begun
                     if why.startswith("asked"):
                         raise
@@ -581,12 +582,21 @@ def load_model(source: Any, *, n_gpu_layers: int = 0, progress: bool | Callable[
     return Model(ptr, desc, vocab_only, data_path=(path, why))
 
 
+# llama.cpp's load of a memory file begins at its header where the header is at least 1/1000 of the file. Its work
+# before it maps the file (the vocabulary's tokens and merges) grows with the header, and overlaps the fill; what the
+# overlap costs grows with the file: llama.cpp maps it with MAP_POPULATE, which runs ahead of the fill and makes
+# (zeroes) the pages the fill's pwrite would have made without. bench/load.py, 2 cores, launch -> logits with the
+# load begun at the header vs after the fill (9 alternating runs each): DeepSeek-V3 (header 1/169 of the file,
+# 128k vocabulary) 0.90x, Granite hybrid (1/592) 0.89-0.95x; Llama (1/1474, 32k) 1.08x.
+_LOAD_AT_HEADER_FROM = 1000
+
+
 class _LoadWhileFilling:
-    """llama.cpp's load of a memory file, begun on a thread as soon as the file's header is in place: it reads the
-    header and the vocabulary and maps the file (MAP_POPULATE: its page tables made) while the fill goes on, and
-    waits at its first progress call, which llama_model_loader::load_all_data makes before it touches any tensor's
-    bytes, until the fill has ended. A fill that failed cancels it there. (DeepSeek-V3 bench checkpoint, 128k
-    vocabulary, 2 cores: fill + load 1.63-1.70 s one after the other, 1.17-1.55 s so.)"""
+    """llama.cpp's load of a memory file on a thread, begun as soon as the file's header is in place (where that pays:
+    _LOAD_AT_HEADER_FROM) or once the file is filled: it reads the header and the vocabulary and maps the file
+    (MAP_POPULATE: its page tables made) while the fill goes on, and waits at its first progress call, which
+    llama_model_loader::load_all_data makes before it touches any tensor's bytes, until the fill has ended. A fill
+    that failed cancels it there."""
 
     def __init__(self, params, then: Callable[[float, Any], bool] | None):
         """`then(fraction, user_data)`: the progress callback llama.cpp would otherwise call, once the fill has ended."""
