@@ -11,6 +11,7 @@ from __future__ import annotations
 import importlib.util
 import os
 import sys
+import threading
 from types import ModuleType
 
 
@@ -41,11 +42,19 @@ class _PackageTakesItsSubmodules:
 
 
 _finders: dict[str, _PackageTakesItsSubmodules] = {}
+_loading = threading.RLock()  # the import system locks each module it loads; this loads outside it, so one at a time
 
 
 def load_alone(package: str, *names: str) -> None:
     """package.name for each name, in order, loaded where neither it nor the package is imported yet. Where the
     package is not installed nothing is done: the caller's import then raises the ordinary ImportError."""
+    if package in sys.modules:
+        return
+    with _loading:  # a submodule is in sys.modules while it runs: another thread waits here till it has run
+        _load_alone(package, names)
+
+
+def _load_alone(package: str, names: tuple[str, ...]) -> None:
     if package in sys.modules:
         return
     spec = importlib.util.find_spec(package)
