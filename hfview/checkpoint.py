@@ -669,21 +669,17 @@ class HfCheckpoint:
                 if spans is not None:
                     buffer = np.empty(_FILL_READ_BYTES, np.uint8) if buffer is None else buffer
                     _write_stored(spans, t.ggml_type == GGMLType.BF16, buffer, writer, at)
-                elif t.stored_bits:
-                    rows = max(1, _FILL_READ_BYTES // max(1, t.row_bytes))
-                    for r in range(first, stop, rows):
-                        end = min(stop, r + rows)
-                        t.rows_into(r, end, place[(r - first) * t.row_bytes:(end - first) * t.row_bytes])
-                        if writer is not None:  # written through the mapping
-                            writer.let_go(at + (r - first) * t.row_bytes, (end - r) * t.row_bytes)
                 else:
-                    rows = max(1, _FILL_COMPUTE_BYTES // max(1, t.row_bytes))
+                    rows = max(1, (_FILL_READ_BYTES if t.stored_bits else _FILL_COMPUTE_BYTES) // max(1, t.row_bytes))
                     for r in range(first, stop, rows):
                         end = min(stop, r + rows)
-                        place[(r - first) * t.row_bytes:(end - first) * t.row_bytes] = np.frombuffer(
-                            _bytes_view(t.rows(r, end)), np.uint8)
-                        if writer is not None:
-                            writer.let_go(at + (r - first) * t.row_bytes, (end - r) * t.row_bytes)
+                        lo, hi = (r - first) * t.row_bytes, (end - first) * t.row_bytes
+                        if t.stored_bits:
+                            t.rows_into(r, end, place[lo:hi])
+                        else:
+                            place[lo:hi] = np.frombuffer(_bytes_view(t.rows(r, end)), np.uint8)
+                        if writer is not None:  # written through the mapping
+                            writer.let_go(at + lo, hi - lo)
                 if on_bytes is not None:
                     on_bytes(n)
 

@@ -8,8 +8,6 @@ from __future__ import annotations
 import ctypes
 import functools
 import os
-import pathlib
-import sys
 from concurrent.futures import ThreadPoolExecutor
 from typing import Callable
 
@@ -20,11 +18,9 @@ from .gguf_layout import GGMLType
 
 @functools.lru_cache(maxsize=1)
 def _lib() -> ctypes.CDLL:
-    from .runner.devices import llama_bindings
+    from .runner.devices import ggml_library
 
-    ll = llama_bindings()  # llama_cpp's bindings alone, and the library loader they load libllama with
-    load_shared_library = sys.modules["llama_cpp._ctypes_extensions"].load_shared_library
-    lib = load_shared_library("ggml-base", pathlib.Path(ll.__file__).parent / "lib")
+    lib = ggml_library("ggml-base")
     sigs = {
         "ggml_blck_size": ([ctypes.c_int], ctypes.c_int64),
         "ggml_type_size": ([ctypes.c_int], ctypes.c_size_t),

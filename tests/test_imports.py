@@ -9,11 +9,15 @@ import pytest
 ROOT = Path(__file__).resolve().parent.parent
 
 
+def _runs_in_a_fresh_interpreter(code: str) -> None:
+    done = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True)
+    assert done.returncode == 0, done.stderr[-2000:]
+
+
 @pytest.mark.parametrize("module", ["hfview.tokenizer", "hfview.tokenizer.special", "hfview.tokenizer.vocab", "hfview",
                                     "hfview.checkpoint", "hfview.runner", "hfview.runner.stream"])
 def test_imports_first(module):
-    done = subprocess.run([sys.executable, "-c", f"import {module}"], cwd=ROOT, capture_output=True, text=True)
-    assert done.returncode == 0, done.stderr[-2000:]
+    _runs_in_a_fresh_interpreter(f"import {module}")
 
 
 def test_llama_cpp_bindings_load_alone_and_the_package_takes_them_later():
@@ -29,8 +33,7 @@ def test_llama_cpp_bindings_load_alone_and_the_package_takes_them_later():
             "import llama_cpp._ctypes_extensions as ext\n"
             "assert llama_cpp.llama_cpp is again is ll and ext is sys.modules['llama_cpp._ctypes_extensions']\n"
             "assert llama_cpp.llama_backend_init is ll.llama_backend_init\n")
-    done = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True)
-    assert done.returncode == 0, done.stderr[-2000:]
+    _runs_in_a_fresh_interpreter(code)
 
 
 def test_view_imports_gguf_constants_alone():
@@ -44,5 +47,4 @@ def test_view_imports_gguf_constants_alone():
             "from gguf import GGUFReader, GGUFWriter\n"
             "from hfview.gguf_layout import GGMLType\n"
             "assert GGMLType is gguf.GGMLQuantizationType\n")
-    done = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True)
-    assert done.returncode == 0, done.stderr[-2000:]
+    _runs_in_a_fresh_interpreter(code)

@@ -62,11 +62,16 @@ def backend_init() -> None:
             _backend_ready = True
 
 
-@functools.lru_cache(maxsize=1)
-def _ggml() -> ctypes.CDLL:
+def ggml_library(name: str) -> ctypes.CDLL:
+    """One of ggml's libraries ("ggml", "ggml-base") from beside llama_cpp's bindings, loaded as they load libllama."""
     ll = llama_bindings()
     load_shared_library = sys.modules["llama_cpp._ctypes_extensions"].load_shared_library
-    lib = load_shared_library("ggml", pathlib.Path(ll.__file__).parent / "lib")
+    return load_shared_library(name, pathlib.Path(ll.__file__).parent / "lib")
+
+
+@functools.lru_cache(maxsize=1)
+def _ggml() -> ctypes.CDLL:
+    lib = ggml_library("ggml")
     sigs = {
         "ggml_backend_reg_count": ([], ctypes.c_size_t),
         "ggml_backend_reg_get": ([ctypes.c_size_t], ctypes.c_void_p),
